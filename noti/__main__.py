@@ -1,0 +1,3 @@
+from noti.cli import main
+
+main()

@@ -1,0 +1,107 @@
+"""The Celery app: ``celery -A noti worker|beat|flower`` finds it as ``noti.celery``.
+
+The configuration is derived from :class:`~noti.config.Settings` when Celery first reads it,
+so importing noti reads nothing and connects to nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery, bootsteps
+from celery.signals import worker_process_shutdown
+
+from noti.beat import beat_schedule
+from noti.config import Settings
+from noti.delay import PumpThread
+from noti.queues import (
+    INTAKE_QUEUE,
+    MAINTENANCE_QUEUE,
+    Publisher,
+    all_queues,
+    priority_for_level,
+    transport_options,
+)
+from noti.runtime import get_runtime
+
+__all__ = ["app", "celery_config"]
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """Celery settings derived from noti's (see the README's table for the reasons)."""
+    transport = transport_options(
+        visibility_timeout_s=settings.visibility_timeout_s,
+        restore_interval_s=settings.unacked_restore_interval_s,
+    )
+    return {
+        "broker_url": settings.broker,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": transport,
+        "visibility_timeout": settings.visibility_timeout_s,
+        "result_backend": None,
+        "task_ignore_result": True,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "task_queues": all_queues(),
+        "task_default_queue": INTAKE_QUEUE,
+        "task_default_priority": priority_for_level(1),
+        "task_routes": {
+            "noti.notify": {"queue": INTAKE_QUEUE},
+            "noti.maintenance.*": {"queue": MAINTENANCE_QUEUE},
+        },
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_pool": settings.worker_pool,
+        "worker_concurrency": settings.worker_concurrency,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_hijack_root_logger": False,
+        "timezone": "UTC",
+        "enable_utc": True,
+        "beat_scheduler": "redbeat.RedBeatScheduler",
+        "beat_schedule": beat_schedule(settings),
+        "beat_max_loop_interval": 5,
+        "redbeat_redis_url": settings.redis_url,
+        "redbeat_redis_options": {"retry_period": 60},
+        "redbeat_key_prefix": f"{settings.key_prefix}beat:",
+        "redbeat_lock_timeout": 30,
+    }
+
+
+app = Celery(
+    "noti",
+    set_as_current=False,
+    include=["noti.tasks.deliver", "noti.tasks.intake", "noti.tasks.maintenance"],
+)
+app.add_defaults(lambda: celery_config(get_runtime().settings))
+
+
+class DelayPump(bootsteps.StartStopStep):
+    """Worker bootstep: runs the delayed-set pump (one active copy across all workers)."""
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.thread: PumpThread | None = None
+
+    def start(self, worker: Any) -> None:
+        runtime = get_runtime()
+        self.thread = PumpThread(
+            runtime.delayed, Publisher(worker.app).publish, interval_s=runtime.settings.pump_interval_s
+        )
+        self.thread.start()
+
+    def stop(self, worker: Any) -> None:
+        if self.thread is not None:
+            self.thread.stop()
+            self.thread = None
+
+
+app.steps["worker"].add(DelayPump)
+
+
+@worker_process_shutdown.connect
+def _close_runtime(**_: Any) -> None:
+    get_runtime().close()

@@ -1,0 +1,164 @@
+"""Settings: the one object that holds noti's configuration, and the only reader of the environment.
+
+Values come, highest first, from ``NOTI_*`` environment variables (nested with ``__``, e.g.
+``NOTI_CHANNELS__SMS__PROVIDER=sandbox``), then from the TOML file named by ``NOTI_CONFIG``,
+then from the defaults below. Provider options (secrets included) live in the TOML file under
+``[providers.<name>]``; they are never printed and never copied into records.
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from noti.errors import InvalidConfig
+
+__all__ = ["ChannelSettings", "Settings", "get_settings", "load_settings"]
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry, e.g. in a bare container
+        return "anonymous"
+
+
+class ChannelSettings(BaseModel):
+    """Per-channel choices (``[channels.sms]``)."""
+
+    #: Provider name(s) used when a record names none, in failover order: ``"aliyun,tencent"``.
+    provider: str | None = None
+    #: Attempt limit for this channel's records (``noti_retry_max``); None = the global default.
+    retry_max: int | None = Field(default=None, ge=1, le=100)
+
+
+class Settings(BaseSettings):
+    """Everything noti reads from its environment, typed and validated."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NOTI_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        frozen=True,
+    )
+
+    #: Record store (and, unless ``broker_url`` is set, the Celery broker).
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    #: Celery broker; defaults to ``redis_url`` so a notification is one Redis round trip away.
+    broker_url: str | None = None
+    #: Prefix of every Redis key noti owns (records, indexes, delayed set, locks).
+    key_prefix: str = "noti:"
+    #: Acting user of the CLI and of API calls that pass no ``user``.
+    user: str = Field(default_factory=_os_user)
+    #: Administrators of the ``root`` group: level cap 1000, may see and delete everything.
+    root_admins: CommaList = Field(default_factory=list)
+    #: Members of the ``root`` group: level cap 100, may see and delete everything.
+    root_members: CommaList = Field(default_factory=list)
+
+    #: Lease a worker takes on a record while it calls the provider (``noti_timeout_at``).
+    lease_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    #: Default attempt limit (``noti_retry_max``).
+    retry_max: int = Field(default=3, ge=1, le=100)
+    #: Back-off between attempts: ``linear`` (attempt × retry_seconds, webman's default) or
+    #: ``exponential`` (retry_seconds × 2^(attempt-1) with full jitter, capped).
+    retry_policy: Literal["linear", "exponential"] = "linear"
+    retry_seconds: float = Field(default=60.0, ge=0)
+    retry_cap_s: float = Field(default=3600.0, gt=0)
+    #: How long done records are kept before ``clean`` (and the hourly beat job) removes them.
+    keep_done_s: float = Field(default=3 * 86400, gt=0)
+
+    #: kombu's visibility timeout: an unacked message is redelivered after this long.
+    #: Duplicates are harmless (the claim refuses them), so it only bounds crash recovery.
+    visibility_timeout_s: float = Field(default=300.0, gt=0)
+    #: How often a worker looks for unacked messages of dead workers (kombu 5.7 option).
+    unacked_restore_interval_s: float = Field(default=10.0, gt=0)
+    #: Worker pool and concurrency used when ``celery worker`` is given none on its command line.
+    worker_pool: Literal["threads", "prefork", "solo", "gevent", "eventlet"] = "threads"
+    worker_concurrency: int = Field(default=8, ge=1, le=1000)
+    #: How often the delayed pump looks for due records (seconds).
+    pump_interval_s: float = Field(default=0.2, gt=0, le=10)
+    #: Maintenance intervals driven by ``celery beat``.
+    clean_interval_s: float = Field(default=3600.0, gt=0)
+
+    channels: dict[str, ChannelSettings] = Field(default_factory=dict)
+    #: ``[providers.<name>]`` tables; ``kind`` picks the implementation (defaults to the name).
+    providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("root_admins", "root_members", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @field_validator("key_prefix")
+    @classmethod
+    def _prefix_shape(cls, value: str) -> str:
+        if not value or any(c.isspace() for c in value):
+            raise ValueError("must be a non-empty string without spaces, e.g. 'noti:'")
+        return value
+
+    @property
+    def broker(self) -> str:
+        """The Celery broker URL actually used."""
+        return self.broker_url or self.redis_url
+
+    def channel(self, name: str) -> ChannelSettings:
+        """Settings of one channel (defaults when it has no table)."""
+        return self.channels.get(name) or ChannelSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("NOTI_CONFIG")
+        if config_file:
+            path = Path(config_file)
+            if not path.is_file():
+                raise InvalidConfig(f"NOTI_CONFIG names {config_file!r}, which is not a file")
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings now (environment, then ``NOTI_CONFIG``), with keyword overrides on top.
+
+    Raises:
+        InvalidConfig: a value is malformed; the message names the variable and the problem.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"NOTI_{'__'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise InvalidConfig(problems) from exc
+    except ValueError as exc:  # e.g. a TOML syntax error
+        raise InvalidConfig(f"cannot read the settings: {exc}") from exc
+
+
+@functools.cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once. Call only at the edges (app, CLI, API)."""
+    return load_settings()

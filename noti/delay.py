@@ -1,0 +1,126 @@
+"""Records that wait for a time: the delayed set and the pump that queues them when due.
+
+A record waiting for a retry back-off, or whose lease must be re-checked, has its id in the
+``noti:delayed`` sorted set, scored by the ms it is due. No Celery ETA message is held in
+worker memory for it (celery-facts §2: on Redis those are redelivered past the visibility
+timeout). The pump takes due ids with ``pump.lua``, which leaves each taken id in the set
+re-armed a little later, publishes their delivery messages, and only then confirms them
+(``pump_ack.lua``). A pump that dies in between loses nothing: the ids fire again, and the
+record claim makes a duplicate message harmless.
+
+One pump runs at a time per key prefix: every worker starts :class:`PumpThread`, and the one
+that holds the lock ``noti:lock:pump`` does the work; another takes over within the lock's
+time-to-live when it stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+import redis
+from redis.exceptions import LockError, RedisError
+
+from noti.keys import Keys
+from noti.record import Channel, now_ms
+from noti.redisconn import load_script, translate_errors
+
+__all__ = ["DelayedQueue", "PumpThread"]
+
+log = logging.getLogger(__name__)
+
+PublishFn = Callable[[Iterable[tuple[str, Channel, int]]], int]
+
+
+class DelayedQueue:
+    """The delayed set of one key prefix."""
+
+    #: How long a taken-but-unconfirmed id waits before it fires again.
+    REARM_MS = 30_000
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.redis = client
+        self.keys = keys
+        self._take = load_script(client, "pump")
+        self._ack = load_script(client, "pump_ack")
+
+    def schedule(self, record_id: str, due_ms: int) -> None:
+        """Make ``record_id`` due at ``due_ms`` (moving it if it was already scheduled)."""
+        with translate_errors(self.redis):
+            self.redis.zadd(self.keys.delayed, {record_id: due_ms})
+
+    def due_at(self, record_id: str) -> int | None:
+        with translate_errors(self.redis):
+            score = self.redis.zscore(self.keys.delayed, record_id)
+        return None if score is None else int(score)
+
+    def size(self) -> int:
+        with translate_errors(self.redis):
+            return int(self.redis.zcard(self.keys.delayed))
+
+    def pump_once(self, publish: PublishFn, *, batch: int = 500, at_ms: int | None = None) -> int:
+        """Publish the records due now (at most ``batch``); the number of ids taken."""
+        now = now_ms() if at_ms is None else at_ms
+        rearm = now + self.REARM_MS
+        with translate_errors(self.redis):
+            ids: list[str] = self._take(keys=[self.keys.delayed], args=[now, batch, rearm])
+            if not ids:
+                return 0
+            pipe = self.redis.pipeline(transaction=False)
+            for record_id in ids:
+                pipe.hmget(self.keys.record(record_id), "noti_type", "noti_lv", "noti_st")
+            rows = pipe.execute()
+        items = [
+            (record_id, Channel(kind), int(level))
+            for record_id, (kind, level, status) in zip(ids, rows, strict=True)
+            if status == "1" and kind in Channel._value2member_map_
+        ]
+        if items:
+            publish(items)
+        with translate_errors(self.redis):
+            self._ack(keys=[self.keys.delayed], args=[rearm, *ids])
+        return len(ids)
+
+
+class PumpThread(threading.Thread):
+    """Runs :meth:`DelayedQueue.pump_once` every ``interval_s`` while holding the pump lock."""
+
+    LOCK_TTL_S = 10.0
+
+    def __init__(self, delayed: DelayedQueue, publish: PublishFn, *, interval_s: float) -> None:
+        super().__init__(name="noti-delay-pump", daemon=True)
+        self._delayed = delayed
+        self._publish = publish
+        self._interval_s = interval_s
+        self._stop_event = threading.Event()
+        self._lock = delayed.redis.lock(
+            delayed.keys.lock("pump"), timeout=self.LOCK_TTL_S, thread_local=False
+        )
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self._stop_event.set()
+        self.join(timeout)
+
+    def run(self) -> None:
+        owned = False
+        while not self._stop_event.is_set():
+            try:
+                if owned:
+                    self._lock.reacquire()
+                else:
+                    owned = self._lock.acquire(blocking=False)
+                if owned:
+                    while self._delayed.pump_once(self._publish) >= 500:
+                        pass
+            except LockError:
+                log.warning("delay pump: lost the pump lock; another worker pumps now")
+                owned = False
+            except Exception:  # keep pumping through Redis hiccups and broker errors
+                log.exception("delay pump: pass failed; trying again")
+            self._stop_event.wait(self._interval_s if owned else self.LOCK_TTL_S / 4)
+        if owned:
+            try:
+                self._lock.release()
+            except (LockError, RedisError):
+                pass

@@ -1,0 +1,130 @@
+"""The error tree of noti: every error a caller can see, with a stable code.
+
+::
+
+    NotiError                    .code, .message
+    ├── InvalidConfig            e.noti.config            bad NOTI_* setting, missing extra
+    ├── InvalidInput             e.cmd.noti.add.*         refused before anything is stored
+    ├── PermissionDenied         e.cmd.noti.*.nopvg       the acting user may not do this
+    ├── NotFound                 e.cmd.noti.not_found     unknown record (del: e.cmd.noti.del.not_a_msg)
+    ├── StoreUnavailable         e.noti.store.unavailable Redis down, refused or timed out
+    ├── DeliveryError            e.noti.delivery          raised by providers only
+    │   ├── TemporaryFailure     e.noti.delivery.temporary   retried per the retry policy
+    │   │   └── RateLimited      e.noti.delivery.ratelimited waits retry_after_s, not an attempt
+    │   └── PermanentFailure     e.noti.delivery.permanent   record invalid (-1) at once
+    └── RetriesExhausted         e.cmd.noti.send.reachMaxRetry  record failed (0)
+
+Codes are a contract (scripts match on them); ``tests/test_errors.py`` pins them.
+Foreign exceptions are wrapped where they are met, never passed through.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DeliveryError",
+    "InvalidConfig",
+    "InvalidInput",
+    "NotFound",
+    "NotiError",
+    "PermanentFailure",
+    "PermissionDenied",
+    "RateLimited",
+    "RetriesExhausted",
+    "StoreUnavailable",
+    "TemporaryFailure",
+]
+
+
+class NotiError(Exception):
+    """Root of every error noti raises on purpose."""
+
+    code: str = "e.noti"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class InvalidConfig(NotiError):
+    """A setting or an installed extra is missing or wrong; raised at start-up or first use."""
+
+    code = "e.noti.config"
+
+
+class InvalidInput(NotiError):
+    """A request was refused before anything was stored."""
+
+    code = "e.cmd.noti.add.invalid"
+
+
+class PermissionDenied(NotiError):
+    """The acting user is not allowed to do this (seed codes ``e.cmd.noti.*.nopvg``)."""
+
+    code = "e.cmd.noti.nopvg"
+
+
+class NotFound(NotiError):
+    """No notification record has this id."""
+
+    code = "e.cmd.noti.not_found"
+
+
+class StoreUnavailable(NotiError):
+    """Redis could not be reached or did not answer in time."""
+
+    code = "e.noti.store.unavailable"
+
+
+class DeliveryError(NotiError):
+    """A provider could not deliver; subclasses tell the sender what to do next.
+
+    Providers raise these and nothing else; the retry policy branches on the class,
+    never on ``vendor_code``, which is kept for the record and the logs.
+    """
+
+    code = "e.noti.delivery"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        vendor_code: str = "",
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code)
+        self.provider = provider
+        self.vendor_code = vendor_code
+
+
+class TemporaryFailure(DeliveryError):
+    """Transient failure (timeout, 5xx, vendor busy): try again later; counts as an attempt."""
+
+    code = "e.noti.delivery.temporary"
+
+
+class RateLimited(TemporaryFailure):
+    """A flow limit with a known window: wait ``retry_after_s``; does not count as an attempt."""
+
+    code = "e.noti.delivery.ratelimited"
+
+    def __init__(self, message: str, *, retry_after_s: float, **kwargs: str) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after_s = retry_after_s
+
+
+class PermanentFailure(DeliveryError):
+    """This message can never be delivered as it is (bad target, rejected content)."""
+
+    code = "e.noti.delivery.permanent"
+
+
+class RetriesExhausted(NotiError):
+    """Every allowed attempt failed; the record is failed (0) with the last error."""
+
+    code = "e.cmd.noti.send.reachMaxRetry"

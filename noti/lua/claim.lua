@@ -1,0 +1,32 @@
+-- Claim records for sending: only a waiting record whose lease has expired is taken.
+-- KEYS: record hashes.
+-- ARGV[1] now (ms), ARGV[2] lease length (ms), ARGV[3] owner token,
+-- ARGV[4] creator the record must have ("" = anyone).
+-- Returns one entry per key:
+--   {1, field, value, ...}  claimed: the whole hash after the claim
+--   {2, lease_until_ms}     waiting, but leased or not yet due
+--   {3, status}             not waiting (done, failed, invalid)
+--   {4}                     made by another creator
+--   {0}                     no such record
+local now = tonumber(ARGV[1])
+local lease_until = now + tonumber(ARGV[2])
+local out = {}
+for i, key in ipairs(KEYS) do
+  local st, lease, creator = unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', 'noti_c'))
+  if not st then
+    out[i] = {0}
+  elseif ARGV[4] ~= '' and creator ~= ARGV[4] then
+    out[i] = {4}
+  elseif st ~= '1' then
+    out[i] = {3, tonumber(st)}
+  elseif (tonumber(lease) or 0) > now then
+    out[i] = {2, tonumber(lease)}
+  else
+    redis.call('HSET', key, 'noti_timeout_at', lease_until, '_owner', ARGV[3], 'lm', now)
+    redis.call('HINCRBY', key, '_claims', 1)
+    local row = redis.call('HGETALL', key)
+    table.insert(row, 1, 1)
+    out[i] = row
+  end
+end
+return out

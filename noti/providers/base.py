@@ -1,0 +1,101 @@
+"""The provider contract: what every way of delivering a notification implements.
+
+A provider is configured under ``[providers.<name>]`` (``kind`` picks the class, and defaults
+to the name), checks a message before it is stored (:meth:`Provider.check`) and delivers it
+(:meth:`Provider.send`), returning a :class:`Receipt` or raising a
+:class:`~noti.errors.DeliveryError` subclass. Providers never sleep, loop or retry:
+:mod:`noti.retry` decides what a failure means for the record.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import redis
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from noti.errors import InvalidConfig
+from noti.keys import Keys
+from noti.record import Channel, Notification
+
+__all__ = ["Message", "Provider", "ProviderOptions", "Receipt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What a provider needs to deliver one notification. ``id`` doubles as idempotency key."""
+
+    id: str
+    channel: Channel
+    target: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    #: Failed attempts before this one (0 on the first attempt).
+    attempt: int = 0
+    level: int = 1
+    creator: str = ""
+
+    @classmethod
+    def from_record(cls, record: Notification) -> Message:
+        return cls(
+            id=record.id,
+            channel=record.channel,
+            target=record.target,
+            fields=dict(record.fields),
+            attempt=record.retry,
+            level=record.level,
+            creator=record.creator,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """Proof of delivery: the provider's message id and a small excerpt of its answer."""
+
+    provider: str
+    msgid: str | None = None
+    raw: str = ""
+
+
+class ProviderOptions(BaseModel):
+    """Base of each provider's options model; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str | None = None
+
+
+class Provider(abc.ABC):
+    """One configured provider instance (one account of one vendor)."""
+
+    kind: ClassVar[str]
+    channels: ClassVar[frozenset[Channel]]
+    Options: ClassVar[type[ProviderOptions]] = ProviderOptions
+
+    def __init__(self, name: str, options: Mapping[str, Any], *, redis: redis.Redis, keys: Keys) -> None:
+        """Raises :class:`InvalidConfig` when ``options`` do not fit :attr:`Options`."""
+        self.name = name
+        self.redis = redis
+        self.keys = keys
+        try:
+            self.options = self.Options(**options)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            )
+            raise InvalidConfig(f"[providers.{name}] is invalid: {problems}") from None
+
+    def check(self, message: Message) -> None:
+        """Refuse a message this provider could never send (raise InvalidInput); default: accept."""
+
+    @abc.abstractmethod
+    def send(self, message: Message) -> Receipt:
+        """Deliver once, or raise a :class:`~noti.errors.DeliveryError` subclass."""
+
+    def close(self) -> None:
+        """Release connections; called when the worker process stops."""
+
+    def __repr__(self) -> str:  # never shows options: they hold secrets
+        return f"<{type(self).__name__} {self.name!r} kind={self.kind!r}>"

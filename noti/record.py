@@ -1,0 +1,419 @@
+"""The notification record: its fields, statuses, validation and Redis/JSON forms.
+
+A record is stored as one Redis hash whose fields carry the seed's names (``noti_st``,
+``noti_lv``, …), so ``noti list -json`` reads like the original system. Inside Python it is a
+:class:`Notification`; the seed names appear only in :func:`to_hash` / :func:`from_hash`.
+
+Input limits (refused with :class:`~noti.errors.InvalidInput`, nothing stored):
+
+=====================  =============================================================
+field                  rule
+=====================  =============================================================
+SMS target             E.164 (``+8613912345678``) or a mainland mobile (``13912345678``)
+WeChat target          an openid: 1–128 characters, no white space
+e-mail target          one address, at most 254 characters
+webhook target         an ``http://`` or ``https://`` URL, at most 2,048 characters
+SMS text               1–1,000 characters (about 15 concatenated SMS parts)
+e-mail subject / text  1–998 characters / 1–262,144 characters (html likewise)
+WeChat content         a JSON object, at most 16 KiB encoded
+webhook content        a JSON object, at most 64 KiB encoded
+level                  an integer >= 1; above the user's cap it is lowered to the cap
+=====================  =============================================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import IntEnum, StrEnum
+from typing import Any
+
+from noti.errors import InvalidInput
+
+__all__ = [
+    "Channel",
+    "Notification",
+    "Status",
+    "from_hash",
+    "new_id",
+    "now_ms",
+    "parse_level",
+    "to_hash",
+    "to_json_dict",
+    "validate_fields",
+]
+
+RECORD_TYPE = "wn_noti"
+LEVEL_MIN, LEVEL_MAX = 1, 1000
+SMS_TEXT_MAX = 1000
+EMAIL_SUBJECT_MAX = 998
+EMAIL_BODY_MAX = 256 * 1024
+WEIXIN_CONTENT_MAX_BYTES = 16 * 1024
+WEBHOOK_CONTENT_MAX_BYTES = 64 * 1024
+URL_MAX = 2048
+
+
+class Status(IntEnum):
+    """``noti_st``: what happened to a record."""
+
+    INVALID = -1  #: malformed or permanently refused; never processed again
+    FAILED = 0  #: every attempt failed
+    WAITING = 1  #: to be sent (possibly after ``noti_timeout_at``)
+    DONE = 10  #: delivered; ``noti_errmsg`` is "ok" and ``expi`` is set
+
+
+class Channel(StrEnum):
+    """``noti_type``: how a notification travels; each has its own Celery queue."""
+
+    SMS = "sms"
+    WEIXIN = "weixin"
+    EMAIL = "email"
+    WEBHOOK = "webhook"
+
+    @property
+    def queue(self) -> str:
+        return f"noti.{self.value}"
+
+
+#: Per channel: Python field name -> seed hash field.
+CHANNEL_FIELDS: dict[Channel, dict[str, str]] = {
+    Channel.SMS: {"text": "noti_sms_text"},
+    Channel.WEIXIN: {
+        "pnb": "noti_wx_pnb",
+        "tmpl": "noti_wx_tmpl_id",
+        "url": "noti_wx_tmpl_url",
+        "content": "noti_weixin_tmpl_content",
+    },
+    Channel.EMAIL: {
+        "subject": "noti_email_subject",
+        "text": "noti_email_text",
+        "html": "noti_email_html",
+    },
+    Channel.WEBHOOK: {"content": "noti_webhook_content"},
+}
+REQUIRED_FIELDS: dict[Channel, tuple[str, ...]] = {
+    Channel.SMS: ("text",),
+    Channel.WEIXIN: ("pnb", "tmpl", "content"),
+    Channel.EMAIL: ("subject", "text"),
+    Channel.WEBHOOK: ("content",),
+}
+JSON_FIELDS = frozenset({"content"})
+
+
+def provider_field(channel: Channel) -> str:
+    """Hash field naming the provider(s) of a record: ``noti_sms_provider`` etc."""
+    return f"noti_{channel.value}_provider"
+
+
+def msgid_field(channel: Channel) -> str:
+    """Hash field for the provider's message id (``noti_wx_tmpl_msgid`` for WeChat)."""
+    return "noti_wx_tmpl_msgid" if channel is Channel.WEIXIN else f"noti_{channel.value}_msgid"
+
+
+# --- ids -------------------------------------------------------------------------------------
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+_id_lock = threading.Lock()
+_last_ms = 0
+_last_rand = 0
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds (the seed's time unit)."""
+    return time.time_ns() // 1_000_000
+
+
+def _b32(value: int, width: int) -> str:
+    chars = []
+    for _ in range(width):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_id(at_ms: int | None = None) -> str:
+    """A new record id: 26 characters, unique, and sorting by creation time.
+
+    Ten characters of epoch milliseconds then sixteen of randomness (as ULID). Within one
+    millisecond of one process the random part is incremented, so ids keep creation order.
+    """
+    global _last_ms, _last_rand
+    ms = now_ms() if at_ms is None else at_ms
+    with _id_lock:
+        if ms <= _last_ms:
+            ms = _last_ms
+            rand = _last_rand + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") >> 1  # headroom for increments
+        _last_ms, _last_rand = ms, rand
+    return _b32(ms, 10) + _b32(rand, 16)
+
+
+# --- the record --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One notification, as stored."""
+
+    id: str
+    channel: Channel
+    target: str
+    creator: str
+    level: int = 1
+    status: Status = Status.WAITING
+    errmsg: str = ""
+    lease_until_ms: int = 0
+    retry: int = 0
+    retry_max: int = 3
+    created_ms: int = 0
+    modified_ms: int = 0
+    expires_ms: int | None = None
+    #: Channel fields by their Python names (``text``, ``tmpl``, ``content``, …).
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    #: Provider name(s) asked for, comma-separated in failover order; None = channel default.
+    provider: str | None = None
+    #: Provider that delivered it and the id it returned.
+    sent_by: str | None = None
+    msgid: str | None = None
+
+    def with_changes(self, **changes: Any) -> Notification:
+        return replace(self, **changes)
+
+
+def _integer(value: str | None, default: int = 0) -> int:
+    if value is None or value == "":
+        return default
+    return int(value)
+
+
+def to_hash(record: Notification) -> dict[str, str]:
+    """The Redis hash of a record (string values only; None fields left out)."""
+    out: dict[str, str] = {
+        "id": record.id,
+        "tp": RECORD_TYPE,
+        "ct": str(record.created_ms),
+        "lm": str(record.modified_ms),
+        "noti_c": record.creator,
+        "noti_lv": str(record.level),
+        "noti_st": str(int(record.status)),
+        "noti_errmsg": record.errmsg,
+        "noti_timeout_at": str(record.lease_until_ms),
+        "noti_type": record.channel.value,
+        "noti_retry": str(record.retry),
+        "noti_retry_max": str(record.retry_max),
+        "noti_target": record.target,
+    }
+    if record.expires_ms is not None:
+        out["expi"] = str(record.expires_ms)
+    if record.provider:
+        out[provider_field(record.channel)] = record.provider
+    if record.sent_by:
+        out["noti_sent_by"] = record.sent_by
+    if record.msgid:
+        out[msgid_field(record.channel)] = record.msgid
+    names = CHANNEL_FIELDS[record.channel]
+    for name, value in record.fields.items():
+        if value is None:
+            continue
+        out[names[name]] = json.dumps(value, ensure_ascii=False) if name in JSON_FIELDS else str(value)
+    return out
+
+
+def from_hash(data: Mapping[str, str]) -> Notification:
+    """Rebuild a record from its Redis hash."""
+    channel = Channel(data["noti_type"])
+    fields: dict[str, Any] = {}
+    for name, key in CHANNEL_FIELDS[channel].items():
+        if key in data:
+            fields[name] = json.loads(data[key]) if name in JSON_FIELDS else data[key]
+    expi = data.get("expi")
+    return Notification(
+        id=data["id"],
+        channel=channel,
+        target=data["noti_target"],
+        creator=data["noti_c"],
+        level=_integer(data.get("noti_lv"), 1),
+        status=Status(_integer(data.get("noti_st"), 1)),
+        errmsg=data.get("noti_errmsg", ""),
+        lease_until_ms=_integer(data.get("noti_timeout_at")),
+        retry=_integer(data.get("noti_retry")),
+        retry_max=_integer(data.get("noti_retry_max"), 3),
+        created_ms=_integer(data.get("ct")),
+        modified_ms=_integer(data.get("lm")),
+        expires_ms=int(expi) if expi else None,
+        fields=fields,
+        provider=data.get(provider_field(channel)) or None,
+        sent_by=data.get("noti_sent_by") or None,
+        msgid=data.get(msgid_field(channel)) or None,
+    )
+
+
+def to_json_dict(record: Notification) -> dict[str, Any]:
+    """The record as the seed shows it: seed field names, numbers as numbers, null when unset."""
+    data = to_hash(record)
+    out: dict[str, Any] = {}
+    for key in ("id", "tp", "ct", "lm", "noti_c", "noti_lv", "noti_st", "noti_errmsg",
+                "noti_timeout_at", "noti_type", "noti_retry", "noti_retry_max", "noti_target"):
+        out[key] = data[key]
+    for key in ("ct", "lm", "noti_lv", "noti_st", "noti_timeout_at", "noti_retry", "noti_retry_max"):
+        out[key] = int(out[key])
+    out["noti_errmsg"] = record.errmsg or None
+    out[provider_field(record.channel)] = record.provider
+    for name, key in CHANNEL_FIELDS[record.channel].items():
+        out[key] = record.fields.get(name)
+    out[msgid_field(record.channel)] = record.msgid
+    out["noti_sent_by"] = record.sent_by
+    out["expi"] = record.expires_ms
+    return out
+
+
+# --- validation --------------------------------------------------------------------------------
+
+_E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
+_CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
+_EMAIL = re.compile(r"^[^@\s<>(),;:\"\[\]]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.[A-Za-z]{2,}$")
+_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
+
+
+def parse_channel(value: str) -> Channel:
+    """The channel named by ``value``.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badtype`` for an unknown type.
+    """
+    try:
+        return Channel(value)
+    except ValueError:
+        known = ", ".join(c.value for c in Channel)
+        raise InvalidInput(
+            f"unknown notification type {value!r} (known: {known})", code="e.cmd.noti.add.badtype"
+        ) from None
+
+
+def parse_level(value: object) -> int:
+    """An integer level >= 1 (capping to the user's maximum is :mod:`noti.users`' job).
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badlv`` for anything else.
+    """
+    if isinstance(value, bool):
+        value = repr(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        value = int(value)
+    if not isinstance(value, int) or value < LEVEL_MIN:
+        raise InvalidInput(
+            f"level must be an integer from {LEVEL_MIN} to {LEVEL_MAX}, got {value!r}",
+            code="e.cmd.noti.add.badlv",
+        )
+    return value
+
+
+def _bad(code: str, message: str) -> InvalidInput:
+    return InvalidInput(message, code=f"e.cmd.noti.add.{code}")
+
+
+def validate_target(channel: Channel, target: object) -> str:
+    """The target, checked for its channel.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badtarget``.
+    """
+    if not isinstance(target, str) or not target.strip():
+        raise _bad("badtarget", f"a {channel.value} notification needs a target (-to)")
+    target = target.strip()
+    if channel is Channel.SMS:
+        if not (_E164.match(target) or _CN_MOBILE.match(target)):
+            raise _bad(
+                "badtarget",
+                f"{target!r} is not a phone number: use E.164 (+8613912345678) "
+                "or an 11-digit mainland mobile number",
+            )
+    elif channel is Channel.WEIXIN:
+        if len(target) > 128 or any(c.isspace() for c in target):
+            raise _bad("badtarget", "a WeChat openid is 1-128 characters without spaces")
+    elif channel is Channel.EMAIL:
+        if len(target) > 254 or not _EMAIL.match(target):
+            raise _bad("badtarget", f"{target!r} is not an e-mail address")
+    elif channel is Channel.WEBHOOK:
+        if len(target) > URL_MAX or not _URL.match(target):
+            raise _bad("badtarget", f"{target!r} is not an http(s) URL")
+    return target
+
+
+def _text(name: str, value: object, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _bad("badtext", f"{name} must be non-empty text")
+    if "\x00" in value:
+        raise _bad("badtext", f"{name} must not contain NUL characters")
+    if len(value) > limit:
+        raise _bad("badtext", f"{name} is {len(value)} characters long; the limit is {limit}")
+    return value
+
+
+def _json_object(name: str, value: object, limit: int) -> dict[str, Any]:
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise _bad("badcontent", f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise _bad("badcontent", f"{name} must be a JSON object, got {type(value).__name__}")
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+    except (TypeError, ValueError) as exc:
+        raise _bad("badcontent", f"{name} cannot be encoded as JSON: {exc}") from None
+    if size > limit:
+        raise _bad("badcontent", f"{name} is {size} bytes as JSON; the limit is {limit}")
+    return value
+
+
+def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The channel fields, checked and normalised (JSON strings decoded to objects).
+
+    Raises:
+        InvalidInput: an unknown or missing field, or a value outside its limits.
+    """
+    known = CHANNEL_FIELDS[channel]
+    given = {k: v for k, v in fields.items() if v is not None}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise _bad(
+            "badfield",
+            f"{channel.value} notifications take {', '.join(sorted(known))}; "
+            f"unexpected: {', '.join(unknown)}",
+        )
+    missing = [name for name in REQUIRED_FIELDS[channel] if name not in given]
+    if missing:
+        raise _bad("missing", f"a {channel.value} notification needs {', '.join(missing)}")
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if channel is Channel.SMS:
+            out[name] = _text("SMS text", value, SMS_TEXT_MAX)
+        elif channel is Channel.WEIXIN:
+            if name == "content":
+                out[name] = _json_object("WeChat content", value, WEIXIN_CONTENT_MAX_BYTES)
+            elif name == "url":
+                if not isinstance(value, str) or len(value) > URL_MAX or not _URL.match(value):
+                    raise _bad("badfield", f"WeChat url {value!r} is not an http(s) URL")
+                out[name] = value
+            else:
+                label = "WeChat account (-pnb)" if name == "pnb" else "template id (-tmpl)"
+                text = _text(label, value, 128)
+                if any(c.isspace() for c in text):
+                    raise _bad("badfield", f"{label} must not contain spaces")
+                out[name] = text
+        elif channel is Channel.EMAIL:
+            limit = EMAIL_SUBJECT_MAX if name == "subject" else EMAIL_BODY_MAX
+            text = _text(f"e-mail {name}", value, limit)
+            if name == "subject" and ("\n" in text or "\r" in text):
+                raise _bad("badtext", "the e-mail subject must be one line")
+            out[name] = text
+        else:
+            out[name] = _json_object("webhook content", value, WEBHOOK_CONTENT_MAX_BYTES)
+    return out

@@ -1,0 +1,102 @@
+"""What happens after a send attempt: the retry policy and the decision it drives.
+
+The sender never computes a delay or sleeps: it hands the attempt's result to
+:func:`decide`, which returns the record's next state (:class:`~noti.store.Outcome`).
+
+====================  ==================================  ===========================
+the attempt           next state                          counts as an attempt
+====================  ==================================  ===========================
+delivered             done (10), ``expi`` = now + keep     –
+RateLimited           waiting until the window ends        no
+TemporaryFailure      waiting until now + back-off;        yes
+                      failed (0) once ``noti_retry``
+                      reaches ``noti_retry_max``
+PermanentFailure      invalid (-1)                         –
+InvalidConfig/Input   failed (0): fix the settings, retry  –
+anything else         invalid (-1), traceback logged       –
+====================  ==================================  ===========================
+
+A waiting record's back-off is kept in ``noti_timeout_at`` and in the delayed set, never in
+a Celery ETA message (see :mod:`noti.delay`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from noti.config import Settings
+from noti.errors import (
+    DeliveryError,
+    InvalidConfig,
+    InvalidInput,
+    PermanentFailure,
+    RateLimited,
+    RetriesExhausted,
+)
+from noti.record import Notification, Status
+from noti.store import Outcome
+
+__all__ = ["RetryPolicy", "decide", "delivered"]
+
+UNEXPECTED_CODE = "e.cmd.noti.send.unexpected"
+ERRMSG_MAX = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long to wait before attempt ``n + 1`` after ``n`` failed attempts."""
+
+    kind: Literal["linear", "exponential"] = "linear"
+    base_s: float = 60.0
+    cap_s: float = 3600.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetryPolicy:
+        return cls(settings.retry_policy, settings.retry_seconds, settings.retry_cap_s)
+
+    def delay_s(self, failed_attempts: int, *, rng: random.Random | None = None) -> float:
+        """Seconds to wait after the ``failed_attempts``-th failure (1 for the first).
+
+        ``linear``: attempts × base (webman-redis-queue's rule). ``exponential``: a random
+        time up to base × 2^(attempts-1) ("full jitter"). Both are capped at ``cap_s``.
+        """
+        n = max(1, failed_attempts)
+        if self.kind == "linear":
+            return min(self.cap_s, n * self.base_s)
+        ceiling = min(self.cap_s, self.base_s * 2 ** (n - 1))
+        return (rng or random).uniform(0, ceiling)
+
+
+def _errmsg(text: str) -> str:
+    return text if len(text) <= ERRMSG_MAX else text[: ERRMSG_MAX - 1] + "…"
+
+
+def delivered(*, now_ms: int, keep_ms: int, sent_by: str, msgid: str | None,
+              msgid_field: str, retry: int) -> Outcome:
+    """The outcome of a successful send."""
+    fields: list[tuple[str, str]] = [("noti_sent_by", sent_by)]
+    if msgid:
+        fields.append((msgid_field, msgid))
+    return Outcome(Status.DONE, "ok", retry, expires_ms=now_ms + keep_ms, fields=tuple(fields))
+
+
+def decide(record: Notification, error: BaseException, *, policy: RetryPolicy, now_ms: int) -> Outcome:
+    """The record's next state after ``error`` ended an attempt."""
+    if isinstance(error, RateLimited):
+        wait_ms = int(max(0.0, error.retry_after_s) * 1000)
+        return Outcome(Status.WAITING, _errmsg(str(error)), record.retry, not_before_ms=now_ms + wait_ms)
+    if isinstance(error, PermanentFailure):
+        return Outcome(Status.INVALID, _errmsg(str(error)), record.retry)
+    if isinstance(error, (InvalidConfig, InvalidInput)):
+        return Outcome(Status.FAILED, _errmsg(str(error)), record.retry)
+    if isinstance(error, DeliveryError):
+        attempts = record.retry + 1
+        if attempts >= record.retry_max:
+            message = f"{RetriesExhausted.code}: after {attempts} attempts, last error {error}"
+            return Outcome(Status.FAILED, _errmsg(message), attempts)
+        wait_ms = int(policy.delay_s(attempts) * 1000)
+        return Outcome(Status.WAITING, _errmsg(str(error)), attempts, not_before_ms=now_ms + wait_ms)
+    detail = f"{UNEXPECTED_CODE}: {type(error).__name__}: {error}"
+    return Outcome(Status.INVALID, _errmsg(detail), record.retry)

@@ -1,0 +1,62 @@
+"""The composition root: one settings object and the Redis client, store, delayed set and
+providers built from it, shared by everything in a process.
+
+Applications, the CLI, tasks and the worker all reach noti's parts through
+:func:`get_runtime`. Tests (and embedding applications) replace it with :func:`configure`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from noti.config import Settings, get_settings, load_settings
+from noti.delay import DelayedQueue
+from noti.keys import Keys
+from noti.providers import ProviderSet
+from noti.redisconn import connect
+from noti.retry import RetryPolicy
+from noti.store import RecordStore
+
+__all__ = ["Runtime", "configure", "get_runtime"]
+
+
+class Runtime:
+    """Everything built from one :class:`~noti.config.Settings`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self.redis = connect(settings.redis_url)
+        self.store = RecordStore(self.redis, self.keys)
+        self.delayed = DelayedQueue(self.redis, self.keys)
+        self.providers = ProviderSet(settings, redis=self.redis, keys=self.keys)
+        self.retry_policy = RetryPolicy.from_settings(settings)
+
+    def close(self) -> None:
+        self.providers.close()
+        self.redis.close()
+
+
+_lock = threading.Lock()
+_current: Runtime | None = None
+
+
+def get_runtime() -> Runtime:
+    """This process's runtime, built from :func:`~noti.config.get_settings` on first use."""
+    global _current
+    with _lock:
+        if _current is None:
+            _current = Runtime(get_settings())
+        return _current
+
+
+def configure(settings: Settings | None = None, **overrides: Any) -> Runtime:
+    """Replace this process's runtime: with ``settings``, or the environment plus ``overrides``."""
+    global _current
+    runtime = Runtime(settings if settings is not None else load_settings(**overrides))
+    with _lock:
+        old, _current = _current, runtime
+    if old is not None:
+        old.close()
+    return runtime

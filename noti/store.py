@@ -1,0 +1,294 @@
+"""The record store in Redis: create, claim, finish, read, list, delete and clean records.
+
+Every change that touches a record and its indexes is one atomic step (a MULTI pipeline or
+one of the Lua scripts in ``noti/lua``), so the indexes never disagree with the records.
+Key names come from :mod:`noti.keys`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import redis
+
+from noti.errors import NotFound
+from noti.keys import Keys
+from noti.record import Notification, Status, from_hash, now_ms, to_hash
+from noti.redisconn import load_script, translate_errors
+
+__all__ = ["Claim", "ClaimState", "Outcome", "RecordStore"]
+
+_PAGE = 500
+
+
+class ClaimState(enum.Enum):
+    CLAIMED = 1  #: the caller holds the lease and may send
+    LEASED = 2  #: waiting, but another sender holds it or it is not due yet
+    FINAL = 3  #: not waiting any more (done, failed or invalid)
+    FOREIGN = 4  #: made by another user than the one required
+    MISSING = 0  #: no such record
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a claim attempt found."""
+
+    state: ClaimState
+    record: Notification | None = None
+    #: For LEASED: the ms when the lease (or back-off) ends.
+    until_ms: int = 0
+    #: For FINAL: the status found.
+    status: Status | None = None
+    #: For CLAIMED: how many times the record has been claimed, this one included.
+    claims: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The new state of a record after a send attempt (decided by :mod:`noti.retry`)."""
+
+    status: Status
+    errmsg: str
+    retry: int
+    #: For WAITING: when the next attempt is due (the record is re-queued then).
+    not_before_ms: int = 0
+    expires_ms: int | None = None
+    #: Extra hash fields to set (provider that delivered, message id).
+    fields: tuple[tuple[str, str], ...] = ()
+
+
+class RecordStore:
+    """Notification records and their indexes in one Redis database."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.redis = client
+        self.keys = keys
+        self._claim = load_script(client, "claim")
+        self._finish = load_script(client, "finish")
+        self._delete = load_script(client, "delete")
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def add_to_pipeline(self, pipe: redis.client.Pipeline, record: Notification) -> None:
+        """Queue the commands that store ``record`` as waiting, with its index entries."""
+        k = self.keys
+        pipe.hset(k.record(record.id), mapping=to_hash(record))
+        pipe.zadd(k.all_index, {record.id: record.created_ms})
+        pipe.zadd(k.user_index(record.creator), {record.id: record.created_ms})
+        pipe.zadd(k.status_index(int(record.status)), {record.id: record.created_ms})
+        if record.status is Status.WAITING:
+            pipe.zadd(k.waiting_index, {record.id: -record.level})
+            if record.lease_until_ms:
+                pipe.zadd(k.delayed, {record.id: record.lease_until_ms})
+
+    def create_many(self, records: Sequence[Notification]) -> None:
+        """Store ``records`` atomically in one round trip.
+
+        Raises:
+            StoreUnavailable: Redis could not be reached (nothing is stored).
+        """
+        with translate_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=True)
+            for record in records:
+                self.add_to_pipeline(pipe, record)
+            pipe.execute()
+
+    def create(self, record: Notification) -> None:
+        """Store one record (see :meth:`create_many`)."""
+        self.create_many([record])
+
+    def claim_many(
+        self,
+        ids: Sequence[str],
+        *,
+        owner: str,
+        lease_ms: int,
+        creator: str | None = None,
+        at_ms: int | None = None,
+    ) -> list[Claim]:
+        """Try to take each record for sending, in one atomic script call.
+
+        A record is taken only when it is waiting and its lease has expired; taking it sets
+        ``noti_timeout_at = now + lease_ms`` and remembers ``owner`` for :meth:`finish`.
+        """
+        if not ids:
+            return []
+        now = now_ms() if at_ms is None else at_ms
+        with translate_errors(self.redis):
+            rows = self._claim(
+                keys=[self.keys.record(i) for i in ids],
+                args=[now, int(lease_ms), owner, creator or ""],
+            )
+        return [_to_claim(row) for row in rows]
+
+    def claim(self, record_id: str, **kwargs: object) -> Claim:
+        """Try to take one record (see :meth:`claim_many`)."""
+        return self.claim_many([record_id], **kwargs)[0]  # type: ignore[arg-type]
+
+    def finish(self, record_id: str, *, owner: str, outcome: Outcome, at_ms: int | None = None) -> bool:
+        """Apply ``outcome`` if ``owner`` still holds the lease; False when it does not."""
+        k = self.keys
+        now = now_ms() if at_ms is None else at_ms
+        args: list[object] = [
+            owner,
+            now,
+            int(outcome.status),
+            outcome.errmsg,
+            outcome.not_before_ms,
+            outcome.retry,
+            "" if outcome.expires_ms is None else outcome.expires_ms,
+        ]
+        for name, value in outcome.fields:
+            args += [name, value]
+        with translate_errors(self.redis):
+            applied = self._finish(
+                keys=[k.record(record_id), k.waiting_index, k.delayed, *k.status_indexes],
+                args=args,
+            )
+        return bool(applied)
+
+    def delete(self, record_id: str) -> Notification | None:
+        """Remove a record and its index entries; the removed record, or None if there was none."""
+        k = self.keys
+        for _ in range(3):
+            record = self.find(record_id)
+            if record is None:
+                return None
+            with translate_errors(self.redis):
+                done = self._delete(
+                    keys=[
+                        k.record(record_id),
+                        k.all_index,
+                        k.user_index(record.creator),
+                        k.waiting_index,
+                        k.delayed,
+                        *k.status_indexes,
+                    ],
+                    args=[record_id, record.creator],
+                )
+            if done == 1:
+                return record
+            if done == 0:
+                return None
+        return None  # pragma: no cover - the creator never changes
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def find(self, record_id: str) -> Notification | None:
+        """The record, or None."""
+        return self.find_many([record_id])[0]
+
+    def get(self, record_id: str) -> Notification:
+        """The record.
+
+        Raises:
+            NotFound: no record has this id.
+        """
+        record = self.find(record_id)
+        if record is None:
+            raise NotFound(f"no notification has the id {record_id!r}")
+        return record
+
+    def find_many(self, ids: Sequence[str]) -> list[Notification | None]:
+        """The records with these ids, None where there is none, in one round trip."""
+        if not ids:
+            return []
+        with translate_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for record_id in ids:
+                pipe.hgetall(self.keys.record(record_id))
+            rows = pipe.execute()
+        return [from_hash(row) if row and "noti_type" in row else None for row in rows]
+
+    def iter_index(self, index: str, *, newest_first: bool = True) -> Iterator[str]:
+        """Ids of an index, page by page."""
+        start = 0
+        while True:
+            with translate_errors(self.redis):
+                if newest_first:
+                    page = self.redis.zrevrange(index, start, start + _PAGE - 1)
+                else:
+                    page = self.redis.zrange(index, start, start + _PAGE - 1)
+            yield from page
+            if len(page) < _PAGE:
+                return
+            start += _PAGE
+
+    def select(
+        self,
+        *,
+        creator: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+    ) -> list[Notification]:
+        """Records, newest first, optionally of one creator and/or one status.
+
+        Reads the smallest index that answers the question and stops at ``limit``.
+        """
+        k = self.keys
+        if creator is not None:
+            index = k.user_index(creator)
+        elif status is not None:
+            index = k.status_index(int(status))
+        else:
+            index = k.all_index
+        found: list[Notification] = []
+        for page in _pages(self.iter_index(index), _PAGE):
+            for record in self.find_many(page):
+                if record is None:
+                    continue
+                if status is not None and record.status != status:
+                    continue
+                found.append(record)
+                if limit is not None and len(found) >= limit:
+                    return found
+        return found
+
+    def waiting_head(self, count: int) -> list[str]:
+        """The first ``count`` waiting ids in send order: highest level, then oldest, first."""
+        with translate_errors(self.redis):
+            return list(self.redis.zrange(self.keys.waiting_index, 0, count - 1))
+
+    def done_before(self, cutoff_ms: int, limit: int | None = None) -> list[str]:
+        """Ids of records done before ``cutoff_ms``, oldest first."""
+        with translate_errors(self.redis):
+            return list(
+                self.redis.zrangebyscore(
+                    self.keys.status_index(int(Status.DONE)),
+                    "-inf",
+                    f"({cutoff_ms}",
+                    start=0 if limit else None,
+                    num=limit or None,
+                )
+            )
+
+    def count(self, status: Status | None = None) -> int:
+        k = self.keys
+        with translate_errors(self.redis):
+            return int(self.redis.zcard(k.all_index if status is None else k.status_index(int(status))))
+
+
+def _pages(ids: Iterable[str], size: int) -> Iterator[list[str]]:
+    page: list[str] = []
+    for record_id in ids:
+        page.append(record_id)
+        if len(page) == size:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
+def _to_claim(row: list[object]) -> Claim:
+    state = ClaimState(int(row[0]))  # type: ignore[arg-type]
+    if state is ClaimState.CLAIMED:
+        flat = row[1:]
+        data = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return Claim(state, record=from_hash(data), claims=int(data.get("_claims", "1")))
+    if state is ClaimState.LEASED:
+        return Claim(state, until_ms=int(row[1]))  # type: ignore[arg-type]
+    if state is ClaimState.FINAL:
+        return Claim(state, status=Status(int(row[1])))  # type: ignore[arg-type]
+    return Claim(state)

@@ -1,0 +1,74 @@
+"""Who may do what (seed 000): roles, level caps and ownership, as pure functions.
+
+=================  =========  ==============================================
+role               level cap  may
+=================  =========  ==============================================
+root administrator 1000       everything a root member may
+root member        100        list, send, delete others' records; ``clean``
+anyone else        1          add; list, send and delete their own records
+=================  =========  ==============================================
+
+A level above the cap is lowered to the cap, never refused. These checks are made by the
+Python API (:mod:`noti.api`), so the CLI and applications get the same rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from noti.config import Settings
+from noti.errors import PermissionDenied
+
+__all__ = ["Role", "User", "resolve_user"]
+
+
+class Role(IntEnum):
+    USER = 0
+    ROOT_MEMBER = 1
+    ROOT_ADMIN = 2
+
+
+LEVEL_CAPS = {Role.USER: 1, Role.ROOT_MEMBER: 100, Role.ROOT_ADMIN: 1000}
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """An acting user and the role the settings give them."""
+
+    name: str
+    role: Role = Role.USER
+
+    @property
+    def is_root(self) -> bool:
+        """Member (or administrator) of the ``root`` group."""
+        return self.role >= Role.ROOT_MEMBER
+
+    @property
+    def level_cap(self) -> int:
+        return LEVEL_CAPS[self.role]
+
+    def cap_level(self, level: int) -> int:
+        """The level this user gets when asking for ``level``."""
+        return min(level, self.level_cap)
+
+    def can_touch(self, creator: str) -> bool:
+        """May this user list, send or delete a record made by ``creator``?"""
+        return self.is_root or creator == self.name
+
+    def require_root(self, code: str, action: str) -> None:
+        """Raises :class:`PermissionDenied` with ``code`` unless the user is a root member."""
+        if not self.is_root:
+            raise PermissionDenied(
+                f"only members of the root group may {action} (acting user: {self.name})", code=code
+            )
+
+
+def resolve_user(settings: Settings, name: str | None = None) -> User:
+    """The :class:`User` called ``name`` (default: the settings' acting user) with their role."""
+    name = name or settings.user
+    if name in settings.root_admins:
+        return User(name, Role.ROOT_ADMIN)
+    if name in settings.root_members:
+        return User(name, Role.ROOT_MEMBER)
+    return User(name, Role.USER)
