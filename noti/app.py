@@ -13,7 +13,7 @@ from celery.signals import worker_process_shutdown
 
 from noti.beat import beat_schedule
 from noti.config import Settings
-from noti.delay import PumpThread
+from noti.delay import Pump
 from noti.queues import (
     INTAKE_QUEUE,
     MAINTENANCE_QUEUE,
@@ -82,21 +82,9 @@ app.add_defaults(lambda: celery_config(get_runtime().settings))
 class DelayPump(bootsteps.StartStopStep):
     """Worker bootstep: runs the delayed-set pump (one active copy across all workers)."""
 
-    def __init__(self, worker: Any, **kwargs: Any) -> None:
-        super().__init__(worker, **kwargs)
-        self.thread: PumpThread | None = None
-
-    def start(self, worker: Any) -> None:
+    def create(self, worker: Any) -> Pump:
         runtime = get_runtime()
-        self.thread = PumpThread(
-            runtime.delayed, Publisher(worker.app).publish, interval_s=runtime.settings.pump_interval_s
-        )
-        self.thread.start()
-
-    def stop(self, worker: Any) -> None:
-        if self.thread is not None:
-            self.thread.stop()
-            self.thread = None
+        return Pump(runtime.delayed, Publisher(worker.app).publish, interval_s=runtime.settings.pump_interval_s)
 
 
 app.steps["worker"].add(DelayPump)

@@ -8,7 +8,7 @@ re-armed a little later, publishes their delivery messages, and only then confir
 (``pump_ack.lua``). A pump that dies in between loses nothing: the ids fire again, and the
 record claim makes a duplicate message harmless.
 
-One pump runs at a time per key prefix: every worker starts :class:`PumpThread`, and the one
+One pump runs at a time per key prefix: every worker starts a :class:`Pump`, and the one
 that holds the lock ``noti:lock:pump`` does the work; another takes over within the lock's
 time-to-live when it stops.
 """
@@ -26,7 +26,7 @@ from noti.keys import Keys
 from noti.record import Channel, now_ms
 from noti.redisconn import load_script, translate_errors
 
-__all__ = ["DelayedQueue", "PumpThread"]
+__all__ = ["DelayedQueue", "Pump"]
 
 log = logging.getLogger(__name__)
 
@@ -83,33 +83,43 @@ class DelayedQueue:
         return len(ids)
 
 
-class PumpThread(threading.Thread):
-    """Runs :meth:`DelayedQueue.pump_once` every ``interval_s`` while holding the pump lock."""
+class Pump:
+    """Runs :meth:`DelayedQueue.pump_once` every ``interval_s`` in a thread, while holding the
+    pump lock. ``start()`` / ``stop()`` may be called again after a stop."""
 
     LOCK_TTL_S = 10.0
 
     def __init__(self, delayed: DelayedQueue, publish: PublishFn, *, interval_s: float) -> None:
-        super().__init__(name="noti-delay-pump", daemon=True)
         self._delayed = delayed
         self._publish = publish
         self._interval_s = interval_s
         self._stop_event = threading.Event()
-        self._lock = delayed.redis.lock(
-            delayed.keys.lock("pump"), timeout=self.LOCK_TTL_S, thread_local=False
-        )
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop_event.clear()
+        self._thread = threading.Thread(target=self._run, name="noti-delay-pump", daemon=True)
+        self._thread.start()
 
     def stop(self, timeout: float | None = 5.0) -> None:
         self._stop_event.set()
-        self.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
 
-    def run(self) -> None:
+    def _run(self) -> None:
+        lock = self._delayed.redis.lock(
+            self._delayed.keys.lock("pump"), timeout=self.LOCK_TTL_S, thread_local=False
+        )
         owned = False
         while not self._stop_event.is_set():
             try:
                 if owned:
-                    self._lock.reacquire()
+                    lock.reacquire()
                 else:
-                    owned = self._lock.acquire(blocking=False)
+                    owned = lock.acquire(blocking=False)
                 if owned:
                     while self._delayed.pump_once(self._publish) >= 500:
                         pass
@@ -121,6 +131,6 @@ class PumpThread(threading.Thread):
             self._stop_event.wait(self._interval_s if owned else self.LOCK_TTL_S / 4)
         if owned:
             try:
-                self._lock.release()
+                lock.release()
             except (LockError, RedisError):
                 pass

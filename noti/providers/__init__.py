@@ -40,12 +40,12 @@ def available_kinds() -> dict[str, str]:
 
 
 def load_kind(kind: str) -> type[Provider]:
-    """The provider class of ``kind``.
+    """The provider class of ``kind``: a registered kind, or a ``"module:Class"`` path.
 
     Raises:
         InvalidConfig: unknown kind, or its module (an optional extra) cannot be imported.
     """
-    path = available_kinds().get(kind)
+    path = kind if ":" in kind else available_kinds().get(kind)
     if path is None:
         known = ", ".join(sorted(available_kinds()))
         raise InvalidConfig(f"unknown provider kind {kind!r} (installed: {known})")

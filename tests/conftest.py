@@ -1,0 +1,199 @@
+"""Test fixtures: a private redis-server, noti runtimes on it, real Celery workers.
+
+Redis is real: the session starts its own ``redis-server`` on a free loopback port (or uses
+``NOTI_TEST_REDIS_URL``), so tests never touch another process's data. Under ``CI=true`` a
+missing ``redis-server`` fails the run instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+for _name in [n for n in os.environ if n.startswith("NOTI_") and n != "NOTI_TEST_REDIS_URL"]:
+    del os.environ[_name]
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN, MEMBER, ALICE, BOB = "boss", "ops", "alice", "bob"
+BASE_ENV = {
+    "NOTI_ROOT_ADMINS": ADMIN,
+    "NOTI_ROOT_MEMBERS": MEMBER,
+    "NOTI_USER": ALICE,
+    "NOTI_VISIBILITY_TIMEOUT_S": "4",
+    "NOTI_UNACKED_RESTORE_INTERVAL_S": "1",
+    "NOTI_PUMP_INTERVAL_S": "0.05",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """URL of a Redis server for this test session (without a database number)."""
+    external = os.environ.get("NOTI_TEST_REDIS_URL")
+    if external:
+        yield external.rstrip("/")
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        message = "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    port = _free_port()
+    workdir = tempfile.mkdtemp(prefix="noti-redis-")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", workdir, "--databases", "16", "--loglevel", "warning"],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    wait_until(lambda: _pings(client), timeout=10)
+    yield f"redis://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: str) -> str:
+    """The database the tests (and the in-process Celery app) use; flushed before each test."""
+    url = f"{redis_server}/1"
+    os.environ.update(BASE_ENV)
+    os.environ["NOTI_REDIS_URL"] = url
+    import noti.config
+    import noti.runtime
+
+    noti.config.get_settings.cache_clear()
+    noti.runtime.configure()
+    from noti.app import app
+
+    assert app.conf.broker_url == url  # the app's configuration is read now, once
+    return url
+
+
+@pytest.fixture
+def configure(redis_url: str) -> Iterator[Callable[..., Any]]:
+    """Flush the test database and return a function that (re)configures noti's runtime."""
+    import noti.runtime
+
+    redis.Redis.from_url(redis_url).flushdb()
+
+    def _configure(**overrides: Any) -> Any:
+        overrides.setdefault("channels", {"sms": {"provider": "sandbox"}, "weixin": {"provider": "sandbox"},
+                                          "email": {"provider": "sandbox"}, "webhook": {"provider": "sandbox"}})
+        return noti.runtime.configure(**overrides)
+
+    yield _configure
+    noti.runtime.configure()
+
+
+@pytest.fixture
+def rt(configure: Callable[..., Any]) -> Any:
+    """A runtime with the sandbox as every channel's provider."""
+    return configure()
+
+
+@pytest.fixture
+def worker(rt: Any) -> Iterator[Any]:
+    """A real Celery worker (threads pool) running in this process on the test database."""
+    from celery.contrib.testing.worker import start_worker
+
+    from noti.app import app
+
+    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
+                      loglevel="WARNING", shutdown_timeout=20) as running:
+        yield running
+
+
+def sandbox_outbox(runtime: Any, name: str = "sandbox") -> list[dict[str, Any]]:
+    import json
+
+    return [json.loads(x) for x in runtime.redis.lrange(runtime.keys.sandbox_outbox(name), 0, -1)]
+
+
+class WorkerProcess:
+    """A ``celery -A noti worker`` subprocess with its own environment."""
+
+    def __init__(self, env: dict[str, str], *args: str, name: str = "w") -> None:
+        self.log = tempfile.NamedTemporaryFile(prefix=f"noti-{name}-", suffix=".log", delete=False)
+        cmd = [sys.executable, "-m", "celery", "-A", "noti", "worker", "-l", "INFO",
+               "--without-mingle", "--without-gossip", "-n", f"{name}@%h", *args]
+        self.proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        wait_until(lambda: b"ready." in Path(self.log.name).read_bytes() or self.proc.poll() is not None,
+                   timeout=timeout)
+        assert self.proc.poll() is None, self.output()
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def spawn_worker(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start worker subprocesses: ``spawn_worker(config_toml, *celery_args, env=...)``."""
+    started: list[WorkerProcess] = []
+
+    def _spawn(config: str = "", *args: str, env: dict[str, str] | None = None, name: str = "w") -> WorkerProcess:
+        config_file = tmp_path / f"{name}-{len(started)}.toml"
+        config_file.write_text(config or '[channels.sms]\nprovider = "sandbox"\n')
+        full_env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config_file),
+                    **(env or {})}
+        proc = WorkerProcess(full_env, *args, name=name)
+        started.append(proc)
+        proc.wait_ready()
+        return proc
+
+    yield _spawn
+    for proc in started:
+        proc.stop()

@@ -1,0 +1,143 @@
+"""The record: ids, hash/JSON forms, validation limits, the level → priority mapping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from noti.errors import InvalidInput
+from noti.queues import PRIORITY_STEPS, priority_for_level
+from noti.record import (
+    Channel,
+    Notification,
+    Status,
+    from_hash,
+    new_id,
+    parse_channel,
+    parse_level,
+    to_hash,
+    to_json_dict,
+    validate_fields,
+    validate_target,
+)
+
+
+def test_ids_are_unique_and_sort_by_creation_time() -> None:
+    ids = [new_id() for _ in range(5000)]
+    assert len(set(ids)) == 5000
+    assert ids == sorted(ids)
+    assert all(len(i) == 26 for i in ids)
+    assert new_id(at_ms=1_000) < new_id(at_ms=2_000_000_000_000)
+
+
+def test_hash_round_trip_keeps_every_field() -> None:
+    record = Notification(
+        id=new_id(), channel=Channel.WEIXIN, target="oOPENID", creator="alice", level=7,
+        status=Status.DONE, errmsg="ok", lease_until_ms=5, retry=2, retry_max=4, created_ms=10,
+        modified_ms=20, expires_ms=30, fields={"pnb": "acct", "tmpl": "T", "content": {"k": {"value": "v"}}},
+        provider="sandbox", sent_by="sandbox", msgid="m1",
+    )
+    data = to_hash(record)
+    assert data["tp"] == "wn_noti"
+    assert data["noti_wx_tmpl_id"] == "T" and data["noti_wx_tmpl_msgid"] == "m1"
+    assert json.loads(data["noti_weixin_tmpl_content"]) == {"k": {"value": "v"}}
+    assert from_hash(data) == record
+
+
+def test_json_form_uses_seed_names_and_numbers() -> None:
+    record = Notification(id="x", channel=Channel.SMS, target="+8613912345678", creator="a",
+                          fields={"text": "hi"}, created_ms=1, modified_ms=1)
+    data = to_json_dict(record)
+    assert data["noti_sms_text"] == "hi"
+    assert data["noti_st"] == 1 and data["noti_lv"] == 1 and data["noti_timeout_at"] == 0
+    assert data["noti_errmsg"] is None and data["expi"] is None and data["noti_sms_provider"] is None
+
+
+@pytest.mark.parametrize(
+    ("channel", "target"),
+    [
+        (Channel.SMS, "+8613912345678"), (Channel.SMS, "13912345678"), (Channel.SMS, "+14155550100"),
+        (Channel.WEIXIN, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"), (Channel.EMAIL, "ops@example.com"),
+        (Channel.WEBHOOK, "https://hooks.example.com/in?x=1"),
+    ],
+)
+def test_good_targets_are_accepted(channel: Channel, target: str) -> None:
+    assert validate_target(channel, target) == target
+
+
+@pytest.mark.parametrize(
+    ("channel", "target"),
+    [
+        (Channel.SMS, ""), (Channel.SMS, "12345"), (Channel.SMS, "+0123456789"), (Channel.SMS, "139-1234-5678"),
+        (Channel.SMS, "+86 13912345678"), (Channel.WEIXIN, "   "), (Channel.WEIXIN, "o" * 129),
+        (Channel.WEIXIN, "has space"), (Channel.EMAIL, "no-at-sign"), (Channel.EMAIL, "a@b"),
+        (Channel.EMAIL, "two@@example.com"), (Channel.WEBHOOK, "ftp://example.com"),
+        (Channel.WEBHOOK, "not a url"), (Channel.SMS, None),
+    ],
+)
+def test_bad_targets_are_refused_with_a_clear_message(channel: Channel, target: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        validate_target(channel, target)
+    assert info.value.code == "e.cmd.noti.add.badtarget"
+    assert info.value.message
+
+
+@pytest.mark.parametrize(
+    ("channel", "fields", "code"),
+    [
+        (Channel.SMS, {}, "missing"),
+        (Channel.SMS, {"text": ""}, "badtext"),
+        (Channel.SMS, {"text": "   "}, "badtext"),
+        (Channel.SMS, {"text": "x" * 1001}, "badtext"),
+        (Channel.SMS, {"text": "a\x00b"}, "badtext"),
+        (Channel.SMS, {"text": "hi", "tmpl": "T"}, "badfield"),
+        (Channel.WEIXIN, {"pnb": "a", "tmpl": "T"}, "missing"),
+        (Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": "[1, 2]"}, "badcontent"),
+        (Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": "{not json"}, "badcontent"),
+        (Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": '"a string"'}, "badcontent"),
+        (Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": {"k": "v" * 17000}}, "badcontent"),
+        (Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": {}, "url": "javascript:x"}, "badfield"),
+        (Channel.WEIXIN, {"pnb": "a b", "tmpl": "T", "content": {}}, "badfield"),
+        (Channel.EMAIL, {"subject": "s"}, "missing"),
+        (Channel.EMAIL, {"subject": "two\nlines", "text": "t"}, "badtext"),
+        (Channel.WEBHOOK, {"content": "3"}, "badcontent"),
+    ],
+)
+def test_bad_fields_are_refused(channel: Channel, fields: dict[str, object], code: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        validate_fields(channel, fields)
+    assert info.value.code == f"e.cmd.noti.add.{code}"
+
+
+def test_fields_at_the_limits_are_accepted() -> None:
+    assert validate_fields(Channel.SMS, {"text": "x" * 1000}) == {"text": "x" * 1000}
+    out = validate_fields(Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": '{"k": 1}', "url": "https://x.cn/a"})
+    assert out["content"] == {"k": 1}
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "", 0, -3, "0", None, True, 2.0])
+def test_bad_levels_are_refused(value: object) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_level(value)
+    assert info.value.code == "e.cmd.noti.add.badlv"
+
+
+@pytest.mark.parametrize(("value", "level"), [(1, 1), ("5", 5), (" 1000 ", 1000), (5000, 5000)])
+def test_levels_parse(value: object, level: int) -> None:
+    assert parse_level(value) == level
+
+
+def test_unknown_type_names_the_known_ones() -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_channel("fax")
+    assert info.value.code == "e.cmd.noti.add.badtype"
+    assert "sms" in info.value.message and "weixin" in info.value.message
+
+
+def test_level_to_priority_is_monotonic_and_uses_every_step() -> None:
+    steps = [priority_for_level(level) for level in range(1, 1001)]
+    assert all(a >= b for a, b in zip(steps, steps[1:], strict=False))  # higher level, earlier step
+    assert priority_for_level(1) == 9 and priority_for_level(1000) == 0
+    assert priority_for_level(100) == 3 and priority_for_level(99) == 4 and priority_for_level(10) == 6
+    assert sorted(set(steps)) == PRIORITY_STEPS
