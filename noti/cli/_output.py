@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import click
 from rich.console import Console
 from rich.table import Table
 
@@ -94,7 +94,7 @@ def print_records_table(records: Iterable[Notification]) -> None:
             r.id, r.channel.value, str(r.level), f"{int(r.status)} {r.status.name.lower()}", r.creator,
             r.target, f"{r.retry}/{r.retry_max}", _when(r.created_ms), r.errmsg or "",
         )
-    console = Console(file=click.get_text_stream("stdout"), width=200, soft_wrap=True)
+    console = Console(file=sys.stdout, width=200, soft_wrap=True)
     console.print(table)
     console.print(f"{count} notification{'s' if count != 1 else ''}")
 

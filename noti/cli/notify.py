@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ STDIN_FIELD = {"sms": "text", "weixin": "content", "email": "text", "webhook": "
 
 
 def _read_stdin() -> str:
-    text = click.get_text_stream("stdin").read()
+    text = sys.stdin.read()
     return text[:-1] if text.endswith("\n") else text
 
 

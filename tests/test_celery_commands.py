@@ -1,0 +1,85 @@
+"""`celery -A noti beat` and `celery -A noti flower` work as written."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+import noti
+from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
+
+pytestmark = pytest.mark.slow
+PHONE = "+8613912345678"
+
+
+def _env(redis_url: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, **extra}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_beat_sends_the_clean_job_on_its_interval(rt: Any, redis_url: str, tmp_path: Any) -> None:
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "noti", "beat", "-l", "INFO", "-s", str(tmp_path / "schedule")],
+        env=_env(redis_url, NOTI_CLEAN_INTERVAL_S="1"), cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_until(lambda: rt.redis.llen("noti.maintenance:9") >= 2 or beat.poll() is not None, timeout=40)
+        assert beat.poll() is None
+        message = json.loads(rt.redis.lrange("noti.maintenance:9", 0, 0)[0])
+        assert message["headers"]["task"] == "noti.maintenance.clean"
+        assert any(k.startswith("noti:beat:") for k in rt.redis.keys("noti:beat:*"))  # RedBeat state
+    finally:
+        beat.terminate()
+        output = beat.communicate(timeout=20)[0]
+    assert "Traceback" not in output, output
+
+
+def test_flower_shows_queue_lengths_across_priority_steps_behind_auth(rt: Any, redis_url: str) -> None:
+    for level in (1, 50, 1000):
+        noti.notify_sms(PHONE, f"lv {level}", user=ADMIN, lv=level)
+    port = _free_port()
+    flower = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "noti", "flower", "--address=127.0.0.1", f"--port={port}",
+         "--basic-auth=ops:s3cret"],
+        env=_env(redis_url), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str, auth: bool = True) -> tuple[int, str]:
+        request = urllib.request.Request(base + path)
+        if auth:
+            request.add_header("Authorization", "Basic " + base64.b64encode(b"ops:s3cret").decode())
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, ""
+        except OSError:
+            return 0, ""
+
+    try:
+        wait_until(lambda: get("/healthcheck")[0] == 200 or flower.poll() is not None, timeout=40)
+        assert flower.poll() is None
+        assert get("/api/queues/length", auth=False)[0] == 401
+        status, body = get("/api/queues/length")
+        assert status == 200
+        lengths = {q["name"]: q["messages"] for q in json.loads(body)["active_queues"]}
+        assert lengths["noti.sms"] == 3
+    finally:
+        flower.terminate()
+        flower.communicate(timeout=20)

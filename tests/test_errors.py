@@ -1,0 +1,46 @@
+"""The error tree and its codes are a contract: pin them."""
+
+from __future__ import annotations
+
+import noti
+from noti import errors
+
+
+def test_every_error_descends_from_noti_error_with_its_code() -> None:
+    expected = {
+        "InvalidConfig": (errors.NotiError, "e.noti.config"),
+        "InvalidInput": (errors.NotiError, "e.cmd.noti.add.invalid"),
+        "PermissionDenied": (errors.NotiError, "e.cmd.noti.nopvg"),
+        "NotFound": (errors.NotiError, "e.cmd.noti.not_found"),
+        "StoreUnavailable": (errors.NotiError, "e.noti.store.unavailable"),
+        "DeliveryError": (errors.NotiError, "e.noti.delivery"),
+        "TemporaryFailure": (errors.DeliveryError, "e.noti.delivery.temporary"),
+        "RateLimited": (errors.TemporaryFailure, "e.noti.delivery.ratelimited"),
+        "PermanentFailure": (errors.DeliveryError, "e.noti.delivery.permanent"),
+        "RetriesExhausted": (errors.NotiError, "e.cmd.noti.send.reachMaxRetry"),
+    }
+    assert sorted(errors.__all__) == sorted([*expected, "NotiError"])
+    for name, (parent, code) in expected.items():
+        cls = getattr(errors, name)
+        assert cls.__bases__ == (parent,), name
+        assert cls.code == code, name
+        assert cls.__doc__, name
+
+
+def test_errors_print_code_then_message_and_accept_a_specific_code() -> None:
+    error = errors.PermissionDenied("no", code="e.cmd.noti.del.nopvg")
+    assert str(error) == "e.cmd.noti.del.nopvg: no"
+    assert error.message == "no"
+    limited = errors.RateLimited("slow down", retry_after_s=2.5, provider="p", vendor_code="X")
+    assert limited.retry_after_s == 2.5 and limited.provider == "p" and limited.vendor_code == "X"
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(noti.__all__) == sorted([
+        "Channel", "DeliveryError", "InvalidConfig", "InvalidInput", "NotFound", "NotiError", "Notification",
+        "PermanentFailure", "PermissionDenied", "RateLimited", "RetriesExhausted", "Status", "StoreUnavailable",
+        "TemporaryFailure", "clean", "configure", "delete", "get", "list_notifications", "notify",
+        "notify_email", "notify_sms", "notify_webhook", "notify_weixin", "send",
+    ])
+    for name in noti.__all__:
+        assert getattr(noti, name) is not None

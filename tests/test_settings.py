@@ -1,0 +1,87 @@
+"""Settings: environment, TOML file, validation with clear messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from noti.config import load_settings
+from noti.errors import InvalidConfig
+from noti.users import Role, resolve_user
+
+
+def test_defaults_match_the_documentation(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("NOTI_REDIS_URL", "NOTI_ROOT_ADMINS", "NOTI_ROOT_MEMBERS", "NOTI_USER"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings()
+    assert settings.redis_url == "redis://127.0.0.1:6379/0"
+    assert settings.broker == settings.redis_url
+    assert settings.key_prefix == "noti:"
+    assert settings.retry_max == 3 and settings.keep_done_s == 3 * 86400
+    assert settings.user  # the OS user
+
+
+def test_environment_lists_and_nested_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTI_ROOT_ADMINS", "zoe, max ,")
+    monkeypatch.setenv("NOTI_ROOT_MEMBERS", "ann")
+    monkeypatch.setenv("NOTI_CHANNELS__SMS__PROVIDER", "aliyun,tencent")
+    monkeypatch.setenv("NOTI_BROKER_URL", "redis://127.0.0.1:6379/5")
+    settings = load_settings()
+    assert settings.root_admins == ["zoe", "max"]
+    assert settings.channel("sms").provider == "aliyun,tencent"
+    assert settings.channel("email").provider is None
+    assert settings.broker == "redis://127.0.0.1:6379/5"
+    assert resolve_user(settings, "max").role is Role.ROOT_ADMIN
+    assert resolve_user(settings, "ann").role is Role.ROOT_MEMBER
+    assert resolve_user(settings, "joe").role is Role.USER
+
+
+def test_toml_file_holds_provider_tables_and_env_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "noti.toml"
+    config.write_text(
+        'retry_max = 5\nuser = "file-user"\n'
+        '[channels.sms]\nprovider = "flaky"\n'
+        '[providers.flaky]\nkind = "sandbox"\nfail_first = 2\n'
+    )
+    monkeypatch.setenv("NOTI_CONFIG", str(config))
+    monkeypatch.setenv("NOTI_USER", "env-user")
+    settings = load_settings()
+    assert settings.retry_max == 5 and settings.user == "env-user"
+    assert settings.providers["flaky"] == {"kind": "sandbox", "fail_first": 2}
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"NOTI_RETRY_MAX": "lots"}, "NOTI_RETRY_MAX"),
+        ({"NOTI_RETRY_MAX": "0"}, "NOTI_RETRY_MAX"),
+        ({"NOTI_LEASE_TIMEOUT_S": "9999"}, "NOTI_LEASE_TIMEOUT_S"),
+        ({"NOTI_KEY_PREFIX": "has space"}, "NOTI_KEY_PREFIX"),
+        ({"NOTI_WORKER_POOL": "fibers"}, "NOTI_WORKER_POOL"),
+        ({"NOTI_CONFIG": "/nonexistent/noti.toml"}, "not a file"),
+    ],
+)
+def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], fragment: str) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(InvalidConfig) as info:
+        load_settings()
+    assert fragment in info.value.message
+
+
+def test_a_broken_toml_file_is_an_invalid_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("retry_max = [unclosed\n")
+    monkeypatch.setenv("NOTI_CONFIG", str(config))
+    with pytest.raises(InvalidConfig):
+        load_settings()
+
+
+def test_bad_provider_options_are_refused_when_used(configure: object) -> None:
+    rt = configure(providers={"odd": {"kind": "sandbox", "colour": "blue"}})  # type: ignore[operator]
+    with pytest.raises(InvalidConfig) as info:
+        rt.providers.get("odd")
+    assert "[providers.odd]" in info.value.message and "colour" in info.value.message
+    with pytest.raises(InvalidConfig):
+        rt.providers.get("nosuchkind")
