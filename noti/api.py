@@ -23,7 +23,7 @@ from noti.record import (
     validate_target,
 )
 from noti.runtime import Runtime, get_runtime
-from noti.sender import SendResult, Sender
+from noti.sender import Sender, SendResult
 from noti.store import ClaimState
 from noti.users import User, resolve_user
 
@@ -241,8 +241,10 @@ class Notifier:
         """
         acting = self.user(user)
         if not timeout_s > 0:
-            raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout_s!r}",
-                               code="e.cmd.noti.send.badtimeout")
+            raise InvalidInput(
+                f"timeout must be a positive number of seconds, got {timeout_s!r}",
+                code="e.cmd.noti.send.badtimeout",
+            )
         lease_ms = int(min(timeout_s, SEND_TIMEOUT_MAX_S) * 1000)
         sender = Sender(self.runtime, owner=f"cli:{acting.name}")
         if record_id is not None:
@@ -286,7 +288,13 @@ def _with_record(result: SendResult, record: Notification) -> SendResult:
     if result.channel is not None:
         return result
     return SendResult(
-        result.record_id, result.mark, result.claim, record.channel, record.target, record.status, result.errmsg
+        result.record_id,
+        result.mark,
+        result.claim,
+        record.channel,
+        record.target,
+        record.status,
+        result.errmsg,
     )
 
 
@@ -297,7 +305,9 @@ def _status(value: Status | int | None) -> Status | None:
         return Status(int(value))
     except (TypeError, ValueError):
         known = ", ".join(str(int(s)) for s in Status)
-        raise InvalidInput(f"unknown status {value!r} (known: {known})", code="e.cmd.noti.list.badst") from None
+        raise InvalidInput(
+            f"unknown status {value!r} (known: {known})", code="e.cmd.noti.list.badst"
+        ) from None
 
 
 # --- module-level API ------------------------------------------------------------------------
@@ -323,26 +333,51 @@ def notify(type: str, target: str, *, lv: object = 1, user: str | None = None, *
     return notifier().notify(type, target, lv=lv, user=user, **fields)
 
 
-def notify_sms(target: str, text: str, *, provider: str | None = None, lv: object = 1,
-               user: str | None = None, **kwargs: Any) -> str:
+def notify_sms(
+    target: str,
+    text: str,
+    *,
+    provider: str | None = None,
+    lv: object = 1,
+    user: str | None = None,
+    **kwargs: Any,
+) -> str:
     """Queue an SMS; its id (see :func:`notify`)."""
     return notify("sms", target, text=text, provider=provider, lv=lv, user=user, **kwargs)
 
 
-def notify_weixin(target: str, *, tmpl: str, pnb: str, content: dict[str, Any] | str,
-                  url: str | None = None, lv: object = 1, user: str | None = None, **kwargs: Any) -> str:
+def notify_weixin(
+    target: str,
+    *,
+    tmpl: str,
+    pnb: str,
+    content: dict[str, Any] | str,
+    url: str | None = None,
+    lv: object = 1,
+    user: str | None = None,
+    **kwargs: Any,
+) -> str:
     """Queue a WeChat template message to an openid; its id (see :func:`notify`)."""
     return notify("weixin", target, tmpl=tmpl, pnb=pnb, content=content, url=url, lv=lv, user=user, **kwargs)
 
 
-def notify_email(target: str, *, subject: str, text: str, html: str | None = None, lv: object = 1,
-                 user: str | None = None, **kwargs: Any) -> str:
+def notify_email(
+    target: str,
+    *,
+    subject: str,
+    text: str,
+    html: str | None = None,
+    lv: object = 1,
+    user: str | None = None,
+    **kwargs: Any,
+) -> str:
     """Queue an e-mail; its id (see :func:`notify`)."""
     return notify("email", target, subject=subject, text=text, html=html, lv=lv, user=user, **kwargs)
 
 
-def notify_webhook(target: str, *, content: dict[str, Any] | str, lv: object = 1,
-                   user: str | None = None, **kwargs: Any) -> str:
+def notify_webhook(
+    target: str, *, content: dict[str, Any] | str, lv: object = 1, user: str | None = None, **kwargs: Any
+) -> str:
     """Queue a webhook POST of ``content`` to the URL ``target``; its id (see :func:`notify`)."""
     return notify("webhook", target, content=content, lv=lv, user=user, **kwargs)
 

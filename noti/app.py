@@ -84,7 +84,9 @@ class DelayPump(bootsteps.StartStopStep):
 
     def create(self, worker: Any) -> Pump:
         runtime = get_runtime()
-        return Pump(runtime.delayed, Publisher(worker.app).publish, interval_s=runtime.settings.pump_interval_s)
+        return Pump(
+            runtime.delayed, Publisher(worker.app).publish, interval_s=runtime.settings.pump_interval_s
+        )
 
 
 app.steps["worker"].add(DelayPump)

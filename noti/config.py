@@ -150,8 +150,7 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         problems = "; ".join(
-            f"NOTI_{'__'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
-            for err in exc.errors()
+            f"NOTI_{'__'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
         )
         raise InvalidConfig(problems) from exc
     except ValueError as exc:  # e.g. a TOML syntax error

@@ -25,13 +25,12 @@ import bisect
 from collections.abc import Iterable
 
 from celery import Celery
-from kombu import Queue
+from kombu import Queue  # type: ignore[attr-defined]
 from kombu.exceptions import OperationalError
 
 from noti.errors import StoreUnavailable
-from noti.redisconn import masked_url
-
 from noti.record import Channel
+from noti.redisconn import masked_url
 
 __all__ = [
     "INTAKE_QUEUE",

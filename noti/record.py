@@ -258,8 +258,21 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
     """The record as the seed shows it: seed field names, numbers as numbers, null when unset."""
     data = to_hash(record)
     out: dict[str, Any] = {}
-    for key in ("id", "tp", "ct", "lm", "noti_c", "noti_lv", "noti_st", "noti_errmsg",
-                "noti_timeout_at", "noti_type", "noti_retry", "noti_retry_max", "noti_target"):
+    for key in (
+        "id",
+        "tp",
+        "ct",
+        "lm",
+        "noti_c",
+        "noti_lv",
+        "noti_st",
+        "noti_errmsg",
+        "noti_timeout_at",
+        "noti_type",
+        "noti_retry",
+        "noti_retry_max",
+        "noti_target",
+    ):
         out[key] = data[key]
     for key in ("ct", "lm", "noti_lv", "noti_st", "noti_timeout_at", "noti_retry", "noti_retry_max"):
         out[key] = int(out[key])

@@ -73,8 +73,9 @@ def _errmsg(text: str) -> str:
     return text if len(text) <= ERRMSG_MAX else text[: ERRMSG_MAX - 1] + "…"
 
 
-def delivered(*, now_ms: int, keep_ms: int, sent_by: str, msgid: str | None,
-              msgid_field: str, retry: int) -> Outcome:
+def delivered(
+    *, now_ms: int, keep_ms: int, sent_by: str, msgid: str | None, msgid_field: str, retry: int
+) -> Outcome:
     """The outcome of a successful send."""
     fields: list[tuple[str, str]] = [("noti_sent_by", sent_by)]
     if msgid:

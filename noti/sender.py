@@ -45,9 +45,8 @@ class SendResult:
     def line(self) -> str:
         """The seed's one-line report: ``OK [sms]ID >> target:``."""
         kind = self.channel.value if self.channel else "?"
-        if self.mark == "!!":
-            return f"!! [{kind}]{self.record_id} >> {self.target}:{self.errmsg}"
-        return f"{self.mark} [{kind}]{self.record_id} >> {self.target}:{'' if self.mark == 'OK' else self.errmsg}"
+        detail = "" if self.mark == "OK" else self.errmsg
+        return f"{self.mark} [{kind}]{self.record_id} >> {self.target}:{detail}"
 
 
 def mask_target(target: str) -> str:
@@ -64,7 +63,9 @@ class Sender:
         self.runtime = runtime
         self.owner_prefix = owner or f"{socket.gethostname()}:{os.getpid()}"
 
-    def deliver(self, record_id: str, *, lease_ms: int | None = None, creator: str | None = None) -> SendResult:
+    def deliver(
+        self, record_id: str, *, lease_ms: int | None = None, creator: str | None = None
+    ) -> SendResult:
         """Claim ``record_id`` and, if it was ours to take, send it and record the outcome."""
         rt = self.runtime
         lease = int(lease_ms if lease_ms is not None else rt.settings.lease_timeout_s * 1000)
@@ -118,15 +119,24 @@ class Sender:
         except NotiError as exc:
             outcome = decide(record, exc, policy=rt.retry_policy, now_ms=now_ms())
             log.info(
-                "deliver %s [%s] to %s: %s -> st=%d", record.id, record.channel.value,
-                mask_target(record.target), exc, outcome.status,
+                "deliver %s [%s] to %s: %s -> st=%d",
+                record.id,
+                record.channel.value,
+                mask_target(record.target),
+                exc,
+                outcome.status,
             )
             return outcome
         except Exception as exc:
             log.exception("deliver %s: provider raised an unexpected error", record.id)
             return decide(record, exc, policy=rt.retry_policy, now_ms=now_ms())
-        log.info("deliver %s [%s] to %s: ok via %s", record.id, record.channel.value,
-                 mask_target(record.target), receipt.provider)
+        log.info(
+            "deliver %s [%s] to %s: ok via %s",
+            record.id,
+            record.channel.value,
+            mask_target(record.target),
+            receipt.provider,
+        )
         return delivered(
             now_ms=now_ms(),
             keep_ms=int(rt.settings.keep_done_s * 1000),

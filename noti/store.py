@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
 
@@ -74,7 +75,7 @@ class RecordStore:
     def add_to_pipeline(self, pipe: redis.client.Pipeline, record: Notification) -> None:
         """Queue the commands that store ``record`` as waiting, with its index entries."""
         k = self.keys
-        pipe.hset(k.record(record.id), mapping=to_hash(record))
+        pipe.hset(k.record(record.id), mapping=to_hash(record))  # type: ignore[arg-type]
         pipe.zadd(k.all_index, {record.id: record.created_ms})
         pipe.zadd(k.user_index(record.creator), {record.id: record.created_ms})
         pipe.zadd(k.status_index(int(record.status)), {record.id: record.created_ms})
@@ -131,7 +132,7 @@ class RecordStore:
         """Apply ``outcome`` if ``owner`` still holds the lease; False when it does not."""
         k = self.keys
         now = now_ms() if at_ms is None else at_ms
-        args: list[object] = [
+        args: list[Any] = [
             owner,
             now,
             int(outcome.status),
@@ -208,9 +209,9 @@ class RecordStore:
         while True:
             with translate_errors(self.redis):
                 if newest_first:
-                    page = self.redis.zrevrange(index, start, start + _PAGE - 1)
+                    page = cast(list[str], self.redis.zrevrange(index, start, start + _PAGE - 1))
                 else:
-                    page = self.redis.zrange(index, start, start + _PAGE - 1)
+                    page = cast(list[str], self.redis.zrange(index, start, start + _PAGE - 1))
             yield from page
             if len(page) < _PAGE:
                 return
@@ -249,19 +250,20 @@ class RecordStore:
     def waiting_head(self, count: int) -> list[str]:
         """The first ``count`` waiting ids in send order: highest level, then oldest, first."""
         with translate_errors(self.redis):
-            return list(self.redis.zrange(self.keys.waiting_index, 0, count - 1))
+            return cast(list[str], self.redis.zrange(self.keys.waiting_index, 0, count - 1))
 
     def done_before(self, cutoff_ms: int, limit: int | None = None) -> list[str]:
         """Ids of records done before ``cutoff_ms``, oldest first."""
         with translate_errors(self.redis):
-            return list(
+            return cast(
+                list[str],
                 self.redis.zrangebyscore(
                     self.keys.status_index(int(Status.DONE)),
                     "-inf",
                     f"({cutoff_ms}",
                     start=0 if limit else None,
                     num=limit or None,
-                )
+                ),
             )
 
     def count(self, status: Status | None = None) -> int:
@@ -281,14 +283,14 @@ def _pages(ids: Iterable[str], size: int) -> Iterator[list[str]]:
         yield page
 
 
-def _to_claim(row: list[object]) -> Claim:
-    state = ClaimState(int(row[0]))  # type: ignore[arg-type]
+def _to_claim(row: list[Any]) -> Claim:
+    state = ClaimState(int(row[0]))
     if state is ClaimState.CLAIMED:
         flat = row[1:]
         data = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
         return Claim(state, record=from_hash(data), claims=int(data.get("_claims", "1")))
     if state is ClaimState.LEASED:
-        return Claim(state, until_ms=int(row[1]))  # type: ignore[arg-type]
+        return Claim(state, until_ms=int(row[1]))
     if state is ClaimState.FINAL:
-        return Claim(state, status=Status(int(row[1])))  # type: ignore[arg-type]
+        return Claim(state, status=Status(int(row[1])))
     return Claim(state)

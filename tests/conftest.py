@@ -71,8 +71,23 @@ def redis_server() -> Iterator[str]:
     port = _free_port()
     workdir = tempfile.mkdtemp(prefix="noti-redis-")
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", workdir, "--databases", "16", "--loglevel", "warning"],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--databases",
+            "16",
+            "--loglevel",
+            "warning",
+        ],
         stdout=subprocess.DEVNULL,
     )
     client = redis.Redis(port=port)
@@ -115,8 +130,15 @@ def configure(redis_url: str) -> Iterator[Callable[..., Any]]:
     redis.Redis.from_url(redis_url).flushdb()
 
     def _configure(**overrides: Any) -> Any:
-        overrides.setdefault("channels", {"sms": {"provider": "sandbox"}, "weixin": {"provider": "sandbox"},
-                                          "email": {"provider": "sandbox"}, "webhook": {"provider": "sandbox"}})
+        overrides.setdefault(
+            "channels",
+            {
+                "sms": {"provider": "sandbox"},
+                "weixin": {"provider": "sandbox"},
+                "email": {"provider": "sandbox"},
+                "webhook": {"provider": "sandbox"},
+            },
+        )
         return noti.runtime.configure(**overrides)
 
     yield _configure
@@ -136,8 +158,9 @@ def worker(rt: Any) -> Iterator[Any]:
 
     from noti.app import app
 
-    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False,
-                      loglevel="WARNING", shutdown_timeout=20) as running:
+    with start_worker(
+        app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING", shutdown_timeout=20
+    ) as running:
         yield running
 
 
@@ -152,14 +175,30 @@ class WorkerProcess:
 
     def __init__(self, env: dict[str, str], *args: str, name: str = "w") -> None:
         self.log = tempfile.NamedTemporaryFile(prefix=f"noti-{name}-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "celery", "-A", "noti", "worker", "-l", "INFO",
-               "--without-mingle", "--without-gossip", "-n", f"{name}@%h", *args]
-        self.proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "noti",
+            "worker",
+            "-l",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+            "-n",
+            f"{name}@%h",
+            *args,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def wait_ready(self, timeout: float = 30) -> None:
-        wait_until(lambda: b"ready." in Path(self.log.name).read_bytes() or self.proc.poll() is not None,
-                   timeout=timeout)
+        wait_until(
+            lambda: b"ready." in Path(self.log.name).read_bytes() or self.proc.poll() is not None,
+            timeout=timeout,
+        )
         assert self.proc.poll() is None, self.output()
 
     def output(self) -> str:
@@ -184,11 +223,18 @@ def spawn_worker(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
     """Start worker subprocesses: ``spawn_worker(config_toml, *celery_args, env=...)``."""
     started: list[WorkerProcess] = []
 
-    def _spawn(config: str = "", *args: str, env: dict[str, str] | None = None, name: str = "w") -> WorkerProcess:
+    def _spawn(
+        config: str = "", *args: str, env: dict[str, str] | None = None, name: str = "w"
+    ) -> WorkerProcess:
         config_file = tmp_path / f"{name}-{len(started)}.toml"
         config_file.write_text(config or '[channels.sms]\nprovider = "sandbox"\n')
-        full_env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config_file),
-                    **(env or {})}
+        full_env = {
+            **os.environ,
+            **BASE_ENV,
+            "NOTI_REDIS_URL": redis_url,
+            "NOTI_CONFIG": str(config_file),
+            **(env or {}),
+        }
         proc = WorkerProcess(full_env, *args, name=name)
         started.append(proc)
         proc.wait_ready()

@@ -22,9 +22,15 @@ def stored_keys(rt: Any) -> set[str]:
 @pytest.mark.parametrize(
     ("user", "asked", "got"),
     [
-        (ADMIN, 1000, 1000), (ADMIN, 5000, 1000), (ADMIN, 7, 7),
-        (MEMBER, 1000, 100), (MEMBER, 100, 100), (MEMBER, 50, 50),
-        (ALICE, 1000, 1), (ALICE, 2, 1), (ALICE, 1, 1),
+        (ADMIN, 1000, 1000),
+        (ADMIN, 5000, 1000),
+        (ADMIN, 7, 7),
+        (MEMBER, 1000, 100),
+        (MEMBER, 100, 100),
+        (MEMBER, 50, 50),
+        (ALICE, 1000, 1),
+        (ALICE, 2, 1),
+        (ALICE, 1, 1),
     ],
 )
 def test_levels_are_capped_by_role(rt: Any, user: str, asked: int, got: int) -> None:
@@ -57,14 +63,25 @@ def test_high_levels_go_to_early_priority_steps(rt: Any) -> None:
 
 
 def test_notify_helpers_build_each_channel(rt: Any) -> None:
-    wx = noti.notify_weixin("oOPENID", tmpl="T1", pnb="acct", content={"first": {"value": "x"}}, url="https://a.cn")
+    wx = noti.notify_weixin(
+        "oOPENID", tmpl="T1", pnb="acct", content={"first": {"value": "x"}}, url="https://a.cn"
+    )
     mail = noti.notify_email("ops@example.com", subject="s", text="t")
     hook = noti.notify_webhook("https://example.com/h", content='{"a": 1}')
-    assert rt.store.get(wx).fields == {"tmpl": "T1", "pnb": "acct", "content": {"first": {"value": "x"}},
-                                       "url": "https://a.cn"}
+    assert rt.store.get(wx).fields == {
+        "tmpl": "T1",
+        "pnb": "acct",
+        "content": {"first": {"value": "x"}},
+        "url": "https://a.cn",
+    }
     assert rt.store.get(mail).fields == {"subject": "s", "text": "t"}
     assert rt.store.get(hook).fields == {"content": {"a": 1}}
-    assert rt.redis.llen("noti.weixin:9") == rt.redis.llen("noti.email:9") == rt.redis.llen("noti.webhook:9") == 1
+    assert (
+        rt.redis.llen("noti.weixin:9")
+        == rt.redis.llen("noti.email:9")
+        == rt.redis.llen("noti.webhook:9")
+        == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,8 +104,9 @@ def test_notify_helpers_build_each_channel(rt: Any) -> None:
         (("webhook", "http://x.io/h"), {"content": [1]}, "e.cmd.noti.add.badcontent"),
     ],
 )
-def test_bad_input_is_refused_and_nothing_is_stored(rt: Any, args: tuple[str, str], kwargs: dict[str, Any],
-                                                    code: str) -> None:
+def test_bad_input_is_refused_and_nothing_is_stored(
+    rt: Any, args: tuple[str, str], kwargs: dict[str, Any], code: str
+) -> None:
     before = stored_keys(rt)
     with pytest.raises(InvalidInput) as info:
         noti.notify(*args, **kwargs)

@@ -33,9 +33,23 @@ def _free_port() -> int:
 
 def test_beat_sends_the_clean_job_on_its_interval(rt: Any, redis_url: str, tmp_path: Any) -> None:
     beat = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "noti", "beat", "-l", "INFO", "-s", str(tmp_path / "schedule")],
-        env=_env(redis_url, NOTI_CLEAN_INTERVAL_S="1"), cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "noti",
+            "beat",
+            "-l",
+            "INFO",
+            "-s",
+            str(tmp_path / "schedule"),
+        ],
+        env=_env(redis_url, NOTI_CLEAN_INTERVAL_S="1"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         wait_until(lambda: rt.redis.llen("noti.maintenance:9") >= 2 or beat.poll() is not None, timeout=40)
@@ -54,9 +68,22 @@ def test_flower_shows_queue_lengths_across_priority_steps_behind_auth(rt: Any, r
         noti.notify_sms(PHONE, f"lv {level}", user=ADMIN, lv=level)
     port = _free_port()
     flower = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "noti", "flower", "--address=127.0.0.1", f"--port={port}",
-         "--basic-auth=ops:s3cret"],
-        env=_env(redis_url), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "noti",
+            "flower",
+            "--address=127.0.0.1",
+            f"--port={port}",
+            "--basic-auth=ops:s3cret",
+        ],
+        env=_env(redis_url),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
 

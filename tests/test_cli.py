@@ -46,8 +46,23 @@ def test_add_sms_prints_the_new_id(rt: Any) -> None:
 
 
 def test_add_weixin_with_the_seed_options(rt: Any) -> None:
-    result = run("add", "weixin", "-tmpl", "ngqIpT", "-pnb", "acct", "-to", "oOPENID", "-url", "https://x.cn/o/1",
-                 "-content", '{"first": {"value": "paid"}}', "-lv", "1", "-json")
+    result = run(
+        "add",
+        "weixin",
+        "-tmpl",
+        "ngqIpT",
+        "-pnb",
+        "acct",
+        "-to",
+        "oOPENID",
+        "-url",
+        "https://x.cn/o/1",
+        "-content",
+        '{"first": {"value": "paid"}}',
+        "-lv",
+        "1",
+        "-json",
+    )
     data = json.loads(result.stdout)
     assert data["noti_wx_tmpl_id"] == "ngqIpT" and data["noti_wx_pnb"] == "acct"
     assert data["noti_wx_tmpl_url"] == "https://x.cn/o/1"
@@ -56,7 +71,9 @@ def test_add_weixin_with_the_seed_options(rt: Any) -> None:
 
 
 def test_long_option_forms_work_too(rt: Any) -> None:
-    result = run("add", "sms", "--text", "hi", "--to", PHONE, "--level", "3", "--provider", "sandbox", user=ADMIN)
+    result = run(
+        "add", "sms", "--text", "hi", "--to", PHONE, "--level", "3", "--provider", "sandbox", user=ADMIN
+    )
     record = rt.store.get(result.stdout.strip())
     assert record.level == 3 and record.provider == "sandbox"
 
@@ -72,7 +89,7 @@ def test_json_output_switches(rt: Any) -> None:
     compact = run("add", "sms", "-text", "a", "-to", PHONE, "-json", "-c").stdout
     assert compact.count("\n") == 1 and '"noti_errmsg":null' in compact
     unquoted = run("add", "sms", "-text", "a", "-to", PHONE, "-json", "-q").stdout
-    assert "\n  noti_type: \"sms\"" in unquoted and '"noti_type"' not in unquoted
+    assert '\n  noti_type: "sms"' in unquoted and '"noti_type"' not in unquoted
     no_null = run("add", "sms", "-text", "a", "-to", PHONE, "-json", "-n").stdout
     assert "null" not in no_null and json.loads(no_null)["noti_sms_text"] == "a"
     combined = run("add", "sms", "-text", "a", "-to", PHONE, "-cqn").stdout
@@ -174,8 +191,10 @@ def test_clean_removes_done_records_outside_the_keep_window(rt: Any) -> None:
     assert run("clean", "-keep", "0", "-limit", "5", user=ADMIN).stdout == f"rm sms({new})[10] > {PHONE}\n"
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("2m", 120), ("2h", 7200), ("3day", 259200), ("1d", 86400),
-                                               ("30s", 30), ("0", 0), ("1.5h", 5400)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("2m", 120), ("2h", 7200), ("3day", 259200), ("1d", 86400), ("30s", 30), ("0", 0), ("1.5h", 5400)],
+)
 def test_keep_durations(text: str, seconds: float) -> None:
     assert parse_keep(text) == seconds
 
@@ -197,8 +216,14 @@ def test_bad_keep_is_refused_rather_than_wiping_everything(text: str) -> None:
         (["add", "sms", "-to", PHONE, "-text", "x" * 1001], "e.cmd.noti.add.badtext"),
         (["add", "sms", "-to", PHONE, "-text", "x", "-lv", "high"], "e.cmd.noti.add.badlv"),
         (["add", "sms", "-to", PHONE, "-text", "x", "-lv", "2.5"], "e.cmd.noti.add.badlv"),
-        (["add", "weixin", "-tmpl", "T", "-pnb", "p", "-to", "oX", "-content", "[1]"], "e.cmd.noti.add.badcontent"),
-        (["add", "weixin", "-tmpl", "T", "-pnb", "p", "-to", "oX", "-content", "{x"], "e.cmd.noti.add.badcontent"),
+        (
+            ["add", "weixin", "-tmpl", "T", "-pnb", "p", "-to", "oX", "-content", "[1]"],
+            "e.cmd.noti.add.badcontent",
+        ),
+        (
+            ["add", "weixin", "-tmpl", "T", "-pnb", "p", "-to", "oX", "-content", "{x"],
+            "e.cmd.noti.add.badcontent",
+        ),
         (["add", "weixin", "-pnb", "p", "-to", "oX", "-content", "{}"], "e.cmd.noti.add.missing"),
         (["add", "email", "-to", "nobody", "-subject", "s", "-text", "t"], "e.cmd.noti.add.badtarget"),
         (["add", "sms", "-to", PHONE, "-text", "x", "-provider", "nope"], "e.cmd.noti.add.noprovider"),
@@ -227,18 +252,27 @@ def _subprocess_env(**extra: str) -> dict[str, str]:
 def test_redis_unreachable_is_one_clear_line(rt: Any) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "noti", "add", "sms", "-to", PHONE, "-text", "x"],
-        env=_subprocess_env(NOTI_REDIS_URL="redis://:secret@127.0.0.1:1/0"), cwd=ROOT,
-        capture_output=True, text=True, timeout=60,
+        env=_subprocess_env(NOTI_REDIS_URL="redis://:secret@127.0.0.1:1/0"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
-    assert result.stderr.startswith("e.noti.store.unavailable: cannot reach Redis at redis://:***@127.0.0.1:1/0")
+    assert result.stderr.startswith(
+        "e.noti.store.unavailable: cannot reach Redis at redis://:***@127.0.0.1:1/0"
+    )
     assert result.stderr.count("\n") == 1 and "secret" not in result.stderr
 
 
 def test_a_bad_setting_is_one_clear_line(rt: Any) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "noti", "list"], env=_subprocess_env(NOTI_RETRY_MAX="lots"), cwd=ROOT,
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "noti", "list"],
+        env=_subprocess_env(NOTI_RETRY_MAX="lots"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
     assert result.stderr.startswith("e.noti.config: NOTI_RETRY_MAX: ")
@@ -247,8 +281,11 @@ def test_a_bad_setting_is_one_clear_line(rt: Any) -> None:
 def test_console_script_runs_as_the_settings_user(rt: Any, redis_url: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "noti", "add", "sms", "-to", PHONE, "-text", "x", "-json", "-c"],
-        env=_subprocess_env(NOTI_REDIS_URL=redis_url, NOTI_USER=BOB), cwd=ROOT,
-        capture_output=True, text=True, timeout=60,
+        env=_subprocess_env(NOTI_REDIS_URL=redis_url, NOTI_USER=BOB),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["noti_c"] == BOB

@@ -36,11 +36,34 @@ def test_errors_print_code_then_message_and_accept_a_specific_code() -> None:
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(noti.__all__) == sorted([
-        "Channel", "DeliveryError", "InvalidConfig", "InvalidInput", "NotFound", "NotiError", "Notification",
-        "PermanentFailure", "PermissionDenied", "RateLimited", "RetriesExhausted", "Status", "StoreUnavailable",
-        "TemporaryFailure", "clean", "configure", "delete", "get", "list_notifications", "notify",
-        "notify_email", "notify_sms", "notify_webhook", "notify_weixin", "send",
-    ])
+    assert sorted(noti.__all__) == sorted(
+        [
+            "Channel",
+            "DeliveryError",
+            "InvalidConfig",
+            "InvalidInput",
+            "NotFound",
+            "NotiError",
+            "Notification",
+            "PermanentFailure",
+            "PermissionDenied",
+            "RateLimited",
+            "RetriesExhausted",
+            "Status",
+            "StoreUnavailable",
+            "TemporaryFailure",
+            "clean",
+            "configure",
+            "delete",
+            "get",
+            "list_notifications",
+            "notify",
+            "notify_email",
+            "notify_sms",
+            "notify_webhook",
+            "notify_weixin",
+            "send",
+        ]
+    )
     for name in noti.__all__:
         assert getattr(noti, name) is not None

@@ -33,10 +33,23 @@ def test_ids_are_unique_and_sort_by_creation_time() -> None:
 
 def test_hash_round_trip_keeps_every_field() -> None:
     record = Notification(
-        id=new_id(), channel=Channel.WEIXIN, target="oOPENID", creator="alice", level=7,
-        status=Status.DONE, errmsg="ok", lease_until_ms=5, retry=2, retry_max=4, created_ms=10,
-        modified_ms=20, expires_ms=30, fields={"pnb": "acct", "tmpl": "T", "content": {"k": {"value": "v"}}},
-        provider="sandbox", sent_by="sandbox", msgid="m1",
+        id=new_id(),
+        channel=Channel.WEIXIN,
+        target="oOPENID",
+        creator="alice",
+        level=7,
+        status=Status.DONE,
+        errmsg="ok",
+        lease_until_ms=5,
+        retry=2,
+        retry_max=4,
+        created_ms=10,
+        modified_ms=20,
+        expires_ms=30,
+        fields={"pnb": "acct", "tmpl": "T", "content": {"k": {"value": "v"}}},
+        provider="sandbox",
+        sent_by="sandbox",
+        msgid="m1",
     )
     data = to_hash(record)
     assert data["tp"] == "wn_noti"
@@ -46,8 +59,15 @@ def test_hash_round_trip_keeps_every_field() -> None:
 
 
 def test_json_form_uses_seed_names_and_numbers() -> None:
-    record = Notification(id="x", channel=Channel.SMS, target="+8613912345678", creator="a",
-                          fields={"text": "hi"}, created_ms=1, modified_ms=1)
+    record = Notification(
+        id="x",
+        channel=Channel.SMS,
+        target="+8613912345678",
+        creator="a",
+        fields={"text": "hi"},
+        created_ms=1,
+        modified_ms=1,
+    )
     data = to_json_dict(record)
     assert data["noti_sms_text"] == "hi"
     assert data["noti_st"] == 1 and data["noti_lv"] == 1 and data["noti_timeout_at"] == 0
@@ -57,8 +77,11 @@ def test_json_form_uses_seed_names_and_numbers() -> None:
 @pytest.mark.parametrize(
     ("channel", "target"),
     [
-        (Channel.SMS, "+8613912345678"), (Channel.SMS, "13912345678"), (Channel.SMS, "+14155550100"),
-        (Channel.WEIXIN, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"), (Channel.EMAIL, "ops@example.com"),
+        (Channel.SMS, "+8613912345678"),
+        (Channel.SMS, "13912345678"),
+        (Channel.SMS, "+14155550100"),
+        (Channel.WEIXIN, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"),
+        (Channel.EMAIL, "ops@example.com"),
         (Channel.WEBHOOK, "https://hooks.example.com/in?x=1"),
     ],
 )
@@ -69,11 +92,20 @@ def test_good_targets_are_accepted(channel: Channel, target: str) -> None:
 @pytest.mark.parametrize(
     ("channel", "target"),
     [
-        (Channel.SMS, ""), (Channel.SMS, "12345"), (Channel.SMS, "+0123456789"), (Channel.SMS, "139-1234-5678"),
-        (Channel.SMS, "+86 13912345678"), (Channel.WEIXIN, "   "), (Channel.WEIXIN, "o" * 129),
-        (Channel.WEIXIN, "has space"), (Channel.EMAIL, "no-at-sign"), (Channel.EMAIL, "a@b"),
-        (Channel.EMAIL, "two@@example.com"), (Channel.WEBHOOK, "ftp://example.com"),
-        (Channel.WEBHOOK, "not a url"), (Channel.SMS, None),
+        (Channel.SMS, ""),
+        (Channel.SMS, "12345"),
+        (Channel.SMS, "+0123456789"),
+        (Channel.SMS, "139-1234-5678"),
+        (Channel.SMS, "+86 13912345678"),
+        (Channel.WEIXIN, "   "),
+        (Channel.WEIXIN, "o" * 129),
+        (Channel.WEIXIN, "has space"),
+        (Channel.EMAIL, "no-at-sign"),
+        (Channel.EMAIL, "a@b"),
+        (Channel.EMAIL, "two@@example.com"),
+        (Channel.WEBHOOK, "ftp://example.com"),
+        (Channel.WEBHOOK, "not a url"),
+        (Channel.SMS, None),
     ],
 )
 def test_bad_targets_are_refused_with_a_clear_message(channel: Channel, target: str) -> None:
@@ -112,7 +144,9 @@ def test_bad_fields_are_refused(channel: Channel, fields: dict[str, object], cod
 
 def test_fields_at_the_limits_are_accepted() -> None:
     assert validate_fields(Channel.SMS, {"text": "x" * 1000}) == {"text": "x" * 1000}
-    out = validate_fields(Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": '{"k": 1}', "url": "https://x.cn/a"})
+    out = validate_fields(
+        Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": '{"k": 1}', "url": "https://x.cn/a"}
+    )
     assert out["content"] == {"k": 1}
 
 

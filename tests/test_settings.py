@@ -37,7 +37,9 @@ def test_environment_lists_and_nested_values(monkeypatch: pytest.MonkeyPatch) ->
     assert resolve_user(settings, "joe").role is Role.USER
 
 
-def test_toml_file_holds_provider_tables_and_env_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_toml_file_holds_provider_tables_and_env_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     config = tmp_path / "noti.toml"
     config.write_text(
         'retry_max = 5\nuser = "file-user"\n'
@@ -62,7 +64,9 @@ def test_toml_file_holds_provider_tables_and_env_wins(monkeypatch: pytest.Monkey
         ({"NOTI_CONFIG": "/nonexistent/noti.toml"}, "not a file"),
     ],
 )
-def test_bad_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], fragment: str) -> None:
+def test_bad_settings_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], fragment: str
+) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(InvalidConfig) as info:

@@ -11,8 +11,17 @@ from noti.store import ClaimState, Outcome
 
 def make(creator: str = "alice", level: int = 1, **kwargs: Any) -> Notification:
     created = kwargs.pop("created_ms", now_ms())
-    return Notification(id=new_id(created), channel=Channel.SMS, target="+8613912345678", creator=creator,
-                        level=level, created_ms=created, modified_ms=created, fields={"text": "hi"}, **kwargs)
+    return Notification(
+        id=new_id(created),
+        channel=Channel.SMS,
+        target="+8613912345678",
+        creator=creator,
+        level=level,
+        created_ms=created,
+        modified_ms=created,
+        fields={"text": "hi"},
+        **kwargs,
+    )
 
 
 def test_create_writes_the_record_and_its_indexes(rt: Any) -> None:
@@ -28,8 +37,12 @@ def test_create_writes_the_record_and_its_indexes(rt: Any) -> None:
 
 def test_waiting_order_is_level_desc_then_age_asc(rt: Any) -> None:
     t = now_ms()
-    a, b, c, d = make(level=1, created_ms=t), make(level=50, created_ms=t + 1), make(level=1, created_ms=t + 2), \
-        make(level=50, created_ms=t + 3)
+    a, b, c, d = (
+        make(level=1, created_ms=t),
+        make(level=50, created_ms=t + 1),
+        make(level=1, created_ms=t + 2),
+        make(level=50, created_ms=t + 3),
+    )
     rt.store.create_many([c, a, d, b])
     assert rt.store.waiting_head(10) == [b.id, d.id, a.id, c.id]
 
@@ -95,7 +108,12 @@ def test_finish_is_fenced_by_the_lease_owner(rt: Any) -> None:
     assert rt.store.get(record.id).status is Status.WAITING
     assert rt.store.finish(record.id, owner="w1", outcome=Outcome(Status.DONE, "ok", 0, expires_ms=99))
     done = rt.store.get(record.id)
-    assert done.status is Status.DONE and done.errmsg == "ok" and done.expires_ms == 99 and done.lease_until_ms == 0
+    assert (
+        done.status is Status.DONE
+        and done.errmsg == "ok"
+        and done.expires_ms == 99
+        and done.lease_until_ms == 0
+    )
     k = rt.keys
     assert rt.redis.zscore(k.waiting_index, record.id) is None
     assert rt.redis.zscore(k.status_index(1), record.id) is None
@@ -108,7 +126,9 @@ def test_finish_with_retry_schedules_the_record_in_the_delayed_set(rt: Any) -> N
     rt.store.create(record)
     rt.store.claim(record.id, owner="w1", lease_ms=10_000)
     due = now_ms() + 60_000
-    assert rt.store.finish(record.id, owner="w1", outcome=Outcome(Status.WAITING, "busy", 1, not_before_ms=due))
+    assert rt.store.finish(
+        record.id, owner="w1", outcome=Outcome(Status.WAITING, "busy", 1, not_before_ms=due)
+    )
     again = rt.store.get(record.id)
     assert again.status is Status.WAITING and again.retry == 1 and again.lease_until_ms == due
     assert rt.delayed.due_at(record.id) == due
@@ -158,6 +178,8 @@ def test_delayed_pump_publishes_due_records_and_keeps_them_until_confirmed(rt: A
     # taken but not confirmed: it is still there, re-armed to fire again
     assert rt.delayed.due_at(record.id) == t + rt.delayed.REARM_MS
     assert rt.delayed.pump_once(lambda items: published.extend(items) or 0, at_ms=t) == 0
-    assert rt.delayed.pump_once(lambda items: published.extend(items) or 0, at_ms=t + rt.delayed.REARM_MS) == 1
+    assert (
+        rt.delayed.pump_once(lambda items: published.extend(items) or 0, at_ms=t + rt.delayed.REARM_MS) == 1
+    )
     assert published == [(record.id, Channel.SMS, 1)]
     assert rt.delayed.due_at(record.id) is None

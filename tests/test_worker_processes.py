@@ -21,8 +21,9 @@ PHONE = "+8613912345678"
 SANDBOX = '[channels.sms]\nprovider = "sandbox"\n'
 
 
-def test_two_workers_and_noti_send_deliver_each_of_1000_records_once(rt: Any, spawn_worker: Any,
-                                                                       redis_url: str) -> None:
+def test_two_workers_and_noti_send_deliver_each_of_1000_records_once(
+    rt: Any, spawn_worker: Any, redis_url: str
+) -> None:
     # given 1,000 stored records and two idle workers
     api = notifier()
     records = [api.build("sms", PHONE, text=f"race {i}", user=ADMIN) for i in range(1000)]
@@ -30,10 +31,21 @@ def test_two_workers_and_noti_send_deliver_each_of_1000_records_once(rt: Any, sp
     spawn_worker(SANDBOX, "-P", "threads", "-c", "4", name="a")
     spawn_worker(SANDBOX, "-P", "threads", "-c", "4", name="b")
     # when their messages are queued while `noti send` works through the same records
-    env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_USER": ADMIN,
-           "NOTI_CHANNELS__SMS__PROVIDER": "sandbox"}
-    cli = subprocess.Popen([sys.executable, "-m", "noti", "send", "-timeout", "30"], env=env, cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        **BASE_ENV,
+        "NOTI_REDIS_URL": redis_url,
+        "NOTI_USER": ADMIN,
+        "NOTI_CHANNELS__SMS__PROVIDER": "sandbox",
+    }
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "noti", "send", "-timeout", "30"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     api.publisher.publish([(r.id, r.channel, r.level) for r in records])
     out, err = cli.communicate(timeout=120)
     assert cli.returncode == 0, err
@@ -48,8 +60,14 @@ def test_two_workers_and_noti_send_deliver_each_of_1000_records_once(rt: Any, sp
 def test_high_levels_overtake_a_backlog_in_the_same_queue(rt: Any, spawn_worker: Any) -> None:
     # given one worker slot working through a backlog of level-1 records
     backlog = [noti.notify_sms(PHONE, f"bulk {i}", user=ADMIN, lv=1) for i in range(300)]
-    spawn_worker('[channels.sms]\nprovider = "slow"\n[providers.slow]\nkind = "sandbox"\ndelay_ms = 15\n',
-                 "-P", "threads", "-c", "1", name="prio")
+    spawn_worker(
+        '[channels.sms]\nprovider = "slow"\n[providers.slow]\nkind = "sandbox"\ndelay_ms = 15\n',
+        "-P",
+        "threads",
+        "-c",
+        "1",
+        name="prio",
+    )
     wait_until(lambda: rt.redis.llen(rt.keys.sandbox_outbox("slow")) >= 20, timeout=30)
     # when a few level-1000 records arrive
     delivered_before = rt.redis.llen(rt.keys.sandbox_outbox("slow"))
@@ -65,8 +83,15 @@ def test_high_levels_overtake_a_backlog_in_the_same_queue(rt: Any, spawn_worker:
 
 def test_a_worker_killed_mid_delivery_loses_nothing(rt: Any, spawn_worker: Any) -> None:
     # given a worker stuck in a slow provider call
-    slow = spawn_worker('[channels.sms]\nprovider = "sandbox"\n[providers.sandbox]\ndelay_ms = 60000\n',
-                        "-P", "threads", "-c", "2", env={"NOTI_LEASE_TIMEOUT_S": "2"}, name="doomed")
+    slow = spawn_worker(
+        '[channels.sms]\nprovider = "sandbox"\n[providers.sandbox]\ndelay_ms = 60000\n',
+        "-P",
+        "threads",
+        "-c",
+        "2",
+        env={"NOTI_LEASE_TIMEOUT_S": "2"},
+        name="doomed",
+    )
     record_id = noti.notify_sms(PHONE, "survive", user=ADMIN)
     wait_until(lambda: rt.store.get(record_id).lease_until_ms > 0, timeout=20)
     # when it is killed with SIGKILL
@@ -84,8 +109,11 @@ def test_a_worker_killed_mid_delivery_loses_nothing(rt: Any, spawn_worker: Any) 
 
 def test_retries_wait_in_redis_not_in_worker_memory(configure: Any, spawn_worker: Any) -> None:
     rt = configure(providers={"flaky": {"kind": "sandbox", "fail_first": 1}})
-    spawn_worker('[channels.sms]\nprovider = "flaky"\n[providers.flaky]\nkind = "sandbox"\nfail_first = 1\n',
-                 env={"NOTI_RETRY_SECONDS": "3600"}, name="backoff")
+    spawn_worker(
+        '[channels.sms]\nprovider = "flaky"\n[providers.flaky]\nkind = "sandbox"\nfail_first = 1\n',
+        env={"NOTI_RETRY_SECONDS": "3600"},
+        name="backoff",
+    )
     record_id = noti.notify_sms(PHONE, "later", user=ADMIN, provider="flaky")
     wait_until(lambda: rt.store.get(record_id).retry == 1, timeout=20)
     due = rt.delayed.due_at(record_id)

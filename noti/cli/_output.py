@@ -91,8 +91,15 @@ def print_records_table(records: Iterable[Notification]) -> None:
     for r in records:
         count += 1
         table.add_row(
-            r.id, r.channel.value, str(r.level), f"{int(r.status)} {r.status.name.lower()}", r.creator,
-            r.target, f"{r.retry}/{r.retry_max}", _when(r.created_ms), r.errmsg or "",
+            r.id,
+            r.channel.value,
+            str(r.level),
+            f"{int(r.status)} {r.status.name.lower()}",
+            r.creator,
+            r.target,
+            f"{r.retry}/{r.retry_max}",
+            _when(r.created_ms),
+            r.errmsg or "",
         )
     console = Console(file=sys.stdout, width=200, soft_wrap=True)
     console.print(table)

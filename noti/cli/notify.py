@@ -31,8 +31,11 @@ def _read_stdin() -> str:
 @click.option("-tmpl", "--tmpl", help="WeChat template id.")
 @click.option("-pnb", "--pnb", help="WeChat official account.")
 @click.option("-url", "--url", help="WeChat template link.")
-@click.option("-content", "--content", help="JSON object: WeChat template data or webhook body "
-              "(read from stdin when omitted).")
+@click.option(
+    "-content",
+    "--content",
+    help="JSON object: WeChat template data or webhook body (read from stdin when omitted).",
+)
 @click.option("-subject", "--subject", help="E-mail subject.")
 @click.option("-html", "--html", help="E-mail HTML body.")
 @click.option("-provider", "--provider", help="Provider name(s), comma-separated in failover order.")
@@ -40,15 +43,34 @@ def _read_stdin() -> str:
 @click.option("-retry", "--retry-max", "retry_max", type=int, default=None, help="Attempt limit.")
 @json_options
 @pass_cli
-def add(ctx: CliContext, type_: str, target: str | None, level: str, retry_max: int | None,
-        as_json: bool, compact: bool, unquoted: bool, no_null: bool, quiet: bool, **fields: Any) -> None:
+def add(
+    ctx: CliContext,
+    /,
+    type_: str,
+    target: str | None,
+    level: str,
+    retry_max: int | None,
+    as_json: bool,
+    compact: bool,
+    unquoted: bool,
+    no_null: bool,
+    quiet: bool,
+    **fields: Any,
+) -> None:
     """Add a notification of TYPE (sms, weixin, email, webhook) and print its id."""
     stdin_field = STDIN_FIELD.get(type_)
     if stdin_field and fields.get(stdin_field) is None:
         fields[stdin_field] = _read_stdin()
     provider = fields.pop("provider")
-    record = ctx.api.add(type_, target or "", lv=level, user=ctx.user, provider=provider,
-                         retry_max=retry_max, **{k: v for k, v in fields.items() if v is not None})
+    record = ctx.api.add(
+        type_,
+        target or "",
+        lv=level,
+        user=ctx.user,
+        provider=provider,
+        retry_max=retry_max,
+        **{k: v for k, v in fields.items() if v is not None},
+    )
     if quiet:
         return
     if as_json or compact or unquoted or no_null:
@@ -61,24 +83,45 @@ def add(ctx: CliContext, type_: str, target: str | None, level: str, retry_max: 
 @click.argument("record_id", metavar="[ID]", required=False)
 @click.option("-u", "--user", "creator", help="Only records created by USER (root members).")
 @limit_option
-@click.option("-timeout", "--timeout", type=float, default=10.0, show_default=True,
-              help="Seconds each record is leased to this process (at most 600).")
+@click.option(
+    "-timeout",
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds each record is leased to this process (at most 600).",
+)
 @json_options
 @pass_cli
-def send(ctx: CliContext, record_id: str | None, creator: str | None, limit: int | None, timeout: float,
-         as_json: bool, compact: bool, unquoted: bool, no_null: bool, quiet: bool) -> None:
+def send(
+    ctx: CliContext,
+    /,
+    record_id: str | None,
+    creator: str | None,
+    limit: int | None,
+    timeout: float,
+    as_json: bool,
+    compact: bool,
+    unquoted: bool,
+    no_null: bool,
+    quiet: bool,
+) -> None:
     """Send waiting notifications now, in this process, highest level first."""
     results = ctx.api.send(record_id, user=ctx.user, creator=creator, limit=limit, timeout_s=timeout)
     collected = []
     for result in results:
         if as_json or compact or unquoted or no_null:
-            collected.append({
-                "id": result.record_id, "ok": result.mark == "OK", "mark": result.mark,
-                "noti_type": result.channel.value if result.channel else None,
-                "noti_target": result.target or None,
-                "noti_st": int(result.status) if result.status is not None else None,
-                "noti_errmsg": result.errmsg or None,
-            })
+            collected.append(
+                {
+                    "id": result.record_id,
+                    "ok": result.mark == "OK",
+                    "mark": result.mark,
+                    "noti_type": result.channel.value if result.channel else None,
+                    "noti_target": result.target or None,
+                    "noti_st": int(result.status) if result.status is not None else None,
+                    "noti_errmsg": result.errmsg or None,
+                }
+            )
         elif not quiet:
             click.echo(result.line())
     if collected and not quiet:
@@ -89,13 +132,30 @@ def send(ctx: CliContext, record_id: str | None, creator: str | None, limit: int
 
 @click.command("list")
 @click.option("-u", "--user", "creator", help="Only records created by USER (others: root members).")
-@click.option("-st", "--st", "--status", "status", type=int, default=None,
-              help="Only records in this status: -1 invalid, 0 failed, 1 waiting, 10 done.")
+@click.option(
+    "-st",
+    "--st",
+    "--status",
+    "status",
+    type=int,
+    default=None,
+    help="Only records in this status: -1 invalid, 0 failed, 1 waiting, 10 done.",
+)
 @limit_option
 @json_options
 @pass_cli
-def list_(ctx: CliContext, creator: str | None, status: int | None, limit: int | None,
-          as_json: bool, compact: bool, unquoted: bool, no_null: bool, quiet: bool) -> None:
+def list_(
+    ctx: CliContext,
+    /,
+    creator: str | None,
+    status: int | None,
+    limit: int | None,
+    as_json: bool,
+    compact: bool,
+    unquoted: bool,
+    no_null: bool,
+    quiet: bool,
+) -> None:
     """List notifications, newest first (a table, or JSON with -json)."""
     records = ctx.api.select(user=ctx.user, creator=creator, status=status, limit=limit)
     if quiet:
@@ -110,7 +170,7 @@ def list_(ctx: CliContext, creator: str | None, status: int | None, limit: int |
 @click.argument("record_ids", metavar="ID...", nargs=-1, required=True)
 @click.option("-Q", "--quiet", is_flag=True, help="Print nothing.")
 @pass_cli
-def delete(ctx: CliContext, record_ids: tuple[str, ...], quiet: bool) -> None:
+def delete(ctx: CliContext, /, record_ids: tuple[str, ...], quiet: bool) -> None:
     """Delete notifications (your own; root members: anyone's)."""
     for record_id in record_ids:
         removed = ctx.api.delete(record_id, user=ctx.user)
@@ -142,15 +202,15 @@ def parse_keep(text: str) -> float:
 
 @click.command("clean")
 @limit_option
-@click.option("-keep", "--keep", default="3day", show_default=True, help="Keep records done within this window.")
+@click.option(
+    "-keep", "--keep", default="3day", show_default=True, help="Keep records done within this window."
+)
 @click.option("-Q", "--quiet", is_flag=True, help="Print nothing.")
 @pass_cli
-def clean(ctx: CliContext, limit: int | None, keep: str, quiet: bool) -> None:
+def clean(ctx: CliContext, /, limit: int | None, keep: str, quiet: bool) -> None:
     """Remove done notifications older than the keep window (root members only)."""
     removed = ctx.api.clean(user=ctx.user, keep_s=parse_keep(keep), limit=limit)
     if not quiet:
         for record in removed:
             click.echo(rm_line(record))
         click.echo(f"{len(removed)} removed", err=True)
-
-

@@ -89,6 +89,7 @@ class Provider(abc.ABC):
 
     def check(self, message: Message) -> None:
         """Refuse a message this provider could never send (raise InvalidInput); default: accept."""
+        return None
 
     @abc.abstractmethod
     def send(self, message: Message) -> Receipt:
@@ -96,6 +97,7 @@ class Provider(abc.ABC):
 
     def close(self) -> None:
         """Release connections; called when the worker process stops."""
+        return None
 
     def __repr__(self) -> str:  # never shows options: they hold secrets
         return f"<{type(self).__name__} {self.name!r} kind={self.kind!r}>"
