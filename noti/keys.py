@@ -13,6 +13,8 @@ key                             type     holds
                                          and ids sort by age: "level desc, then age asc"
 ``noti:delayed``                ZSET     ids due later (retry back-off, lease re-checks),
                                          score = due ms
+``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.deadletter`)
+``noti:idem:<key>``             STRING   record id created for an idempotency key (TTL)
 ``noti:lock:<name>``            STRING   a lease lock (token, PX expiry)
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
 ==============================  =======  ==================================================
@@ -67,6 +69,13 @@ class Keys:
     @property
     def delayed(self) -> str:
         return f"{self.prefix}delayed"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.prefix}dead"
+
+    def idempotency(self, key: str) -> str:
+        return f"{self.prefix}idem:{key}"
 
     def lock(self, name: str) -> str:
         return f"{self.prefix}lock:{name}"

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from noti.config import Settings, get_settings, load_settings
+from noti.deadletter import DeadLetters, load_hook
 from noti.delay import DelayedQueue
 from noti.keys import Keys
 from noti.providers import ProviderSet
@@ -32,6 +33,13 @@ class Runtime:
         self.delayed = DelayedQueue(self.redis, self.keys)
         self.providers = ProviderSet(settings, redis=self.redis, keys=self.keys)
         self.retry_policy = RetryPolicy.from_settings(settings)
+        self.dead_letters = DeadLetters(
+            self.redis,
+            self.keys,
+            max_len=settings.dead_letter_max_len,
+            max_age_s=settings.dead_letter_max_age_s,
+            hook=load_hook(settings.dead_letter_hook),
+        )
 
     def close(self) -> None:
         self.providers.close()
