@@ -109,15 +109,44 @@ class Notifier:
             chosen.check(message)
         return record
 
-    def add(self, type: str, target: str, **kwargs: Any) -> Notification:  # noqa: A002
+    def add(
+        self,
+        type: str,  # noqa: A002
+        target: str,
+        *,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
+    ) -> Notification:
         """Validate, store and queue one notification; the stored record.
+
+        With ``idempotency_key``, a second call with the same key (within
+        ``NOTI_IDEMPOTENCY_TTL_S``) stores nothing and returns the first call's record.
 
         Raises:
             InvalidInput: bad input; nothing is stored.
             StoreUnavailable: Redis cannot be reached.
         """
         record = self.build(type, target, **kwargs)
-        self.runtime.store.create(record)
+        store = self.runtime.store
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > 200:
+                raise InvalidInput(
+                    "idempotency_key must be a non-empty string of at most 200 characters",
+                    code="e.cmd.noti.add.badkey",
+                )
+            created, record_id = store.create_once(
+                record, idempotency_key, ttl_s=self.runtime.settings.idempotency_ttl_s
+            )
+            if not created:
+                existing = store.find(record_id)
+                if existing is not None:
+                    return existing
+                raise NotFound(
+                    f"idempotency key {idempotency_key!r} names record {record_id}, which was deleted",
+                    code="e.cmd.noti.add.keyused",
+                )
+        else:
+            store.create(record)
         self.publisher.publish([(record.id, record.channel, record.level)])
         return record
 

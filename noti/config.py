@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     #: Maintenance intervals driven by ``celery beat``.
     clean_interval_s: float = Field(default=3600.0, gt=0)
 
+    #: How long an idempotency key of ``notify(..., idempotency_key=…)`` is remembered.
+    idempotency_ttl_s: float = Field(default=7 * 86400, gt=0)
     #: Dead letters: stream size and age caps, and an optional hook ("module:function").
     dead_letter_max_len: int = Field(default=10_000, ge=1)
     dead_letter_max_age_s: float = Field(default=7 * 86400, gt=0)

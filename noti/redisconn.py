@@ -42,12 +42,12 @@ def connect(url: str) -> redis.Redis:
     return client
 
 
-def load_script(client: redis.Redis, name: str) -> Script:
-    """The Lua script ``noti/lua/<name>.lua`` registered on ``client``.
+def load_script(client: redis.Redis, name: str, *, package: str = "noti.lua") -> Script:
+    """The Lua script ``<name>.lua`` of ``package`` (default ``noti/lua``) registered on ``client``.
 
     Scripts run by SHA and are re-sent transparently after ``SCRIPT FLUSH`` or a fail-over.
     """
-    source = importlib.resources.files("noti").joinpath("lua", f"{name}.lua").read_text()
+    source = importlib.resources.files(package).joinpath(f"{name}.lua").read_text()
     return client.register_script(source)
 
 

@@ -69,6 +69,7 @@ class RecordStore:
         self._claim = load_script(client, "claim")
         self._finish = load_script(client, "finish")
         self._delete = load_script(client, "delete")
+        self._create_once = load_script(client, "create_once")
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -99,6 +100,30 @@ class RecordStore:
     def create(self, record: Notification) -> None:
         """Store one record (see :meth:`create_many`)."""
         self.create_many([record])
+
+    def create_once(self, record: Notification, key: str, *, ttl_s: float) -> tuple[bool, str]:
+        """Store ``record`` unless ``key`` was used in the last ``ttl_s`` seconds.
+
+        Returns ``(True, record.id)`` when stored, ``(False, existing_id)`` otherwise, in
+        one atomic step: a crash can never leave the key without its record.
+        """
+        k = self.keys
+        args: list[Any] = [record.id, int(ttl_s * 1000), record.created_ms, record.level]
+        for name, value in to_hash(record).items():
+            args += [name, value]
+        with translate_errors(self.redis):
+            created, record_id = self._create_once(
+                keys=[
+                    k.idempotency(key),
+                    k.record(record.id),
+                    k.all_index,
+                    k.user_index(record.creator),
+                    k.status_index(int(Status.WAITING)),
+                    k.waiting_index,
+                ],
+                args=args,
+            )
+        return bool(int(created)), str(record_id)
 
     def claim_many(
         self,

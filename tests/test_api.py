@@ -190,3 +190,16 @@ def test_send_refuses_another_users_record_by_id(rt: Any) -> None:
     assert rt.store.get(theirs).status is Status.WAITING
     with pytest.raises(NotFound):
         noti.send("0000000000000000000000000", user=ADMIN)
+
+
+def test_an_idempotency_key_creates_one_record_however_often_it_is_used(rt: Any) -> None:
+    first = noti.notify_sms(PHONE, "once", idempotency_key="order-7:paid")
+    again = noti.notify_sms(PHONE, "twice", idempotency_key="order-7:paid")
+    other = noti.notify_sms(PHONE, "other", idempotency_key="order-8:paid")
+    assert first == again != other
+    assert rt.store.count() == 2
+    assert rt.redis.llen("noti.sms:9") == 2  # the repeat queued nothing
+    assert rt.store.get(first).fields == {"text": "once"}
+    with pytest.raises(InvalidInput) as info:
+        noti.notify_sms(PHONE, "x", idempotency_key="")
+    assert info.value.code == "e.cmd.noti.add.badkey"
