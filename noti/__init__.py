@@ -14,15 +14,18 @@ from __future__ import annotations
 from typing import Any
 
 from noti.api import (
+    cancel,
     clean,
     delete,
     get,
     list_notifications,
     notify,
     notify_email,
+    notify_many,
     notify_sms,
     notify_webhook,
     notify_weixin,
+    schedule_many,
     send,
 )
 from noti.errors import (
@@ -56,6 +59,7 @@ __all__ = [
     "Status",
     "StoreUnavailable",
     "TemporaryFailure",
+    "cancel",
     "clean",
     "configure",
     "delete",
@@ -63,9 +67,11 @@ __all__ = [
     "list_notifications",
     "notify",
     "notify_email",
+    "notify_many",
     "notify_sms",
     "notify_webhook",
     "notify_weixin",
+    "schedule_many",
     "send",
 ]
 

@@ -14,10 +14,11 @@ from celery.signals import worker_process_shutdown
 from noti.beat import beat_schedule
 from noti.config import Settings
 from noti.delay import Pump
+from noti.publish import Publisher
 from noti.queues import (
+    EVENTS_QUEUE,
     INTAKE_QUEUE,
     MAINTENANCE_QUEUE,
-    Publisher,
     all_queues,
     priority_for_level,
     transport_options,
@@ -49,6 +50,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_routes": {
             "noti.notify": {"queue": INTAKE_QUEUE},
             "noti.maintenance.*": {"queue": MAINTENANCE_QUEUE},
+            "noti.events.*": {"queue": EVENTS_QUEUE},
         },
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
@@ -74,7 +76,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 app = Celery(
     "noti",
     set_as_current=False,
-    include=["noti.tasks.deliver", "noti.tasks.intake", "noti.tasks.maintenance"],
+    include=["noti.tasks.deliver", "noti.tasks.intake", "noti.tasks.maintenance", "noti.tasks.events"],
 )
 app.add_defaults(lambda: celery_config(get_runtime().settings))
 
@@ -90,6 +92,9 @@ class DelayPump(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(DelayPump)
+from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its registration
+
+app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = true
 
 
 @worker_process_shutdown.connect

@@ -21,4 +21,24 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": settings.clean_interval_s,
             "options": {"expires": settings.clean_interval_s},
         },
+        "noti-sweep-lost": {
+            "task": "noti.maintenance.sweep_lost",
+            "schedule": settings.sweep_interval_s,
+            "options": {"expires": settings.sweep_interval_s},
+        },
+        "noti-trim-dead-letters": {
+            "task": "noti.maintenance.trim_dead_letters",
+            "schedule": settings.dead_letter_trim_interval_s,
+            "options": {"expires": settings.dead_letter_trim_interval_s},
+        },
+        "noti-events-sweep": {
+            "task": "noti.events.sweep",
+            "schedule": settings.event_sweep_interval_s,
+            "options": {"expires": settings.event_sweep_interval_s},
+        },
+        "noti-events-clean": {
+            "task": "noti.events.clean",
+            "schedule": settings.clean_interval_s,
+            "options": {"expires": settings.clean_interval_s},
+        },
     }

@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from noti.bridge.webman.settings import WebmanSettings
 from noti.errors import InvalidConfig
 
 __all__ = ["ChannelSettings", "Settings", "get_settings", "load_settings"]
@@ -44,6 +45,8 @@ class ChannelSettings(BaseModel):
     provider: str | None = None
     #: Attempt limit for this channel's records (``noti_retry_max``); None = the global default.
     retry_max: int | None = Field(default=None, ge=1, le=100)
+    #: Retry policy of this channel's records, ``"linear:60"`` or ``"exponential:5:600"``.
+    retry_policy: str | None = None
 
 
 class Settings(BaseSettings):
@@ -56,6 +59,8 @@ class Settings(BaseSettings):
         frozen=True,
     )
 
+    #: The TOML file these settings were read from (``NOTI_CONFIG``), if any.
+    config: str | None = None
     #: Record store (and, unless ``broker_url`` is set, the Celery broker).
     redis_url: str = "redis://127.0.0.1:6379/0"
     #: Celery broker; defaults to ``redis_url`` so a notification is one Redis round trip away.
@@ -93,6 +98,11 @@ class Settings(BaseSettings):
     pump_interval_s: float = Field(default=0.2, gt=0, le=10)
     #: Maintenance intervals driven by ``celery beat``.
     clean_interval_s: float = Field(default=3600.0, gt=0)
+    #: How often waiting records whose queue message was lost are looked for, and how long a
+    #: record must have gone untouched (and its queue be empty) to count as lost.
+    sweep_interval_s: float = Field(default=60.0, gt=0)
+    sweep_after_s: float = Field(default=300.0, gt=0)
+    dead_letter_trim_interval_s: float = Field(default=3600.0, gt=0)
 
     #: How long an idempotency key of ``notify(..., idempotency_key=…)`` is remembered.
     idempotency_ttl_s: float = Field(default=7 * 86400, gt=0)
@@ -101,9 +111,25 @@ class Settings(BaseSettings):
     dead_letter_max_age_s: float = Field(default=7 * 86400, gt=0)
     dead_letter_hook: str | None = None
 
+    #: Events (:mod:`noti.events`). The processor hands over to a fresh one after this long…
+    event_processor_max_runtime_s: float = Field(default=300.0, gt=0)
+    #: …or once its process's resident memory passes this many MiB (checked after each event).
+    event_processor_max_memory_mb: int = Field(default=256, ge=1)
+    #: Time-to-live of the processor's liveness lock (renewed every third of it): how soon a
+    #: dead processor is replaced.
+    event_lock_ttl_s: float = Field(default=10.0, ge=0.5, le=600)
+    #: How long done events are kept before the beat job ``noti.events.clean`` removes them.
+    event_keep_done_s: float = Field(default=7 * 86400, gt=0)
+    #: Largest event payload accepted by ``dispatch``, in bytes of its JSON encoding.
+    event_payload_max_bytes: int = Field(default=64 * 1024, ge=2, le=16 * 1024 * 1024)
+    #: How often beat checks that events waiting have a live processor (``noti.events.sweep``).
+    event_sweep_interval_s: float = Field(default=30.0, gt=0)
+
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
     #: ``[providers.<name>]`` tables; ``kind`` picks the implementation (defaults to the name).
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: ``[webman]``: the webman-redis-queue bridge (:mod:`noti.bridge.webman`).
+    webman: WebmanSettings = Field(default_factory=WebmanSettings)
 
     @field_validator("root_admins", "root_members", mode="before")
     @classmethod

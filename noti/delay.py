@@ -18,15 +18,69 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from datetime import datetime
 
 import redis
 from redis.exceptions import LockError, RedisError
 
+from noti.errors import InvalidInput
 from noti.keys import Keys
 from noti.record import Channel, now_ms
 from noti.redisconn import load_script, translate_errors
 
-__all__ = ["DelayedQueue", "Pump"]
+__all__ = ["DelayedQueue", "Pump", "due_ms", "validate_identifier"]
+
+#: The longest delay accepted (a year): beyond it a typo is likelier than intent.
+MAX_DELAY_S = 366 * 86400
+IDENTIFIER_MAX = 200
+
+
+def due_ms(*, delay: object = None, eta: object = None, now_ms: int) -> int:
+    """When a record with this ``delay`` (seconds) or ``eta`` (datetime) is due; 0 = now.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.baddelay``: both given, a negative, non-numeric or
+        over-a-year delay, an eta that is not a datetime or is over a year away.
+    """
+    if delay is not None and eta is not None:
+        raise InvalidInput("give a delay or an eta, not both", code="e.cmd.noti.add.baddelay")
+    if delay is not None:
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay <= MAX_DELAY_S:
+            raise InvalidInput(
+                f"delay must be a number of seconds from 0 to {MAX_DELAY_S}, got {delay!r}",
+                code="e.cmd.noti.add.baddelay",
+            )
+        return now_ms + int(delay * 1000) if delay > 0 else 0
+    if eta is not None:
+        if not isinstance(eta, datetime):
+            raise InvalidInput(f"eta must be a datetime, got {eta!r}", code="e.cmd.noti.add.baddelay")
+        at = int(eta.timestamp() * 1000)
+        if at - now_ms > MAX_DELAY_S * 1000:
+            raise InvalidInput(
+                f"eta {eta.isoformat()} is more than a year away", code="e.cmd.noti.add.baddelay"
+            )
+        return at if at > now_ms else 0
+    return 0
+
+
+def validate_identifier(identifier: object) -> str:
+    """A debounce identifier: 1-200 characters without white space.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badident``.
+    """
+    if (
+        not isinstance(identifier, str)
+        or not identifier
+        or len(identifier) > IDENTIFIER_MAX
+        or any(c.isspace() for c in identifier)
+    ):
+        raise InvalidInput(
+            f"an identifier is 1-{IDENTIFIER_MAX} characters without spaces, got {identifier!r}",
+            code="e.cmd.noti.add.badident",
+        )
+    return identifier
+
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,12 @@
     │   ├── TemporaryFailure     e.noti.delivery.temporary   retried per the retry policy
     │   │   └── RateLimited      e.noti.delivery.ratelimited waits retry_after_s, not an attempt
     │   └── PermanentFailure     e.noti.delivery.permanent   record invalid (-1) at once
-    └── RetriesExhausted         e.cmd.noti.send.reachMaxRetry  record failed (0)
+    ├── RetriesExhausted         e.cmd.noti.send.reachMaxRetry  record failed (0)
+    ├── PoolError                e.noti.pool              sender-number pool (noti.numpool)
+    │   ├── TransitionRefused    e.noti.pool.refused      the state table refuses this event now
+    │   └── NoFreeNumber         e.noti.pool.empty        call found no idle, registered number
+    └── BridgeError              e.noti.bridge            webman-redis-queue bridge (noti.bridge.webman)
+        └── MalformedMessage     e.noti.bridge.malformed  a webman payload that cannot be encoded or decoded
 
 Codes are a contract (scripts match on them); ``tests/test_errors.py`` pins them.
 Foreign exceptions are wrapped where they are met, never passed through.
@@ -21,17 +26,22 @@ Foreign exceptions are wrapped where they are met, never passed through.
 from __future__ import annotations
 
 __all__ = [
+    "BridgeError",
     "DeliveryError",
     "InvalidConfig",
     "InvalidInput",
+    "MalformedMessage",
+    "NoFreeNumber",
     "NotFound",
     "NotiError",
     "PermanentFailure",
     "PermissionDenied",
+    "PoolError",
     "RateLimited",
     "RetriesExhausted",
     "StoreUnavailable",
     "TemporaryFailure",
+    "TransitionRefused",
 ]
 
 
@@ -128,3 +138,67 @@ class RetriesExhausted(NotiError):
     """Every allowed attempt failed; the record is failed (0) with the last error."""
 
     code = "e.cmd.noti.send.reachMaxRetry"
+
+
+class PoolError(NotiError):
+    """A sender-number pool (:mod:`noti.numpool`) did not do what was asked; nothing changed."""
+
+    code = "e.noti.pool"
+
+    def __init__(self, message: str, *, pool: str = "", code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.pool = pool
+
+
+class TransitionRefused(PoolError):
+    """The pool's state table refuses this event for this number in its current state.
+
+    ``event``, ``number`` and ``state`` name the refused cell; ``reason`` is the table's
+    (``unknown``: not in the pool, ``idle``: not in a call, ``down``: not registered,
+    ``busy``: already in a call).
+    """
+
+    code = "e.noti.pool.refused"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pool: str = "",
+        number: str = "",
+        event: str = "",
+        state: str = "",
+        reason: str = "",
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, pool=pool, code=code)
+        self.number = number
+        self.event = event
+        self.state = state
+        self.reason = reason
+
+
+class NoFreeNumber(PoolError):
+    """``call`` found no number that is idle and registered (for a sticky recipient: its own)."""
+
+    code = "e.noti.pool.empty"
+
+
+class BridgeError(NotiError):
+    """The webman-redis-queue bridge (:mod:`noti.bridge.webman`) could not do what was asked."""
+
+    code = "e.noti.bridge"
+
+
+class MalformedMessage(BridgeError):
+    """A webman message that cannot be encoded for PHP or decoded as PHP would decode it.
+
+    ``reason`` names the rule it breaks (``bad_json``, ``invalid_utf8``, ``missing_key`` …;
+    see :class:`noti.bridge.webman.codec.Reason`).
+    """
+
+    code = "e.noti.bridge.malformed"
+
+    def __init__(self, message: str, *, reason: str = "", code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.reason = reason

@@ -15,14 +15,39 @@ key                             type     holds
                                          score = due ms
 ``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.deadletter`)
 ``noti:idem:<key>``             STRING   record id created for an idempotency key (TTL)
+``noti:ident:<user>:<ident>``   STRING   record id scheduled under a debounce identifier (TTL)
 ``noti:lock:<name>``            STRING   a lease lock (token, PX expiry)
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
+``noti:event:<id>``             HASH     one event (:mod:`noti.events`): name, status, payload…
+``noti:events:queue``           LIST     ids of events not done yet, in arrival order
+``noti:events:seq``             STRING   arrival counter (each event's ``seq``)
+``noti:events:all``             ZSET     every event id, score = seq
+``noti:events:st:<status>``     ZSET     ids ``new`` / ``activated`` (score = seq) or
+                                         ``done`` (score = done ms)
+``noti:events:user:<user>``     ZSET     ids dispatched by ``<user>``, score = seq
+``noti:events:starting``        STRING   a processor task was just queued (PX expiry)
+``noti:events:stop``            HASH     how the last event processor stopped
+``noti:lock:events``            STRING   the event processor's liveness lock (JSON: token,
+                                         host, pid, since; PX expiry, renewed)
+``noti:listeners``              HASH     listener name -> listener (JSON)
+``noti:listeners:version``      STRING   bumped on every listener change
+``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`); the
+                                         hash tag ``{numpool:<pool>}`` puts all its keys in
+                                         one cluster slot, so one script can touch them all
+  ``…:numstate``                HASH     number -> state (``idle+up``, ``busy+down``, …)
+  ``…:idle:up``                 ZSET     free numbers (idle and up), score = free order
+  ``…:seq``                     STRING   counter giving ``idle:up`` its scores
+  ``…:sticky:<sha256>``         STRING   a recipient's sticky sender number (TTL)
 ==============================  =======  ==================================================
 
 The Celery broker's keys are kombu's, not ours: one LIST per queue and priority step
 (``noti.sms``, ``noti.sms:1`` … ``noti.sms:9``), ``unacked`` / ``unacked_index`` for
 messages being worked on, and ``_kombu.binding.*``. RedBeat keeps its schedule and lock
 under ``<prefix>beat:``.
+
+The webman-redis-queue bridge's keys are not built here: the PHP plugin dictates them (its
+connection prefix, ``webman_redis_queue_`` by default, never ``NOTI_KEY_PREFIX``), and
+:mod:`noti.bridge.webman.layout` builds them per ``shared/compat/webman/layout.md``.
 """
 
 from __future__ import annotations
@@ -77,11 +102,63 @@ class Keys:
     def idempotency(self, key: str) -> str:
         return f"{self.prefix}idem:{key}"
 
+    def identifier(self, user: str, identifier: str) -> str:
+        return f"{self.prefix}ident:{user}:{identifier}"
+
     def lock(self, name: str) -> str:
         return f"{self.prefix}lock:{name}"
 
     def sandbox_outbox(self, provider: str) -> str:
         return f"{self.prefix}sandbox:{provider}"
+
+    def numpool(self, pool: str, part: str) -> str:
+        """Key ``part`` (``numstate``, ``idle:up``, …) of number pool ``pool``, hash-tagged by pool."""
+        return f"{self.prefix}{{numpool:{pool}}}:{part}"
+
+    # --- events (noti.events) --------------------------------------------------------------
+
+    def event(self, event_id: str) -> str:
+        """An event's hash; ``event("")`` is the prefix the event scripts append ids to."""
+        return f"{self.prefix}event:{event_id}"
+
+    @property
+    def event_queue(self) -> str:
+        return f"{self.prefix}events:queue"
+
+    @property
+    def event_seq(self) -> str:
+        return f"{self.prefix}events:seq"
+
+    @property
+    def event_index(self) -> str:
+        return f"{self.prefix}events:all"
+
+    def event_status_index(self, status: str) -> str:
+        return f"{self.prefix}events:st:{status}"
+
+    def event_user_index(self, user: str) -> str:
+        """Events dispatched by ``user``; ``event_user_index("")`` is the scripts' prefix."""
+        return f"{self.prefix}events:user:{user}"
+
+    @property
+    def event_starting(self) -> str:
+        return f"{self.prefix}events:starting"
+
+    @property
+    def event_stop(self) -> str:
+        return f"{self.prefix}events:stop"
+
+    @property
+    def event_lock(self) -> str:
+        return self.lock("events")
+
+    @property
+    def listeners(self) -> str:
+        return f"{self.prefix}listeners"
+
+    @property
+    def listeners_version(self) -> str:
+        return f"{self.prefix}listeners:version"
 
     @property
     def beat_prefix(self) -> str:

@@ -1,4 +1,4 @@
-"""Celery queues, priority steps and the publishing of delivery messages.
+"""Celery queues and priority steps (publishing is :mod:`noti.publish`).
 
 One queue per channel (``noti.sms``, ``noti.weixin``, ``noti.email``, ``noti.webhook``), plus
 ``noti.intake`` (the ``noti.notify`` task of applications that only know task names) and
@@ -22,27 +22,24 @@ separator ``:``.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
 
-from celery import Celery
 from kombu import Queue  # type: ignore[attr-defined]
-from kombu.exceptions import OperationalError
 
-from noti.errors import StoreUnavailable
 from noti.record import Channel
-from noti.redisconn import masked_url
 
 __all__ = [
+    "EVENTS_QUEUE",
     "INTAKE_QUEUE",
     "MAINTENANCE_QUEUE",
     "PRIORITY_STEPS",
-    "Publisher",
     "all_queues",
     "priority_for_level",
 ]
 
 INTAKE_QUEUE = "noti.intake"
 MAINTENANCE_QUEUE = "noti.maintenance"
+#: The event processor (one long task at a time), the event sweep and the event clean.
+EVENTS_QUEUE = "noti.events"
 PRIORITY_STEPS = list(range(10))
 PRIORITY_SEPARATOR = ":"
 DELIVER_TASK = "noti.deliver"
@@ -59,7 +56,7 @@ def priority_for_level(level: int) -> int:
 
 def all_queues() -> list[Queue]:
     """Every queue a default worker consumes."""
-    names = [c.queue for c in Channel] + [INTAKE_QUEUE, MAINTENANCE_QUEUE]
+    names = [c.queue for c in Channel] + [INTAKE_QUEUE, MAINTENANCE_QUEUE, EVENTS_QUEUE]
     return [Queue(name, routing_key=name) for name in names]
 
 
@@ -76,38 +73,3 @@ def transport_options(*, visibility_timeout_s: float, restore_interval_s: float)
         "socket_connect_timeout": 5,
         "health_check_interval": 25,
     }
-
-
-_PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
-
-
-class Publisher:
-    """Sends ``noti.deliver`` messages for records to their channel queue and priority step."""
-
-    def __init__(self, app: Celery) -> None:
-        self._app = app
-
-    def publish(self, items: Iterable[tuple[str, Channel, int]]) -> int:
-        """Queue a delivery message per ``(record id, channel, level)``; one connection for all.
-
-        Raises:
-            StoreUnavailable: the broker cannot be reached (after kombu's own short retries).
-        """
-        count = 0
-        try:
-            with self._app.producer_or_acquire() as producer:
-                for record_id, channel, level in items:
-                    self._app.send_task(
-                        DELIVER_TASK,
-                        args=[record_id],
-                        queue=channel.queue,
-                        routing_key=channel.queue,
-                        priority=priority_for_level(level),
-                        producer=producer,
-                        retry_policy=_PUBLISH_RETRY,
-                    )
-                    count += 1
-        except OperationalError as exc:
-            where = masked_url(str(self._app.conf.broker_url))
-            raise StoreUnavailable(f"cannot reach the broker at {where}: {exc}") from exc
-        return count

@@ -181,6 +181,10 @@ class Notification:
     #: Provider that delivered it and the id it returned.
     sent_by: str | None = None
     msgid: str | None = None
+    #: Retry policy of this record (``"linear:60"``, ``"exponential:5:600"``); None = channel's.
+    retry_policy: str | None = None
+    #: Debounce identifier it was scheduled under (see :mod:`noti.delay`).
+    identifier: str | None = None
 
     def with_changes(self, **changes: Any) -> Notification:
         return replace(self, **changes)
@@ -217,6 +221,10 @@ def to_hash(record: Notification) -> dict[str, str]:
         out["noti_sent_by"] = record.sent_by
     if record.msgid:
         out[msgid_field(record.channel)] = record.msgid
+    if record.retry_policy:
+        out["noti_retry_policy"] = record.retry_policy
+    if record.identifier:
+        out["noti_ident"] = record.identifier
     names = CHANNEL_FIELDS[record.channel]
     for name, value in record.fields.items():
         if value is None:
@@ -251,6 +259,8 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         provider=data.get(provider_field(channel)) or None,
         sent_by=data.get("noti_sent_by") or None,
         msgid=data.get(msgid_field(channel)) or None,
+        retry_policy=data.get("noti_retry_policy") or None,
+        identifier=data.get("noti_ident") or None,
     )
 
 
@@ -282,6 +292,8 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
         out[key] = record.fields.get(name)
     out[msgid_field(record.channel)] = record.msgid
     out["noti_sent_by"] = record.sent_by
+    out["noti_retry_policy"] = record.retry_policy
+    out["noti_ident"] = record.identifier
     out["expi"] = record.expires_ms
     return out
 

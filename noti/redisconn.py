@@ -61,6 +61,6 @@ def translate_errors(client: redis.Redis) -> Iterator[None]:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise StoreUnavailable(f"cannot reach Redis at {where}: {reason}") from exc
     except redis.ResponseError as exc:
-        if str(exc).startswith(("LOADING", "MASTERDOWN", "READONLY", "BUSY")):
+        if str(exc).startswith(("LOADING ", "MASTERDOWN ", "READONLY ", "BUSY ")):
             raise StoreUnavailable(f"Redis is not ready: {exc}") from exc
         raise

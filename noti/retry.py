@@ -53,8 +53,51 @@ class RetryPolicy:
     cap_s: float = 3600.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RetryPolicy:
-        return cls(settings.retry_policy, settings.retry_seconds, settings.retry_cap_s)
+    def from_settings(cls, settings: Settings, channel: str | None = None) -> RetryPolicy:
+        """The default policy, or a channel's (``[channels.<type>] retry_policy = "…"``)."""
+        spec = settings.channel(channel).retry_policy if channel else None
+        default = cls(settings.retry_policy, settings.retry_seconds, settings.retry_cap_s)
+        return cls.parse(spec, default=default) if spec else default
+
+    @classmethod
+    def parse(cls, spec: str, *, default: RetryPolicy | None = None) -> RetryPolicy:
+        """A policy from ``"kind[:base_s[:cap_s]]"`` (``linear:60``, ``exponential:5:600``).
+
+        Missing parts come from ``default``.
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.add.badretry``.
+        """
+        base = default or cls()
+        parts = spec.strip().split(":") if isinstance(spec, str) else []
+        if not 1 <= len(parts) <= 3 or parts[0] not in ("linear", "exponential"):
+            raise InvalidInput(
+                f"retry policy {spec!r} is not 'linear[:SECONDS[:CAP]]' or 'exponential[:SECONDS[:CAP]]'",
+                code="e.cmd.noti.add.badretry",
+            )
+        try:
+            numbers = [float(p) for p in parts[1:]]
+        except ValueError:
+            numbers = [-1.0]
+        if any(n < 0 or n != n or n > 30 * 86400 for n in numbers) or (len(numbers) == 2 and numbers[1] <= 0):
+            raise InvalidInput(
+                f"retry policy {spec!r}: seconds must be numbers from 0 to 2592000 (cap above 0)",
+                code="e.cmd.noti.add.badretry",
+            )
+        kind: Literal["linear", "exponential"] = "linear" if parts[0] == "linear" else "exponential"
+        return cls(
+            kind,
+            numbers[0] if numbers else base.base_s,
+            numbers[1] if len(numbers) > 1 else base.cap_s,
+        )
+
+    @classmethod
+    def for_record(cls, record: Notification, settings: Settings) -> RetryPolicy:
+        """The record's own policy, else its channel's, else the default."""
+        channel_policy = cls.from_settings(settings, record.channel.value)
+        if record.retry_policy:
+            return cls.parse(record.retry_policy, default=channel_policy)
+        return channel_policy
 
     def delay_s(self, failed_attempts: int, *, rng: random.Random | None = None) -> float:
         """Seconds to wait after the ``failed_attempts``-th failure (1 for the first).
@@ -89,15 +132,15 @@ def decide(record: Notification, error: BaseException, *, policy: RetryPolicy, n
         wait_ms = int(max(0.0, error.retry_after_s) * 1000)
         return Outcome(Status.WAITING, _errmsg(str(error)), record.retry, not_before_ms=now_ms + wait_ms)
     if isinstance(error, PermanentFailure):
-        return Outcome(Status.INVALID, _errmsg(str(error)), record.retry)
+        return Outcome(Status.INVALID, _errmsg(str(error)), record.retry, error_class="invalid")
     if isinstance(error, (InvalidConfig, InvalidInput)):
-        return Outcome(Status.FAILED, _errmsg(str(error)), record.retry)
+        return Outcome(Status.FAILED, _errmsg(str(error)), record.retry, error_class="config")
     if isinstance(error, DeliveryError):
         attempts = record.retry + 1
         if attempts >= record.retry_max:
             message = f"{RetriesExhausted.code}: after {attempts} attempts, last error {error}"
-            return Outcome(Status.FAILED, _errmsg(message), attempts)
+            return Outcome(Status.FAILED, _errmsg(message), attempts, error_class="exhausted")
         wait_ms = int(policy.delay_s(attempts) * 1000)
         return Outcome(Status.WAITING, _errmsg(str(error)), attempts, not_before_ms=now_ms + wait_ms)
     detail = f"{UNEXPECTED_CODE}: {type(error).__name__}: {error}"
-    return Outcome(Status.INVALID, _errmsg(detail), record.retry)
+    return Outcome(Status.INVALID, _errmsg(detail), record.retry, error_class="unexpected")

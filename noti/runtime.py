@@ -16,7 +16,6 @@ from noti.delay import DelayedQueue
 from noti.keys import Keys
 from noti.providers import ProviderSet
 from noti.redisconn import connect
-from noti.retry import RetryPolicy
 from noti.store import RecordStore
 
 __all__ = ["Runtime", "configure", "get_runtime"]
@@ -32,7 +31,6 @@ class Runtime:
         self.store = RecordStore(self.redis, self.keys)
         self.delayed = DelayedQueue(self.redis, self.keys)
         self.providers = ProviderSet(settings, redis=self.redis, keys=self.keys)
-        self.retry_policy = RetryPolicy.from_settings(settings)
         self.dead_letters = DeadLetters(
             self.redis,
             self.keys,

@@ -13,10 +13,11 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from noti.deadletter import DeadLetter
 from noti.errors import NotiError
 from noti.providers import Message
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
-from noti.retry import decide, delivered
+from noti.retry import RetryPolicy, decide, delivered
 from noti.runtime import Runtime
 from noti.store import Claim, ClaimState, Outcome
 
@@ -98,14 +99,31 @@ class Sender:
                     Status.INVALID,
                     f"e.cmd.noti.send.poison: claimed {claim.claims} times without finishing",
                     record.retry,
+                    error_class="poison",
                 )
             else:
                 outcome = self._send(record)
         except Exception as exc:  # the outcome itself could not be computed: a bug
             log.exception("deliver %s: unexpected error", record.id)
-            outcome = decide(record, exc, policy=rt.retry_policy, now_ms=now_ms())
-        if not rt.store.finish(record.id, owner=owner, outcome=outcome):
+            outcome = decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
+        letter = None
+        if outcome.status in (Status.FAILED, Status.INVALID):
+            letter = DeadLetter(
+                record_id=record.id,
+                type=record.channel.value,
+                target=record.target,
+                attempts=outcome.retry if outcome.error_class == "exhausted" else record.retry + 1,
+                error_class=outcome.error_class or "invalid",
+                errmsg=outcome.errmsg,
+                at_ms=now_ms(),
+            )
+        applied = rt.store.finish(
+            record.id, owner=owner, outcome=outcome, letter=letter, letter_max_len=rt.dead_letters.max_len
+        )
+        if not applied:
             log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
+        elif letter is not None:
+            rt.dead_letters.notify_hook(letter)
         mark = "OK" if outcome.status is Status.DONE else "KO"
         return SendResult(
             record.id, mark, ClaimState.CLAIMED, record.channel, record.target, outcome.status, outcome.errmsg
@@ -114,10 +132,14 @@ class Sender:
     def _send(self, record: Notification) -> Outcome:
         rt = self.runtime
         try:
+            policy = RetryPolicy.for_record(record, rt.settings)
+        except NotiError:  # checked at add time; a later settings change may break it
+            policy = RetryPolicy.from_settings(rt.settings)
+        try:
             provider = rt.providers.chain(record.channel, record.provider)[0]
             receipt = provider.send(Message.from_record(record))
         except NotiError as exc:
-            outcome = decide(record, exc, policy=rt.retry_policy, now_ms=now_ms())
+            outcome = decide(record, exc, policy=policy, now_ms=now_ms())
             log.info(
                 "deliver %s [%s] to %s: %s -> st=%d",
                 record.id,
@@ -129,7 +151,7 @@ class Sender:
             return outcome
         except Exception as exc:
             log.exception("deliver %s: provider raised an unexpected error", record.id)
-            return decide(record, exc, policy=rt.retry_policy, now_ms=now_ms())
+            return decide(record, exc, policy=policy, now_ms=now_ms())
         log.info(
             "deliver %s [%s] to %s: ok via %s",
             record.id,

@@ -8,13 +8,15 @@ Key names come from :mod:`noti.keys`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
 
-from noti.errors import NotFound
+from noti.deadletter import DeadLetter
+from noti.errors import NotFound, StoreUnavailable
 from noti.keys import Keys
 from noti.record import Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import load_script, translate_errors
@@ -58,6 +60,9 @@ class Outcome:
     expires_ms: int | None = None
     #: Extra hash fields to set (provider that delivered, message id).
     fields: tuple[tuple[str, str], ...] = ()
+    #: For FAILED / INVALID: the dead-letter class (``exhausted``, ``invalid``, ``config``,
+    #: ``unexpected``, ``poison``).
+    error_class: str = ""
 
 
 class RecordStore:
@@ -70,6 +75,9 @@ class RecordStore:
         self._finish = load_script(client, "finish")
         self._delete = load_script(client, "delete")
         self._create_once = load_script(client, "create_once")
+        self._schedule = load_script(client, "schedule")
+        self._cancel = load_script(client, "cancel")
+        self._revive = load_script(client, "revive")
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -85,8 +93,16 @@ class RecordStore:
             if record.lease_until_ms:
                 pipe.zadd(k.delayed, {record.id: record.lease_until_ms})
 
-    def create_many(self, records: Sequence[Notification]) -> None:
+    def create_many(
+        self,
+        records: Sequence[Notification],
+        *,
+        also: Callable[[redis.client.Pipeline], None] | None = None,
+    ) -> None:
         """Store ``records`` atomically in one round trip.
+
+        ``also`` may queue more commands in the same MULTI (the delivery messages, when the
+        broker is this Redis), so records and their messages are written together or not at all.
 
         Raises:
             StoreUnavailable: Redis could not be reached (nothing is stored).
@@ -95,6 +111,8 @@ class RecordStore:
             pipe = self.redis.pipeline(transaction=True)
             for record in records:
                 self.add_to_pipeline(pipe, record)
+            if also is not None:
+                also(pipe)
             pipe.execute()
 
     def create(self, record: Notification) -> None:
@@ -108,7 +126,13 @@ class RecordStore:
         one atomic step: a crash can never leave the key without its record.
         """
         k = self.keys
-        args: list[Any] = [record.id, int(ttl_s * 1000), record.created_ms, record.level]
+        args: list[Any] = [
+            record.id,
+            int(ttl_s * 1000),
+            record.created_ms,
+            record.level,
+            record.lease_until_ms,
+        ]
         for name, value in to_hash(record).items():
             args += [name, value]
         with translate_errors(self.redis):
@@ -120,10 +144,95 @@ class RecordStore:
                     k.user_index(record.creator),
                     k.status_index(int(Status.WAITING)),
                     k.waiting_index,
+                    k.delayed,
                 ],
                 args=args,
             )
         return bool(int(created)), str(record_id)
+
+    def schedule(self, record: Notification, identifier_key: str, *, ttl_ms: int) -> tuple[bool, str]:
+        """Store a delayed ``record`` under an identifier, or replace the one it names.
+
+        While the record the identifier names is still waiting in the delayed set, never
+        claimed and not taken by the pump, its content is replaced by ``record``'s and its
+        delay restarts (it keeps its id); otherwise ``record`` is stored as new. Returns
+        ``(replaced, id)``.
+        """
+        k = self.keys
+        fields: list[Any] = []
+        for name, value in to_hash(record).items():
+            fields += [name, value]
+        for _ in range(10):
+            with translate_errors(self.redis):
+                current = self.redis.get(identifier_key)
+                state, record_id = self._schedule(
+                    keys=[
+                        identifier_key,
+                        k.record(str(current)) if current else k.record(record.id),
+                        k.record(record.id),
+                        k.all_index,
+                        k.user_index(record.creator),
+                        k.status_index(int(Status.WAITING)),
+                        k.waiting_index,
+                        k.delayed,
+                    ],
+                    args=[
+                        current or "",
+                        record.id,
+                        record.created_ms,
+                        record.level,
+                        record.lease_until_ms,
+                        ttl_ms,
+                        *fields,
+                    ],
+                )
+            if int(state) >= 1:
+                return int(state) == 2, str(record_id)
+        raise StoreUnavailable(f"identifier {identifier_key} kept changing; try again")
+
+    def cancel(self, record: Notification, identifier_key: str | None = None) -> bool:
+        """Delete a scheduled record that no sender has touched yet; False if it was too late."""
+        k = self.keys
+        with translate_errors(self.redis):
+            result = self._cancel(
+                keys=[
+                    k.record(record.id),
+                    k.all_index,
+                    k.user_index(record.creator),
+                    k.waiting_index,
+                    k.delayed,
+                    *k.status_indexes,
+                    identifier_key or k.record(record.id),
+                ],
+                args=[record.id, record.creator],
+            )
+        return int(result) == 1
+
+    def revive(self, record_id: str, *, at_ms: int | None = None) -> Notification | None:
+        """Put a failed or invalid record back to waiting with its attempts reset.
+
+        Returns the revived record, or None when it was missing or not failed/invalid.
+        """
+        k = self.keys
+        now = now_ms() if at_ms is None else at_ms
+        with translate_errors(self.redis):
+            result = self._revive(
+                keys=[k.record(record_id), k.waiting_index, *k.status_indexes],
+                args=[record_id, now],
+            )
+        if int(result[0]) != 1:
+            return None
+        return self.find(record_id)
+
+    def delayed_entries(self, limit: int | None = None) -> list[tuple[Notification, int]]:
+        """Records in the delayed set with their due ms, soonest first."""
+        with translate_errors(self.redis):
+            rows = cast(
+                list[tuple[str, float]],
+                self.redis.zrange(self.keys.delayed, 0, (limit or 0) - 1, withscores=True),
+            )
+        records = self.find_many([record_id for record_id, _ in rows])
+        return [(r, int(score)) for r, (_, score) in zip(records, rows, strict=True) if r is not None]
 
     def claim_many(
         self,
@@ -153,8 +262,20 @@ class RecordStore:
         """Try to take one record (see :meth:`claim_many`)."""
         return self.claim_many([record_id], **kwargs)[0]  # type: ignore[arg-type]
 
-    def finish(self, record_id: str, *, owner: str, outcome: Outcome, at_ms: int | None = None) -> bool:
-        """Apply ``outcome`` if ``owner`` still holds the lease; False when it does not."""
+    def finish(
+        self,
+        record_id: str,
+        *,
+        owner: str,
+        outcome: Outcome,
+        letter: DeadLetter | None = None,
+        letter_max_len: int = 10_000,
+        at_ms: int | None = None,
+    ) -> bool:
+        """Apply ``outcome`` if ``owner`` still holds the lease; False when it does not.
+
+        A ``letter`` is appended to the dead-letter stream in the same atomic step.
+        """
         k = self.keys
         now = now_ms() if at_ms is None else at_ms
         args: list[Any] = [
@@ -165,12 +286,13 @@ class RecordStore:
             outcome.not_before_ms,
             outcome.retry,
             "" if outcome.expires_ms is None else outcome.expires_ms,
+            json.dumps(dict(outcome.fields)),
+            json.dumps(letter.fields()) if letter is not None else "",
+            letter_max_len,
         ]
-        for name, value in outcome.fields:
-            args += [name, value]
         with translate_errors(self.redis):
             applied = self._finish(
-                keys=[k.record(record_id), k.waiting_index, k.delayed, *k.status_indexes],
+                keys=[k.record(record_id), k.waiting_index, k.delayed, *k.status_indexes, k.dead_letters],
                 args=args,
             )
         return bool(applied)

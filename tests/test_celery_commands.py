@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -110,3 +111,51 @@ def test_flower_shows_queue_lengths_across_priority_steps_behind_auth(rt: Any, r
     finally:
         flower.terminate()
         flower.communicate(timeout=20)
+
+
+def test_two_beats_fire_each_job_once_per_interval(rt: Any, redis_url: str, tmp_path: Any) -> None:
+    env = _env(redis_url, NOTI_CLEAN_INTERVAL_S="1")
+    beats = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "noti",
+                "beat",
+                "-l",
+                "INFO",
+                "-s",
+                str(tmp_path / f"s{i}"),
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(2)
+    ]
+
+    def cleans() -> int:
+        return sum(
+            1
+            for raw in rt.redis.lrange("noti.maintenance:9", 0, -1)
+            if json.loads(raw)["headers"]["task"] == "noti.maintenance.clean"
+        )
+
+    try:
+        wait_until(lambda: cleans() >= 1, timeout=40)
+        first = time.monotonic()
+        start_count = cleans()
+        time.sleep(6)
+        fired = cleans() - start_count
+        elapsed = time.monotonic() - first
+    finally:
+        for beat in beats:
+            beat.terminate()
+        for beat in beats:
+            beat.wait(20)
+    # one beat holds the RedBeat lock: about one clean per second, not two
+    assert fired <= elapsed + 1.5, (fired, elapsed)
+    assert fired >= 3

@@ -6,7 +6,7 @@ from typing import Any
 
 import noti
 from noti.app import app
-from noti.queues import Publisher
+from noti.publish import Publisher
 from noti.record import Channel, Status
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
 

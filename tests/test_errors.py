@@ -18,6 +18,11 @@ def test_every_error_descends_from_noti_error_with_its_code() -> None:
         "RateLimited": (errors.TemporaryFailure, "e.noti.delivery.ratelimited"),
         "PermanentFailure": (errors.DeliveryError, "e.noti.delivery.permanent"),
         "RetriesExhausted": (errors.NotiError, "e.cmd.noti.send.reachMaxRetry"),
+        "PoolError": (errors.NotiError, "e.noti.pool"),
+        "TransitionRefused": (errors.PoolError, "e.noti.pool.refused"),
+        "NoFreeNumber": (errors.PoolError, "e.noti.pool.empty"),
+        "BridgeError": (errors.NotiError, "e.noti.bridge"),
+        "MalformedMessage": (errors.BridgeError, "e.noti.bridge.malformed"),
     }
     assert sorted(errors.__all__) == sorted([*expected, "NotiError"])
     for name, (parent, code) in expected.items():
@@ -52,6 +57,7 @@ def test_public_api_is_pinned() -> None:
             "Status",
             "StoreUnavailable",
             "TemporaryFailure",
+            "cancel",
             "clean",
             "configure",
             "delete",
@@ -59,9 +65,11 @@ def test_public_api_is_pinned() -> None:
             "list_notifications",
             "notify",
             "notify_email",
+            "notify_many",
             "notify_sms",
             "notify_webhook",
             "notify_weixin",
+            "schedule_many",
             "send",
         ]
     )

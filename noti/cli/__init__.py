@@ -12,7 +12,12 @@ import sys
 import click
 
 from noti.cli._options import CliContext
+from noti.cli.dead import dead
+from noti.cli.delayed import delayed
+from noti.cli.events import event, listener
 from noti.cli.notify import add, clean, delete, list_, send
+from noti.cli.numpool import pool
+from noti.cli.webman import webman
 from noti.errors import NotiError
 
 __all__ = ["cli", "main"]
@@ -28,8 +33,12 @@ def cli(ctx: click.Context, acting_user: str | None) -> None:
     ctx.obj = CliContext(user=acting_user)
 
 
-for command in (add, send, list_, delete, clean):
+for command in (add, send, list_, delete, clean, delayed, dead):
     cli.add_command(command)
+cli.add_command(pool)
+cli.add_command(event)
+cli.add_command(listener)
+cli.add_command(webman)
 
 
 def main(argv: list[str] | None = None) -> None:

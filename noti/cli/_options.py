@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -9,8 +10,10 @@ from typing import Any, TypeVar
 
 import click
 
-from noti.api import Notifier, notifier
+from noti.api import Notifier, Redrive, notifier, redrive
+from noti.bulk import BulkResult, add_many
 from noti.cli._output import JsonStyle
+from noti.errors import InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,6 +27,13 @@ class CliContext:
     @cached_property
     def api(self) -> Notifier:
         return notifier()
+
+    @cached_property
+    def redrive(self) -> Redrive:
+        return redrive()
+
+    def api_bulk(self, items: list[object]) -> BulkResult:
+        return add_many(self.api, items, user=self.user)
 
 
 pass_cli = click.make_pass_decorator(CliContext)
@@ -45,6 +55,25 @@ def json_options(func: F) -> F:
 
 def json_style(compact: bool, unquoted: bool, no_null: bool) -> JsonStyle:
     return JsonStyle(compact=compact, unquoted_keys=unquoted, drop_nulls=no_null)
+
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d|day|days)?\s*$", re.IGNORECASE)
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "day": 86400, "days": 86400}
+
+
+def parse_duration(text: str, *, code: str, what: str) -> float:
+    """Seconds from ``90``, ``1.5``, ``30s``, ``5m``, ``2h``, ``3day`` (or ``3d``).
+
+    Raises:
+        InvalidInput: with ``code``, naming the option ``what``.
+    """
+    match = _DURATION.match(text)
+    if not match:
+        raise InvalidInput(
+            f"{what} {text!r} is not a duration: use seconds or Ns, Nm, Nh, Nday (e.g. 30m, 24h, 3day)",
+            code=code,
+        )
+    return float(match.group(1)) * _UNIT_S[(match.group(2) or "").lower()]
 
 
 limit_option = click.option(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import re
+import json
 import sys
-from typing import Any
+from datetime import datetime
+from typing import Any, TextIO
 
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
+from noti.cli._options import CliContext, json_options, json_style, limit_option, parse_duration, pass_cli
 from noti.cli._output import dumps, print_records_table, records_json, rm_line
 from noti.errors import InvalidInput
 from noti.record import to_json_dict
@@ -25,7 +28,7 @@ def _read_stdin() -> str:
 
 
 @click.command("add")
-@click.argument("type_", metavar="TYPE")
+@click.argument("type_", metavar="[TYPE]", required=False)
 @click.option("-to", "--to", "target", help="Phone number, openid, e-mail address or URL.")
 @click.option("-text", "--text", help="SMS or e-mail text (read from stdin when omitted).")
 @click.option("-tmpl", "--tmpl", help="WeChat template id.")
@@ -41,15 +44,29 @@ def _read_stdin() -> str:
 @click.option("-provider", "--provider", help="Provider name(s), comma-separated in failover order.")
 @click.option("-lv", "--lv", "--level", "level", default="1", help="Priority level 1-1000 (capped by role).")
 @click.option("-retry", "--retry-max", "retry_max", type=int, default=None, help="Attempt limit.")
+@click.option("-retry-policy", "--retry-policy", help="linear[:S[:CAP]] or exponential[:S[:CAP]].")
+@click.option("-delay", "--delay", help="Send after this long: seconds, or 30s, 5m, 2h, 1day.")
+@click.option("-at", "--at", "at", help="Send at this time (ISO 8601; without a zone: local time).")
+@click.option(
+    "-id", "--identifier", "identifier", help="Debounce key: a new add with it replaces a delayed one."
+)
+@click.option(
+    "-f", "--file", "file", type=click.File("r"), help="Add every JSON line of FILE (- for stdin) in bulk."
+)
 @json_options
 @pass_cli
 def add(
     ctx: CliContext,
     /,
-    type_: str,
+    type_: str | None,
     target: str | None,
     level: str,
     retry_max: int | None,
+    retry_policy: str | None,
+    delay: str | None,
+    at: str | None,
+    identifier: str | None,
+    file: TextIO | None,
     as_json: bool,
     compact: bool,
     unquoted: bool,
@@ -57,18 +74,29 @@ def add(
     quiet: bool,
     **fields: Any,
 ) -> None:
-    """Add a notification of TYPE (sms, weixin, email, webhook) and print its id."""
+    """Add a notification of TYPE (sms, weixin, email, webhook) and print its id.
+
+    With -f FILE, add one notification per JSON line of FILE (keys as in the Python API:
+    type, to, text, lv, delay, …; TYPE and -lv are defaults for lines without them).
+    """
+    if file is not None:
+        _add_file(ctx, file, default_type=type_, level=level, quiet=quiet)
+        return
+    if type_ is None:
+        raise click.UsageError("TYPE is required (sms, weixin, email, webhook), or -f FILE")
     stdin_field = STDIN_FIELD.get(type_)
     if stdin_field and fields.get(stdin_field) is None:
         fields[stdin_field] = _read_stdin()
-    provider = fields.pop("provider")
     record = ctx.api.add(
         type_,
         target or "",
         lv=level,
         user=ctx.user,
-        provider=provider,
         retry_max=retry_max,
+        retry_policy=retry_policy,
+        delay=parse_duration(delay, code="e.cmd.noti.add.baddelay", what="-delay") if delay else None,
+        eta=parse_time(at) if at else None,
+        identifier=identifier,
         **{k: v for k, v in fields.items() if v is not None},
     )
     if quiet:
@@ -77,6 +105,67 @@ def add(
         click.echo(dumps(to_json_dict(record), json_style(compact, unquoted, no_null)))
     else:
         click.echo(record.id)
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time (``2026-11-22T10:00``, ``2026-11-22 10:00:00+08:00``).
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.baddelay``.
+    """
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInput(
+            f"-at {text!r} is not an ISO 8601 time such as 2026-11-22T10:00 or 2026-11-22T10:00+08:00",
+            code="e.cmd.noti.add.baddelay",
+        ) from None
+
+
+def _add_file(ctx: CliContext, file: TextIO, *, default_type: str | None, level: str, quiet: bool) -> None:
+    """``noti add -f FILE``: bulk-add JSON lines, with a progress bar on a terminal."""
+    lines = file.read().splitlines()
+    items: list[object] = []
+    bad_lines: list[tuple[int, str]] = []
+    line_of: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            bad_lines.append((number, f"e.cmd.noti.add.badjson: not JSON: {exc}"))
+            continue
+        if isinstance(item, dict):
+            if default_type and "type" not in item:
+                item["type"] = default_type
+            item.setdefault("lv", level)
+        items.append(item)
+        line_of.append(number)
+    stored = 0
+    refused = list(bad_lines)
+    chunk = 2000
+    with Progress(
+        TextColumn("adding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=quiet or not sys.stderr.isatty(),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("add", total=len(items))
+        for start in range(0, len(items), chunk):
+            result = ctx.api_bulk(items[start : start + chunk])
+            stored += result.stored
+            refused += [(line_of[start + r.index], f"{r.code}: {r.message}") for r in result.refused]
+            progress.advance(task, min(chunk, len(items) - start))
+    for number, reason in sorted(refused):
+        click.echo(f"line {number}: {reason}", err=True)
+    if not quiet:
+        click.echo(f"{stored} added, {len(refused)} refused")
+    if refused:
+        raise SystemExit(1)
 
 
 @click.command("send")
@@ -178,10 +267,6 @@ def delete(ctx: CliContext, /, record_ids: tuple[str, ...], quiet: bool) -> None
             click.echo(rm_line(removed))
 
 
-_KEEP = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d|day|days)\s*$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "day": 86400, "days": 86400}
-
-
 def parse_keep(text: str) -> float:
     """Seconds from the seed's ``Nm`` / ``Nh`` / ``Nday`` (also ``Ns``, ``Nd``; ``0`` = keep none).
 
@@ -189,15 +274,9 @@ def parse_keep(text: str) -> float:
         InvalidInput: ``e.cmd.noti.clean.badkeep`` for anything else (the seed removed every
         record for unknown values; noti refuses, so a typo cannot wipe the store).
     """
-    if text.strip() in ("0", "now"):
+    if text.strip() == "now":
         return 0.0
-    match = _KEEP.match(text)
-    if not match:
-        raise InvalidInput(
-            f"-keep {text!r} is not a duration: use Nm, Nh or Nday (e.g. 30m, 24h, 3day), or 0",
-            code="e.cmd.noti.clean.badkeep",
-        )
-    return float(match.group(1)) * _UNIT_S[match.group(2).lower()]
+    return parse_duration(text, code="e.cmd.noti.clean.badkeep", what="-keep")
 
 
 @click.command("clean")

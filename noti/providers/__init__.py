@@ -9,6 +9,7 @@ same name with default options (so ``-provider sandbox`` works with no configura
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 from importlib.metadata import entry_points
@@ -31,8 +32,12 @@ BUILTIN: dict[str, str] = {
 ENTRY_POINT_GROUP = "noti.providers"
 
 
+@functools.cache
 def available_kinds() -> dict[str, str]:
-    """Every known kind with its import path: built-ins, then installed entry points."""
+    """Every known kind with its import path: built-ins, then installed entry points.
+
+    Read once per process: scanning installed distributions costs milliseconds.
+    """
     kinds = dict(BUILTIN)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         kinds.setdefault(ep.name, ep.value)
@@ -67,6 +72,7 @@ class ProviderSet:
         self._redis = redis
         self._keys = keys
         self._instances: dict[str, Provider] = {}
+        self._chains: dict[tuple[Channel, str | None], list[Provider]] = {}
         self._lock = threading.Lock()
 
     def _options(self, name: str) -> dict[str, Any]:
@@ -120,6 +126,9 @@ class ProviderSet:
             InvalidInput: see :meth:`chain_names`, or a provider that does not serve the channel.
             InvalidConfig: a named provider is not configured or cannot be loaded.
         """
+        cached = self._chains.get((channel, requested))
+        if cached is not None:
+            return cached
         chain = []
         for name in self.chain_names(channel, requested):
             if name not in self._settings.providers and name not in available_kinds():
@@ -135,6 +144,7 @@ class ProviderSet:
                     code="e.cmd.noti.add.noprovider",
                 )
             chain.append(provider)
+        self._chains[(channel, requested)] = chain
         return chain
 
     def close(self) -> None:
@@ -142,3 +152,4 @@ class ProviderSet:
             for instance in self._instances.values():
                 instance.close()
             self._instances.clear()
+            self._chains.clear()

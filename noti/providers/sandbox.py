@@ -12,6 +12,13 @@ option         default     meaning
 ``delay_ms``   0           time each send takes, as a slow vendor would
 =============  ==========  ===================================================================
 
+``sender_pool = "NAME"`` (default none) takes a sender number from that number pool
+(:mod:`noti.numpool`) for each send, records it as ``"sender"`` in the outbox entry and
+always gives it back after. When none is free the send raises ``RateLimited``: the record
+waits ``sender_wait_s`` (default 1.0) and the attempt is not counted. ``sender_sticky_s``
+> 0 keeps each recipient on the same sender number while that number stays up, for that
+many seconds after the recipient's last send.
+
 What was sent is in ``noti:sandbox:<name>`` (:meth:`SandboxProvider.outbox`), one JSON
 object per delivery, oldest first.
 """
@@ -22,7 +29,10 @@ import json
 import time
 from typing import Any, Literal
 
+from pydantic import Field
+
 from noti.errors import PermanentFailure, TemporaryFailure
+from noti.numpool import POOL_NAME_PATTERN, NumberPool, borrowed_sender
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel, now_ms
 from noti.redisconn import translate_errors
@@ -35,6 +45,9 @@ class SandboxOptions(ProviderOptions):
     fail_first: int = 0
     error: Literal["temporary", "permanent"] = "temporary"
     delay_ms: int = 0
+    sender_pool: str | None = Field(default=None, pattern=POOL_NAME_PATTERN)
+    sender_wait_s: float = Field(default=1.0, ge=0)
+    sender_sticky_s: float = Field(default=0.0, ge=0)
 
 
 class SandboxProvider(Provider):
@@ -46,6 +59,19 @@ class SandboxProvider(Provider):
     options: SandboxOptions
 
     def send(self, message: Message) -> Receipt:
+        opts = self.options
+        if opts.sender_pool is None:
+            return self._deliver(message, sender=None)
+        with borrowed_sender(
+            NumberPool(opts.sender_pool, client=self.redis, keys=self.keys),
+            provider=self.name,
+            retry_after_s=opts.sender_wait_s,
+            sticky_to=message.target,
+            sticky_ttl_s=opts.sender_sticky_s,
+        ) as sender:
+            return self._deliver(message, sender=sender)
+
+    def _deliver(self, message: Message, *, sender: str | None) -> Receipt:
         opts = self.options
         if opts.delay_ms:
             time.sleep(opts.delay_ms / 1000)
@@ -65,6 +91,8 @@ class SandboxProvider(Provider):
             "lv": message.level,
             "at": now_ms(),
         }
+        if sender is not None:
+            entry["sender"] = sender
         with translate_errors(self.redis):
             self.redis.rpush(self.keys.sandbox_outbox(self.name), json.dumps(entry, ensure_ascii=False))
         return Receipt(provider=self.name, msgid=f"sandbox-{message.id}", raw="ok")

@@ -1,12 +1,13 @@
-"""Beat jobs: keep the store tidy."""
+"""Beat jobs: keep the store tidy. Each is idempotent, so a duplicate run is harmless."""
 
 from __future__ import annotations
 
 import logging
 
+from noti import upkeep
 from noti.app import app
 
-__all__ = ["clean"]
+__all__ = ["clean", "sweep_lost", "trim_dead_letters"]
 
 log = logging.getLogger(__name__)
 
@@ -19,3 +20,22 @@ def clean() -> int:
     removed = clean_done()
     log.info("clean: removed %d done records", len(removed))
     return len(removed)
+
+
+@app.task(name="noti.maintenance.sweep_lost")
+def sweep_lost() -> int:
+    """Queue again waiting records whose message was lost (``NOTI_SWEEP_AFTER_S``)."""
+    from noti.api import notifier
+
+    current = notifier()
+    return upkeep.sweep_lost(
+        current.runtime, current.publisher, older_than_s=current.runtime.settings.sweep_after_s
+    )
+
+
+@app.task(name="noti.maintenance.trim_dead_letters")
+def trim_dead_letters() -> int:
+    """Drop dead letters past ``NOTI_DEAD_LETTER_MAX_AGE_S`` / ``_MAX_LEN``."""
+    from noti.runtime import get_runtime
+
+    return upkeep.trim_dead_letters(get_runtime())

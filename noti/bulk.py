@@ -1,0 +1,168 @@
+"""Bulk sends: validate every item first, then store the good ones in pipelined chunks.
+
+``notify_many`` / ``schedule_many`` take mappings shaped like :func:`noti.notify`'s
+arguments (``type``, ``target`` — or ``to`` —, ``lv``, channel fields, ``provider``,
+``retry_max``, ``retry_policy``, ``delay``, ``eta``, ``identifier``, ``idempotency_key``).
+Refused items are reported by index with their error code and message, and none of them
+is stored; the others are stored with their delivery messages, 1,000 records per MULTI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from noti.errors import InvalidConfig, InvalidInput, NotiError
+from noti.record import Notification
+
+if TYPE_CHECKING:
+    from noti.notifier import Notifier
+
+__all__ = ["BulkResult", "Refused", "add_many"]
+
+CHUNK = 1000
+_ITEM_KEYS = frozenset(
+    {
+        "type",
+        "target",
+        "to",
+        "lv",
+        "provider",
+        "retry_max",
+        "retry_policy",
+        "delay",
+        "eta",
+        "identifier",
+        "idempotency_key",
+        "text",
+        "tmpl",
+        "pnb",
+        "url",
+        "content",
+        "subject",
+        "html",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An item that was not stored, and why."""
+
+    index: int
+    code: str
+    message: str
+
+
+@dataclass(slots=True)
+class BulkResult:
+    """What a bulk call stored: ``ids[i]`` is item i's record id, or None if it was refused."""
+
+    ids: list[str | None] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+
+    @property
+    def stored(self) -> int:
+        return sum(1 for i in self.ids if i is not None)
+
+    def extend(self, other: BulkResult, offset: int) -> None:
+        self.ids.extend(other.ids)
+        self.refused.extend(Refused(r.index + offset, r.code, r.message) for r in other.refused)
+
+
+def _arguments(item: object, defaults: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    if not isinstance(item, Mapping):
+        raise InvalidInput(
+            f"an item must be a mapping, got {type(item).__name__}", code="e.cmd.noti.add.baditem"
+        )
+    unknown = sorted(set(item) - _ITEM_KEYS)
+    if unknown:
+        raise InvalidInput(
+            f"unknown item keys: {', '.join(map(str, unknown))}", code="e.cmd.noti.add.badfield"
+        )
+    args = {**defaults, **item}
+    kind = args.pop("type", None)
+    target = args.pop("target", None)
+    alias = args.pop("to", None)
+    if target is None:
+        target = alias
+    if not isinstance(kind, str):
+        raise InvalidInput(
+            "an item needs a 'type' (sms, weixin, email, webhook)", code="e.cmd.noti.add.badtype"
+        )
+    if isinstance(args.get("eta"), str):
+        try:
+            args["eta"] = datetime.fromisoformat(args["eta"])
+        except ValueError:
+            raise InvalidInput(
+                f"eta {args['eta']!r} is not an ISO 8601 time", code="e.cmd.noti.add.baddelay"
+            ) from None
+    return kind, target if isinstance(target, str) else "", args
+
+
+def _chunks(items: Iterable[object], size: int) -> Iterator[list[object]]:
+    chunk: list[object] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def add_many(
+    notifier: Notifier,
+    items: Iterable[object],
+    *,
+    user: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    chunk_size: int = CHUNK,
+) -> BulkResult:
+    """Validate and store many notifications; see the module docstring.
+
+    ``defaults`` fill keys an item lacks (``schedule_many`` passes its ``delay``).
+
+    Raises:
+        StoreUnavailable: Redis cannot be reached (chunks already stored stay stored; the
+            result of the call is then unknown for the rest).
+        InvalidConfig: a provider's settings are broken (nothing more is stored).
+    """
+    result = BulkResult()
+    offset = 0
+    for chunk in _chunks(items, chunk_size):
+        result.extend(_add_chunk(notifier, chunk, user=user, defaults=defaults or {}), offset)
+        offset += len(chunk)
+    return result
+
+
+def _add_chunk(
+    notifier: Notifier, chunk: list[object], *, user: str | None, defaults: Mapping[str, Any]
+) -> BulkResult:
+    result = BulkResult(ids=[None] * len(chunk))
+    plain: list[tuple[int, Notification]] = []
+    keyed: list[tuple[int, str, str, dict[str, Any]]] = []
+    for index, item in enumerate(chunk):
+        try:
+            kind, target, args = _arguments(item, defaults)
+            if args.get("identifier") is not None or args.get("idempotency_key") is not None:
+                checked = {k: v for k, v in args.items() if k != "idempotency_key"}
+                notifier.build(kind, target, user=user, **checked)
+                keyed.append((index, kind, target, args))
+            else:
+                plain.append((index, notifier.build(kind, target, user=user, **args)))
+        except InvalidConfig:
+            raise
+        except NotiError as exc:
+            result.refused.append(Refused(index, exc.code, exc.message))
+        except TypeError as exc:  # e.g. a non-string field name
+            result.refused.append(Refused(index, "e.cmd.noti.add.baditem", str(exc)))
+    if plain:
+        notifier.store_and_queue([record for _, record in plain])
+        for index, record in plain:
+            result.ids[index] = record.id
+    for index, kind, target, args in keyed:  # replacement and idempotency need their own script
+        result.ids[index] = notifier.add(kind, target, user=user, **args).id
+    return result

@@ -1,0 +1,112 @@
+"""``noti dead list | show | retry | purge``: dead letters (root members only)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
+from noti.cli._output import dumps
+from noti.deadletter import DeadLetter
+
+__all__ = ["dead"]
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@click.group("dead")
+def dead() -> None:
+    """Dead letters: notifications that failed for good, and poison messages."""
+
+
+@dead.command("list")
+@limit_option
+@json_options
+@pass_cli
+def list_dead(
+    ctx: CliContext,
+    /,
+    limit: int | None,
+    as_json: bool,
+    compact: bool,
+    unquoted: bool,
+    no_null: bool,
+    quiet: bool,
+) -> None:
+    """List dead letters, newest first."""
+    letters = ctx.redrive.entries(user=ctx.user, limit=limit)
+    if quiet:
+        return
+    if as_json or compact or unquoted or no_null:
+        click.echo(dumps([asdict(letter) for letter in letters], json_style(compact, unquoted, no_null)))
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("ENTRY", "AT (UTC)", "RECORD", "TYPE", "TARGET", "ATTEMPTS", "CLASS", "ERROR", "SOURCE"):
+        table.add_column(column, overflow="fold")
+    for letter in letters:
+        table.add_row(
+            letter.entry_id,
+            _when(letter.at_ms),
+            letter.record_id,
+            letter.type,
+            letter.target,
+            str(letter.attempts),
+            letter.error_class,
+            letter.errmsg,
+            letter.source,
+        )
+    console = Console(width=220, soft_wrap=True)
+    console.print(table)
+    console.print(f"{len(letters)} dead letter{'s' if len(letters) != 1 else ''}")
+
+
+def _show(letter: DeadLetter, as_json: bool) -> None:
+    if as_json:
+        click.echo(dumps(asdict(letter), json_style(False, False, False)))
+        return
+    for name, value in asdict(letter).items():
+        click.echo(f"{name:12} {_when(value) if name == 'at_ms' else value}")
+
+
+@dead.command("show")
+@click.argument("ident", metavar="ID")
+@click.option("-json", "--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_cli
+def show(ctx: CliContext, /, ident: str, as_json: bool) -> None:
+    """Show one dead letter (by entry id or record id)."""
+    _show(ctx.redrive.get(ident, user=ctx.user), as_json)
+
+
+@dead.command("retry")
+@click.argument("idents", metavar="[ID]...", nargs=-1)
+@click.option("--all", "retry_all", is_flag=True, help="Retry every dead letter of a noti record.")
+@pass_cli
+def retry(ctx: CliContext, /, idents: tuple[str, ...], retry_all: bool) -> None:
+    """Put records back to waiting with their attempts reset, and queue them."""
+    if bool(idents) == retry_all:
+        raise click.UsageError("give dead-letter or record ids, or --all")
+    records = (
+        ctx.redrive.retry_all(user=ctx.user)
+        if retry_all
+        else [ctx.redrive.retry(ident, user=ctx.user) for ident in idents]
+    )
+    for record in records:
+        click.echo(f"retry {record.channel.value}({record.id}) > {record.target}")
+    click.echo(f"{len(records)} queued again", err=True)
+
+
+@dead.command("purge")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_cli
+def purge(ctx: CliContext, /, yes: bool) -> None:
+    """Remove every dead letter."""
+    count = len(ctx.redrive.entries(user=ctx.user))
+    if not yes:
+        click.confirm(f"remove all {count} dead letters?", abort=True)
+    click.echo(f"{ctx.redrive.purge(user=ctx.user)} dead letters removed")

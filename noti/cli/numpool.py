@@ -1,0 +1,100 @@
+"""``noti pool NAME add|del|reg|unreg|call|hangup|show``: the sender-number pool by hand."""
+
+from __future__ import annotations
+
+import click
+
+from noti.cli._options import json_options, json_style
+from noti.cli._output import dumps
+from noti.errors import PoolError
+from noti.numpool import Event, NumberPool, PoolStats
+
+__all__ = ["pool"]
+
+
+@click.group("pool")
+@click.argument("name")
+@click.pass_context
+def pool(ctx: click.Context, name: str) -> None:
+    """Manage the sender-number pool NAME."""
+    ctx.obj = NumberPool(name)
+
+
+pass_pool = click.make_pass_decorator(NumberPool)
+
+
+def _fire_each(target: NumberPool, event: Event, numbers: tuple[str, ...], quiet: bool) -> None:
+    """Fire ``event`` for every number; refusals print ``code: message``, then one error is raised."""
+    refused: list[PoolError] = []
+    for number in numbers:
+        try:
+            transition = target.fire(event, number)
+        except PoolError as exc:
+            if len(numbers) == 1:
+                raise
+            refused.append(exc)
+            click.echo(f"{exc.code}: {exc.message}", err=True)
+            continue
+        if not quiet:
+            click.echo(transition.line())
+    if refused:
+        raise PoolError(
+            f"{event} refused for {len(refused)} of {len(numbers)} numbers",
+            pool=target.name,
+            code=refused[-1].code,
+        )
+
+
+def _event_command(event: Event, summary: str) -> click.Command:
+    @click.command(event.value, help=summary)
+    @click.argument("numbers", metavar="NUMBER...", nargs=-1, required=True)
+    @click.option("-Q", "--quiet", is_flag=True, help="Print nothing but refusals.")
+    @pass_pool
+    def command(target: NumberPool, /, numbers: tuple[str, ...], quiet: bool) -> None:
+        _fire_each(target, event, numbers, quiet)
+
+    return command
+
+
+@click.command("call")
+@click.argument("number", metavar="[NUMBER]", required=False)
+@pass_pool
+def call(target: NumberPool, /, number: str | None) -> None:
+    """Take NUMBER, or the number free the longest, and print it; it stays busy until hangup."""
+    click.echo(target.call(number).number)
+
+
+@click.command("show")
+@json_options
+@pass_pool
+def show(
+    target: NumberPool, /, as_json: bool, compact: bool, unquoted: bool, no_null: bool, quiet: bool
+) -> None:
+    """Print each number's state, the free numbers in the order call takes them, and the counts."""
+    numbers = target.numbers()
+    free = target.free_numbers()
+    counts = PoolStats.of(numbers.values()).as_dict()
+    if quiet:
+        return
+    if as_json or compact or unquoted or no_null:
+        doc = {"pool": target.name, "numbers": {n: str(s) for n, s in numbers.items()}, "free": free}
+        click.echo(dumps({**doc, "counts": counts}, json_style(compact, unquoted, no_null)))
+        return
+    width = max([len("NUMBER"), *(len(n) for n in numbers)])
+    click.echo(f"{'NUMBER':<{width}}  STATE")
+    for number, state in numbers.items():
+        click.echo(f"{number:<{width}}  {state}")
+    click.echo(f"free, next first: {' '.join(free) if free else '-'}")
+    click.echo("  ".join(f"{state} {count}" for state, count in counts.items()) + f"  total {len(numbers)}")
+
+
+for _event, _summary in (
+    (Event.ADD, "Add numbers to the pool (idle, down); present ones are left as they are."),
+    (Event.DEL, "Remove numbers from the pool, whatever their state."),
+    (Event.REG, "Mark numbers up (registered); idle ones become free."),
+    (Event.UNREG, "Mark numbers down; they are no longer free."),
+    (Event.HANGUP, "End the calls on numbers: they become idle (free when up)."),
+):
+    pool.add_command(_event_command(_event, _summary))
+pool.add_command(call)
+pool.add_command(show)

@@ -1,0 +1,344 @@
+"""The events API applications and the CLI call: dispatch, listeners, supervision.
+
+Every call takes the acting ``user`` (default ``NOTI_USER``) and applies :mod:`noti.users`:
+anyone may dispatch events and add listeners; a listener belongs to its creator, whose
+level cap its notifications get; only the owner or a root member may replace or remove
+it; non-root users list and read only their own listeners and events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from noti.errors import InvalidInput, NotFound, PermissionDenied, StoreUnavailable
+from noti.events.actions import check_example, parse_action
+from noti.events.event import (
+    Event,
+    EventStatus,
+    encode_payload,
+    matches,
+    validate_event_name,
+    validate_pattern,
+)
+from noti.events.listeners import CompiledListener, Listener, ListenerRegistry, validate_listener_name
+from noti.events.liveness import Holder, read_holder
+from noti.events.processor import Limits, Processor
+from noti.events.store import EventCounts, EventStore
+from noti.events.templates import context
+from noti.record import new_id, now_ms
+from noti.runtime import Runtime, get_runtime
+from noti.users import User, resolve_user
+
+__all__ = ["Events", "ProcessorStatus", "events", "queue_processor"]
+
+log = logging.getLogger(__name__)
+
+PROCESS_TASK = "noti.events.process"
+_PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
+
+
+def queue_processor() -> None:
+    """Queue one ``noti.events.process`` task on the ``noti.events`` queue.
+
+    Raises:
+        StoreUnavailable: the broker cannot be reached.
+    """
+    from kombu.exceptions import OperationalError
+
+    from noti.app import app
+    from noti.queues import EVENTS_QUEUE
+
+    try:
+        app.send_task(PROCESS_TASK, queue=EVENTS_QUEUE, routing_key=EVENTS_QUEUE, retry_policy=_PUBLISH_RETRY)
+    except OperationalError as exc:
+        raise StoreUnavailable(f"cannot queue the event processor: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorStatus:
+    """``noti event status``: is a processor alive, where, since when, and the backlog."""
+
+    holder: Holder | None
+    lock_ttl_ms: int
+    counts: EventCounts
+    #: How the last processor stopped: ``reason``, ``ms``, ``processed``, ``processor``…
+    last_stop: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def alive(self) -> bool:
+        return self.holder is not None
+
+    def to_json(self) -> dict[str, Any]:
+        h = self.holder
+        return {
+            "alive": self.alive,
+            "processor": h.name if h else None,
+            "host": h.host if h else None,
+            "pid": h.pid if h else None,
+            "since_ms": h.since_ms if h else None,
+            "task_id": (h.task_id or None) if h else None,
+            "lock_ttl_ms": self.lock_ttl_ms if h else None,
+            "backlog": self.counts.queued,
+            "new": self.counts.new,
+            "activated": self.counts.activated,
+            "done": self.counts.done,
+            "head": self.counts.head,
+            "last_stop": dict(self.last_stop) or None,
+        }
+
+
+class Events:
+    """Events and listeners over one runtime."""
+
+    def __init__(self, runtime: Runtime, *, start_processor: Callable[[], None] = queue_processor) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
+        self.store = EventStore(runtime.redis, runtime.keys)
+        self.listeners = ListenerRegistry(runtime.redis, runtime.keys)
+        self.start_processor = start_processor
+
+    def user(self, name: str | None) -> User:
+        return resolve_user(self.settings, name)
+
+    @property
+    def _starting_ttl_ms(self) -> int:
+        return int(self.settings.event_lock_ttl_s * 1000)
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def dispatch(
+        self, name: str, payload: Mapping[str, Any] | None = None, *, user: str | None = None
+    ) -> str:
+        """Store an event and make sure a processor is alive; the event id.
+
+        One Redis round trip when a processor is alive; otherwise one more to queue one.
+
+        Raises:
+            InvalidInput: ``e.noti.event.badname``, ``.badpayload``, ``.toolarge``; nothing stored.
+            StoreUnavailable: Redis cannot be reached.
+        """
+        validate_event_name(name)
+        text = encode_payload(payload, max_bytes=self.settings.event_payload_max_bytes)
+        acting = self.user(user)
+        created = now_ms()
+        event_id = new_id(created)
+        _, start = self.store.dispatch(
+            event_id, name, acting.name, text, created_ms=created, starting_ttl_ms=self._starting_ttl_ms
+        )
+        if start:
+            self._start(f"event {event_id}")
+        return event_id
+
+    def _start(self, why: str) -> None:
+        try:
+            self.start_processor()
+        except StoreUnavailable:
+            # The event is stored; the beat sweep (or the next dispatch) starts a processor.
+            log.warning("%s: could not queue the event processor; the sweep will", why, exc_info=True)
+            self.store.forget_starting()
+
+    def sweep(self) -> bool:
+        """Queue a processor if events wait and none is alive or queued; True if queued."""
+        if self.store.kick(starting_ttl_ms=self._starting_ttl_ms, marker="sweep"):
+            self._start("sweep")
+            return True
+        return False
+
+    def processor(self, *, task_id: str = "") -> Processor:
+        """A processor run over this runtime (the ``noti.events.process`` task runs it)."""
+        from noti.api import notifier
+
+        return Processor(
+            self.store,
+            self.listeners,
+            notifier(),
+            limits=Limits.from_settings(self.settings),
+            start_successor=self.start_processor,
+            task_id=task_id,
+        )
+
+    # --- supervision --------------------------------------------------------------------------
+
+    def get(self, event_id: str, *, user: str | None = None) -> Event:
+        """One event the acting user may see.
+
+        Raises:
+            NotFound: ``e.noti.event.not_found``. PermissionDenied: ``e.noti.event.show.nopvg``.
+        """
+        event = self.store.get(event_id)
+        if event is None:
+            raise NotFound(f"no event has id {event_id!r}", code="e.noti.event.not_found")
+        acting = self.user(user)
+        if not acting.can_touch(event.user):
+            raise PermissionDenied(
+                f"{acting.name} may not read events of {event.user}", code="e.noti.event.show.nopvg"
+            )
+        return event
+
+    def select(
+        self,
+        *,
+        user: str | None = None,
+        creator: str | None = None,
+        status: EventStatus | str | None = None,
+        name: str | None = None,
+        limit: int | None = 100,
+    ) -> list[Event]:
+        """Events newest first; a non-root user sees only their own.
+
+        Raises:
+            InvalidInput: ``e.noti.event.badst``, ``e.noti.listener.badevent`` (name pattern).
+            PermissionDenied: ``e.noti.event.list.nopvg``.
+        """
+        acting = self.user(user)
+        if creator is not None and not acting.can_touch(creator):
+            raise PermissionDenied(
+                f"only root members list other users' events ({acting.name} asked for {creator})",
+                code="e.noti.event.list.nopvg",
+            )
+        if creator is None and not acting.is_root:
+            creator = acting.name
+        st: EventStatus | None = None
+        if status is not None:
+            try:
+                st = EventStatus(status)
+            except ValueError:
+                known = ", ".join(s.value for s in EventStatus)
+                raise InvalidInput(
+                    f"unknown event status {status!r} (known: {known})", code="e.noti.event.badst"
+                ) from None
+        if name is not None:
+            validate_pattern(name)
+        count = limit if limit is not None and limit > 0 else 10**9
+        return self.store.select(status=st, user=creator, name=name, limit=count)
+
+    def status(self) -> ProcessorStatus:
+        """Is a processor alive, where, since when; the backlog; how the last one stopped."""
+        found = read_holder(self.runtime.redis, self.runtime.keys)
+        holder, ttl = found if found else (None, 0)
+        return ProcessorStatus(holder, ttl, self.store.counts(), self.store.last_stop())
+
+    def clean_done(self, *, keep_s: float | None = None) -> int:
+        """Remove done events older than ``keep_s`` (default ``event_keep_done_s``); how many."""
+        keep = self.settings.event_keep_done_s if keep_s is None else keep_s
+        if keep < 0:
+            raise InvalidInput("keep must not be negative", code="e.noti.event.clean.badkeep")
+        return self.store.clean_done(now_ms() - int(keep * 1000))
+
+    # --- listeners ----------------------------------------------------------------------------
+
+    def add_listener(
+        self,
+        event: str,
+        action: object,
+        *,
+        name: str | None = None,
+        filter: str | None = None,  # noqa: A002 - the issue's word
+        user: str | None = None,
+        example: Mapping[str, Any] | None = None,
+        replace: bool = False,
+    ) -> Listener:
+        """Register a listener for events named ``event`` (``*`` matches any characters).
+
+        ``action`` is a Celery task name, ``{"task": NAME}``, or a notification template
+        (``{"type": "sms", "target": "{{ customer.phone }}", "text": "Order {{ id }} paid"}``).
+        Templates and ``filter`` (a Jinja expression: ``total > 100``) are compiled and
+        checked now; with ``example`` (a payload) they are also rendered against it, and the
+        notification they would make is validated, so unknown variables and bad targets are
+        refused here rather than on the first event. With ``replace``, a listener of the same
+        name (yours, or anyone's for root members) is replaced.
+
+        Raises:
+            InvalidInput: ``e.noti.listener.*`` (badevent, badname, badaction, badtemplate,
+            unsafe, badfilter, notask, undefined, exists, toolarge, …) and the notification's
+            own ``e.cmd.noti.add.*`` codes.
+            PermissionDenied: ``e.noti.listener.replace.nopvg``.
+        """
+        acting = self.user(user)
+        validate_pattern(event)
+        created = now_ms()
+        listener_id = new_id(created)
+        listener_name = validate_listener_name(name if name is not None else listener_id)
+        listener = Listener(
+            listener_id, listener_name, event, acting.name, parse_action(action), filter, created
+        )
+        compiled = CompiledListener.build(listener)
+        if example is not None:
+            self._check_example(compiled, example, acting)
+        found = self.listeners.get(listener_name)
+        if found is not None:
+            existing, _ = found
+            if not replace:
+                raise InvalidInput(
+                    f"a listener called {listener_name!r} exists already (remove it, or replace it)",
+                    code="e.noti.listener.exists",
+                )
+            if not acting.can_touch(existing.user):
+                raise PermissionDenied(
+                    f"{acting.name} may not replace the listener {listener_name!r} of {existing.user}",
+                    code="e.noti.listener.replace.nopvg",
+                )
+        if not self.listeners.put(listener, expected=found[1] if found else ""):
+            raise InvalidInput(
+                f"the listener {listener_name!r} was changed meanwhile; try again",
+                code="e.noti.listener.exists",
+            )
+        return listener
+
+    def _check_example(self, compiled: CompiledListener, example: Mapping[str, Any], acting: User) -> None:
+        from noti.api import notifier
+
+        encode_payload(example, max_bytes=self.settings.event_payload_max_bytes)
+        values = context(example, event_id="example", name="example", user=acting.name, created_ms=now_ms())
+        if compiled.filter is not None:
+            compiled.filter.test(values, prefix="e.noti.listener")
+        check_example(compiled.action, values, notifier(), acting.name)
+
+    def remove_listener(self, name: str, *, user: str | None = None) -> Listener:
+        """Remove a listener: its owner or a root member may.
+
+        Raises:
+            NotFound: ``e.noti.listener.not_found``. PermissionDenied: ``e.noti.listener.del.nopvg``.
+        """
+        listener, text = self.listeners.require(name)
+        acting = self.user(user)
+        if not acting.can_touch(listener.user):
+            raise PermissionDenied(
+                f"{acting.name} may not remove the listener {name!r} of {listener.user}",
+                code="e.noti.listener.del.nopvg",
+            )
+        if not self.listeners.delete(name, expected=text):
+            raise NotFound(
+                f"the listener {name!r} was changed or removed meanwhile", code="e.noti.listener.not_found"
+            )
+        return listener
+
+    def list_listeners(self, *, user: str | None = None, event: str | None = None) -> list[Listener]:
+        """Listeners in the order they run; a non-root user sees only their own. With
+        ``event`` (an event name), only the listeners that event would run."""
+        acting = self.user(user)
+        listeners = self.listeners.all()
+        if not acting.is_root:
+            listeners = [x for x in listeners if x.user == acting.name]
+        if event is not None:
+            listeners = [x for x in listeners if matches(x.event, event)]
+        return listeners
+
+
+_lock = threading.Lock()
+_by_runtime: weakref.WeakKeyDictionary[Runtime, Events] = weakref.WeakKeyDictionary()
+
+
+def events() -> Events:
+    """The :class:`Events` of this process's runtime."""
+    runtime = get_runtime()
+    with _lock:
+        found = _by_runtime.get(runtime)
+        if found is None:
+            found = _by_runtime[runtime] = Events(runtime)
+        return found

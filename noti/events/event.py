@@ -1,0 +1,277 @@
+"""The event: its statuses, names, payload rules, and its Redis and JSON forms.
+
+An event is one Redis hash (``noti:event:<id>``) with these fields:
+
+================  ==========================================================================
+field             meaning
+================  ==========================================================================
+``id``            unique, sorting by creation time (the notification ids' format)
+``name``          what happened: ``order.paid`` (letters, digits, ``_ . : -``)
+``user``          who dispatched it
+``payload``       a JSON object: what the listeners' templates and tasks are given
+``status``        ``new`` → ``activated`` (a processor runs its listeners) → ``done``
+``seq``           arrival order: the processor takes events strictly by ``seq``
+``created_ms``    dispatched (epoch ms); ``activated_ms`` / ``done_ms`` likewise
+``tries``         how many times a processor activated it (2+ after a processor died)
+``processor``     the processor that activated it last (``host/pid/token``)
+``result``        the return data: one JSON entry per listener (see :class:`Outcome`)
+``error_code``    empty when every listener succeeded, else the first failure's code;
+``error_message`` with its message and how many listeners failed
+================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from noti.errors import InvalidInput
+
+__all__ = [
+    "Event",
+    "EventStatus",
+    "Outcome",
+    "encode_payload",
+    "event_from_hash",
+    "matches",
+    "summarize",
+    "validate_event_name",
+    "validate_pattern",
+]
+
+NAME_MAX = 200
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+_PATTERN = re.compile(r"^[A-Za-z0-9_.:*-]+$")
+
+
+class EventStatus(StrEnum):
+    """Where an event is in its life."""
+
+    NEW = "new"  #: stored, waiting for the processor
+    ACTIVATED = "activated"  #: a processor is running (or was running, then died) its listeners
+    DONE = "done"  #: every listener ran; ``error_code`` says whether one failed
+
+
+def validate_event_name(name: object) -> str:
+    """``name`` when it is a valid event name.
+
+    Raises:
+        InvalidInput: ``e.noti.event.badname``.
+    """
+    if not isinstance(name, str) or not 0 < len(name) <= NAME_MAX or not _NAME.match(name):
+        raise InvalidInput(
+            f"an event name is 1-{NAME_MAX} letters, digits and _ . : - (not starting with"
+            f" . : -), got {name!r}",
+            code="e.noti.event.badname",
+        )
+    return name
+
+
+def validate_pattern(pattern: object) -> str:
+    """``pattern`` when it is a valid event name pattern: a name where ``*`` matches any
+    run of characters, dots included (``order.*``, ``*.paid``, ``*``).
+
+    Raises:
+        InvalidInput: ``e.noti.listener.badevent``.
+    """
+    if not isinstance(pattern, str) or not 0 < len(pattern) <= NAME_MAX or not _PATTERN.match(pattern):
+        raise InvalidInput(
+            f"a listener's event is a name or a pattern with * (e.g. order.* ), at most {NAME_MAX}"
+            f" letters, digits and _ . : - *, got {pattern!r}",
+            code="e.noti.listener.badevent",
+        )
+    return pattern
+
+
+def matches(pattern: str, name: str) -> bool:
+    """Does the event ``name`` match the listener ``pattern``?"""
+    if "*" not in pattern:
+        return pattern == name
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, name) is not None
+
+
+def encode_payload(payload: object, *, max_bytes: int) -> str:
+    """The JSON text stored for ``payload``, which must be a JSON object of at most
+    ``max_bytes`` bytes encoded.
+
+    Raises:
+        InvalidInput: ``e.noti.event.badpayload`` (not a JSON object, or holding values JSON
+        cannot carry), ``e.noti.event.toolarge``.
+    """
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, Mapping):
+        raise InvalidInput(
+            f"an event payload is a JSON object (a dict), got {type(payload).__name__}",
+            code="e.noti.event.badpayload",
+        )
+    bad_keys = [k for k in payload if not isinstance(k, str)]
+    if bad_keys:
+        raise InvalidInput(
+            f"event payload keys must be strings, got {bad_keys[0]!r}", code="e.noti.event.badpayload"
+        )
+    try:
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(
+            f"the event payload is not plain JSON: {exc}", code="e.noti.event.badpayload"
+        ) from None
+    size = len(text.encode())
+    if size > max_bytes:
+        raise InvalidInput(
+            f"the event payload is {size} bytes of JSON, more than the {max_bytes} allowed"
+            " (NOTI_EVENT_PAYLOAD_MAX_BYTES)",
+            code="e.noti.event.toolarge",
+        )
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one listener did with one event: an entry of the event's return data.
+
+    Exactly one of ``notification`` (the id of the notification it created), ``result``
+    (what its task returned), ``skipped`` (why it did not run) or ``error_code`` is set.
+    """
+
+    listener: str
+    notification: str | None = None
+    task: str | None = None
+    result: Any = None
+    skipped: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error_code is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"listener": self.listener}
+        if self.task is not None:
+            out["task"] = self.task
+        if self.notification is not None:
+            out["notification"] = self.notification
+        if self.skipped is not None:
+            out["skipped"] = self.skipped
+        if self.error_code is not None:
+            out["error_code"] = self.error_code
+            out["error_message"] = self.error_message or ""
+        elif self.task is not None:
+            out["result"] = self.result
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+        return cls(
+            listener=str(data.get("listener", "")),
+            notification=data.get("notification"),
+            task=data.get("task"),
+            result=data.get("result"),
+            skipped=data.get("skipped"),
+            error_code=data.get("error_code"),
+            error_message=data.get("error_message"),
+        )
+
+
+def summarize(outcomes: list[Outcome]) -> tuple[str, str]:
+    """The event's ``(error_code, error_message)``: empty when no listener failed."""
+    failed = [o for o in outcomes if o.failed]
+    if not failed:
+        return "", ""
+    first = failed[0]
+    message = f"listener {first.listener!r}: {first.error_message}"
+    if len(failed) > 1:
+        message += f" (and {len(failed) - 1} more of {len(outcomes)} listeners failed)"
+    return first.error_code or "e.noti.event.failed", message
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One dispatched event, as stored."""
+
+    id: str
+    name: str
+    user: str
+    status: EventStatus
+    seq: int
+    created_ms: int
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    activated_ms: int = 0
+    done_ms: int = 0
+    tries: int = 0
+    processor: str = ""
+    outcomes: tuple[Outcome, ...] = ()
+    error_code: str = ""
+    error_message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error_code)
+
+    @property
+    def wait_ms(self) -> int | None:
+        """From dispatch to the (last) activation."""
+        return self.activated_ms - self.created_ms if self.activated_ms else None
+
+    @property
+    def run_ms(self) -> int | None:
+        """From the last activation to done."""
+        return self.done_ms - self.activated_ms if self.done_ms and self.activated_ms else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as ``noti event show -json`` prints it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "status": self.status.value,
+            "user": self.user,
+            "seq": self.seq,
+            "payload": dict(self.payload),
+            "created_ms": self.created_ms,
+            "activated_ms": self.activated_ms or None,
+            "done_ms": self.done_ms or None,
+            "wait_ms": self.wait_ms,
+            "run_ms": self.run_ms,
+            "tries": self.tries,
+            "processor": self.processor or None,
+            "error_code": self.error_code or None,
+            "error_message": self.error_message or None,
+            "result": [o.to_json() for o in self.outcomes] if self.status is EventStatus.DONE else None,
+        }
+
+
+def _int(value: str | None) -> int:
+    if not value:
+        return 0
+    number = float(value)
+    return int(number) if math.isfinite(number) else 0
+
+
+def event_from_hash(data: Mapping[str, str]) -> Event:
+    """An :class:`Event` from its Redis hash."""
+    outcomes: tuple[Outcome, ...] = ()
+    if data.get("result"):
+        outcomes = tuple(Outcome.from_json(o) for o in json.loads(data["result"]))
+    return Event(
+        id=data["id"],
+        name=data.get("name", ""),
+        user=data.get("user", ""),
+        status=EventStatus(data.get("status", EventStatus.NEW.value)),
+        seq=_int(data.get("seq")),
+        created_ms=_int(data.get("created_ms")),
+        payload=json.loads(data["payload"]) if data.get("payload") else {},
+        activated_ms=_int(data.get("activated_ms")),
+        done_ms=_int(data.get("done_ms")),
+        tries=_int(data.get("tries")),
+        processor=data.get("processor", ""),
+        outcomes=outcomes,
+        error_code=data.get("error_code", ""),
+        error_message=data.get("error_message", ""),
+    )

@@ -1,0 +1,23 @@
+-- Record an activated event as done, for the processor holding the lock.
+-- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'activated' index,
+-- KEYS[4] 'done' index, KEYS[5] event hash.
+-- ARGV[1] lock value, ARGV[2] id, ARGV[3] now (ms), ARGV[4] return data (JSON),
+-- ARGV[5] error code, ARGV[6] error message.
+-- Returns 1 when done, 0 when the event is not activated any more, -1 when the lock is
+-- not the caller's (another processor owns the queue now: nothing is written).
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return -1
+end
+if redis.call('HGET', KEYS[5], 'status') ~= 'activated' then
+  return 0
+end
+redis.call('HSET', KEYS[5], 'status', 'done', 'done_ms', ARGV[3], 'result', ARGV[4],
+  'error_code', ARGV[5], 'error_message', ARGV[6])
+redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
+if redis.call('LINDEX', KEYS[2], 0) == ARGV[2] then
+  redis.call('LPOP', KEYS[2])
+else
+  redis.call('LREM', KEYS[2], 1, ARGV[2])
+end
+return 1

@@ -1,0 +1,202 @@
+"""Listeners, persisted in Redis: who is told about which events, and how.
+
+All listeners live in one hash, ``noti:listeners`` (name → JSON), with a version counter
+``noti:listeners:version`` bumped by every change, so a processor reloads them only when
+they changed (it reads the version in the same round trip that takes the next event).
+Changes are compare-and-set Lua scripts: two clients adding the same name never both win.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+
+from noti.errors import InvalidInput, NotFound
+from noti.events.actions import Action, CompiledAction, NotifyAction, TaskAction, compile_action
+from noti.events.event import matches
+from noti.events.templates import CompiledFilter, compile_filter
+from noti.keys import Keys
+from noti.record import Channel
+from noti.redisconn import load_script, translate_errors
+
+__all__ = ["CompiledListener", "Listener", "ListenerRegistry", "validate_listener_name"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}$")
+LISTENER_MAX_BYTES = 64 * 1024
+
+
+def validate_listener_name(name: object) -> str:
+    """``name`` when it is a valid listener name (1-100 letters, digits, ``_ . : -``).
+
+    Raises:
+        InvalidInput: ``e.noti.listener.badname``.
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidInput(
+            f"a listener name is 1-100 letters, digits and _ . : - (not starting with . : -), got {name!r}",
+            code="e.noti.listener.badname",
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A subscription: events whose name matches ``event`` run ``action`` as ``user``."""
+
+    id: str
+    name: str
+    event: str
+    user: str
+    action: Action
+    filter: str | None = None
+    created_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "event": self.event,
+            "user": self.user,
+            "action": self.action.to_json(),
+            "filter": self.filter,
+            "created_ms": self.created_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Listener:
+        spec = data["action"]
+        action: Action
+        if spec.get("kind") == "task":
+            action = TaskAction(spec["task"])
+        else:
+            action = NotifyAction(
+                Channel(spec["type"]),
+                spec["target"],
+                spec.get("fields") or {},
+                spec.get("lv", 1),
+                spec.get("provider"),
+            )
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            event=data["event"],
+            user=data["user"],
+            action=action,
+            filter=data.get("filter"),
+            created_ms=int(data.get("created_ms", 0)),
+        )
+
+    def encode(self) -> str:
+        """The stored JSON text.
+
+        Raises:
+            InvalidInput: ``e.noti.listener.toolarge``.
+        """
+        text = json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"))
+        if len(text.encode()) > LISTENER_MAX_BYTES:
+            raise InvalidInput(
+                f"a listener is at most {LISTENER_MAX_BYTES} bytes of JSON", code="e.noti.listener.toolarge"
+            )
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledListener:
+    """A listener ready to run: its templates and filter compiled."""
+
+    listener: Listener
+    action: CompiledAction
+    filter: CompiledFilter | None
+
+    @classmethod
+    def build(cls, listener: Listener, *, check_task: bool = True) -> CompiledListener:
+        """Compile ``listener``.
+
+        Raises:
+            InvalidInput: see :func:`~noti.events.actions.compile_action`,
+            :func:`~noti.events.templates.compile_filter`.
+        """
+        action = compile_action(listener.action, check_task=check_task)
+        flt = compile_filter(listener.filter) if listener.filter is not None else None
+        return cls(listener, action, flt)
+
+
+class ListenerRegistry:
+    """The listeners of one key prefix, with a per-process cache of compiled listeners."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.redis = client
+        self.keys = keys
+        self._put = load_script(client, "listener_put", package="noti.events")
+        self._delete = load_script(client, "listener_del", package="noti.events")
+        self._cache_version: str | None = None
+        self._cache: list[tuple[Listener, CompiledListener | InvalidInput]] = []
+
+    def get(self, name: str) -> tuple[Listener, str] | None:
+        """The listener called ``name`` and its stored text (for :meth:`put` / :meth:`delete`)."""
+        with translate_errors(self.redis):
+            text = cast(str | None, self.redis.hget(self.keys.listeners, name))
+        return (Listener.from_json(json.loads(text)), text) if text else None
+
+    def require(self, name: str) -> tuple[Listener, str]:
+        """:meth:`get`, for a listener that must exist.
+
+        Raises:
+            NotFound: ``e.noti.listener.not_found``.
+        """
+        found = self.get(name)
+        if found is None:
+            raise NotFound(f"no listener is called {name!r}", code="e.noti.listener.not_found")
+        return found
+
+    def all(self) -> list[Listener]:
+        """Every listener, in creation order (the order they run in)."""
+        with translate_errors(self.redis):
+            values = self.redis.hvals(self.keys.listeners)
+        listeners = [Listener.from_json(json.loads(v)) for v in values]
+        return sorted(listeners, key=lambda x: (x.id, x.name))
+
+    def put(self, listener: Listener, *, expected: str) -> bool:
+        """Store ``listener`` if the text stored under its name is still ``expected`` (``""``:
+        no listener of that name); False when someone changed it meanwhile."""
+        with translate_errors(self.redis):
+            done = self._put(
+                keys=[self.keys.listeners, self.keys.listeners_version],
+                args=[listener.name, expected, listener.encode()],
+            )
+        return bool(int(done))
+
+    def delete(self, name: str, *, expected: str) -> bool:
+        """Remove listener ``name`` if its stored text is still ``expected``; False otherwise."""
+        with translate_errors(self.redis):
+            done = self._delete(
+                keys=[self.keys.listeners, self.keys.listeners_version], args=[name, expected]
+            )
+        return bool(int(done))
+
+    # --- the processor's view ---------------------------------------------------------------
+
+    def matching(
+        self, name: str, version: str | None
+    ) -> list[tuple[Listener, CompiledListener | InvalidInput]]:
+        """The listeners of event ``name`` in creation order, each compiled or with the reason
+        it no longer compiles. Reloads only when ``version`` (read with the event) differs
+        from the cached one."""
+        if version is None or version != self._cache_version:
+            self._reload(version)
+        return [(listener, ready) for listener, ready in self._cache if matches(listener.event, name)]
+
+    def _reload(self, version: str | None) -> None:
+        cache: list[tuple[Listener, CompiledListener | InvalidInput]] = []
+        for listener in self.all():
+            try:
+                # An unknown task is reported per event (it may be registered later), not here.
+                cache.append((listener, CompiledListener.build(listener, check_task=False)))
+            except InvalidInput as exc:
+                cache.append((listener, exc))
+        self._cache, self._cache_version = cache, version

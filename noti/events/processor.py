@@ -1,0 +1,254 @@
+"""The event processor: one at a time, it drains events strictly in arrival order.
+
+A run takes the liveness lock (or exits at once when another processor holds it), then
+repeats: activate the head of the queue, run its listeners in creation order (a failing
+listener is recorded and the others still run), mark it done with the return data. After
+each event it checks its limits: past ``event_processor_max_runtime_s`` or with its
+process's resident memory past ``event_processor_max_memory_mb`` it releases the lock and
+queues its successor when events remain (the seed's "se relance avant de s'arrêter").
+With nothing left to do it releases the lock in the same atomic step that checks the queue
+is empty, so an event dispatched at that moment is never stranded.
+
+A processor that dies leaves its event ``activated`` and its lock to expire; the next one
+takes the same event again (``tries`` + 1). Notifications are added with the idempotency
+key ``event:<event id>:<listener id>``, so none is created twice; task listeners are called
+again with the same ``key``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from noti.config import Settings
+from noti.errors import InvalidInput, NotiError, StoreUnavailable
+from noti.events.actions import CompiledTask, RunContext, TaskAction
+from noti.events.event import Outcome
+from noti.events.listeners import ListenerRegistry
+from noti.events.liveness import Holder, ProcessorLock
+from noti.events.store import Activation, EventStore, LockLost
+from noti.events.templates import context
+from noti.record import now_ms
+
+if TYPE_CHECKING:
+    from noti.api import Notifier
+
+__all__ = ["Limits", "Processor", "RunReport", "StopReason", "resident_memory_mb"]
+
+log = logging.getLogger(__name__)
+
+
+class StopReason(StrEnum):
+    """Why a processor run ended."""
+
+    BUSY = "busy"  #: another processor holds the lock: this one exited at once
+    IDLE = "idle"  #: no event left
+    TIME = "time"  #: ran its time limit; hands over
+    MEMORY = "memory"  #: passed its memory limit; hands over
+    LOST = "lost"  #: its lock expired or was taken (it stopped without writing more)
+    UNAVAILABLE = "unavailable"  #: Redis or the broker failed; the event stays activated
+    ERROR = "error"  #: a bug; logged with its traceback
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """When a processor hands over, and how long its lock lives without renewal."""
+
+    max_runtime_s: float = 300.0
+    max_memory_mb: float = 256.0
+    lock_ttl_s: float = 10.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(
+            max_runtime_s=settings.event_processor_max_runtime_s,
+            max_memory_mb=settings.event_processor_max_memory_mb,
+            lock_ttl_s=settings.event_lock_ttl_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """What one processor run did."""
+
+    reason: StopReason
+    processed: int
+    successor: bool
+    processor: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "reason": self.reason.value,
+            "processed": self.processed,
+            "successor": self.successor,
+            "processor": self.processor,
+        }
+
+
+def resident_memory_mb() -> float:
+    """This process's resident memory now (``/proc``), or its peak where ``/proc`` is absent."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Processor:
+    """One processor run over an event store and its listeners."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        listeners: ListenerRegistry,
+        notifier: Notifier,
+        *,
+        limits: Limits,
+        start_successor: Callable[[], None],
+        task_id: str = "",
+        memory_mb: Callable[[], float] = resident_memory_mb,
+    ) -> None:
+        self.store = store
+        self.listeners = listeners
+        self.notifier = notifier
+        self.limits = limits
+        self.start_successor = start_successor
+        self.holder = Holder.this_process(since_ms=now_ms(), task_id=task_id)
+        self._memory_mb = memory_mb
+        #: Events this run has marked done so far.
+        self.processed = 0
+
+    def run(self) -> RunReport:
+        """Process events until none is left or a limit is reached (see the module doc)."""
+        lock = ProcessorLock(self.store.redis, self.store.keys, self.holder, ttl_s=self.limits.lock_ttl_s)
+        name = self.holder.name
+        if not lock.acquire():
+            log.info("event processor %s: another processor is alive; exiting", name)
+            return RunReport(StopReason.BUSY, 0, False, name)
+        log.info("event processor %s: started", name)
+        started = time.monotonic()
+        try:
+            reason = self._loop(lock, started)
+        except LockLost:
+            reason = StopReason.LOST
+        except StoreUnavailable:
+            log.warning("event processor %s: Redis or the broker failed; stopping", name, exc_info=True)
+            reason = StopReason.UNAVAILABLE
+        except Exception:
+            log.exception("event processor %s: unexpected error; stopping", name)
+            reason = StopReason.ERROR
+        finally:
+            lock.stop_renewing()
+        processed = self.processed
+        successor = False
+        if reason in (StopReason.TIME, StopReason.MEMORY, StopReason.ERROR):
+            successor = self._hand_over(lock, reason)
+        log.info("event processor %s: stopped (%s) after %d events", name, reason.value, processed)
+        return RunReport(reason, processed, successor, name)
+
+    def _hand_over(self, lock: ProcessorLock, reason: StopReason) -> bool:
+        """Release the lock; queue a successor if events wait (not after a bug: the sweep or
+        the next dispatch will). True when a successor was queued."""
+        name = self.holder.name
+        try:
+            released = lock.release(
+                idle=False, reason=reason.value, processed=self.processed, now_ms=now_ms()
+            )
+        except StoreUnavailable:
+            log.warning("event processor %s: could not release its lock; it will expire", name)
+            return False
+        if released != 2 or reason is StopReason.ERROR:
+            return False
+        try:
+            self.start_successor()
+        except StoreUnavailable:
+            log.warning("event processor %s: could not queue its successor; the sweep will", name)
+            try:
+                self.store.forget_starting()  # so that the next dispatch queues one at once
+            except StoreUnavailable:
+                pass
+            return False
+        return True
+
+    def _loop(self, lock: ProcessorLock, started: float) -> StopReason:
+        while True:
+            if lock.lost:
+                return StopReason.LOST
+            activation = self.store.activate(lock.value, now_ms=now_ms(), processor=self.holder.name)
+            if activation is None:
+                released = lock.release(idle=True, reason="idle", processed=self.processed, now_ms=now_ms())
+                if released == 0:
+                    continue  # an event arrived between the two steps
+                return StopReason.IDLE if released > 0 else StopReason.LOST
+            outcomes = self.run_listeners(activation)
+            self.store.finish(lock.value, activation.id, outcomes, now_ms=now_ms())
+            self.processed += 1
+            if time.monotonic() - started >= self.limits.max_runtime_s:
+                return StopReason.TIME
+            if self._memory_mb() >= self.limits.max_memory_mb:
+                return StopReason.MEMORY
+
+    def run_listeners(self, event: Activation) -> list[Outcome]:
+        """Run every listener of ``event``; one outcome each, failures included.
+
+        Raises:
+            StoreUnavailable: Redis or the broker failed; the event must be taken again.
+        """
+        matching = self.listeners.matching(event.name, event.listeners_version)
+        values = context(
+            event.payload, event_id=event.id, name=event.name, user=event.user, created_ms=event.created_ms
+        )
+        outcomes: list[Outcome] = []
+        for listener, ready in matching:
+            task = listener.action.task if isinstance(listener.action, TaskAction) else None
+            if isinstance(ready, InvalidInput):
+                outcomes.append(
+                    Outcome(listener.name, task=task, error_code=ready.code, error_message=ready.message)
+                )
+                continue
+            run = RunContext(
+                event_id=event.id,
+                name=event.name,
+                user=event.user,
+                payload=event.payload,
+                created_ms=event.created_ms,
+                listener_name=listener.name,
+                owner=listener.user,
+                key=f"event:{event.id}:{listener.id}",
+            )
+            try:
+                if ready.filter is not None and not ready.filter.test(values):
+                    outcomes.append(Outcome(listener.name, task=task, skipped="filter"))
+                    continue
+                outcomes.append(ready.action.run(run, values, self.notifier))
+            except StoreUnavailable:
+                raise
+            except NotiError as exc:
+                outcomes.append(
+                    Outcome(listener.name, task=task, error_code=exc.code, error_message=exc.message)
+                )
+            except Exception as exc:  # noqa: BLE001 - a listener's bug must not stop the others
+                log.exception("event %s: listener %s failed", event.id, listener.name)
+                code = (
+                    "e.noti.event.task.failed"
+                    if isinstance(ready.action, CompiledTask)
+                    else "e.noti.event.failed"
+                )
+                outcomes.append(
+                    Outcome(
+                        listener.name,
+                        task=task,
+                        error_code=code,
+                        error_message=f"{type(exc).__name__}: {exc}",
+                    )
+                )
+        if event.tries > 1:
+            log.info("event %s: resumed (try %d)", event.id, event.tries)
+        return outcomes

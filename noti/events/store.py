@@ -1,0 +1,262 @@
+"""Events in Redis: dispatch, activate, finish, read, list and clean, each one atomic step.
+
+The arrival order is the list ``noti:events:queue``: ``dispatch.lua`` appends to it (and
+numbers the event with ``seq``) in the same step that tells whether a processor must be
+queued, so a dispatch is one round trip. The processor only ever works on the head of that
+list (``activate.lua``) and removes it when the event is done (``finish.lua``); both
+check the caller still holds the processor lock, so a processor that lost it writes
+nothing. Key names come from :mod:`noti.keys`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+
+from noti.events.event import Event, EventStatus, Outcome, event_from_hash, matches, summarize
+from noti.keys import Keys
+from noti.redisconn import load_script, translate_errors
+
+__all__ = ["Activation", "EventCounts", "EventStore"]
+
+_PAGE = 200
+_CLEAN_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """The event a processor just activated."""
+
+    id: str
+    name: str
+    user: str
+    payload: dict[str, Any]
+    created_ms: int
+    seq: int
+    tries: int
+    #: The listeners' version read in the same step (see :mod:`noti.events.listeners`).
+    listeners_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventCounts:
+    """How many events are where."""
+
+    queued: int  #: not done yet (new + activated): the backlog
+    new: int
+    activated: int
+    done: int
+    #: The event at the head of the queue (the next, or the one being processed).
+    head: str | None
+
+
+class LockLost(Exception):
+    """The processor lock is not the caller's any more (internal to :mod:`noti.events`)."""
+
+
+class EventStore:
+    """The events of one key prefix."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.redis = client
+        self.keys = keys
+        scripts = {n: load_script(client, n, package="noti.events") for n in _SCRIPTS}
+        self._dispatch, self._kick, self._activate = scripts["dispatch"], scripts["kick"], scripts["activate"]
+        self._finish, self._clean = scripts["finish"], scripts["clean"]
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def dispatch(
+        self, event_id: str, name: str, user: str, payload: str, *, created_ms: int, starting_ttl_ms: int
+    ) -> tuple[int, bool]:
+        """Store a new event; its ``seq`` and whether the caller must queue a processor."""
+        k = self.keys
+        with translate_errors(self.redis):
+            seq, start = self._dispatch(
+                keys=[
+                    k.event(event_id),
+                    k.event_seq,
+                    k.event_queue,
+                    k.event_index,
+                    k.event_status_index(EventStatus.NEW),
+                    k.event_user_index(user),
+                    k.event_lock,
+                    k.event_starting,
+                ],
+                args=[event_id, name, user, payload, created_ms, starting_ttl_ms],
+            )
+        return int(seq), bool(int(start))
+
+    def kick(self, *, starting_ttl_ms: int, marker: str) -> bool:
+        """True when events wait and no processor is alive or queued: the caller queues one."""
+        k = self.keys
+        with translate_errors(self.redis):
+            start = self._kick(
+                keys=[k.event_queue, k.event_lock, k.event_starting], args=[starting_ttl_ms, marker]
+            )
+        return bool(int(start))
+
+    def forget_starting(self) -> None:
+        """Drop the starting marker (queueing the processor failed: let the next call retry)."""
+        with translate_errors(self.redis):
+            self.redis.delete(self.keys.event_starting)
+
+    def activate(self, lock_value: str, *, now_ms: int, processor: str) -> Activation | None:
+        """Activate the head of the queue; None when the queue is empty.
+
+        Raises:
+            LockLost: the caller does not hold the processor lock.
+        """
+        k = self.keys
+        with translate_errors(self.redis):
+            row = self._activate(
+                keys=[
+                    k.event_lock,
+                    k.event_queue,
+                    k.event_status_index(EventStatus.NEW),
+                    k.event_status_index(EventStatus.ACTIVATED),
+                    k.listeners_version,
+                ],
+                args=[lock_value, now_ms, processor, k.event("")],
+            )
+        state = int(row[0])
+        if state < 0:
+            raise LockLost("the processor lock was lost")
+        if state == 0:
+            return None
+        event_id, name, user, payload, created, seq, tries, version = row[1:9]
+        return Activation(
+            id=event_id,
+            name=name,
+            user=user,
+            payload=json.loads(payload) if payload else {},
+            created_ms=int(created),
+            seq=int(seq),
+            tries=int(tries),
+            listeners_version=version,
+        )
+
+    def finish(self, lock_value: str, event_id: str, outcomes: list[Outcome], *, now_ms: int) -> bool:
+        """Mark an activated event done with its return data; False if it was not activated.
+
+        Raises:
+            LockLost: the caller does not hold the processor lock (nothing was written).
+        """
+        k = self.keys
+        code, message = summarize(outcomes)
+        result = json.dumps([o.to_json() for o in outcomes], ensure_ascii=False, separators=(",", ":"))
+        with translate_errors(self.redis):
+            done = int(
+                self._finish(
+                    keys=[
+                        k.event_lock,
+                        k.event_queue,
+                        k.event_status_index(EventStatus.ACTIVATED),
+                        k.event_status_index(EventStatus.DONE),
+                        k.event(event_id),
+                    ],
+                    args=[lock_value, event_id, now_ms, result, code, message],
+                )
+            )
+        if done < 0:
+            raise LockLost("the processor lock was lost")
+        return done == 1
+
+    def clean_done(self, before_ms: int, *, limit: int | None = None) -> int:
+        """Remove done events finished before ``before_ms``; how many."""
+        k = self.keys
+        removed = 0
+        while limit is None or removed < limit:
+            batch = _CLEAN_BATCH if limit is None else min(_CLEAN_BATCH, limit - removed)
+            with translate_errors(self.redis):
+                count = int(
+                    self._clean(
+                        keys=[k.event_status_index(EventStatus.DONE), k.event_index],
+                        args=[before_ms, batch, k.event(""), k.event_user_index("")],
+                    )
+                )
+            removed += count
+            if count < batch:
+                break
+        return removed
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def get(self, event_id: str) -> Event | None:
+        with translate_errors(self.redis):
+            data = cast(dict[str, str], self.redis.hgetall(self.keys.event(event_id)))
+        return event_from_hash(data) if data else None
+
+    def get_many(self, ids: Sequence[str]) -> list[Event]:
+        """The events of ``ids`` that exist, in the order given."""
+        if not ids:
+            return []
+        with translate_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for event_id in ids:
+                pipe.hgetall(self.keys.event(event_id))
+            rows = pipe.execute()
+        return [event_from_hash(row) for row in rows if row]
+
+    def select(
+        self,
+        *,
+        status: EventStatus | None = None,
+        user: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+    ) -> list[Event]:
+        """Events newest first (by arrival), filtered; at most ``limit``.
+
+        ``name`` is a name or a pattern with ``*``. One index is read (the status's, else the
+        user's, else all events), page by page, and the other filters are applied to it.
+        """
+        k = self.keys
+        if status is not None:
+            index = k.event_status_index(status)
+        elif user is not None:
+            index = k.event_user_index(user)
+        else:
+            index = k.event_index
+        found: list[Event] = []
+        start = 0
+        while len(found) < limit:
+            with translate_errors(self.redis):
+                ids = cast(list[str], self.redis.zrevrange(index, start, start + _PAGE - 1))
+            if not ids:
+                break
+            start += len(ids)
+            for event in self.get_many(ids):
+                if user is not None and event.user != user:
+                    continue
+                if name is not None and not matches(name, event.name):
+                    continue
+                if status is not None and event.status is not status:
+                    continue
+                found.append(event)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def counts(self) -> EventCounts:
+        k = self.keys
+        with translate_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.llen(k.event_queue)
+            for status in EventStatus:
+                pipe.zcard(k.event_status_index(status))
+            pipe.lindex(k.event_queue, 0)
+            queued, new, activated, done, head = pipe.execute()
+        return EventCounts(int(queued), int(new), int(activated), int(done), head)
+
+    def last_stop(self) -> dict[str, str]:
+        """How the last processor stopped (``reason``, ``ms``, ``processed``, …), or {}."""
+        with translate_errors(self.redis):
+            return cast(dict[str, str], self.redis.hgetall(self.keys.event_stop))
+
+
+_SCRIPTS = ("dispatch", "kick", "activate", "finish", "clean")

@@ -1,0 +1,405 @@
+"""The Notifier: adding, reading, removing and sending records, with the permission rules
+of :mod:`noti.users` applied to every call. :mod:`noti.api` wraps it in module functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from noti import upkeep
+from noti.delay import due_ms, validate_identifier
+from noti.errors import InvalidInput, NotFound, PermissionDenied
+from noti.providers import Message
+from noti.publish import Publisher
+from noti.record import (
+    Notification,
+    Status,
+    new_id,
+    now_ms,
+    parse_channel,
+    parse_level,
+    validate_fields,
+    validate_target,
+)
+from noti.retry import RetryPolicy
+from noti.runtime import Runtime
+from noti.sender import Sender, SendResult
+from noti.store import ClaimState
+from noti.users import User, resolve_user
+
+__all__ = ["Notifier"]
+
+SEND_TIMEOUT_DEFAULT_S = 10.0
+SEND_TIMEOUT_MAX_S = 600.0
+_SEND_PAGE = 200
+
+
+class Notifier:
+    """The operations of noti over one runtime and one Celery publisher."""
+
+    def __init__(self, runtime: Runtime, publisher: Publisher) -> None:
+        self.runtime = runtime
+        self.publisher = publisher
+
+    def user(self, name: str | None) -> User:
+        return resolve_user(self.runtime.settings, name)
+
+    # --- adding -------------------------------------------------------------------------------
+
+    def build(
+        self,
+        type: str,  # noqa: A002 - the seed's word
+        target: str,
+        *,
+        lv: object = 1,
+        user: str | None = None,
+        provider: str | None = None,
+        retry_max: int | None = None,
+        retry_policy: str | None = None,
+        delay: float | None = None,
+        eta: datetime | None = None,
+        identifier: str | None = None,
+        **fields: Any,
+    ) -> Notification:
+        """A validated, not yet stored record.
+
+        ``delay`` (seconds) or ``eta`` (a datetime; naive means local time) postpone it;
+        ``identifier`` names it for replacement and cancelling (see :meth:`add`).
+
+        Raises:
+            InvalidInput: any field is missing or malformed (nothing is stored).
+            InvalidConfig: a named provider exists but its options are invalid.
+        """
+        acting = self.user(user)
+        channel = parse_channel(type)
+        clean_target = validate_target(channel, target)
+        clean_fields = validate_fields(channel, fields)
+        level = acting.cap_level(parse_level(lv))
+        settings = self.runtime.settings
+        if retry_max is None:
+            retry_max = settings.channel(channel.value).retry_max or settings.retry_max
+        elif isinstance(retry_max, bool) or not isinstance(retry_max, int) or not 1 <= retry_max <= 100:
+            raise InvalidInput(
+                f"retry_max must be an integer from 1 to 100, got {retry_max!r}",
+                code="e.cmd.noti.add.badretry",
+            )
+        if retry_policy is not None:
+            RetryPolicy.parse(retry_policy)
+        if provider is not None and (not isinstance(provider, str) or not provider.strip()):
+            raise InvalidInput("provider must be a non-empty name", code="e.cmd.noti.add.noprovider")
+        created = now_ms()
+        due = due_ms(delay=delay, eta=eta, now_ms=created)
+        if identifier is not None:
+            identifier = validate_identifier(identifier)
+            due = max(due, created)  # an identified record always passes through the delayed set
+        record = Notification(
+            id=new_id(created),
+            channel=channel,
+            target=clean_target,
+            creator=acting.name,
+            level=level,
+            retry_max=retry_max,
+            created_ms=created,
+            modified_ms=created,
+            lease_until_ms=due,
+            fields=clean_fields,
+            provider=provider.strip() if provider else None,
+            retry_policy=retry_policy.strip() if retry_policy else None,
+            identifier=identifier,
+        )
+        message = Message.from_record(record)
+        for chosen in self.runtime.providers.chain(channel, record.provider):
+            chosen.check(message)
+        return record
+
+    def add(
+        self,
+        type: str,  # noqa: A002
+        target: str,
+        *,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
+    ) -> Notification:
+        """Validate, store and queue one notification; the stored record.
+
+        A record with a delay waits in the delayed set and is queued when due. With an
+        ``identifier``, scheduling again while the first is still delayed replaces its
+        content and restarts its delay (the record keeps its id); once it has been queued,
+        a new record is made. With ``idempotency_key``, a second call with the same key
+        (within ``NOTI_IDEMPOTENCY_TTL_S``) stores nothing and returns the first record.
+
+        Raises:
+            InvalidInput: bad input; nothing is stored.
+            StoreUnavailable: Redis cannot be reached.
+        """
+        record = self.build(type, target, **kwargs)
+        store = self.runtime.store
+        settings = self.runtime.settings
+        if record.identifier is not None:
+            key = store.keys.identifier(record.creator, record.identifier)
+            ttl_ms = max(0, record.lease_until_ms - record.created_ms) + int(
+                settings.idempotency_ttl_s * 1000
+            )
+            _, record_id = store.schedule(record, key, ttl_ms=ttl_ms)
+            return store.get(record_id)
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > 200:
+                raise InvalidInput(
+                    "idempotency_key must be a non-empty string of at most 200 characters",
+                    code="e.cmd.noti.add.badkey",
+                )
+            created, record_id = store.create_once(record, idempotency_key, ttl_s=settings.idempotency_ttl_s)
+            if not created:
+                existing = store.find(record_id)
+                if existing is not None:
+                    return existing
+                raise NotFound(
+                    f"idempotency key {idempotency_key!r} names record {record_id}, which was deleted",
+                    code="e.cmd.noti.add.keyused",
+                )
+            if not record.lease_until_ms:
+                self.publisher.publish([(record.id, record.channel, record.level)])
+            return record
+        self.store_and_queue([record])
+        return record
+
+    def store_and_queue(self, records: Sequence[Notification]) -> None:
+        """Store validated records and queue the undelayed ones, in one round trip when the
+        broker is the store's Redis (records and messages then land together or not at all).
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        now_items = [(r.id, r.channel, r.level) for r in records if not r.lease_until_ms]
+        if self.publisher.shares_store:
+            self.runtime.store.create_many(
+                records, also=lambda pipe: self.publisher.add_to_pipeline(pipe, now_items)
+            )
+            return
+        self.runtime.store.create_many(records)
+        if now_items:
+            self.publisher.publish(now_items)
+
+    def notify(self, type: str, target: str, **kwargs: Any) -> str:  # noqa: A002
+        """:meth:`add`, returning only the id."""
+        return self.add(type, target, **kwargs).id
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def get(self, record_id: str, *, user: str | None = None) -> Notification:
+        """One record the acting user may see.
+
+        Raises:
+            NotFound, PermissionDenied (``e.cmd.noti.get.nopvg``).
+        """
+        record = self.runtime.store.get(record_id)
+        acting = self.user(user)
+        if not acting.can_touch(record.creator):
+            raise PermissionDenied(
+                f"{acting.name} may not read notifications of {record.creator}", code="e.cmd.noti.get.nopvg"
+            )
+        return record
+
+    def select(
+        self,
+        *,
+        user: str | None = None,
+        creator: str | None = None,
+        status: Status | int | None = None,
+        limit: int | None = None,
+    ) -> list[Notification]:
+        """Records newest first; a non-root user sees only their own.
+
+        Raises:
+            PermissionDenied: ``e.cmd.noti.list.nopvg`` when a non-root user names another creator.
+            InvalidInput: an unknown status or a negative limit.
+        """
+        acting = self.user(user)
+        if creator is not None and not acting.can_touch(creator):
+            raise PermissionDenied(
+                f"only root members list other users' notifications ({acting.name} asked for {creator})",
+                code="e.cmd.noti.list.nopvg",
+            )
+        if creator is None and not acting.is_root:
+            creator = acting.name
+        st = _status(status)
+        if limit is not None and limit <= 0:
+            limit = None
+        return self.runtime.store.select(creator=creator, status=st, limit=limit)
+
+    # --- removing -----------------------------------------------------------------------------
+
+    def delete(self, record_id: str, *, user: str | None = None) -> Notification:
+        """Delete one record: its creator or a root member may.
+
+        Raises:
+            NotFound: ``e.cmd.noti.del.not_a_msg``.
+            PermissionDenied: ``e.cmd.noti.del.nopvg``.
+        """
+        store = self.runtime.store
+        record = store.find(record_id)
+        if record is None:
+            raise NotFound(f"{record_id!r} is not a notification", code="e.cmd.noti.del.not_a_msg")
+        acting = self.user(user)
+        if not acting.can_touch(record.creator):
+            raise PermissionDenied(
+                f"{acting.name} may not delete notifications of {record.creator}", code="e.cmd.noti.del.nopvg"
+            )
+        removed = store.delete(record_id)
+        if removed is None:
+            raise NotFound(f"{record_id!r} is not a notification", code="e.cmd.noti.del.not_a_msg")
+        return removed
+
+    def clean(
+        self, *, user: str | None = None, keep_s: float | None = None, limit: int | None = None
+    ) -> list[Notification]:
+        """Remove done records older than ``keep_s`` (default: the keep window); root only.
+
+        Raises:
+            PermissionDenied: ``e.cmd.noti.clean.nopvg``.
+        """
+        self.user(user).require_root("e.cmd.noti.clean.nopvg", "clean notifications")
+        return self.clean_done(keep_s=keep_s, limit=limit)
+
+    def clean_done(self, *, keep_s: float | None = None, limit: int | None = None) -> list[Notification]:
+        """:meth:`clean` without the permission check, for the beat job."""
+        if keep_s is None:
+            keep_s = self.runtime.settings.keep_done_s
+        if keep_s < 0:
+            raise InvalidInput("keep must not be negative", code="e.cmd.noti.clean.badkeep")
+        return upkeep.clean_done(self.runtime, keep_s=keep_s, limit=limit)
+
+    # --- delayed records ------------------------------------------------------------------------
+
+    def delayed(self, *, user: str | None = None, limit: int | None = None) -> list[tuple[Notification, int]]:
+        """Records waiting for a time (scheduled, or backing off), soonest first, with their due ms."""
+        acting = self.user(user)
+        entries = self.runtime.store.delayed_entries()
+        visible = [(r, due) for r, due in entries if acting.can_touch(r.creator)]
+        return visible[:limit] if limit and limit > 0 else visible
+
+    def cancel(self, ident: str, *, user: str | None = None, creator: str | None = None) -> Notification:
+        """Cancel a scheduled record by id, or by identifier (of ``creator``, default the user).
+
+        Raises:
+            NotFound: ``e.cmd.noti.cancel.not_found``.
+            PermissionDenied: ``e.cmd.noti.cancel.nopvg``.
+            InvalidInput: ``e.cmd.noti.cancel.queued``: it has been queued or attempted already.
+        """
+        acting = self.user(user)
+        store = self.runtime.store
+        record = store.find(ident)
+        if record is None:
+            owner = creator or acting.name
+            record_id = store.redis.get(store.keys.identifier(owner, ident))
+            record = store.find(str(record_id)) if record_id else None
+        if record is None:
+            raise NotFound(
+                f"no scheduled notification has the id or identifier {ident!r}",
+                code="e.cmd.noti.cancel.not_found",
+            )
+        if not acting.can_touch(record.creator):
+            raise PermissionDenied(
+                f"{acting.name} may not cancel notifications of {record.creator}",
+                code="e.cmd.noti.cancel.nopvg",
+            )
+        ident_key = store.keys.identifier(record.creator, record.identifier) if record.identifier else None
+        if not store.cancel(record, ident_key):
+            raise InvalidInput(
+                f"{record.id} has been queued or attempted already; delete it with `noti del` instead",
+                code="e.cmd.noti.cancel.queued",
+            )
+        return record
+
+    # --- sending in this process --------------------------------------------------------------
+
+    def send(
+        self,
+        record_id: str | None = None,
+        *,
+        user: str | None = None,
+        creator: str | None = None,
+        limit: int | None = None,
+        timeout_s: float = SEND_TIMEOUT_DEFAULT_S,
+    ) -> Iterator[SendResult]:
+        """Send waiting records now, in this process, highest level first, oldest first.
+
+        Each record is claimed for ``timeout_s`` (at most 600 s) first, so a worker or another
+        ``send`` never sends it too. A non-root user only picks their own records.
+
+        Raises:
+            PermissionDenied: ``e.cmd.noti.send.nopvg``.
+            InvalidInput: a timeout that is not positive.
+            NotFound: ``record_id`` names no record.
+        """
+        acting = self.user(user)
+        if not timeout_s > 0:
+            raise InvalidInput(
+                f"timeout must be a positive number of seconds, got {timeout_s!r}",
+                code="e.cmd.noti.send.badtimeout",
+            )
+        lease_ms = int(min(timeout_s, SEND_TIMEOUT_MAX_S) * 1000)
+        sender = Sender(self.runtime, owner=f"cli:{acting.name}")
+        if record_id is not None:
+            record = self.runtime.store.get(record_id)
+            if not acting.can_touch(record.creator):
+                raise PermissionDenied(
+                    f"{acting.name} may not send notifications of {record.creator}",
+                    code="e.cmd.noti.send.nopvg",
+                )
+            yield _with_record(sender.deliver(record_id, lease_ms=lease_ms), record)
+            return
+        if creator is not None and not acting.can_touch(creator):
+            raise PermissionDenied(
+                f"only root members send other users' notifications ({acting.name} asked for {creator})",
+                code="e.cmd.noti.send.nopvg",
+            )
+        if creator is None and not acting.is_root:
+            creator = acting.name
+        sent = 0
+        stuck: set[str] = set()  # ids still in the waiting index after we looked at them
+        store = self.runtime.store
+        while limit is None or limit <= 0 or sent < limit:
+            with_stuck = store.waiting_head(len(stuck) + _SEND_PAGE)
+            fresh = [i for i in with_stuck if i not in stuck]
+            if not fresh:
+                return
+            for candidate in fresh:
+                result = sender.deliver(candidate, lease_ms=lease_ms, creator=creator)
+                if result.claim is not ClaimState.CLAIMED:
+                    stuck.add(candidate)
+                    continue
+                if result.status is Status.WAITING:
+                    stuck.add(candidate)
+                sent += 1
+                yield result
+                if limit is not None and 0 < limit <= sent:
+                    return
+
+
+def _with_record(result: SendResult, record: Notification) -> SendResult:
+    if result.channel is not None:
+        return result
+    return SendResult(
+        result.record_id,
+        result.mark,
+        result.claim,
+        record.channel,
+        record.target,
+        record.status,
+        result.errmsg,
+    )
+
+
+def _status(value: Status | int | None) -> Status | None:
+    if value is None:
+        return None
+    try:
+        return Status(int(value))
+    except (TypeError, ValueError):
+        known = ", ".join(str(int(s)) for s in Status)
+        raise InvalidInput(
+            f"unknown status {value!r} (known: {known})", code="e.cmd.noti.list.badst"
+        ) from None

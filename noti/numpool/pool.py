@@ -1,0 +1,386 @@
+"""The sender-number pool: numbers shared by many processes, moved by one atomic Lua script.
+
+Each number has a call state (idle/busy) and a registration state (up/down). Six events
+(:class:`Event`) move it through the state table of seed 003, which lives in
+``numpool.lua`` and nowhere else: each event is one ``EVALSHA`` over keys that share the
+hash tag ``{numpool:NAME}``, so it is atomic on a single Redis and on Redis Cluster.
+
+``call`` without a number takes the number that has been free (idle and up) the longest:
+the free set is a ZSET scored by a counter bumped each time a number becomes free, so
+numbers are handed out in the order they were given back (least recently used). Every free
+number is used in turn, which spreads the sending volume (and a carrier's per-number limits)
+evenly, and the pick is deterministic, so tests can predict it. A random pick (``SPOP``,
+allowed in Redis 7 scripts) is fair only on average and may hand back the number just freed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import hashlib
+import importlib.resources
+import logging
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+
+from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, TransitionRefused
+from noti.keys import Keys
+from noti.redisconn import translate_errors
+
+__all__ = ["POOL_NAME_PATTERN", "Event", "NumberPool", "NumberState", "PoolClient", "PoolStats", "Transition"]
+
+log = logging.getLogger(__name__)
+
+#: A single Redis or a Redis Cluster client; both run the script by SHA.
+PoolClient = redis.Redis | RedisCluster
+
+#: How long a recipient keeps its sticky sender number after its last send, by default.
+DEFAULT_STICKY_TTL_S = 24 * 3600.0
+
+#: What a pool name may be (it goes inside the keys' hash tag, so never a brace).
+POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_POOL_NAME = re.compile(POOL_NAME_PATTERN)
+_NUMBER = re.compile(r"^[A-Za-z0-9+*#._:@-]{1,64}$")
+
+
+class NumberState(enum.StrEnum):
+    """Where a number is: its call state (idle/busy) and registration state (up/down)."""
+
+    NODATA = "nodata"  #: not in the pool
+    IDLE_UP = "idle+up"  #: free: ``call`` may take it
+    IDLE_DOWN = "idle+down"  #: added or unregistered, not in a call
+    BUSY_UP = "busy+up"  #: in a call
+    BUSY_DOWN = "busy+down"  #: in a call, unregistered meanwhile
+
+    @property
+    def busy(self) -> bool:
+        return self in (NumberState.BUSY_UP, NumberState.BUSY_DOWN)
+
+    @property
+    def up(self) -> bool:
+        return self in (NumberState.IDLE_UP, NumberState.BUSY_UP)
+
+
+class Event(enum.StrEnum):
+    """What happens to a number (the seed's six events)."""
+
+    ADD = "add"
+    DEL = "del"
+    REG = "reg"
+    UNREG = "unreg"
+    CALL = "call"
+    HANGUP = "hangup"
+
+
+#: What each refusal reason of the table means, for error messages.
+REASONS: Mapping[str, str] = {
+    "unknown": "the number is not in the pool",
+    "idle": "the number is not in a call",
+    "down": "the number is not registered (down)",
+    "busy": "the number is already in a call",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """An event the table accepted: the number's state before and after it."""
+
+    pool: str
+    number: str
+    event: Event
+    before: NumberState
+    state: NumberState
+
+    @property
+    def changed(self) -> bool:
+        return self.before is not self.state
+
+    def line(self) -> str:
+        """One readable line: ``1001  reg  idle+down -> idle+up``."""
+        change = f"{self.before} -> {self.state}" if self.changed else f"{self.state} (unchanged)"
+        return f"{self.number}  {self.event}  {change}"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """How many numbers are in each state (``nodata`` is never counted)."""
+
+    counts: Mapping[NumberState, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, states: Iterable[NumberState]) -> PoolStats:
+        """The counts of ``states`` (one entry per number)."""
+        counts: dict[NumberState, int] = {}
+        for state in states:
+            counts[state] = counts.get(state, 0) + 1
+        return cls(counts)
+
+    def __getitem__(self, state: NumberState) -> int:
+        return self.counts.get(state, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def free(self) -> int:
+        """Numbers ``call`` may take now (idle and up)."""
+        return self[NumberState.IDLE_UP]
+
+    def as_dict(self) -> dict[str, int]:
+        return {str(s): self[s] for s in NumberState if s is not NumberState.NODATA}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@functools.cache
+def _source() -> str:
+    return importlib.resources.files("noti.numpool").joinpath("numpool.lua").read_text()
+
+
+def _load_script(client: PoolClient) -> Script:
+    source = _source()
+    # register_script hashes locally; Script re-sends the source on NOSCRIPT (after SCRIPT
+    # FLUSH or a fail-over), and RedisCluster sends SCRIPT LOAD to every primary.
+    return client.register_script(source)
+
+
+class NumberPool:
+    """One named pool of sender numbers in Redis (or Redis Cluster)."""
+
+    def __init__(self, name: str, *, client: PoolClient | None = None, keys: Keys | None = None) -> None:
+        """A handle on pool ``name``; ``client`` and ``keys`` default to this process's runtime.
+
+        Raises:
+            InvalidInput: ``e.noti.pool.badname`` for a name that is not 1-64 of
+                ``A-Z a-z 0-9 _ . -`` (starting with a letter or digit).
+            InvalidConfig: the key prefix holds a brace, which would break the hash tag.
+        """
+        if not isinstance(name, str) or not _POOL_NAME.fullmatch(name):
+            raise InvalidInput(
+                f"bad pool name {name!r}: use 1-64 letters, digits, '_', '.' or '-'",
+                code="e.noti.pool.badname",
+            )
+        if client is None or keys is None:
+            from noti.runtime import get_runtime  # the edge: only when the caller gave none
+
+            runtime = get_runtime()
+            client = runtime.redis if client is None else client
+            keys = runtime.keys if keys is None else keys
+        if "{" in keys.prefix or "}" in keys.prefix:
+            raise InvalidConfig(f"key prefix {keys.prefix!r} holds a brace; the pool's hash tag needs none")
+        self.name = name
+        self.keys = keys
+        self._client = client
+        self._script_keys = [
+            keys.numpool(name, "numstate"),
+            keys.numpool(name, "idle:up"),
+            keys.numpool(name, "seq"),
+        ]
+        self._script = _load_script(client)
+
+    def __repr__(self) -> str:
+        return f"<NumberPool {self.name!r}>"
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        # translate_errors only reads the client's masked URL, which a RedisCluster lacks.
+        with translate_errors(cast(redis.Redis, self._client)):
+            yield
+
+    # --- events -------------------------------------------------------------------------------
+
+    def fire(self, event: Event | str, number: str) -> Transition:
+        """Apply ``event`` to ``number`` atomically, as the state table says.
+
+        Raises:
+            InvalidInput: an unknown event (``e.noti.pool.badevent``) or a malformed number
+                (``e.noti.pool.badnumber``: 1-64 of ``A-Z a-z 0-9 + * # . _ : @ -``).
+            TransitionRefused: the table refuses ``event`` in the number's state.
+            StoreUnavailable: Redis cannot be reached.
+        """
+        try:
+            ev = Event(event)
+        except ValueError:
+            raise InvalidInput(f"unknown pool event {event!r}", code="e.noti.pool.badevent") from None
+        return self._run(ev, self._number(number))
+
+    def add(self, number: str) -> Transition:
+        """Put ``number`` in the pool, idle and down (already there: unchanged).
+
+        Raises:
+            InvalidInput, StoreUnavailable: see :meth:`fire`.
+        """
+        return self.fire(Event.ADD, number)
+
+    def delete(self, number: str) -> Transition:
+        """Take ``number`` out of the pool, whatever its state (not there: unchanged).
+
+        Raises:
+            InvalidInput, StoreUnavailable: see :meth:`fire`.
+        """
+        return self.fire(Event.DEL, number)
+
+    def register(self, number: str) -> Transition:
+        """Mark ``number`` up (registered); an idle one becomes free.
+
+        Raises:
+            TransitionRefused: ``unknown`` (not in the pool).
+            InvalidInput, StoreUnavailable: see :meth:`fire`.
+        """
+        return self.fire(Event.REG, number)
+
+    def unregister(self, number: str) -> Transition:
+        """Mark ``number`` down; it is no longer free, and a call on it goes on.
+
+        Raises:
+            TransitionRefused: ``unknown`` (not in the pool).
+            InvalidInput, StoreUnavailable: see :meth:`fire`.
+        """
+        return self.fire(Event.UNREG, number)
+
+    def hangup(self, number: str) -> Transition:
+        """End the call on ``number``: it becomes idle (and free if it is up).
+
+        Raises:
+            TransitionRefused: ``unknown`` (not in the pool) or ``idle`` (not in a call).
+            InvalidInput, StoreUnavailable: see :meth:`fire`.
+        """
+        return self.fire(Event.HANGUP, number)
+
+    def call(
+        self,
+        number: str | None = None,
+        *,
+        sticky_to: str | None = None,
+        sticky_ttl_s: float = DEFAULT_STICKY_TTL_S,
+    ) -> Transition:
+        """Take ``number``, or without one the number free the longest, and mark it busy.
+
+        With ``sticky_to`` (a recipient; no ``number``), the recipient gets the number it
+        got last time while that number is up, and the binding lasts ``sticky_ttl_s`` after
+        each call. Only a hash of the recipient is stored.
+
+        Raises:
+            NoFreeNumber: no number is idle and up; or the sticky number is in a call.
+            TransitionRefused: ``number`` given and the table refuses (``unknown``, ``down``, ``busy``).
+            InvalidInput, StoreUnavailable: see :meth:`fire`; ``e.noti.pool.badsticky`` for
+                ``sticky_to`` with a number, or a TTL under 1 ms.
+        """
+        if sticky_to is None:
+            return self._run(Event.CALL, "" if number is None else self._number(number))
+        if number is not None:
+            raise InvalidInput("call takes a number or sticky_to, not both", code="e.noti.pool.badsticky")
+        ttl_ms = int(sticky_ttl_s * 1000)
+        if ttl_ms < 1:
+            raise InvalidInput(f"sticky TTL {sticky_ttl_s!r} s is too short", code="e.noti.pool.badsticky")
+        digest = hashlib.sha256(sticky_to.encode()).hexdigest()[:32]
+        return self._run(Event.CALL, "", sticky=(self.keys.numpool(self.name, f"sticky:{digest}"), ttl_ms))
+
+    @contextlib.contextmanager
+    def calling(
+        self,
+        number: str | None = None,
+        *,
+        sticky_to: str | None = None,
+        sticky_ttl_s: float = DEFAULT_STICKY_TTL_S,
+    ) -> Iterator[str]:
+        """Call (see :meth:`call`), yield the number, and always hang up after.
+
+        A hang-up the table refuses (someone deleted the number or hung it up meanwhile) is
+        logged, not raised: the number is no longer ours either way.
+
+        Raises:
+            NoFreeNumber, TransitionRefused, InvalidInput, StoreUnavailable: see :meth:`call`.
+        """
+        taken = self.call(number, sticky_to=sticky_to, sticky_ttl_s=sticky_ttl_s).number
+        try:
+            yield taken
+        finally:
+            try:
+                self.hangup(taken)
+            except TransitionRefused as exc:
+                log.warning("pool %s: hang-up of %s refused: %s", self.name, taken, exc.message)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def state(self, number: str) -> NumberState:
+        """The state of ``number`` (``nodata`` when it is not in the pool).
+
+        Raises:
+            InvalidInput: a malformed number. StoreUnavailable: Redis cannot be reached.
+        """
+        number = self._number(number)
+        with self._errors():
+            value = self._client.hget(self._script_keys[0], number)
+        return NumberState.NODATA if value is None else NumberState(_text(value))
+
+    def numbers(self) -> dict[str, NumberState]:
+        """Every number in the pool and its state, sorted by number.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        with self._errors():
+            raw = cast(dict[Any, Any], self._client.hgetall(self._script_keys[0]))
+        return {_text(k): NumberState(_text(v)) for k, v in sorted(raw.items(), key=lambda kv: _text(kv[0]))}
+
+    def free_numbers(self) -> list[str]:
+        """The free numbers (idle and up), in the order ``call`` would take them.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        with self._errors():
+            return [_text(n) for n in cast(list[Any], self._client.zrange(self._script_keys[1], 0, -1))]
+
+    def stats(self) -> PoolStats:
+        """How many numbers are in each state (one read of the state hash).
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        return PoolStats.of(self.numbers().values())
+
+    # --- the script ---------------------------------------------------------------------------
+
+    def _number(self, number: str) -> str:
+        if not isinstance(number, str) or not _NUMBER.fullmatch(number):
+            raise InvalidInput(
+                f"bad number {number!r} for pool {self.name}: use 1-64 of A-Z a-z 0-9 + * # . _ : @ -",
+                code="e.noti.pool.badnumber",
+            )
+        return number
+
+    def _run(self, event: Event, number: str, *, sticky: tuple[str, int] | None = None) -> Transition:
+        keys = self._script_keys if sticky is None else [*self._script_keys, sticky[0]]
+        args: list[str | int] = [event.value, number] if sticky is None else [event.value, number, sticky[1]]
+        with self._errors():
+            reply = self._script(keys=keys, args=args)
+        result, got, before, after = (_text(part) for part in reply)
+        if result == "ok":
+            return Transition(self.name, got, event, NumberState(before), NumberState(after))
+        if result == "empty":
+            raise NoFreeNumber(f"pool {self.name}: no number is idle and up", pool=self.name)
+        if result == "sticky_busy":
+            raise NoFreeNumber(
+                f"pool {self.name}: {got}, the sticky sender number of this recipient, is in a call",
+                pool=self.name,
+            )
+        raise TransitionRefused(
+            f"pool {self.name}: {event} refused for {got} in state {before}: {REASONS.get(result, result)}",
+            pool=self.name,
+            number=got,
+            event=event.value,
+            state=before,
+            reason=result,
+        )

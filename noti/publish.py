@@ -1,0 +1,174 @@
+"""Publishing ``noti.deliver`` messages: one per record, carrying only its id.
+
+On a Redis broker (the default: the broker is the record store's Redis), noti writes
+kombu's wire format itself: the same JSON envelope Celery's ``send_task`` produces for
+``noti.deliver`` with the anonymous exchange, LPUSHed onto the channel queue's priority
+list. That lets a record and its message go to Redis in one MULTI round trip (``notify``)
+and lets bulk sends pipeline thousands of messages, where Celery builds and sends each
+message on its own (~1 ms apiece). ``tests/test_publish.py`` pins the envelope against
+Celery's own. What is skipped: Celery's ``before/after_task_publish`` signals and the
+``task-sent`` event (Flower still sees tasks received, started and succeeded).
+
+On any other broker (RabbitMQ), messages go through ``send_task``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterable
+from functools import cached_property
+from typing import Any
+
+import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from noti.errors import StoreUnavailable
+from noti.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
+from noti.record import Channel
+from noti.redisconn import connect, masked_url, translate_errors
+
+__all__ = ["Publisher", "queue_key"]
+
+#: kombu's retry policy for the send_task path: fail fast, the caller reports it.
+_PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+Item = tuple[str, Channel, int]
+
+
+def queue_key(queue: str, priority: int) -> str:
+    """The Redis list kombu keeps ``queue``'s messages of one priority step in."""
+    return f"{queue}{PRIORITY_SEPARATOR}{priority}" if priority else queue
+
+
+class Publisher:
+    """Sends delivery messages for ``(record id, channel, level)`` items."""
+
+    def __init__(
+        self, app: Celery, *, store_url: str | None = None, store_redis: redis.Redis | None = None
+    ) -> None:
+        self._app = app
+        self._store_url = store_url
+        self._store_redis = store_redis
+
+    @cached_property
+    def broker_url(self) -> str:
+        return str(self._app.conf.broker_url)
+
+    @cached_property
+    def writes_wire_format(self) -> bool:
+        """True when the broker is Redis and noti writes kombu's messages itself."""
+        options = self._app.conf.broker_transport_options or {}
+        return self.broker_url.split("://", 1)[0] in ("redis", "rediss") and not options.get(
+            "global_keyprefix"
+        )
+
+    @property
+    def shares_store(self) -> bool:
+        """True when messages may go in the same MULTI as record writes."""
+        return self.writes_wire_format and self._store_url == self.broker_url
+
+    @cached_property
+    def _broker_redis(self) -> redis.Redis:
+        if self.shares_store and self._store_redis is not None:
+            return self._store_redis
+        return connect(self.broker_url)
+
+    @cached_property
+    def _origin(self) -> str:
+        from celery.utils.nodenames import anon_nodename
+
+        return str(anon_nodename())
+
+    def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
+        """The Redis list and the JSON envelope of one delivery message."""
+        task_id = str(uuid.uuid4())
+        priority = priority_for_level(level)
+        body = json.dumps([[record_id], {}, _EMBED])
+        envelope: dict[str, Any] = {
+            "body": base64.b64encode(body.encode()).decode(),
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": {
+                "lang": "py",
+                "task": DELIVER_TASK,
+                "id": task_id,
+                "shadow": None,
+                "eta": None,
+                "expires": None,
+                "group": None,
+                "group_index": None,
+                "retries": 0,
+                "timelimit": [None, None],
+                "root_id": task_id,
+                "parent_id": None,
+                "argsrepr": repr([record_id]),
+                "kwargsrepr": "{}",
+                "origin": self._origin,
+                "ignore_result": None,
+                "replaced_task_nesting": 0,
+                "stamped_headers": None,
+                "stamps": {},
+            },
+            "properties": {
+                "correlation_id": task_id,
+                "reply_to": "",
+                "delivery_mode": 2,
+                "delivery_info": {"exchange": "", "routing_key": channel.queue},
+                "priority": priority,
+                "body_encoding": "base64",
+                "delivery_tag": str(uuid.uuid4()),
+            },
+        }
+        return queue_key(channel.queue, priority), json.dumps(envelope)
+
+    def add_to_pipeline(self, pipe: redis.client.Pipeline, items: Iterable[Item]) -> None:
+        """Queue the LPUSHes of ``items`` on ``pipe`` (only when :attr:`shares_store`)."""
+        for record_id, channel, level in items:
+            key, payload = self.message(record_id, channel, level)
+            pipe.lpush(key, payload)
+
+    def publish(self, items: Iterable[Item]) -> int:
+        """Send a delivery message per item; how many were sent.
+
+        Raises:
+            StoreUnavailable: the broker cannot be reached.
+        """
+        if self.writes_wire_format:
+            client = self._broker_redis
+            count = 0
+            with translate_errors(client):
+                pipe = client.pipeline(transaction=False)
+                for item in items:
+                    self.add_to_pipeline(pipe, [item])
+                    count += 1
+                    if len(pipe) >= 1000:
+                        pipe.execute()
+                if len(pipe):
+                    pipe.execute()
+            return count
+        return self._send_tasks(items)
+
+    def _send_tasks(self, items: Iterable[Item]) -> int:
+        count = 0
+        try:
+            with self._app.producer_or_acquire() as producer:
+                for record_id, channel, level in items:
+                    self._app.send_task(
+                        DELIVER_TASK,
+                        args=[record_id],
+                        queue=channel.queue,
+                        routing_key=channel.queue,
+                        priority=priority_for_level(level),
+                        producer=producer,
+                        retry_policy=_PUBLISH_RETRY,
+                    )
+                    count += 1
+        except OperationalError as exc:
+            raise StoreUnavailable(
+                f"cannot reach the broker at {masked_url(self.broker_url)}: {exc}"
+            ) from exc
+        return count

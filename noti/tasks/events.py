@@ -1,0 +1,56 @@
+"""Event tasks, all on the ``noti.events`` queue: the processor, its beat sweep, the clean job,
+and ``noti.events.dispatch`` for applications that only know task names::
+
+    celery_app.send_task("noti.events.dispatch", queue="noti.events",
+                         kwargs={"name": "order.paid", "payload": {"id": 42}})
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Task
+
+from noti.app import app
+from noti.events import events
+
+__all__ = ["clean", "dispatch", "process", "sweep"]
+
+log = logging.getLogger(__name__)
+
+
+# Acked on receipt: the processor's state lives in Redis, not in its message. A processor
+# whose worker dies is replaced through its expired lock (next dispatch or sweep), never by
+# a redelivered message, which would only find the lock taken anyway.
+@app.task(name="noti.events.process", bind=True, acks_late=False, ignore_result=True)
+def process(self: Task) -> dict[str, Any]:
+    """Run one event processor: exits at once if another is alive, else drains events in
+    arrival order until none is left or a limit makes it hand over to a successor."""
+    report = events().processor(task_id=self.request.id or "").run()
+    return report.to_json()
+
+
+@app.task(name="noti.events.sweep", ignore_result=True)
+def sweep() -> bool:
+    """Beat: queue a processor if events are waiting and none is alive (a dead processor's
+    lock has expired) or already queued."""
+    started = events().sweep()
+    if started:
+        log.info("event sweep: events were waiting without a processor; queued one")
+    return started
+
+
+@app.task(name="noti.events.clean", ignore_result=True)
+def clean() -> int:
+    """Beat: remove done events older than their keep window (``NOTI_EVENT_KEEP_DONE_S``)."""
+    removed = events().clean_done()
+    log.info("event clean: removed %d done events", removed)
+    return removed
+
+
+@app.task(name="noti.events.dispatch", acks_late=True, ignore_result=True)
+def dispatch(name: str, payload: dict[str, Any] | None = None, user: str | None = None) -> str:
+    """Dispatch an event from a task message; its id. Bad input fails the task
+    (:class:`~noti.errors.InvalidInput`, nothing stored)."""
+    return events().dispatch(name, payload, user=user)

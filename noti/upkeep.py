@@ -1,0 +1,92 @@
+"""Maintenance beat runs: clean done records, sweep records whose message was lost, trim
+dead letters. Each job is idempotent, so a duplicate run is harmless."""
+
+from __future__ import annotations
+
+import logging
+from typing import cast
+
+from noti.publish import Publisher, queue_key
+from noti.queues import PRIORITY_STEPS
+from noti.record import Channel, Notification, now_ms
+from noti.redisconn import translate_errors
+from noti.runtime import Runtime
+
+__all__ = ["clean_done", "sweep_lost", "trim_dead_letters"]
+
+log = logging.getLogger(__name__)
+_PAGE = 1000
+
+
+def clean_done(runtime: Runtime, *, keep_s: float, limit: int | None = None) -> list[Notification]:
+    """Remove records done more than ``keep_s`` seconds ago (at most ``limit``), oldest first."""
+    store = runtime.store
+    cutoff = now_ms() - int(keep_s * 1000)
+    removed: list[Notification] = []
+    for record_id in store.done_before(cutoff, limit if limit and limit > 0 else None):
+        record = store.delete(record_id)
+        if record is not None:
+            removed.append(record)
+    return removed
+
+
+def _empty_queues(runtime: Runtime, publisher: Publisher) -> set[Channel]:
+    """Channels whose Celery queue holds no message at any priority step."""
+    client = runtime.redis if publisher.shares_store else None
+    if client is None:
+        return set()  # another broker: lengths unknown here, so sweep nothing
+    with translate_errors(client):
+        pipe = client.pipeline(transaction=False)
+        for channel in Channel:
+            for step in PRIORITY_STEPS:
+                pipe.llen(queue_key(channel.queue, step))
+        lengths = cast(list[int], pipe.execute())
+    steps = len(PRIORITY_STEPS)
+    return {c for i, c in enumerate(Channel) if sum(lengths[i * steps : (i + 1) * steps]) == 0}
+
+
+def sweep_lost(
+    runtime: Runtime, publisher: Publisher, *, older_than_s: float, at_ms: int | None = None
+) -> int:
+    """Queue again the waiting records whose delivery message was lost; how many.
+
+    A record counts as lost when it waits (not delayed, lease expired), no sender has
+    touched it for ``older_than_s`` (``lm``), and its channel's queue is empty — so a
+    backlog that is merely slow is never duplicated. A duplicate message would be harmless
+    anyway: the claim lets one delivery through.
+    """
+    now = now_ms() if at_ms is None else at_ms
+    cutoff = now - int(older_than_s * 1000)
+    empty = _empty_queues(runtime, publisher)
+    if not empty:
+        return 0
+    store, keys = runtime.store, runtime.keys
+    lost: list[tuple[str, Channel, int]] = []
+    start = 0
+    while True:
+        with translate_errors(store.redis):
+            ids = cast(list[str], store.redis.zrange(keys.waiting_index, start, start + _PAGE - 1))
+            pipe = store.redis.pipeline(transaction=False)
+            for record_id in ids:
+                pipe.hmget(keys.record(record_id), "noti_type", "noti_lv", "noti_timeout_at", "lm", "noti_st")
+                pipe.zscore(keys.delayed, record_id)
+            rows = pipe.execute()
+        for n, record_id in enumerate(ids):
+            (kind, level, lease, modified, status), delayed = rows[2 * n], rows[2 * n + 1]
+            if status != "1" or delayed is not None or kind not in Channel._value2member_map_:
+                continue
+            if int(lease or 0) > now or int(modified or 0) > cutoff or Channel(kind) not in empty:
+                continue
+            lost.append((record_id, Channel(kind), int(level or 1)))
+        if len(ids) < _PAGE:
+            break
+        start += _PAGE
+    if lost:
+        publisher.publish(lost)
+        log.warning("sweep: queued %d waiting records again whose messages were lost", len(lost))
+    return len(lost)
+
+
+def trim_dead_letters(runtime: Runtime) -> int:
+    """Drop dead letters past the age and size caps; how many went."""
+    return runtime.dead_letters.trim()

@@ -1,0 +1,110 @@
+"""Dead letters: written with the failure, hook called, redriven, purged, trimmed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import noti
+from noti.api import redrive
+from noti.deadletter import DeadLetter, DeadLetters
+from noti.errors import InvalidInput, PermissionDenied
+from noti.record import Status, now_ms
+from tests import hooks
+from tests.conftest import ADMIN, ALICE, sandbox_outbox, wait_until
+
+PHONE = "+8613912345678"
+
+
+def final(rt: Any, record_id: str) -> Any:
+    return wait_until(lambda: (r := rt.store.get(record_id)).status is not Status.WAITING and r)
+
+
+def test_exhausted_and_invalid_records_get_dead_letters_and_the_hook_is_called(
+    configure: Any, worker: Any
+) -> None:
+    hooks.CALLS.clear()
+    rt = configure(
+        providers={
+            "down": {"kind": "sandbox", "fail": "always"},
+            "reject": {"kind": "sandbox", "fail": "always", "error": "permanent"},
+        },
+        retry_seconds=0.05,
+        retry_max=2,
+        dead_letter_hook="tests.hooks:collect",
+    )
+    exhausted = noti.notify_sms(PHONE, "x", provider="down")
+    invalid = noti.notify_sms(PHONE, "y", provider="reject")
+    final(rt, exhausted)
+    final(rt, invalid)
+    letters = {letter.record_id: letter for letter in redrive().entries(user=ADMIN)}
+    assert letters[exhausted].error_class == "exhausted" and letters[exhausted].attempts == 2
+    assert letters[exhausted].errmsg.startswith("e.cmd.noti.send.reachMaxRetry")
+    assert letters[invalid].error_class == "invalid" and letters[invalid].type == "sms"
+    assert letters[invalid].target == PHONE and letters[invalid].source == "noti"
+    wait_until(lambda: len(hooks.CALLS) == 2)
+    assert {c.record_id for c in hooks.CALLS} == {exhausted, invalid}
+
+
+def test_retry_puts_the_record_back_with_attempts_reset(configure: Any, worker: Any) -> None:
+    rt = configure(providers={"down": {"kind": "sandbox", "fail": "always"}}, retry_seconds=0.05, retry_max=2)
+    record_id = noti.notify_sms(PHONE, "x", provider="down")
+    final(rt, record_id)
+    # when the provider is fixed and the dead letter retried
+    rt = configure(providers={"down": {"kind": "sandbox"}}, retry_seconds=0.05, retry_max=2)
+    revived = redrive().retry(record_id, user=ADMIN)
+    assert revived.status is Status.WAITING and revived.retry == 0
+    assert final(rt, record_id).status is Status.DONE
+    assert [e["id"] for e in sandbox_outbox(rt, "down")] == [record_id]
+    assert redrive().entries(user=ADMIN) == []
+
+
+def test_retry_all_and_purge(rt: Any) -> None:
+    ids = []
+    for text in ("a", "b"):
+        record = noti.api.notifier().build("sms", PHONE, text=text)
+        rt.store.create(record)
+        rt.store.claim(record.id, owner="w", lease_ms=1000)
+        from noti.store import Outcome
+
+        letter = DeadLetter(record.id, "sms", PHONE, 3, "exhausted", "boom", now_ms())
+        rt.store.finish(record.id, owner="w", outcome=Outcome(Status.FAILED, "boom", 3), letter=letter)
+        ids.append(record.id)
+    rt.dead_letters.add(
+        DeadLetter(
+            "1700000000000-0",
+            "orders",
+            "",
+            5,
+            "poison",
+            "bad json",
+            now_ms(),
+            source="webman:orders",
+            payload="{",
+        )
+    )
+    assert len(redrive().entries(user=ADMIN)) == 3
+    with pytest.raises(InvalidInput) as info:
+        redrive().retry("1700000000000-0", user=ADMIN)
+    assert info.value.code == "e.cmd.noti.dead.notretryable"
+    assert sorted(r.id for r in redrive().retry_all(user=ADMIN)) == sorted(ids)
+    assert all(rt.store.get(i).status is Status.WAITING for i in ids)
+    assert redrive().purge(user=ADMIN) == 1
+    assert redrive().entries(user=ADMIN) == []
+
+
+def test_dead_letters_are_for_root_members(rt: Any) -> None:
+    for call in (lambda: redrive().entries(user=ALICE), lambda: redrive().purge(user=ALICE)):
+        with pytest.raises(PermissionDenied) as info:
+            call()
+        assert info.value.code == "e.cmd.noti.dead.nopvg"
+
+
+def test_the_stream_is_capped_by_length_and_age(rt: Any) -> None:
+    letters = DeadLetters(rt.redis, rt.keys, max_len=5, max_age_s=60)
+    for i in range(12):
+        letters.add(DeadLetter(f"r{i}", "sms", PHONE, 1, "invalid", "x", now_ms()))
+    assert letters.trim() >= 0 and len(letters) == 5
+    assert [entry.record_id for entry in letters.entries()] == [f"r{i}" for i in range(11, 6, -1)]
+    assert letters.trim(at_ms=now_ms() + 61_000) == 5 and len(letters) == 0

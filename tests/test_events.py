@@ -1,0 +1,416 @@
+"""Events and listeners on a real Redis, without a worker: dispatch, bad input, listeners and
+their permissions, the template sandbox, the processor run in the test thread, the CLI."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import click
+import pytest
+import redis
+from click.testing import CliRunner
+
+import tests.test_events_tasks  # noqa: F401 - registers the listener tasks
+from noti.cli import main
+from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied
+from noti.events import Events, EventStatus, StopReason, add_listener, dispatch, list_listeners
+from noti.events.event import matches
+from noti.events.store import LockLost
+from noti.events.templates import compile_template, context
+from tests.conftest import ADMIN, ALICE, BOB, MEMBER
+
+PHONE = "+8613912345678"
+SMS = {"type": "sms", "target": "{{ customer.phone }}", "text": "Order {{ id }} paid"}
+PAID = {"id": 42, "customer": {"phone": PHONE, "name": "Li"}}
+
+
+def make(rt: Any) -> tuple[Events, list[int]]:
+    """An events API whose processor starts are only counted."""
+    starts: list[int] = []
+    return Events(rt, start_processor=lambda: starts.append(1)), starts
+
+
+def code_of(call: Any) -> str:
+    with pytest.raises(NotiError) as caught:
+        call()
+    return caught.value.code
+
+
+# --- dispatch --------------------------------------------------------------------------------
+
+
+def test_dispatch_stores_new_events_in_arrival_order_and_queues_one_processor(rt: Any) -> None:
+    api, starts = make(rt)
+    ids = [api.dispatch("order.paid", {"id": i}, user=BOB) for i in range(3)]
+    assert rt.redis.lrange(rt.keys.event_queue, 0, -1) == ids
+    events = [api.get(i, user=BOB) for i in ids]
+    assert [e.seq for e in events] == [1, 2, 3]
+    assert all(e.status is EventStatus.NEW and e.user == BOB and e.created_ms > 0 for e in events)
+    assert [e.payload for e in events] == [{"id": 0}, {"id": 1}, {"id": 2}]
+    # then one processor was queued for the three: the starting marker holds back the others
+    assert starts == [1]
+
+
+class CountingRedis(redis.Redis):
+    """A client that remembers the commands it sends."""
+
+    sent: list[str]
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]))
+        return super().execute_command(*args, **options)
+
+
+def test_dispatch_is_one_round_trip_while_a_processor_is_alive(rt: Any, redis_url: str) -> None:
+    # given a live processor (its lock) and the dispatch script already loaded
+    client = CountingRedis.from_url(redis_url, decode_responses=True)
+    client.sent = []
+    runtime = SimpleNamespace(settings=rt.settings, redis=client, keys=rt.keys)
+    api = Events(runtime, start_processor=lambda: None)  # type: ignore[arg-type]
+    rt.redis.set(rt.keys.event_lock, '{"token":"t","host":"h","pid":1,"since_ms":1}', px=60_000)
+    api.dispatch("warm.up")
+    client.sent.clear()
+    # when one more event is dispatched
+    api.dispatch("order.paid", PAID)
+    # then it took one command: the dispatch script, which found the processor alive
+    assert client.sent == ["EVALSHA"]
+    assert rt.redis.llen(rt.keys.event_queue) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "code"),
+    [
+        ("order.paid", [1, 2], "e.noti.event.badpayload"),
+        ("order.paid", "text", "e.noti.event.badpayload"),
+        ("order.paid", {"when": {1, 2}}, "e.noti.event.badpayload"),
+        ("order.paid", {"x": float("nan")}, "e.noti.event.badpayload"),
+        ("order.paid", {1: "int key"}, "e.noti.event.badpayload"),
+        ("order.paid", {"blob": "x" * 200}, "e.noti.event.toolarge"),
+        ("", {}, "e.noti.event.badname"),
+        ("order paid", {}, "e.noti.event.badname"),
+        (".hidden", {}, "e.noti.event.badname"),
+        ("x" * 201, {}, "e.noti.event.badname"),
+    ],
+)
+def test_bad_events_are_refused_and_nothing_is_stored(
+    configure: Any, name: str, payload: Any, code: str
+) -> None:
+    rt = configure(event_payload_max_bytes=100)
+    api, starts = make(rt)
+    assert code_of(lambda: api.dispatch(name, payload)) == code
+    assert rt.redis.llen(rt.keys.event_queue) == 0 and starts == []
+
+
+# --- listeners -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "action", "kwargs", "code"),
+    [
+        ("order.paid", {**SMS, "text": "Order {{ id "}, {}, "e.noti.listener.badtemplate"),
+        ("order.paid", {**SMS, "text": "{{ customer.__class__ }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ customer['_x'] }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{% include 'x' %}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", SMS, {"filter": "total >"}, "e.noti.listener.badfilter"),
+        ("order.paid", SMS, {"filter": "x.__class__"}, "e.noti.listener.unsafe"),
+        ("order.paid", "no.such.task", {}, "e.noti.listener.notask"),
+        ("order.paid", "noti.deliver", {}, "e.noti.listener.notask"),
+        ("order.paid", {"task": "tests.events.echo", "type": "sms"}, {}, "e.noti.listener.badaction"),
+        ("order.paid", 42, {}, "e.noti.listener.badaction"),
+        ("order.paid", {**SMS, "type": "fax"}, {}, "e.cmd.noti.add.badtype"),
+        ("order.paid", {"type": "sms", "target": "{{ p }}"}, {}, "e.cmd.noti.add.missing"),
+        ("order.paid", {**SMS, "colour": "red"}, {}, "e.cmd.noti.add.badfield"),
+        ("order.paid", {**SMS, "lv": "high"}, {}, "e.cmd.noti.add.badlv"),
+        ("order paid", SMS, {}, "e.noti.listener.badevent"),
+        ("order.paid", SMS, {"name": "bad name"}, "e.noti.listener.badname"),
+        # with an example payload, what only a payload can show is refused now too
+        ("order.paid", {**SMS, "text": "{{ nope }}"}, {"example": PAID}, "e.noti.listener.undefined"),
+        ("order.paid", {**SMS, "target": "{{ id }}"}, {"example": PAID}, "e.cmd.noti.add.badtarget"),
+        ("order.paid", SMS, {"example": PAID, "filter": "total > 1"}, "e.noti.listener.undefined"),
+        ("order.paid", SMS, {"example": [1]}, "e.noti.event.badpayload"),
+    ],
+)
+def test_bad_listeners_are_refused_and_nothing_is_stored(
+    rt: Any, event: str, action: Any, kwargs: dict[str, Any], code: str
+) -> None:
+    assert code_of(lambda: add_listener(event, action, **kwargs)) == code
+    assert list_listeners(user=ADMIN) == []
+
+
+def test_a_good_listener_is_stored_with_its_owner_and_compiled_action(rt: Any) -> None:
+    added = add_listener("order.*", SMS, name="paid-sms", filter="id > 1", example=PAID, user=BOB)
+    [stored] = list_listeners(user=BOB)
+    assert stored == added
+    assert stored.user == BOB and stored.event == "order.*" and stored.filter == "id > 1"
+    assert stored.action.to_json() == {
+        "kind": "notify",
+        "type": "sms",
+        "target": "{{ customer.phone }}",
+        "fields": {"text": "Order {{ id }} paid"},
+        "lv": 1,
+        "provider": None,
+    }
+    task = add_listener("order.paid", "tests.events.echo")
+    assert task.name == task.id and task.user == ALICE
+
+
+def test_listeners_belong_to_their_creator(rt: Any) -> None:
+    add_listener("order.paid", SMS, name="mine", user=ALICE)
+    add_listener("order.paid", "tests.events.echo", name="bobs", user=BOB)
+    # non-root users see and touch only their own; root members see and remove anyone's
+    assert [x.name for x in list_listeners(user=ALICE)] == ["mine"]
+    assert [x.name for x in list_listeners(user=MEMBER)] == ["mine", "bobs"]
+    with pytest.raises(PermissionDenied) as denied:
+        Events(rt).remove_listener("mine", user=BOB)
+    assert denied.value.code == "e.noti.listener.del.nopvg"
+    # a name is taken until removed or replaced by its owner (or root)
+    assert code_of(lambda: add_listener("x.y", SMS, name="mine", user=ALICE)) == "e.noti.listener.exists"
+    assert code_of(lambda: add_listener("x.y", SMS, name="mine", user=BOB, replace=True)) == (
+        "e.noti.listener.replace.nopvg"
+    )
+    replaced = add_listener("order.refunded", SMS, name="mine", user=ALICE, replace=True)
+    assert Events(rt).listeners.require("mine")[0] == replaced
+    assert Events(rt).remove_listener("mine", user=MEMBER).event == "order.refunded"
+    with pytest.raises(NotFound):
+        Events(rt).remove_listener("mine", user=ADMIN)
+    assert [x.name for x in list_listeners(user=ADMIN)] == ["bobs"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "expected"),
+    [
+        ("order.paid", "order.paid", True),
+        ("order.paid", "order.paidx", False),
+        ("order.*", "order.paid", True),
+        ("order.*", "order.item.added", True),
+        ("order.*", "order", False),
+        ("*.paid", "invoice.paid", True),
+        ("*", "anything.at:all", True),
+        ("or*er.paid", "order.paid", True),
+        ("order.*", "orders.paid", False),
+    ],
+)
+def test_wildcards_match_any_run_of_characters(pattern: str, name: str, expected: bool) -> None:
+    assert matches(pattern, name) is expected
+
+
+# --- the template sandbox --------------------------------------------------------------------
+
+
+def test_templates_see_the_payload_and_the_event() -> None:
+    template = compile_template("Order {{ id }} for {{ customer.name }} ({{ _event.name }})", "text")
+    values = context(PAID, event_id="E1", name="order.paid", user=ALICE, created_ms=1)
+    assert template.render(values) == "Order 42 for Li (order.paid)"
+    assert template.variables == {"id", "customer", "_event"}
+
+
+@pytest.mark.parametrize(
+    ("source", "payload", "code"),
+    [
+        ("{{ x | attr(k) }}", {"x": {}, "k": "__class__"}, "e.noti.event.template.unsafe"),
+        ("{{ x[k] }}", {"x": {}, "k": "__class__"}, "e.noti.event.template.unsafe"),
+        (
+            "{{ (x | attr(k)) | attr(g) }}",
+            {"x": "", "k": "__init__", "g": "__globals__"},
+            "e.noti.event.template.unsafe",
+        ),
+        ("{{ x.update({'a': 1}) }}", {"x": {}}, "e.noti.event.template.unsafe"),
+        ("{{ x.append(1) }}", {"x": []}, "e.noti.event.template.unsafe"),
+        ("{{ 'a' * 10000000 }}", {}, "e.noti.event.template.unsafe"),
+        ("{{ 10 ** 100000 }}", {}, "e.noti.event.template.unsafe"),
+        ("{% for i in range(100000) %}{% endfor %}", {}, "e.noti.event.template.unsafe"),
+        ("{{ customer.phone }}", {"id": 1}, "e.noti.event.template.undefined"),
+        ("{{ 1 / 0 }}", {}, "e.noti.event.template.error"),
+    ],
+)
+def test_the_sandbox_refuses_python_internals_and_huge_values_at_run_time(
+    source: str, payload: dict[str, Any], code: str
+) -> None:
+    template = compile_template(source, "text")
+    with pytest.raises(InvalidInput) as refused:
+        template.render(context(payload, event_id="E", name="n", user="u", created_ms=0))
+    assert refused.value.code == code
+
+
+# --- the processor, run in this thread --------------------------------------------------------
+
+
+def test_the_processor_runs_listeners_in_creation_order_and_records_their_return_data(rt: Any) -> None:
+    api, _ = make(rt)
+    add_listener("order.*", SMS, name="sms", user=ALICE)
+    add_listener("order.paid", "tests.events.echo", name="echo", user=ALICE)
+    add_listener("order.paid", SMS, name="big-only", filter="id > 100", user=ALICE)
+    add_listener("invoice.*", SMS, name="other", user=ALICE)
+    event_id = api.dispatch("order.paid", PAID, user=BOB)
+    # when a processor runs
+    report = api.processor().run()
+    # then it did the one event, and let go of its lock with nothing left
+    assert (report.reason, report.processed, report.successor) == (StopReason.IDLE, 1, False)
+    assert not rt.redis.exists(rt.keys.event_lock) and rt.redis.llen(rt.keys.event_queue) == 0
+    event = api.get(event_id, user=BOB)
+    assert event.status is EventStatus.DONE and not event.failed and event.tries == 1
+    assert event.activated_ms >= event.created_ms and event.done_ms >= event.activated_ms
+    sms, echo, skipped = event.outcomes
+    assert sms.listener == "sms" and sms.notification is not None
+    record = rt.store.get(sms.notification)
+    assert record.creator == ALICE and record.target == PHONE and record.fields == {"text": "Order 42 paid"}
+    assert echo.result == {
+        "payload": PAID,
+        "user": BOB,
+        "key": f"event:{event_id}:{list_listeners(user=ALICE)[1].id}",
+        "odd": "{1}",
+    }
+    assert (skipped.listener, skipped.skipped) == ("big-only", "filter")
+    assert api.status().last_stop["reason"] == "idle"
+
+
+def test_a_processor_exits_at_once_while_another_holds_the_lock(rt: Any) -> None:
+    api, _ = make(rt)
+    api.dispatch("order.paid", PAID)
+    rt.redis.set(rt.keys.event_lock, '{"token":"t","host":"elsewhere","pid":7,"since_ms":5}', px=60_000)
+    report = api.processor().run()
+    assert (report.reason, report.processed) == (StopReason.BUSY, 0)
+    assert api.status().alive and api.status().holder.host == "elsewhere"  # type: ignore[union-attr]
+    assert api.status().counts.new == 1
+
+
+def test_a_resumed_event_creates_no_second_notification(rt: Any) -> None:
+    # given a processor that activated an event, created its notification and died
+    api, _ = make(rt)
+    add_listener("order.paid", SMS, name="sms")
+    event_id = api.dispatch("order.paid", PAID)
+    dead = api.processor()
+    rt.redis.set(rt.keys.event_lock, dead.holder.encode(), px=60_000)
+    activation = api.store.activate(dead.holder.encode(), now_ms=1, processor=dead.holder.name)
+    assert activation is not None and activation.id == event_id
+    [first] = dead.run_listeners(activation)
+    rt.redis.delete(rt.keys.event_lock)  # its lock expired
+    assert api.get(event_id).status is EventStatus.ACTIVATED
+    # when a new processor runs
+    report = api.processor().run()
+    # then it finished the same event with the same notification, created once
+    assert report.processed == 1
+    event = api.get(event_id)
+    assert event.status is EventStatus.DONE and event.tries == 2
+    assert event.outcomes[0].notification == first.notification
+    assert rt.store.count() == 1
+
+
+def test_a_processor_that_lost_its_lock_writes_nothing(rt: Any) -> None:
+    api, _ = make(rt)
+    event_id = api.dispatch("order.paid", PAID)
+    rt.redis.set(rt.keys.event_lock, "mine", px=60_000)
+    assert api.store.activate("mine", now_ms=1, processor="p") is not None
+    rt.redis.set(rt.keys.event_lock, "someone else", px=60_000)
+    with pytest.raises(LockLost):
+        api.store.finish("mine", event_id, [], now_ms=2)
+    with pytest.raises(LockLost):
+        api.store.activate("mine", now_ms=3, processor="p")
+    assert api.get(event_id).status is EventStatus.ACTIVATED
+
+
+def test_the_sweep_queues_a_processor_only_for_waiting_events_without_one(rt: Any) -> None:
+    api, starts = make(rt)
+    assert api.sweep() is False  # nothing waits
+    api.dispatch("order.paid", PAID)  # queues one, and marks it as starting
+    assert starts == [1] and api.sweep() is False
+    rt.redis.delete(rt.keys.event_starting)  # that processor never came
+    rt.redis.set(rt.keys.event_lock, "alive", px=60_000)
+    assert api.sweep() is False  # a live processor will get to it
+    rt.redis.delete(rt.keys.event_lock)
+    assert api.sweep() is True and starts == [1, 1]
+
+
+def test_clean_removes_done_events_past_their_keep_window(rt: Any) -> None:
+    api, _ = make(rt)
+    old, recent = api.dispatch("a.b", user=BOB), api.dispatch("a.b", user=BOB)
+    api.processor().run()
+    waiting = api.dispatch("a.b", user=BOB)
+    done_index = rt.keys.event_status_index("done")
+    rt.redis.zadd(done_index, {old: 1_000})  # finished long ago
+    assert api.clean_done(keep_s=3600) == 1
+    assert [e.id for e in api.select(user=ADMIN)] == [waiting, recent]
+    assert not rt.redis.exists(rt.keys.event(old))
+    assert rt.redis.zrange(rt.keys.event_user_index(BOB), 0, -1) == [recent, waiting]
+    assert api.clean_done(keep_s=0) == 1 and api.get(waiting, user=BOB).status is EventStatus.NEW
+
+
+def test_listing_events_filters_and_respects_ownership(rt: Any) -> None:
+    api, _ = make(rt)
+    a = api.dispatch("order.paid", user=ALICE)
+    b = api.dispatch("order.cancelled", user=BOB)
+    c = api.dispatch("invoice.paid", user=ALICE)
+    assert [e.id for e in api.select(user=ALICE)] == [c, a]
+    assert [e.id for e in api.select(user=ADMIN)] == [c, b, a]
+    assert [e.id for e in api.select(user=ADMIN, name="order.*")] == [b, a]
+    assert [e.id for e in api.select(user=MEMBER, status="new", creator=BOB)] == [b]
+    assert api.select(user=ADMIN, status="done") == []
+    assert [e.id for e in api.select(user=ADMIN, limit=1)] == [c]
+    assert code_of(lambda: api.select(user=ALICE, creator=BOB)) == "e.noti.event.list.nopvg"
+    assert code_of(lambda: api.select(user=ADMIN, status="finished")) == "e.noti.event.badst"
+    assert code_of(lambda: api.get(b, user=ALICE)) == "e.noti.event.show.nopvg"
+    assert code_of(lambda: api.get("nope", user=ADMIN)) == "e.noti.event.not_found"
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def run(*args: str, user: str = ALICE) -> Any:
+    return CliRunner().invoke(_entry, ["--as", user, *args], catch_exceptions=False)
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def _entry(ctx: click.Context) -> None:
+    main(list(ctx.args))
+
+
+def test_cli_listener_and_event_commands(rt: Any) -> None:
+    added = run(
+        "listener", "add", "order.paid", "-name", "paid-sms", "-type", "sms",
+        "-to", "{{ customer.phone }}", "-text", "Order {{ id }} paid", "-lv", "5",
+        "-example", json.dumps(PAID),
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    assert added.stdout.strip() == "paid-sms"
+    listed = run("listener", "list")
+    assert "paid-sms" in listed.stdout and "sms to {{ customer.phone }}" in listed.stdout
+    as_json = json.loads(run("listener", "list", "-json", "-c").stdout)
+    assert as_json[0]["action"]["lv"] == 5 and as_json[0]["user"] == ALICE
+    dispatched = run("event", "dispatch", "order.paid", "-data", json.dumps(PAID))
+    event_id = dispatched.stdout.strip()
+    assert dispatched.exit_code == 0 and len(event_id) == 26
+    listed_events = run("event", "list", "-st", "new", "-name", "order.*")
+    assert event_id in listed_events.stdout and "1 event\n" in listed_events.stdout
+    shown = json.loads(run("event", "show", event_id, "-json").stdout)
+    assert shown["status"] == "new" and shown["payload"] == PAID and shown["result"] is None
+    assert "status     new" in run("event", "show", event_id).stdout
+    status = run("event", "status")
+    assert "none alive" in status.stdout and "backlog    1 (1 new, 0 activated)" in status.stdout
+    assert json.loads(run("event", "status", "-json").stdout)["backlog"] == 1
+    task = run("listener", "add", "order.*", "-task", "tests.events.echo", "-name", "audit")
+    assert task.exit_code == 0 and task.stdout.strip() == "audit"
+
+
+def test_cli_errors_print_their_code(rt: Any) -> None:
+    bad = run("event", "dispatch", "order.paid", "-data", "[1, 2]")
+    assert bad.exit_code == 1 and bad.stderr.startswith("e.noti.event.badpayload: ")
+    not_json = run("event", "dispatch", "order.paid", "-data", "{oops")
+    assert not_json.exit_code == 1 and "e.noti.event.badpayload" in not_json.stderr
+    unsafe = run("listener", "add", "x", "-type", "sms", "-to", "{{ a.__class__ }}", "-text", "t")
+    assert unsafe.exit_code == 1 and unsafe.stderr.startswith("e.noti.listener.unsafe: ")
+    neither = run("listener", "add", "x")
+    assert neither.exit_code == 2
+    run("listener", "add", "x", "-task", "tests.events.echo", "-name", "alices", user=ALICE)
+    denied = run("listener", "del", "alices", user=BOB)
+    assert denied.exit_code == 1 and denied.stderr.startswith("e.noti.listener.del.nopvg: ")
+    removed = run("listener", "del", "alices", user=ADMIN)
+    assert removed.stdout.strip() == "rm listener alices (x) > task tests.events.echo"
+    assert run("event", "show", "nope").exit_code == 1
+
+
+def test_module_level_dispatch_uses_the_acting_user(rt: Any) -> None:
+    event_id = dispatch("order.paid", PAID)
+    assert Events(rt).get(event_id).user == ALICE

@@ -1,0 +1,199 @@
+"""The event processor in real Celery workers: fan-out, failures recorded, hand-over by time
+and by memory, strict order across two worker processes, and resuming after SIGKILL."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import noti.tasks.events as event_tasks
+import tests.test_events_tasks as listener_tasks
+from noti.events import Event, Events, EventStatus, add_listener, dispatch, events
+from noti.record import Status
+from tests.conftest import ADMIN, ALICE, sandbox_outbox, wait_until
+
+PHONE = "+8613912345678"
+PAID = {"id": 42, "customer": {"phone": PHONE, "email": "li@example.com"}, "total": 99.5}
+WORKER_CONFIG = "\n".join(f'[channels.{c}]\nprovider = "sandbox"' for c in ("sms", "email", "webhook")) + "\n"
+
+
+def done(rt: Any, event_id: str, timeout: float = 30) -> Event:
+    api = Events(rt)
+    return wait_until(  # type: ignore[no-any-return]
+        lambda: (e := api.get(event_id, user=ADMIN)).status is EventStatus.DONE and e, timeout=timeout
+    )
+
+
+def all_events(rt: Any) -> list[Event]:
+    """Every event, in stored (arrival) order."""
+    return sorted(Events(rt).select(user=ADMIN, limit=None), key=lambda e: e.seq)
+
+
+def test_one_event_fans_out_to_every_matching_listener(rt: Any, worker: Any) -> None:
+    # given listeners of two users, one by wildcard, and one for another event
+    sms = {"type": "sms", "target": "{{ customer.phone }}", "text": "Order {{ id }} paid", "lv": 50}
+    mail = {"type": "email", "target": "{{ customer.email }}", "subject": "Paid", "text": "{{ total }} in"}
+    hook = {
+        "type": "webhook",
+        "target": "https://hooks.example.com/{{ _event.name }}",
+        "content": {"order": "{{ id }}", "by": "{{ _event.user }}"},
+    }
+    add_listener("order.paid", sms, name="sms", user=ALICE)
+    add_listener("order.paid", {**mail, "lv": 500}, name="mail", user=ADMIN)
+    add_listener("order.*", hook, name="hook", user=ADMIN)
+    add_listener("order.cancelled", "tests.events.explode", name="other", user=ADMIN)
+    # when the event is dispatched once
+    event_id = dispatch("order.paid", PAID, user=ALICE)
+    event = done(rt, event_id)
+    # then each matching listener made its notification, as its owner, within its owner's cap
+    assert not event.failed and [o.listener for o in event.outcomes] == ["sms", "mail", "hook"]
+    sms, mail, hook = (rt.store.get(o.notification) for o in event.outcomes)
+    assert (sms.creator, sms.level, sms.target, sms.fields) == (ALICE, 1, PHONE, {"text": "Order 42 paid"})
+    assert (mail.creator, mail.level, mail.fields["text"]) == (ADMIN, 500, "99.5 in")
+    assert hook.target == "https://hooks.example.com/order.paid"
+    assert hook.fields["content"] == {"order": "42", "by": ALICE}
+    # and the notifications were delivered
+    wait_until(lambda: rt.store.count(Status.DONE) == 3)
+    assert sorted(e["type"] for e in sandbox_outbox(rt)) == ["email", "sms", "webhook"]
+    wait_until(lambda: not Events(rt).status().alive)
+
+
+def test_a_failing_listener_is_recorded_while_the_others_run(rt: Any, worker: Any) -> None:
+    add_listener(
+        "order.paid", {"type": "sms", "target": "{{ buyer.phone }}", "text": "hi"}, name="a-undefined"
+    )
+    add_listener("order.paid", "tests.events.explode", name="b-explodes")
+    add_listener("order.paid", {"type": "sms", "target": "{{ customer.phone }}", "text": "ok"}, name="c-sms")
+    add_listener(
+        "order.paid", {"type": "sms", "target": "{{ id }}", "text": "bad target"}, name="d-badtarget"
+    )
+    add_listener("order.paid", "tests.events.echo", name="e-echo")
+    event = done(rt, dispatch("order.paid", PAID))
+    a, b, c, d, e = event.outcomes
+    assert (a.error_code, b.error_code, d.error_code) == (
+        "e.noti.event.template.undefined",
+        "e.noti.event.task.failed",
+        "e.cmd.noti.add.badtarget",
+    )
+    assert "'buyer' is undefined" in (a.error_message or "")
+    assert b.error_message == "RuntimeError: boom on order.paid" and b.task == "tests.events.explode"
+    assert c.notification is not None and rt.store.get(c.notification).target == PHONE
+    assert e.result["payload"] == PAID and not e.failed
+    # the event carries the first failure's code, and says how many failed
+    assert event.error_code == "e.noti.event.template.undefined"
+    assert event.error_message == (
+        "listener 'a-undefined': target: 'buyer' is undefined (and 2 more of 5 listeners failed)"
+    )
+    assert rt.store.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("limit", "reason"),
+    [({"event_processor_max_runtime_s": 1e-6}, "time"), ({"event_processor_max_memory_mb": 1}, "memory")],
+)
+def test_a_processor_past_its_limit_hands_over_cleanly(
+    configure: Any, worker: Any, limit: dict[str, Any], reason: str
+) -> None:
+    # given limits so low that every processor stops after one event
+    rt = configure(**limit)
+    add_listener("job.*", "tests.events.record_order", name="order")
+    # when ten events are dispatched
+    ids = [dispatch("job.run", {"n": i}) for i in range(10)]
+    wait_until(lambda: Events(rt).status().counts.done == 10, timeout=60)
+    # then ten processors took them one each, in order, one at a time, and the last let go
+    stored = all_events(rt)
+    assert [e.id for e in stored] == ids
+    assert [e.outcomes[0].result for e in stored] == list(range(1, 11))
+    assert len({e.processor for e in stored}) == 10
+    assert all(e.tries == 1 for e in stored)
+    assert not rt.redis.get(listener_tasks.OVERLAPS)
+    status = Events(rt).status()
+    assert status.last_stop["reason"] == reason and status.last_stop["processed"] == "1"
+    assert status.last_stop["waiting"] == "0"
+    wait_until(lambda: not Events(rt).status().alive)
+
+
+def test_one_thousand_events_from_threads_are_processed_in_stored_order_by_one_processor_at_a_time(
+    rt: Any, spawn_worker: Any
+) -> None:
+    # given two worker processes whose processors hand over every half second
+    env = {"NOTI_EVENT_PROCESSOR_MAX_RUNTIME_S": "0.5"}
+    for name in ("one", "two"):
+        spawn_worker(
+            WORKER_CONFIG, "-P", "threads", "-c", "4", "-I", "tests.test_events_tasks", env=env, name=name
+        )
+    add_listener("tick.*", "tests.events.record_order", name="order")
+    # when four threads dispatch 250 events each
+    sent: dict[int, list[str]] = {}
+
+    def produce(thread: int) -> None:
+        sent[thread] = [dispatch(f"tick.{thread}", {"thread": thread, "i": i}) for i in range(250)]
+
+    threads = [threading.Thread(target=produce, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_until(lambda: Events(rt).status().counts.done == 1000, timeout=120)
+    # then every event ran once, in stored order, and no two listener calls overlapped
+    stored = all_events(rt)
+    assert [e.seq for e in stored] == list(range(1, 1001))
+    assert [e.outcomes[0].result for e in stored] == list(range(1, 1001))
+    assert not rt.redis.get(listener_tasks.OVERLAPS)
+    assert all(e.tries == 1 and not e.failed for e in stored)
+    # each thread's events kept the order it dispatched them in
+    for thread, ids in sent.items():
+        assert [e.id for e in stored if e.payload["thread"] == thread] == ids
+    # several processors took turns (hand-over by time)
+    runs = Counter(e.processor for e in stored)
+    assert len(runs) >= 2, runs
+    wait_until(lambda: not Events(rt).status().alive)
+
+
+def test_a_processor_killed_mid_event_is_resumed_without_duplicate_notifications(
+    configure: Any, spawn_worker: Any
+) -> None:
+    # given a processor stuck in the second listener of an event, after the first made its SMS
+    rt = configure(event_lock_ttl_s=2)
+    env = {"NOTI_EVENT_LOCK_TTL_S": "2"}
+    args = ("-P", "threads", "-c", "2", "-I", "tests.test_events_tasks")
+    doomed = spawn_worker(WORKER_CONFIG, *args, env=env, name="doomed")
+    add_listener(
+        "order.paid", {"type": "sms", "target": "{{ customer.phone }}", "text": "paid"}, name="a-sms"
+    )
+    add_listener("order.paid", "tests.events.block_first", name="b-block")
+    first = dispatch("order.paid", PAID)
+    wait_until(lambda: rt.redis.get(listener_tasks.attempts_key(first)) == "1", timeout=30)
+    [created] = [r.id for r in rt.store.select()]
+    # when its worker is killed with SIGKILL
+    doomed.kill()
+    assert Events(rt).get(first).status is EventStatus.ACTIVATED
+    # then its lock expires, and the next dispatch starts a new processor that resumes
+    wait_until(lambda: not Events(rt).status().alive, timeout=10)
+    rt.redis.set(listener_tasks.RELEASE, 1)  # block_first blocks no more
+    spawn_worker(WORKER_CONFIG, *args, env=env, name="heir")
+    second = dispatch("order.paid", {**PAID, "id": 43})
+    resumed, after = done(rt, first, timeout=60), done(rt, second, timeout=60)
+    assert resumed.tries == 2 and after.tries == 1 and after.seq == resumed.seq + 1
+    assert resumed.outcomes[0].notification == created
+    assert resumed.outcomes[1].result == 2  # the task ran again, with the same key
+    assert not resumed.failed and not after.failed
+    # and no notification was created twice: one per event, each delivered once
+    assert rt.store.count() == 2
+    wait_until(lambda: len(sandbox_outbox(rt)) == 2, timeout=60)
+    assert sorted(Counter(e["id"] for e in sandbox_outbox(rt)).values()) == [1, 1]
+
+
+def test_the_beat_sweep_task_restarts_a_processor_for_stranded_events(rt: Any, worker: Any) -> None:
+    # given an event stored while no processor could be queued
+    api = Events(rt, start_processor=lambda: None)
+    event_id = api.dispatch("order.paid", PAID)
+    rt.redis.delete(rt.keys.event_starting)
+    # when beat's sweep runs
+    event_tasks.sweep.delay()
+    # then a processor is queued and does the event
+    assert done(rt, event_id).status is EventStatus.DONE
+    assert events().status().counts.queued == 0

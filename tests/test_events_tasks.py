@@ -1,0 +1,71 @@
+"""Listener tasks for the event tests, which worker subprocesses import.
+
+Worker subprocesses import this module with ``-I tests.test_events_tasks``; it must not import
+``tests.conftest`` (which clears ``NOTI_*`` from the environment). The tasks keep what they
+saw in Redis under ``test:*`` keys, outside noti's prefix. They are registered inside
+:func:`_register` so that no task proxy sits in the module namespace, where pytest's
+collection would evaluate it and read the Celery configuration too early.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery import shared_task
+
+from noti.runtime import get_runtime
+
+ORDER = "test:order"
+BUSY = "test:busy"
+OVERLAPS = "test:overlaps"
+SEEN = "test:seen"
+RELEASE = "test:release"
+
+
+def attempts_key(event_id: str) -> str:
+    return f"test:attempts:{event_id}"
+
+
+def _register() -> None:
+    @shared_task(name="tests.events.record_order")
+    def record_order(event: dict[str, Any]) -> int:
+        """The how-many-th call this is; counts calls that overlapped another."""
+        client = get_runtime().redis
+        if not client.set(BUSY, event["id"], nx=True, px=10_000):
+            client.incr(OVERLAPS)
+        number = int(client.incr(ORDER))
+        client.rpush(SEEN, f"{event['id']}:{event['key']}")
+        client.delete(BUSY)
+        return number
+
+    @shared_task(name="tests.events.block_first")
+    def block_first(event: dict[str, Any]) -> int:
+        """Blocks (up to 60 s, until RELEASE is set) the first time it is called for an event."""
+        client = get_runtime().redis
+        attempt = int(client.incr(attempts_key(event["id"])))
+        if attempt == 1:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not client.exists(RELEASE):
+                time.sleep(0.05)
+        return attempt
+
+    @shared_task(name="tests.events.explode")
+    def explode(event: dict[str, Any]) -> None:
+        """Always fails."""
+        raise RuntimeError(f"boom on {event['name']}")
+
+    @shared_task(name="tests.events.echo")
+    def echo(event: dict[str, Any]) -> Any:
+        """Returns what it was given, and something JSON cannot hold."""
+        return {"payload": event["payload"], "user": event["user"], "key": event["key"], "odd": repr({1})}
+
+
+_register()
+
+
+def test_the_listener_tasks_are_registered_in_the_noti_app(rt: Any) -> None:
+    from noti.events.actions import find_task
+
+    names = ("record_order", "block_first", "explode", "echo")
+    assert all(find_task(f"tests.events.{name}") is not None for name in names)

@@ -1,0 +1,252 @@
+"""Names, keys and the ``message`` JSON of the webman bridge, against the captured vectors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from noti.bridge.webman import QueueKeys, QueueMessage, QueueNames, Reason, encode_message, parse_entry
+from noti.bridge.webman.codec import check_data, decode_message
+from noti.bridge.webman.layout import (
+    class_name_for_queue,
+    namespace_for_path,
+    noti_consumer_name,
+    php_strtolower,
+)
+from noti.bridge.webman.phpjson import PhpJsonError, decode, encode, float_repr, loose_equals, to_int, to_str
+from noti.errors import MalformedMessage
+from tests.webman_fixtures.vectors import load, scenarios
+
+SEND_EMAIL = "app\\queue\\test\\SendEmail"
+QUEUE = "app-queue-test-sendemail"
+PROPERTY_NAMES = {
+    "queueName": "queue_name_",
+    "groupName": "group_name_",
+    "streamKey": "stream_key",
+    "delayedTaskSetKey": "delayed_task_set_key",
+    "delayedDataHashKey": "delayed_data_hash_key",
+}
+
+
+def _consumers() -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for s in scenarios():
+        for consumer in s["consumers"]:
+            seen.setdefault(consumer["class"], consumer)
+    return list(seen.values())
+
+
+def _writes() -> list[dict[str, Any]]:
+    return [w for w in load()["plugin_writes"] if "value" in w]
+
+
+def _entry(message: dict[str, Any] | str) -> dict[str, str]:
+    return {"message": message if isinstance(message, str) else json.dumps(message)}
+
+
+def _valid(**changes: Any) -> dict[str, Any]:
+    message = {
+        "type": QUEUE,
+        "data": "x",
+        "timestamp": 1700000000,
+        "source": SEND_EMAIL,
+        "failCount": 0,
+        "nextRetry": 0,
+        "delayUntil": 0,
+    }
+    message.update(changes)
+    return message
+
+
+def _parse(fields: dict[str, str]) -> QueueMessage:
+    return parse_entry(fields, queue_name=QUEUE, php_class=SEND_EMAIL, now_s=1795301774)[0]
+
+
+# --- names and keys ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("consumer", _consumers(), ids=lambda c: c["class"])
+def test_names_and_keys_follow_the_php_formulas_and_overrides(consumer: dict[str, Any]) -> None:
+    names = consumer["names"]
+    overrides = {
+        PROPERTY_NAMES[k]: v
+        for k, v in (consumer["settings_overridden"] or {}).items()
+        if k in PROPERTY_NAMES
+    }
+    derived = QueueNames.from_class(consumer["class"], **overrides)
+    effective = names["effective"]
+    assert (derived.queue, derived.group, derived.stream, derived.delayed_set, derived.delayed_hash) == (
+        effective["queueName"],
+        effective["groupName"],
+        effective["streamKey"],
+        effective["delayedTaskSetKey"],
+        effective["delayedDataHashKey"],
+    )
+    keys = QueueKeys(derived, names["prefix"])
+    assert (keys.stream, keys.delayed_set, keys.delayed_hash, keys.pending_lock) == (
+        names["redis_keys"]["stream"],
+        names["redis_keys"]["delayed_zset"],
+        names["redis_keys"]["delayed_hash"],
+        names["redis_keys"]["pending_lock"],
+    )
+
+
+def test_strtolower_is_ascii_only_and_trim_eats_the_class_own_underscores() -> None:
+    assert php_strtolower("ÄPP\\Queue") == "Äpp\\queue"
+    names = QueueNames.from_class("app\\Foo_")
+    assert (names.queue, names.group) == ("app-foo_", "app_foo")
+
+
+def test_noti_consumer_names_never_look_like_a_php_worker() -> None:
+    name = noti_consumer_name("app_queue_x", "web-1.example", 4242, "0")
+    assert name == "app_queue_x-noti-web_1.example-4242-0"
+    suffix = name.removeprefix("app_queue_x-")
+    assert not suffix.isdigit()
+
+
+def test_make_consumer_naming_matches_the_plugin_command() -> None:
+    assert class_name_for_queue("send-code") == "SendCode"
+    assert class_name_for_queue("sendCode") == "SendCode"
+    assert namespace_for_path("app/queue/test") == "app\\queue\\test"
+    with pytest.raises(ValueError):
+        class_name_for_queue("send_code")
+
+
+# --- encoding ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("write", _writes(), ids=lambda w: f"{w['scenario']}-{w['step']}-{w['command']}")
+def test_every_captured_message_decodes_and_encodes_to_the_same_bytes(write: dict[str, Any]) -> None:
+    if write["value"] == "":  # PHP's json_encode failure (invalid UTF-8): PHP consumers drop it
+        with pytest.raises(MalformedMessage) as caught:
+            decode_message("")
+        assert caught.value.reason == Reason.EMPTY
+        return
+    decoded = decode_message(write["value"])
+    message = QueueMessage(
+        type=decoded["type"],
+        data=decoded["data"],
+        timestamp=decoded["timestamp"],
+        source=decoded["source"],
+        fail_count=decoded["failCount"],
+        next_retry=decoded["nextRetry"],
+        delay_until=decoded["delayUntil"],
+    )
+    assert encode_message(message) == write["value"]
+    assert decoded == write["decoded"]
+
+
+@pytest.mark.parametrize(
+    ("value", "php"),
+    [
+        (1e17, "1.0e+17"),
+        (1e16, "10000000000000000"),
+        (0.0001, "0.0001"),
+        (1e-5, "1.0e-5"),
+        (1.5e-5, "1.5e-5"),
+        (-0.0, "-0"),
+        (2.0, "2"),
+        (0.30000000000000004, "0.30000000000000004"),
+        (1.5e300, "1.5e+300"),
+        ("a/b", '"a\\/b"'),
+        ("é😀\u0001\x7f<&'>", '"\\u00e9\\ud83d\\ude00\\u0001\x7f<&\'>"'),
+        ({}, "[]"),
+        ({"0": "a", "1": "b"}, '["a","b"]'),
+        ({"1": "a"}, '{"1":"a"}'),
+        ([[], {}], "[[],[]]"),
+        (9007199254740993, "9007199254740993"),
+    ],
+)
+def test_encoding_follows_php_json_encode(value: Any, php: str) -> None:
+    assert encode(value) == php
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "\ud800", 2**64, b"bytes", {1.5: "x"}])
+def test_encoding_refuses_what_php_cannot_encode(value: Any) -> None:
+    with pytest.raises(PhpJsonError):
+        encode(value)
+
+
+@pytest.mark.parametrize("data", [None, True, 1.5, 2.0, b"\xff", {"a"}])
+def test_data_php_would_change_or_drop_is_a_clear_error(data: Any) -> None:
+    with pytest.raises(MalformedMessage):
+        check_data(data)
+
+
+def test_php_string_conversion_of_floats() -> None:
+    assert float_repr(1e20, precision=14) == "1.0E+20"
+    assert float_repr(0.1 + 0.2, precision=14) == "0.3"
+    assert to_str(1.5) == "1.5" and to_str(True) == "1" and to_str(False) == ""
+
+
+# --- decoding ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"payload": "{}"}, Reason.NO_MESSAGE_FIELD),
+        (_entry(""), Reason.EMPTY),
+        ({"message": '{"type":"\udcff"}'}, Reason.INVALID_UTF8),
+        (_entry("hello"), Reason.BAD_JSON),
+        (_entry('{"type": NaN}'), Reason.BAD_JSON),
+        (_entry('{"a": "\\ud800"}'), Reason.BAD_JSON),
+        (_entry("[" * 513 + "]" * 513), Reason.BAD_JSON),
+        (_entry("{}"), Reason.NOT_AN_OBJECT),
+        (_entry("0"), Reason.NOT_AN_OBJECT),
+        (_entry("[1,2]"), Reason.NOT_AN_OBJECT),
+        (_entry('"text"'), Reason.BAD_FIELD_TYPE),
+        (_entry(_valid(data=None)), Reason.MISSING_KEY),
+        (_entry({k: v for k, v in _valid().items() if k != "delayUntil"}), Reason.MISSING_KEY),
+        (_entry(_valid(type="other-queue")), Reason.FOREIGN_TYPE),
+        (_entry(_valid(type=1)), Reason.FOREIGN_TYPE),
+        (_entry(_valid(source="\\" + SEND_EMAIL)), Reason.FOREIGN_SOURCE),
+        (_entry(_valid(source=["x"])), Reason.FOREIGN_SOURCE),
+        (_entry(_valid(failCount="abc")), Reason.BAD_FIELD_TYPE),
+        (_entry(_valid(failCount=[1])), Reason.BAD_FIELD_TYPE),
+        (_entry(_valid(timestamp=1e30)), Reason.BAD_FIELD_TYPE),
+    ],
+)
+def test_entries_php_drops_or_chokes_on_are_clear_errors(fields: dict[str, str], reason: Reason) -> None:
+    with pytest.raises(MalformedMessage) as caught:
+        _parse(fields)
+    assert caught.value.reason == reason
+    assert caught.value.code == "e.noti.bridge.malformed"
+
+
+def test_php_outcomes_of_bad_entries() -> None:
+    assert Reason.BAD_FIELD_TYPE.php_outcome == "stuck"
+    assert Reason.BAD_JSON.php_outcome == "dropped"
+
+
+def test_decoding_accepts_what_php_accepts_and_coerces_like_its_typed_constructor() -> None:
+    relaxed = (
+        '{"delayUntil":0, "source":"app\\\\queue\\\\test\\\\SendEmail", "type":"app-queue-test-sendemail",'
+    )
+    relaxed += ' "data":{"path":"/a","s":"Ü","f":1.0,"e":{}}, "timestamp":1700000000.75, "failCount":"2 ",'
+    relaxed += ' "nextRetry":true, "identifier":"extra"}'
+    message = _parse({"celery_id": "x", "message": relaxed})
+    assert message == QueueMessage(
+        type=QUEUE,
+        data={"path": "/a", "s": "Ü", "f": 1.0, "e": []},
+        timestamp=1700000000,
+        source=SEND_EMAIL,
+        fail_count=2,
+        next_retry=1,
+        delay_until=0,
+    )
+    assert _parse(_entry(_valid(data=1.5))).data == 1
+    assert _parse(_entry(_valid(data=False))).data == 0
+    assert _parse(_entry(_valid(data={"0": "a", "1": "b"}))).data == ["a", "b"]
+    assert _parse(_entry(_valid(data=1e20))).data == "1.0E+20"
+    assert _parse(_entry(_valid(timestamp=0))).timestamp == 1795301774
+    assert _parse(_entry(_valid(source=True))).source == "1"  # PHP's loose `!=` lets it through
+
+
+def test_php_scalar_rules() -> None:
+    assert decode("12345678901234567890") == 1.2345678901234567e19
+    assert decode("[" * 512 + "]" * 512) is not None
+    assert to_int("1e3") == 1000 and to_int(" 12abc") == 12 and to_int(-2.9) == -2
+    assert loose_equals("10", "1e1") and not loose_equals("abc", "ABC") and loose_equals(5, "5")
