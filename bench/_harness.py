@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,16 +19,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import redis
+from tests import servers
+from tests.servers import free_port
+
+__all__ = [
+    "Worker",
+    "free_port",
+    "percentile",
+    "print_table",
+    "redis_server",
+    "summarize",
+    "wait_for",
+    "write_results",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
@@ -45,45 +49,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
 
 @contextmanager
 def redis_server() -> Iterator[str]:
-    """A throw-away redis-server on a free loopback port; yields its URL."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        sys.exit("redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)")
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="noti-bench-")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    wait_for(lambda: _pings(client), 10)
+    """A throw-away redis-server on a free loopback port; yields its URL (no database)."""
     try:
-        yield f"redis://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
+        with servers.redis_server() as url:
+            yield url
+    except FileNotFoundError as exc:
+        sys.exit(str(exc))
 
 
 class Worker:

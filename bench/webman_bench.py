@@ -1,7 +1,7 @@
 """Benchmark of the webman bridge next to plain Celery, on a private redis-server.
 
-    .venv/bin/python bench/webman_bench.py            # 100,000 pushes, 20,000 consumed, 3 runs each
-    .venv/bin/python bench/webman_bench.py --smoke    # tiny sizes, a few seconds
+    .venv/bin/python -m bench.webman_bench            # 100,000 pushes, 20,000 consumed, 3 runs each
+    .venv/bin/python -m bench.webman_bench --smoke    # tiny sizes, a few seconds
 
 Scenarios (messages per second; median of the runs, with min..max):
 
@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +34,7 @@ from typing import Any
 import redis
 from celery import Celery
 
+from bench import _harness as harness
 from noti.bridge.webman import Consumer, ConsumerMessage, Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect
 from noti.bridge.webman.runner import BridgeRunner, ConsumerSpec
@@ -74,12 +73,6 @@ class NoOp(Consumer):
         return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait(
     predicate: Callable[[], bool], what: str, limit_s: float = WAIT_LIMIT_S, step_s: float = 0.005
 ) -> float:
@@ -93,27 +86,9 @@ def _wait(
 
 @contextmanager
 def redis_server() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        sys.exit("redis-server is not installed (apt-get install redis-server)")
-    port, workdir = _free_port(), tempfile.mkdtemp(prefix="webman-bench-")
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir]
-    proc = subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL)
-    try:
-        client = redis.Redis(port=port)
-        _wait(lambda: _pings(client), "redis-server", 10)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
+    """A private redis-server for this run; yields the URL of its database 0."""
+    with harness.redis_server() as url:
+        yield f"{url}/0"
 
 
 def _producer(url: str) -> Producer:

@@ -10,7 +10,7 @@ from typing import Any
 
 from noti import upkeep
 from noti.delay import due_ms, validate_identifier
-from noti.errors import InvalidInput, NotFound, PermissionDenied
+from noti.errors import InvalidInput, NotFound
 from noti.providers import Message
 from noti.publish import Publisher
 from noti.record import (
@@ -195,11 +195,9 @@ class Notifier:
             NotFound, PermissionDenied (``e.cmd.noti.get.nopvg``).
         """
         record = self.runtime.store.get(record_id)
-        acting = self.user(user)
-        if not acting.can_touch(record.creator):
-            raise PermissionDenied(
-                f"{acting.name} may not read notifications of {record.creator}", code="e.cmd.noti.get.nopvg"
-            )
+        self.user(user).require_access(
+            record.creator, code="e.cmd.noti.get.nopvg", action="read notifications"
+        )
         return record
 
     def select(
@@ -216,14 +214,7 @@ class Notifier:
             PermissionDenied: ``e.cmd.noti.list.nopvg`` when a non-root user names another creator.
             InvalidInput: an unknown status or a negative limit.
         """
-        acting = self.user(user)
-        if creator is not None and not acting.can_touch(creator):
-            raise PermissionDenied(
-                f"only root members list other users' notifications ({acting.name} asked for {creator})",
-                code="e.cmd.noti.list.nopvg",
-            )
-        if creator is None and not acting.is_root:
-            creator = acting.name
+        creator = self.user(user).scope(creator, code="e.cmd.noti.list.nopvg", action="list notifications")
         st = _status(status)
         if limit is not None and limit <= 0:
             limit = None
@@ -242,11 +233,9 @@ class Notifier:
         record = store.find(record_id)
         if record is None:
             raise NotFound(f"{record_id!r} is not a notification", code="e.cmd.noti.del.not_a_msg")
-        acting = self.user(user)
-        if not acting.can_touch(record.creator):
-            raise PermissionDenied(
-                f"{acting.name} may not delete notifications of {record.creator}", code="e.cmd.noti.del.nopvg"
-            )
+        self.user(user).require_access(
+            record.creator, code="e.cmd.noti.del.nopvg", action="delete notifications"
+        )
         removed = store.delete(record_id)
         if removed is None:
             raise NotFound(f"{record_id!r} is not a notification", code="e.cmd.noti.del.not_a_msg")
@@ -300,11 +289,7 @@ class Notifier:
                 f"no scheduled notification has the id or identifier {ident!r}",
                 code="e.cmd.noti.cancel.not_found",
             )
-        if not acting.can_touch(record.creator):
-            raise PermissionDenied(
-                f"{acting.name} may not cancel notifications of {record.creator}",
-                code="e.cmd.noti.cancel.nopvg",
-            )
+        acting.require_access(record.creator, code="e.cmd.noti.cancel.nopvg", action="cancel notifications")
         ident_key = store.keys.identifier(record.creator, record.identifier) if record.identifier else None
         if not store.cancel(record, ident_key):
             raise InvalidInput(
@@ -344,20 +329,10 @@ class Notifier:
         sender = Sender(self.runtime, owner=f"cli:{acting.name}")
         if record_id is not None:
             record = self.runtime.store.get(record_id)
-            if not acting.can_touch(record.creator):
-                raise PermissionDenied(
-                    f"{acting.name} may not send notifications of {record.creator}",
-                    code="e.cmd.noti.send.nopvg",
-                )
+            acting.require_access(record.creator, code="e.cmd.noti.send.nopvg", action="send notifications")
             yield _with_record(sender.deliver(record_id, lease_ms=lease_ms), record)
             return
-        if creator is not None and not acting.can_touch(creator):
-            raise PermissionDenied(
-                f"only root members send other users' notifications ({acting.name} asked for {creator})",
-                code="e.cmd.noti.send.nopvg",
-            )
-        if creator is None and not acting.is_root:
-            creator = acting.name
+        creator = acting.scope(creator, code="e.cmd.noti.send.nopvg", action="send notifications")
         sent = 0
         stuck: set[str] = set()  # ids still in the waiting index after we looked at them
         store = self.runtime.store

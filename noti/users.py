@@ -56,6 +56,28 @@ class User:
         """May this user list, send or delete a record made by ``creator``?"""
         return self.is_root or creator == self.name
 
+    def require_access(self, owner: str, *, code: str, action: str) -> None:
+        """Raises :class:`PermissionDenied` with ``code`` unless this user may ``action`` (e.g.
+        "delete notifications") things owned by ``owner``."""
+        if not self.can_touch(owner):
+            raise PermissionDenied(f"{self.name} may not {action} of {owner}", code=code)
+
+    def scope(self, owner: str | None, *, code: str, action: str) -> str | None:
+        """The owner a listing or sending should be limited to.
+
+        Root members get ``owner`` as asked (None: everyone); other users get themselves, and
+        :class:`PermissionDenied` (``code``) when they ask for someone else.
+        """
+        if owner is not None:
+            if not self.can_touch(owner):
+                raise PermissionDenied(
+                    f"only members of the root group may {action} of other users "
+                    f"({self.name} asked for {owner})",
+                    code=code,
+                )
+            return owner
+        return None if self.is_root else self.name
+
     def require_root(self, code: str, action: str) -> None:
         """Raises :class:`PermissionDenied` with ``code`` unless the user is a root member."""
         if not self.is_root:

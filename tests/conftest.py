@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,8 @@ from typing import Any
 
 import pytest
 import redis
+
+from tests import servers
 
 for _name in [n for n in os.environ if n.startswith("NOTI_") and n != "NOTI_TEST_REDIS_URL"]:
     del os.environ[_name]
@@ -35,12 +36,6 @@ BASE_ENV = {
     "NOTI_UNACKED_RESTORE_INTERVAL_S": "1",
     "NOTI_PUMP_INTERVAL_S": "0.05",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
@@ -62,47 +57,12 @@ def redis_server() -> Iterator[str]:
     if external:
         yield external.rstrip("/")
         return
-    binary = shutil.which("redis-server")
-    if binary is None:
-        message = "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
+    if shutil.which("redis-server") is None:
         if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    port = _free_port()
-    workdir = tempfile.mkdtemp(prefix="noti-redis-")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-            "--databases",
-            "16",
-            "--loglevel",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    wait_until(lambda: _pings(client), timeout=10)
-    yield f"redis://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
-    shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
+            pytest.fail(servers.INSTALL_HINT)
+        pytest.skip(servers.INSTALL_HINT)
+    with servers.redis_server("--databases", "16") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 import noti
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
+from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 PHONE = "+8613912345678"
@@ -24,12 +24,6 @@ PHONE = "+8613912345678"
 
 def _env(redis_url: str, **extra: str) -> dict[str, str]:
     return {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, **extra}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_beat_sends_the_clean_job_on_its_interval(rt: Any, redis_url: str, tmp_path: Any) -> None:
@@ -67,7 +61,7 @@ def test_beat_sends_the_clean_job_on_its_interval(rt: Any, redis_url: str, tmp_p
 def test_flower_shows_queue_lengths_across_priority_steps_behind_auth(rt: Any, redis_url: str) -> None:
     for level in (1, 50, 1000):
         noti.notify_sms(PHONE, f"lv {level}", user=ADMIN, lv=level)
-    port = _free_port()
+    port = free_port()
     flower = subprocess.Popen(
         [
             sys.executable,

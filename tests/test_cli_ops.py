@@ -33,7 +33,7 @@ def test_add_with_delay_at_and_identifier(rt: Any) -> None:
 def test_delayed_list_and_cancel(rt: Any) -> None:
     record_id = run("add", "sms", "-to", PHONE, "-text", "x", "-delay", "60", "-id", "remind").stdout.strip()
     table = run("delayed", "list").stdout
-    assert record_id in table and "remind" in table and "1 delayed" in table
+    assert record_id in table and "remind" in table and "1 delayed notification" in table
     rows = json.loads(run("delayed", "list", "-json").stdout)
     assert rows[0]["id"] == record_id and rows[0]["due"] >= now_ms()
     assert run("delayed", "cancel", "remind").stdout == f"rm sms({record_id})[1] > {PHONE}\n"

@@ -25,7 +25,8 @@ from noti.bridge.webman.notifications import NotificationConsumer
 from noti.bridge.webman.runner import BridgeRunner, ConsumerSpec
 from noti.bridge.webman.settings import WebmanSettings
 from noti.errors import BridgeError, MalformedMessage
-from tests.conftest import ADMIN, MEMBER, _free_port, _pings, sandbox_outbox, wait_until
+from tests.conftest import ADMIN, MEMBER, sandbox_outbox, wait_until
+from tests.servers import free_port, pings
 from tests.webman_fixtures.consumers import Collect
 
 PHONE = "+8613912345678"
@@ -242,7 +243,7 @@ def _redis_server(port: int, workdir: str) -> subprocess.Popen[bytes]:
     assert binary
     cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     proc = subprocess.Popen([*cmd, "--dir", workdir], stdout=subprocess.DEVNULL)
-    wait_until(lambda: _pings(redis.Redis(port=port)), timeout=10)
+    wait_until(lambda: pings(redis.Redis(port=port)), timeout=10)
     return proc
 
 
@@ -251,7 +252,7 @@ def test_a_redis_restart_does_not_stop_consumption(run_bridge: Any, redis_server
         pytest.skip("needs a local redis-server to restart")
     # given: a consumer on a Redis of its own
     Collect.reset()
-    port, workdir = _free_port(), tempfile.mkdtemp(prefix="noti-webman-")
+    port, workdir = free_port(), tempfile.mkdtemp(prefix="noti-webman-")
     server = _redis_server(port, workdir)
     try:
         url = f"redis://127.0.0.1:{port}/0"

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from noti.record import Notification, Status, to_json_dict
 
-__all__ = ["JsonStyle", "dumps", "print_records_table", "rm_line"]
+__all__ = ["JsonStyle", "dumps", "print_records_table", "print_table", "rm_line", "when"]
 
 _BARE_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 
@@ -76,21 +76,31 @@ def records_json(records: Sequence[Notification]) -> list[dict[str, Any]]:
     return [to_json_dict(r) for r in records]
 
 
-def _when(ms: int) -> str:
+def when(ms: int) -> str:
+    """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` (UTC), or ``-`` for 0."""
     if not ms:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def print_records_table(records: Iterable[Notification]) -> None:
-    """A readable table of records (the default ``noti list`` output)."""
+def print_table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str) -> None:
+    """A borderless table on stdout, then ``N noun(s)``."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "TYPE", "LV", "ST", "CREATOR", "TARGET", "RETRY", "CREATED (UTC)", "MESSAGE"):
+    for column in columns:
         table.add_column(column, overflow="fold")
     count = 0
-    for r in records:
+    for row in rows:
+        table.add_row(*row)
         count += 1
-        table.add_row(
+    console = Console(file=sys.stdout, width=220, soft_wrap=True)
+    console.print(table)
+    console.print(f"{count} {noun}{'s' if count != 1 else ''}")
+
+
+def print_records_table(records: Iterable[Notification]) -> None:
+    """A readable table of records (the default ``noti list`` output)."""
+    rows = (
+        (
             r.id,
             r.channel.value,
             str(r.level),
@@ -98,12 +108,13 @@ def print_records_table(records: Iterable[Notification]) -> None:
             r.creator,
             r.target,
             f"{r.retry}/{r.retry_max}",
-            _when(r.created_ms),
+            when(r.created_ms),
             r.errmsg or "",
         )
-    console = Console(file=sys.stdout, width=200, soft_wrap=True)
-    console.print(table)
-    console.print(f"{count} notification{'s' if count != 1 else ''}")
+        for r in records
+    )
+    columns = ("ID", "TYPE", "LV", "ST", "CREATOR", "TARGET", "RETRY", "CREATED (UTC)", "MESSAGE")
+    print_table(columns, rows, "notification")
 
 
 def rm_line(record: Notification) -> str:

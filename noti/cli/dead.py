@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import UTC, datetime
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
-from noti.cli._output import dumps
+from noti.cli._output import dumps, print_table, when
 from noti.deadletter import DeadLetter
 
 __all__ = ["dead"]
-
-
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @click.group("dead")
@@ -46,13 +39,10 @@ def list_dead(
     if as_json or compact or unquoted or no_null:
         click.echo(dumps([asdict(letter) for letter in letters], json_style(compact, unquoted, no_null)))
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ENTRY", "AT (UTC)", "RECORD", "TYPE", "TARGET", "ATTEMPTS", "CLASS", "ERROR", "SOURCE"):
-        table.add_column(column, overflow="fold")
-    for letter in letters:
-        table.add_row(
+    rows = (
+        (
             letter.entry_id,
-            _when(letter.at_ms),
+            when(letter.at_ms),
             letter.record_id,
             letter.type,
             letter.target,
@@ -61,9 +51,10 @@ def list_dead(
             letter.errmsg,
             letter.source,
         )
-    console = Console(width=220, soft_wrap=True)
-    console.print(table)
-    console.print(f"{len(letters)} dead letter{'s' if len(letters) != 1 else ''}")
+        for letter in letters
+    )
+    columns = ("ENTRY", "AT (UTC)", "RECORD", "TYPE", "TARGET", "ATTEMPTS", "CLASS", "ERROR", "SOURCE")
+    print_table(columns, rows, "dead letter")
 
 
 def _show(letter: DeadLetter, as_json: bool) -> None:
@@ -71,7 +62,7 @@ def _show(letter: DeadLetter, as_json: bool) -> None:
         click.echo(dumps(asdict(letter), json_style(False, False, False)))
         return
     for name, value in asdict(letter).items():
-        click.echo(f"{name:12} {_when(value) if name == 'at_ms' else value}")
+        click.echo(f"{name:12} {when(value) if name == 'at_ms' else value}")
 
 
 @dead.command("show")

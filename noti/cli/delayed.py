@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import click
-from rich.console import Console
-from rich.table import Table
 
 from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
-from noti.cli._output import dumps, rm_line
+from noti.cli._output import dumps, print_table, rm_line, when
 from noti.record import now_ms, to_json_dict
 
 __all__ = ["delayed"]
@@ -39,16 +35,13 @@ def list_delayed(
     if quiet:
         return
     if as_json or compact or unquoted or no_null:
-        rows = [{**to_json_dict(record), "due": due} for record, due in entries]
-        click.echo(dumps(rows, json_style(compact, unquoted, no_null)))
+        as_dicts = [{**to_json_dict(record), "due": due} for record, due in entries]
+        click.echo(dumps(as_dicts, json_style(compact, unquoted, no_null)))
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("DUE (UTC)", "IN", "ID", "TYPE", "LV", "CREATOR", "TARGET", "RETRY", "IDENT"):
-        table.add_column(column, overflow="fold")
     now = now_ms()
-    for record, due in entries:
-        table.add_row(
-            datetime.fromtimestamp(due / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+    rows = (
+        (
+            when(due),
             f"{max(0, due - now) / 1000:.1f}s",
             record.id,
             record.channel.value,
@@ -58,9 +51,10 @@ def list_delayed(
             f"{record.retry}/{record.retry_max}",
             record.identifier or "",
         )
-    console = Console(width=200, soft_wrap=True)
-    console.print(table)
-    console.print(f"{len(entries)} delayed")
+        for record, due in entries
+    )
+    columns = ("DUE (UTC)", "IN", "ID", "TYPE", "LV", "CREATOR", "TARGET", "RETRY", "IDENT")
+    print_table(columns, rows, "delayed notification")
 
 
 @delayed.command("cancel")

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
-from noti.cli._output import dumps
+from noti.cli._output import dumps, print_table
 from noti.errors import InvalidInput
 from noti.events import Event, EventStatus, Listener, events
 
@@ -41,19 +38,6 @@ def _json_arg(text: str | None, option: str, code: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise InvalidInput(f"{option} is not valid JSON: {exc}", code=code) from None
-
-
-def _table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str) -> None:
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    count = 0
-    for row in rows:
-        table.add_row(*row)
-        count += 1
-    console = Console(file=sys.stdout, width=200, soft_wrap=True)
-    console.print(table)
-    console.print(f"{count} {noun}{'s' if count != 1 else ''}")
 
 
 def _wants_json(*flags: bool) -> bool:
@@ -132,7 +116,7 @@ def list_cmd(
     if _wants_json(as_json, compact, unquoted, no_null):
         click.echo(dumps([e.to_json() for e in found], json_style(compact, unquoted, no_null)))
         return
-    _table(
+    print_table(
         ("ID", "NAME", "STATUS", "USER", "SEQ", "CREATED (UTC)", "TRIES", "ERROR"),
         (
             (
@@ -338,7 +322,7 @@ def list_listeners_cmd(
     if _wants_json(as_json, compact, unquoted, no_null):
         click.echo(dumps([x.to_json() for x in found], json_style(compact, unquoted, no_null)))
         return
-    _table(
+    print_table(
         ("NAME", "EVENT", "USER", "ACTION", "FILTER", "CREATED (UTC)"), map(_listener_row, found), "listener"
     )
 

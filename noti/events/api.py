@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from noti.errors import InvalidInput, NotFound, PermissionDenied, StoreUnavailable
+from noti.errors import InvalidInput, NotFound, StoreUnavailable
 from noti.events.actions import check_example, parse_action
 from noti.events.event import (
     Event,
@@ -173,11 +173,7 @@ class Events:
         event = self.store.get(event_id)
         if event is None:
             raise NotFound(f"no event has id {event_id!r}", code="e.noti.event.not_found")
-        acting = self.user(user)
-        if not acting.can_touch(event.user):
-            raise PermissionDenied(
-                f"{acting.name} may not read events of {event.user}", code="e.noti.event.show.nopvg"
-            )
+        self.user(user).require_access(event.user, code="e.noti.event.show.nopvg", action="read events")
         return event
 
     def select(
@@ -195,14 +191,7 @@ class Events:
             InvalidInput: ``e.noti.event.badst``, ``e.noti.listener.badevent`` (name pattern).
             PermissionDenied: ``e.noti.event.list.nopvg``.
         """
-        acting = self.user(user)
-        if creator is not None and not acting.can_touch(creator):
-            raise PermissionDenied(
-                f"only root members list other users' events ({acting.name} asked for {creator})",
-                code="e.noti.event.list.nopvg",
-            )
-        if creator is None and not acting.is_root:
-            creator = acting.name
+        creator = self.user(user).scope(creator, code="e.noti.event.list.nopvg", action="list events")
         st: EventStatus | None = None
         if status is not None:
             try:
@@ -278,11 +267,11 @@ class Events:
                     f"a listener called {listener_name!r} exists already (remove it, or replace it)",
                     code="e.noti.listener.exists",
                 )
-            if not acting.can_touch(existing.user):
-                raise PermissionDenied(
-                    f"{acting.name} may not replace the listener {listener_name!r} of {existing.user}",
-                    code="e.noti.listener.replace.nopvg",
-                )
+            acting.require_access(
+                existing.user,
+                code="e.noti.listener.replace.nopvg",
+                action=f"replace the listener {listener_name!r}",
+            )
         if not self.listeners.put(listener, expected=found[1] if found else ""):
             raise InvalidInput(
                 f"the listener {listener_name!r} was changed meanwhile; try again",
@@ -306,12 +295,9 @@ class Events:
             NotFound: ``e.noti.listener.not_found``. PermissionDenied: ``e.noti.listener.del.nopvg``.
         """
         listener, text = self.listeners.require(name)
-        acting = self.user(user)
-        if not acting.can_touch(listener.user):
-            raise PermissionDenied(
-                f"{acting.name} may not remove the listener {name!r} of {listener.user}",
-                code="e.noti.listener.del.nopvg",
-            )
+        self.user(user).require_access(
+            listener.user, code="e.noti.listener.del.nopvg", action=f"remove the listener {name!r}"
+        )
         if not self.listeners.delete(name, expected=text):
             raise NotFound(
                 f"the listener {name!r} was changed or removed meanwhile", code="e.noti.listener.not_found"

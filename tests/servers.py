@@ -1,0 +1,78 @@
+"""Throw-away servers on loopback for the tests and the benchmarks: a private redis-server."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+
+__all__ = ["free_port", "pings", "redis_server"]
+
+INSTALL_HINT = "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+@contextmanager
+def redis_server(*args: str) -> Iterator[str]:
+    """Run ``redis-server`` on a free loopback port, nothing persisted; yields its URL
+    (``redis://127.0.0.1:PORT``, no database number). ``args`` are extra server options.
+
+    Raises:
+        FileNotFoundError: redis-server is not installed (the message says how to install it).
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise FileNotFoundError(INSTALL_HINT)
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="noti-redis-")
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--loglevel",
+            "warning",
+            *args,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    try:
+        deadline = time.monotonic() + 10
+        while not pings(client):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {port}")
+            time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
