@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from noti.delay import validate_idempotency_key
 from noti.errors import InvalidConfig, InvalidInput, NotiError
 from noti.record import Notification
 
@@ -82,7 +83,9 @@ def _arguments(item: object, defaults: Mapping[str, Any]) -> tuple[str, str, dic
         raise InvalidInput(
             f"unknown item keys: {', '.join(map(str, unknown))}", code="e.cmd.noti.add.badfield"
         )
-    args = {**defaults, **item}
+    args = dict(item)
+    if "delay" not in args and "eta" not in args:  # an item's own timing wins over the call's
+        args.update(defaults)
     kind = args.pop("type", None)
     target = args.pop("target", None)
     alias = args.pop("to", None)
@@ -148,8 +151,11 @@ def _add_chunk(
         try:
             kind, target, args = _arguments(item, defaults)
             if args.get("identifier") is not None or args.get("idempotency_key") is not None:
+                key = args.get("idempotency_key")
                 checked = {k: v for k, v in args.items() if k != "idempotency_key"}
-                notifier.build(kind, target, user=user, **checked)
+                record = notifier.build(kind, target, user=user, **checked)
+                if key is not None:
+                    validate_idempotency_key(key, identifier=record.identifier)
                 keyed.append((index, kind, target, args))
             else:
                 plain.append((index, notifier.build(kind, target, user=user, **args)))
@@ -164,5 +170,11 @@ def _add_chunk(
         for index, record in plain:
             result.ids[index] = record.id
     for index, kind, target, args in keyed:  # replacement and idempotency need their own script
-        result.ids[index] = notifier.add(kind, target, user=user, **args).id
+        try:
+            result.ids[index] = notifier.add(kind, target, user=user, **args).id
+        except InvalidConfig:
+            raise
+        except NotiError as exc:  # e.g. the idempotency key names a deleted record
+            result.refused.append(Refused(index, exc.code, exc.message))
+    result.refused.sort(key=lambda r: r.index)
     return result

@@ -28,7 +28,7 @@ from noti.keys import Keys
 from noti.record import Channel, now_ms
 from noti.redisconn import load_script, translate_errors
 
-__all__ = ["DelayedQueue", "Pump", "due_ms", "validate_identifier"]
+__all__ = ["DelayedQueue", "Pump", "due_ms", "validate_idempotency_key", "validate_identifier"]
 
 #: The longest delay accepted (a year): beyond it a typo is likelier than intent.
 MAX_DELAY_S = 366 * 86400
@@ -61,6 +61,26 @@ def due_ms(*, delay: object = None, eta: object = None, now_ms: int) -> int:
             )
         return at if at > now_ms else 0
     return 0
+
+
+def validate_idempotency_key(key: object, *, identifier: str | None = None) -> str:
+    """An idempotency key: 1-200 characters; not together with a debounce identifier.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badkey``.
+    """
+    if not isinstance(key, str) or not key or len(key) > IDENTIFIER_MAX:
+        raise InvalidInput(
+            f"idempotency_key must be a non-empty string of at most {IDENTIFIER_MAX} characters",
+            code="e.cmd.noti.add.badkey",
+        )
+    if identifier is not None:
+        raise InvalidInput(
+            "give an idempotency_key or an identifier, not both: an identifier already replaces "
+            "the notification it names",
+            code="e.cmd.noti.add.badkey",
+        )
+    return key
 
 
 def validate_identifier(identifier: object) -> str:
@@ -103,6 +123,11 @@ class DelayedQueue:
         """Make ``record_id`` due at ``due_ms`` (moving it if it was already scheduled)."""
         with translate_errors(self.redis):
             self.redis.zadd(self.keys.delayed, {record_id: due_ms})
+
+    def recheck(self, record_id: str, due_ms: int) -> None:
+        """Look at ``record_id`` again at ``due_ms``, unless it is in the set already."""
+        with translate_errors(self.redis):
+            self.redis.zadd(self.keys.delayed, {record_id: due_ms}, nx=True)
 
     def due_at(self, record_id: str) -> int | None:
         with translate_errors(self.redis):

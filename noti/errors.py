@@ -8,10 +8,16 @@
     ├── PermissionDenied         e.cmd.noti.*.nopvg       the acting user may not do this
     ├── NotFound                 e.cmd.noti.not_found     unknown record (del: e.cmd.noti.del.not_a_msg)
     ├── StoreUnavailable         e.noti.store.unavailable Redis down, refused or timed out
-    ├── DeliveryError            e.noti.delivery          raised by providers only
-    │   ├── TemporaryFailure     e.noti.delivery.temporary   retried per the retry policy
-    │   │   └── RateLimited      e.noti.delivery.ratelimited waits retry_after_s, not an attempt
-    │   └── PermanentFailure     e.noti.delivery.permanent   record invalid (-1) at once
+    ├── DeliveryError            e.noti.delivery          raised by providers only; the class is the
+    │   │                                                 outcome class of shared/providers.md §0
+    │   ├── TemporaryFailure     e.noti.delivery.temporary    R: retried per the retry policy
+    │   │   ├── RateLimited      e.noti.delivery.ratelimited  D: waits retry_after_s, not an attempt
+    │   │   ├── ProviderOutage   e.noti.delivery.outage       F: the next provider is tried
+    │   │   ├── StaleCredential  e.noti.delivery.credential   R1: refreshed and tried again at once
+    │   │   └── AmbiguousOutcome e.noti.delivery.ambiguous    U: may have been sent; no failover
+    │   ├── PermanentFailure     e.noti.delivery.permanent    P: record invalid (-1) at once
+    │   │   └── RecipientOptedOut e.noti.delivery.optedout    O: invalid, target suppressed
+    │   └── ProviderMisconfigured e.noti.delivery.config      C: next provider; else failed (0)
     ├── RetriesExhausted         e.cmd.noti.send.reachMaxRetry  record failed (0)
     ├── PoolError                e.noti.pool              sender-number pool (noti.numpool)
     │   ├── TransitionRefused    e.noti.pool.refused      the state table refuses this event now
@@ -26,6 +32,7 @@ Foreign exceptions are wrapped where they are met, never passed through.
 from __future__ import annotations
 
 __all__ = [
+    "AmbiguousOutcome",
     "BridgeError",
     "DeliveryError",
     "InvalidConfig",
@@ -37,8 +44,12 @@ __all__ = [
     "PermanentFailure",
     "PermissionDenied",
     "PoolError",
+    "ProviderMisconfigured",
+    "ProviderOutage",
     "RateLimited",
+    "RecipientOptedOut",
     "RetriesExhausted",
+    "StaleCredential",
     "StoreUnavailable",
     "TemporaryFailure",
     "TransitionRefused",
@@ -113,9 +124,16 @@ class DeliveryError(NotiError):
 
 
 class TemporaryFailure(DeliveryError):
-    """Transient failure (timeout, 5xx, vendor busy): try again later; counts as an attempt."""
+    """Transient failure (timeout, 5xx, vendor busy): try again later; counts as an attempt.
+
+    ``retry_after_s`` (e.g. from a ``Retry-After`` header) makes the back-off at least that long.
+    """
 
     code = "e.noti.delivery.temporary"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kwargs: str) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after_s = retry_after_s
 
 
 class RateLimited(TemporaryFailure):
@@ -123,15 +141,52 @@ class RateLimited(TemporaryFailure):
 
     code = "e.noti.delivery.ratelimited"
 
+    retry_after_s: float
+
     def __init__(self, message: str, *, retry_after_s: float, **kwargs: str) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after_s = retry_after_s
+        super().__init__(message, retry_after_s=retry_after_s, **kwargs)
+
+
+class ProviderOutage(TemporaryFailure):
+    """The provider or the account cannot send now (down, suspended, out of balance): the
+    next provider of the record is tried; when none is left it counts as an attempt."""
+
+    code = "e.noti.delivery.outage"
+
+
+class StaleCredential(TemporaryFailure):
+    """The provider refused a cached credential (e.g. an expired access token). The provider
+    has dropped it; the sender tries once more at once, without counting an attempt."""
+
+    code = "e.noti.delivery.credential"
+
+
+class AmbiguousOutcome(TemporaryFailure):
+    """The request may have been processed (a timeout after sending, an unreadable answer).
+    Retried per the policy on the same provider only, never failed over, so that two
+    providers never both deliver it."""
+
+    code = "e.noti.delivery.ambiguous"
 
 
 class PermanentFailure(DeliveryError):
     """This message can never be delivered as it is (bad target, rejected content)."""
 
     code = "e.noti.delivery.permanent"
+
+
+class RecipientOptedOut(PermanentFailure):
+    """The recipient unsubscribed or blocked us: the record is invalid and the target is
+    suppressed for the channel, so later notifications to it are refused at add time."""
+
+    code = "e.noti.delivery.optedout"
+
+
+class ProviderMisconfigured(DeliveryError):
+    """Our side is wrong (bad key, template not approved, IP not whitelisted): the next
+    provider is tried; when none is left the record fails (0) and is dead-lettered."""
+
+    code = "e.noti.delivery.config"
 
 
 class RetriesExhausted(NotiError):

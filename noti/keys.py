@@ -14,13 +14,16 @@ key                             type     holds
 ``noti:delayed``                ZSET     ids due later (retry back-off, lease re-checks),
                                          score = due ms
 ``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.deadletter`)
-``noti:idem:<key>``             STRING   record id created for an idempotency key (TTL)
+``noti:idem:<user>:<key>``      STRING   record id a user created for an idempotency key (TTL)
 ``noti:ident:<user>:<ident>``   STRING   record id scheduled under a debounce identifier (TTL)
 ``noti:lock:<name>``            STRING   a lease lock (token, PX expiry)
+``noti:rate:<provider>``        HASH     the provider's token bucket (tokens, ts)
+``noti:suppressed:<channel>``   SET      targets that opted out of a channel
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
 ``noti:event:<id>``             HASH     one event (:mod:`noti.events`): name, status, payload…
 ``noti:events:queue``           LIST     ids of events not done yet, in arrival order
 ``noti:events:seq``             STRING   arrival counter (each event's ``seq``)
+``noti:event:idem:<user>:<key>`` STRING  event id a user dispatched under an idempotency key
 ``noti:events:all``             ZSET     every event id, score = seq
 ``noti:events:st:<status>``     ZSET     ids ``new`` / ``activated`` (score = seq) or
                                          ``done`` (score = done ms)
@@ -99,11 +102,17 @@ class Keys:
     def dead_letters(self) -> str:
         return f"{self.prefix}dead"
 
-    def idempotency(self, key: str) -> str:
-        return f"{self.prefix}idem:{key}"
+    def idempotency(self, user: str, key: str) -> str:
+        return f"{self.prefix}idem:{user}:{key}"
 
     def identifier(self, user: str, identifier: str) -> str:
         return f"{self.prefix}ident:{user}:{identifier}"
+
+    def rate_bucket(self, provider: str) -> str:
+        return f"{self.prefix}rate:{provider}"
+
+    def suppressed(self, channel: str) -> str:
+        return f"{self.prefix}suppressed:{channel}"
 
     def lock(self, name: str) -> str:
         return f"{self.prefix}lock:{name}"

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from noti import upkeep
-from noti.delay import due_ms, validate_identifier
+from noti.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.errors import InvalidInput, NotFound
 from noti.providers import Message
 from noti.publish import Publisher
@@ -137,6 +137,8 @@ class Notifier:
         record = self.build(type, target, **kwargs)
         store = self.runtime.store
         settings = self.runtime.settings
+        if idempotency_key is not None:
+            validate_idempotency_key(idempotency_key, identifier=record.identifier)
         if record.identifier is not None:
             key = store.keys.identifier(record.creator, record.identifier)
             ttl_ms = max(0, record.lease_until_ms - record.created_ms) + int(
@@ -145,11 +147,6 @@ class Notifier:
             _, record_id = store.schedule(record, key, ttl_ms=ttl_ms)
             return store.get(record_id)
         if idempotency_key is not None:
-            if not isinstance(idempotency_key, str) or not idempotency_key or len(idempotency_key) > 200:
-                raise InvalidInput(
-                    "idempotency_key must be a non-empty string of at most 200 characters",
-                    code="e.cmd.noti.add.badkey",
-                )
             created, record_id = store.create_once(record, idempotency_key, ttl_s=settings.idempotency_ttl_s)
             if not created:
                 existing = store.find(record_id)
@@ -266,7 +263,9 @@ class Notifier:
         """Records waiting for a time (scheduled, or backing off), soonest first, with their due ms."""
         acting = self.user(user)
         entries = self.runtime.store.delayed_entries()
-        visible = [(r, due) for r, due in entries if acting.can_touch(r.creator)]
+        visible = [
+            (r, due) for r, due in entries if r.status is Status.WAITING and acting.can_touch(r.creator)
+        ]
         return visible[:limit] if limit and limit > 0 else visible
 
     def cancel(self, ident: str, *, user: str | None = None, creator: str | None = None) -> Notification:

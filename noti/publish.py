@@ -72,7 +72,8 @@ class Publisher:
         return self.writes_wire_format and self._store_url == self.broker_url
 
     @cached_property
-    def _broker_redis(self) -> redis.Redis:
+    def broker_redis(self) -> redis.Redis:
+        """A client of the broker's Redis (the store's own client when they are the same)."""
         if self.shares_store and self._store_redis is not None:
             return self._store_redis
         return connect(self.broker_url)
@@ -138,7 +139,7 @@ class Publisher:
             StoreUnavailable: the broker cannot be reached.
         """
         if self.writes_wire_format:
-            client = self._broker_redis
+            client = self.broker_redis
             count = 0
             with translate_errors(client):
                 pipe = client.pipeline(transaction=False)

@@ -8,10 +8,14 @@ the attempt           next state                          counts as an attempt
 ====================  ==================================  ===========================
 delivered             done (10), ``expi`` = now + keep     –
 RateLimited           waiting until the window ends        no
+StoreUnavailable      waiting 5 s (Redis failed mid-send)  no
 TemporaryFailure      waiting until now + back-off;        yes
-                      failed (0) once ``noti_retry``
-                      reaches ``noti_retry_max``
+(and ProviderOutage,  failed (0) once ``noti_retry``
+StaleCredential,      reaches ``noti_retry_max``
+AmbiguousOutcome)
 PermanentFailure      invalid (-1)                         –
+RecipientOptedOut     invalid (-1); target suppressed      –
+ProviderMisconfigured failed (0): fix the settings, retry  –
 InvalidConfig/Input   failed (0): fix the settings, retry  –
 anything else         invalid (-1), traceback logged       –
 ====================  ==================================  ===========================
@@ -32,8 +36,12 @@ from noti.errors import (
     InvalidConfig,
     InvalidInput,
     PermanentFailure,
+    ProviderMisconfigured,
     RateLimited,
+    RecipientOptedOut,
     RetriesExhausted,
+    StoreUnavailable,
+    TemporaryFailure,
 )
 from noti.record import Notification, Status
 from noti.store import Outcome
@@ -41,6 +49,8 @@ from noti.store import Outcome
 __all__ = ["RetryPolicy", "decide", "delivered"]
 
 UNEXPECTED_CODE = "e.cmd.noti.send.unexpected"
+#: Wait before trying again when Redis failed inside a provider (not an attempt).
+STORE_RETRY_S = 5.0
 ERRMSG_MAX = 1000
 
 
@@ -128,19 +138,28 @@ def delivered(
 
 def decide(record: Notification, error: BaseException, *, policy: RetryPolicy, now_ms: int) -> Outcome:
     """The record's next state after ``error`` ended an attempt."""
+    if isinstance(error, StoreUnavailable):  # Redis hiccup inside a provider: not the message's fault
+        wait_ms = int(STORE_RETRY_S * 1000)
+        return Outcome(Status.WAITING, _errmsg(str(error)), record.retry, not_before_ms=now_ms + wait_ms)
     if isinstance(error, RateLimited):
         wait_ms = int(max(0.0, error.retry_after_s) * 1000)
         return Outcome(Status.WAITING, _errmsg(str(error)), record.retry, not_before_ms=now_ms + wait_ms)
+    if isinstance(error, RecipientOptedOut):
+        return Outcome(Status.INVALID, _errmsg(str(error)), record.retry, error_class="opted_out")
     if isinstance(error, PermanentFailure):
         return Outcome(Status.INVALID, _errmsg(str(error)), record.retry, error_class="invalid")
-    if isinstance(error, (InvalidConfig, InvalidInput)):
+    if isinstance(error, (InvalidConfig, InvalidInput, ProviderMisconfigured)):
         return Outcome(Status.FAILED, _errmsg(str(error)), record.retry, error_class="config")
     if isinstance(error, DeliveryError):
         attempts = record.retry + 1
         if attempts >= record.retry_max:
             message = f"{RetriesExhausted.code}: after {attempts} attempts, last error {error}"
             return Outcome(Status.FAILED, _errmsg(message), attempts, error_class="exhausted")
-        wait_ms = int(policy.delay_s(attempts) * 1000)
-        return Outcome(Status.WAITING, _errmsg(str(error)), attempts, not_before_ms=now_ms + wait_ms)
+        wait_s = policy.delay_s(attempts)
+        if isinstance(error, TemporaryFailure) and error.retry_after_s is not None:
+            wait_s = max(wait_s, error.retry_after_s)
+        return Outcome(
+            Status.WAITING, _errmsg(str(error)), attempts, not_before_ms=now_ms + int(wait_s * 1000)
+        )
     detail = f"{UNEXPECTED_CODE}: {type(error).__name__}: {error}"
     return Outcome(Status.INVALID, _errmsg(detail), record.retry, error_class="unexpected")

@@ -7,6 +7,7 @@ Applications, the CLI, tasks and the worker all reach noti's parts through
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -14,7 +15,9 @@ from noti.config import Settings, get_settings, load_settings
 from noti.deadletter import DeadLetters, load_hook
 from noti.delay import DelayedQueue
 from noti.keys import Keys
+from noti.lease import LeaseKeeper
 from noti.providers import ProviderSet
+from noti.ratelimit import RateLimiter
 from noti.redisconn import connect
 from noti.store import RecordStore
 
@@ -38,6 +41,16 @@ class Runtime:
             max_age_s=settings.dead_letter_max_age_s,
             hook=load_hook(settings.dead_letter_hook),
         )
+
+    @functools.cached_property
+    def rate_limiter(self) -> RateLimiter:
+        """Per-provider token buckets shared by all workers."""
+        return RateLimiter(self.redis, self.keys)
+
+    @functools.cached_property
+    def lease_keeper(self) -> LeaseKeeper:
+        """Renews the leases of this process's sends in progress (started on first use)."""
+        return LeaseKeeper(self.store)
 
     def close(self) -> None:
         self.providers.close()

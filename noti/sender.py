@@ -2,7 +2,9 @@
 
 Used by the ``noti.deliver`` Celery task and by ``noti send``; neither has a policy of its
 own. The claim makes delivery effectively once: a redelivered or duplicate message finds the
-record leased (it is looked at again when the lease ends) or finished (nothing is sent).
+record leased (it is looked at again when the lease ends), waiting for its time (the
+delayed set holds it), or finished (nothing is sent). While the provider is called the
+lease is renewed (:mod:`noti.lease`), so a slow call is never taken over and sent twice.
 """
 
 from __future__ import annotations
@@ -10,24 +12,40 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass
 
 from noti.deadletter import DeadLetter
-from noti.errors import NotiError
-from noti.providers import Message
+from noti.errors import (
+    AmbiguousOutcome,
+    DeliveryError,
+    NotiError,
+    PermanentFailure,
+    ProviderMisconfigured,
+    RateLimited,
+    RecipientOptedOut,
+    StaleCredential,
+    StoreUnavailable,
+)
+from noti.providers import Message, Provider, Receipt
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryPolicy, decide, delivered
 from noti.runtime import Runtime
 from noti.store import Claim, ClaimState, Outcome
 
-__all__ = ["SendResult", "Sender"]
+__all__ = ["SendResult", "Sender", "mask_target"]
 
 log = logging.getLogger(__name__)
 
 #: A record claimed this many times more than its attempt limit without ever finishing is
 #: taken to crash its sender (e.g. kills the worker) and is made invalid.
 POISON_MARGIN = 3
+#: Pauses before trying again to record an outcome when Redis does not answer: the send
+#: happened, so giving up would mean sending it again after the lease.
+FINISH_RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
+#: A rate-limit wait this short is slept through; a longer one postpones the record.
+SHORT_WAIT_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +92,14 @@ class Sender:
         claim = rt.store.claim(record_id, owner=owner, lease_ms=lease, creator=creator)
         if claim.state is ClaimState.CLAIMED:
             assert claim.record is not None
-            return self._attempt(claim, owner)
+            return self._attempt(claim, owner, lease)
         if claim.state is ClaimState.LEASED:
-            # Someone holds it, or it waits for a back-off: look again when that ends, so a
-            # message redelivered after a crash is never the record's last chance.
-            rt.delayed.schedule(record_id, claim.until_ms + 1)
-            note = "leased until " + str(claim.until_ms)
+            # Another sender holds it: look again when its lease ends, so a message redelivered
+            # after a crash is never the record's last chance (NX: keep an earlier look).
+            rt.delayed.recheck(record_id, claim.until_ms + 1)
+            note = f"leased until {claim.until_ms}"
+        elif claim.state is ClaimState.NOT_DUE:
+            note = f"not due until {claim.until_ms}"
         elif claim.state is ClaimState.FINAL:
             note = f"already finished (st={int(claim.status or 0)})"
         elif claim.state is ClaimState.FOREIGN:
@@ -89,7 +109,7 @@ class Sender:
         log.debug("deliver %s: skipped, %s", record_id, note)
         return SendResult(record_id, "!!", claim.state, errmsg=note)
 
-    def _attempt(self, claim: Claim, owner: str) -> SendResult:
+    def _attempt(self, claim: Claim, owner: str, lease_ms: int) -> SendResult:
         rt = self.runtime
         record = claim.record
         assert record is not None
@@ -102,7 +122,8 @@ class Sender:
                     error_class="poison",
                 )
             else:
-                outcome = self._send(record)
+                with rt.lease_keeper.hold(record.id, owner, lease_ms):
+                    outcome = self._send(record)
         except Exception as exc:  # the outcome itself could not be computed: a bug
             log.exception("deliver %s: unexpected error", record.id)
             outcome = decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
@@ -117,10 +138,9 @@ class Sender:
                 errmsg=outcome.errmsg,
                 at_ms=now_ms(),
             )
-        applied = rt.store.finish(
-            record.id, owner=owner, outcome=outcome, letter=letter, letter_max_len=rt.dead_letters.max_len
-        )
-        if not applied:
+        if outcome.error_class == "opted_out":
+            rt.store.suppress(record.channel.value, record.target)
+        if not self._finish(record, owner, outcome, letter):
             log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
         elif letter is not None:
             rt.dead_letters.notify_hook(letter)
@@ -129,15 +149,34 @@ class Sender:
             record.id, mark, ClaimState.CLAIMED, record.channel, record.target, outcome.status, outcome.errmsg
         )
 
+    def _finish(self, record: Notification, owner: str, outcome: Outcome, letter: DeadLetter | None) -> bool:
+        """Record the outcome, trying again while Redis does not answer (same owner token)."""
+        store = self.runtime.store
+        for pause in (*FINISH_RETRY_PAUSES_S, None):
+            try:
+                return store.finish(
+                    record.id,
+                    owner=owner,
+                    outcome=outcome,
+                    letter=letter,
+                    letter_max_len=self.runtime.dead_letters.max_len,
+                )
+            except StoreUnavailable:
+                if pause is None:
+                    raise
+                log.warning("deliver %s: cannot record the outcome yet; trying again", record.id)
+                time.sleep(pause)
+        return False  # pragma: no cover - the loop returns or raises
+
     def _send(self, record: Notification) -> Outcome:
+        """Call the record's providers in failover order; the outcome to record."""
         rt = self.runtime
         try:
             policy = RetryPolicy.for_record(record, rt.settings)
         except NotiError:  # checked at add time; a later settings change may break it
             policy = RetryPolicy.from_settings(rt.settings)
         try:
-            provider = rt.providers.chain(record.channel, record.provider)[0]
-            receipt = provider.send(Message.from_record(record))
+            receipt = self._call_providers(record)
         except NotiError as exc:
             outcome = decide(record, exc, policy=policy, now_ms=now_ms())
             log.info(
@@ -167,3 +206,70 @@ class Sender:
             msgid_field=msgid_field(record.channel),
             retry=record.retry,
         )
+
+    def _call_providers(self, record: Notification) -> Receipt:
+        """Send through the record's providers in failover order (shared/providers.md §0).
+
+        - ``ProviderOutage``, ``ProviderMisconfigured``, a plain ``TemporaryFailure``, or our
+          own rate limit being exhausted: the next provider is tried, within this attempt;
+        - ``StaleCredential``: the same provider once more at once (it dropped the credential);
+        - ``PermanentFailure`` (and ``RecipientOptedOut``), ``RateLimited`` (a per-recipient
+          window) and ``AmbiguousOutcome`` (it may have been sent): no failover.
+
+        When every provider failed: if one was only throttled by its rate limit, the record
+        waits for the soonest window (not an attempt); else a temporary failure, if any, counts
+        as an attempt; else the configuration failure fails the record.
+        """
+        rt = self.runtime
+        message = Message.from_record(record)
+        chain = rt.providers.chain(record.channel, record.provider)
+        if rt.store.is_suppressed(record.channel.value, record.target):
+            raise RecipientOptedOut(
+                f"{mask_target(record.target)} opted out of {record.channel.value} earlier",
+                provider=chain[0].name,
+            )
+        throttled_s: float | None = None
+        temporary: DeliveryError | None = None
+        misconfigured: DeliveryError | None = None
+        for n, provider in enumerate(chain):
+            wait_s = self._take_token(provider)
+            if wait_s > 0:
+                throttled_s = wait_s if throttled_s is None else min(throttled_s, wait_s)
+                continue
+            try:
+                try:
+                    return provider.send(message)
+                except StaleCredential:
+                    return provider.send(message)
+            except (PermanentFailure, RateLimited, AmbiguousOutcome):
+                raise
+            except ProviderMisconfigured as exc:
+                misconfigured = exc
+            except DeliveryError as exc:
+                temporary = exc
+            if n + 1 < len(chain):
+                log.info("deliver %s: %s failed; trying %s", record.id, provider.name, chain[n + 1].name)
+        if throttled_s is not None:
+            raise RateLimited(
+                f"provider rate limit reached; next token in {throttled_s:.2f} s",
+                retry_after_s=throttled_s,
+                provider=chain[0].name,
+            )
+        failure = temporary or misconfigured
+        assert failure is not None  # a chain is never empty
+        raise failure
+
+    def _take_token(self, provider: Provider) -> float:
+        """Wait briefly for the provider's rate limit; the seconds still to wait (0: go)."""
+        rate = provider.options.rate_limit_per_s
+        if not rate:
+            return 0.0
+        limiter = self.runtime.rate_limiter
+        for _ in range(4):
+            wait_s = limiter.acquire(provider.name, rate_per_s=rate, burst=provider.options.rate_burst)
+            if wait_s <= 0:
+                return 0.0
+            if wait_s > SHORT_WAIT_S:
+                return wait_s
+            time.sleep(wait_s)
+        return SHORT_WAIT_S

@@ -31,6 +31,7 @@ class ClaimState(enum.Enum):
     LEASED = 2  #: waiting, but another sender holds it or it is not due yet
     FINAL = 3  #: not waiting any more (done, failed or invalid)
     FOREIGN = 4  #: made by another user than the one required
+    NOT_DUE = 5  #: waiting for its time in the delayed set: leave it alone
     MISSING = 0  #: no such record
 
 
@@ -40,11 +41,11 @@ class Claim:
 
     state: ClaimState
     record: Notification | None = None
-    #: For LEASED: the ms when the lease (or back-off) ends.
+    #: For LEASED: the ms when the lease ends; for NOT_DUE: when it is due.
     until_ms: int = 0
     #: For FINAL: the status found.
     status: Status | None = None
-    #: For CLAIMED: how many times the record has been claimed, this one included.
+    #: For CLAIMED: claims since the record was last finished, this one included.
     claims: int = 0
 
 
@@ -78,6 +79,7 @@ class RecordStore:
         self._schedule = load_script(client, "schedule")
         self._cancel = load_script(client, "cancel")
         self._revive = load_script(client, "revive")
+        self._renew = load_script(client, "renew")
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -138,7 +140,7 @@ class RecordStore:
         with translate_errors(self.redis):
             created, record_id = self._create_once(
                 keys=[
-                    k.idempotency(key),
+                    k.idempotency(record.creator, key),
                     k.record(record.id),
                     k.all_index,
                     k.user_index(record.creator),
@@ -224,6 +226,20 @@ class RecordStore:
             return None
         return self.find(record_id)
 
+    def suppress(self, channel: str, target: str) -> None:
+        """Remember that ``target`` opted out of ``channel``."""
+        with translate_errors(self.redis):
+            self.redis.sadd(self.keys.suppressed(channel), target)
+
+    def unsuppress(self, channel: str, target: str) -> bool:
+        """Forget an opt-out; whether there was one."""
+        with translate_errors(self.redis):
+            return bool(self.redis.srem(self.keys.suppressed(channel), target))
+
+    def is_suppressed(self, channel: str, target: str) -> bool:
+        with translate_errors(self.redis):
+            return bool(self.redis.sismember(self.keys.suppressed(channel), target))
+
     def delayed_entries(self, limit: int | None = None) -> list[tuple[Notification, int]]:
         """Records in the delayed set with their due ms, soonest first."""
         with translate_errors(self.redis):
@@ -261,6 +277,23 @@ class RecordStore:
     def claim(self, record_id: str, **kwargs: object) -> Claim:
         """Try to take one record (see :meth:`claim_many`)."""
         return self.claim_many([record_id], **kwargs)[0]  # type: ignore[arg-type]
+
+    def renew(
+        self, leases: Sequence[tuple[str, str]], *, lease_ms: int, at_ms: int | None = None
+    ) -> list[bool]:
+        """Extend the leases of ``(record id, owner)`` pairs to now + ``lease_ms``, in one call.
+
+        Returns, per pair, whether the lease was still held.
+        """
+        if not leases:
+            return []
+        now = now_ms() if at_ms is None else at_ms
+        with translate_errors(self.redis):
+            held = self._renew(
+                keys=[self.keys.record(record_id) for record_id, _ in leases],
+                args=[now + lease_ms, *(owner for _, owner in leases)],
+            )
+        return [bool(x) for x in held]
 
     def finish(
         self,
@@ -435,8 +468,8 @@ def _to_claim(row: list[Any]) -> Claim:
     if state is ClaimState.CLAIMED:
         flat = row[1:]
         data = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
-        return Claim(state, record=from_hash(data), claims=int(data.get("_claims", "1")))
-    if state is ClaimState.LEASED:
+        return Claim(state, record=from_hash(data), claims=int(data.get("_inflight", "1")))
+    if state in (ClaimState.LEASED, ClaimState.NOT_DUE):
         return Claim(state, until_ms=int(row[1]))
     if state is ClaimState.FINAL:
         return Claim(state, status=Status(int(row[1])))

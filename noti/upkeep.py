@@ -32,9 +32,9 @@ def clean_done(runtime: Runtime, *, keep_s: float, limit: int | None = None) -> 
 
 def _empty_queues(runtime: Runtime, publisher: Publisher) -> set[Channel]:
     """Channels whose Celery queue holds no message at any priority step."""
-    client = runtime.redis if publisher.shares_store else None
-    if client is None:
-        return set()  # another broker: lengths unknown here, so sweep nothing
+    if not publisher.writes_wire_format:
+        return set()  # not a Redis broker: lengths unknown here, so sweep nothing
+    client = publisher.broker_redis
     with translate_errors(client):
         pipe = client.pipeline(transaction=False)
         for channel in Channel:

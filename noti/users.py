@@ -14,11 +14,12 @@ Python API (:mod:`noti.api`), so the CLI and applications get the same rules.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 
 from noti.config import Settings
-from noti.errors import PermissionDenied
+from noti.errors import InvalidInput, PermissionDenied
 
 __all__ = ["Role", "User", "resolve_user"]
 
@@ -86,9 +87,21 @@ class User:
             )
 
 
+_NAME = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
+
+
 def resolve_user(settings: Settings, name: str | None = None) -> User:
-    """The :class:`User` called ``name`` (default: the settings' acting user) with their role."""
+    """The :class:`User` called ``name`` (default: the settings' acting user) with their role.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.baduser``: not 1-64 of ``A-Z a-z 0-9 _ . @ + -`` (user
+            names are parts of Redis keys, so ``:`` and spaces are refused).
+    """
     name = name or settings.user
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidInput(
+            f"user name {name!r} must be 1-64 letters, digits or _ . @ + -", code="e.cmd.noti.baduser"
+        )
     if name in settings.root_admins:
         return User(name, Role.ROOT_ADMIN)
     if name in settings.root_members:

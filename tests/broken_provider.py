@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from noti.errors import RateLimited, StoreUnavailable
 from noti.providers.base import Message, Provider, Receipt
 from noti.record import Channel
 
@@ -12,3 +13,23 @@ class BuggyProvider(Provider):
 
     def send(self, message: Message) -> Receipt:
         raise ZeroDivisionError("division by zero in a provider")
+
+
+class ThrottledProvider(Provider):
+    """Always answers with a flow limit that has already passed."""
+
+    kind = "throttled"
+    channels = frozenset(Channel)
+
+    def send(self, message: Message) -> Receipt:
+        raise RateLimited("slow down", retry_after_s=0, provider=self.name)
+
+
+class RedisDownProvider(Provider):
+    """Fails as a provider whose Redis (token cache, sender pool) went away."""
+
+    kind = "redisdown"
+    channels = frozenset(Channel)
+
+    def send(self, message: Message) -> Receipt:
+        raise StoreUnavailable("cannot reach Redis at redis://10.0.0.9:6379/0: Connection refused")

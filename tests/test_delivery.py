@@ -116,8 +116,39 @@ def test_the_notify_task_creates_and_delivers(rt: Any, worker: Any) -> None:
 
 
 def test_the_notify_task_refuses_bad_input_and_stores_nothing(rt: Any, worker: Any) -> None:
-    app.send_task("noti.notify", kwargs={"type": "sms", "target": "nope", "text": "x"}, queue="noti.intake")
-    wait_until(lambda: rt.redis.llen("noti.intake") == 0)
-    noti.notify_sms(PHONE, "marker")  # delivered after the refused one: the worker has passed it
+    from celery.signals import task_failure
+
+    from noti.errors import InvalidInput
+    from noti.tasks import notify as notify_task
+
+    failures: dict[str, BaseException] = {}
+
+    def remember(task_id: str, exception: BaseException, **_: Any) -> None:
+        failures[task_id] = exception
+
+    task_failure.connect(remember, weak=False)
+    try:
+        result = notify_task.apply_async(kwargs={"type": "sms", "target": "nope", "text": "x"})
+        wait_until(lambda: result.id in failures)
+    finally:
+        task_failure.disconnect(remember)
+    assert isinstance(failures[result.id], InvalidInput)
+    assert failures[result.id].code == "e.cmd.noti.add.badtarget"
+    assert rt.store.count() == 0
+    # the same task by name, from a process that only knows the name, is stored and sent
+    app.send_task("noti.notify", kwargs={"type": "sms", "target": PHONE, "text": "ok"}, queue="noti.intake")
     wait_until(lambda: sandbox_outbox(rt))
+    assert rt.store.count() == 1
+
+
+def test_a_redelivered_notify_task_creates_one_record(rt: Any, worker: Any) -> None:
+    for _ in range(3):  # the same message three times, as a redelivery after a crash would
+        app.send_task(
+            "noti.notify",
+            kwargs={"type": "sms", "target": PHONE, "text": "once"},
+            queue="noti.intake",
+            task_id="the-same-task",
+        )
+    wait_until(lambda: len(sandbox_outbox(rt)) == 1)
+    wait_until(lambda: rt.redis.hlen("unacked") == 0 and not rt.redis.llen("noti.intake"))
     assert rt.store.count() == 1

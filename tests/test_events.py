@@ -3,6 +3,7 @@ their permissions, the template sandbox, the processor run in the test thread, t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -14,11 +15,13 @@ from click.testing import CliRunner
 
 import tests.test_events_tasks  # noqa: F401 - registers the listener tasks
 from noti.cli import main
+from noti.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied
 from noti.events import Events, EventStatus, StopReason, add_listener, dispatch, list_listeners
 from noti.events.event import matches
 from noti.events.store import LockLost
 from noti.events.templates import compile_template, context
+from tests import hooks
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 
 PHONE = "+8613912345678"
@@ -72,10 +75,36 @@ def test_dispatch_is_one_round_trip_while_a_processor_is_alive(rt: Any, redis_ur
     rt.redis.set(rt.keys.event_lock, '{"token":"t","host":"h","pid":1,"since_ms":1}', px=60_000)
     api.dispatch("warm.up")
     client.sent.clear()
-    # when one more event is dispatched
+    # when one more event is dispatched, with and without an idempotency key
     api.dispatch("order.paid", PAID)
-    # then it took one command: the dispatch script, which found the processor alive
     assert client.sent == ["EVALSHA"]
+    client.sent.clear()
+    api.dispatch("order.paid", PAID, idempotency_key="order-42")
+    # then each took one command: the dispatch script, which found the processor alive
+    assert client.sent == ["EVALSHA"]
+    assert rt.redis.llen(rt.keys.event_queue) == 3
+
+
+def test_dispatch_with_an_idempotency_key_stores_one_event_per_user_and_key(rt: Any) -> None:
+    api, starts = make(rt)
+    # given an event dispatched with a key
+    first = api.dispatch("order.paid", PAID, user=BOB, idempotency_key="task:abc")
+    # when the same user dispatches again with that key (a redelivered task message)
+    again = api.dispatch("order.paid", {"other": "payload"}, user=BOB, idempotency_key="task:abc")
+    # then nothing more is stored and the first event's id comes back
+    assert again == first
+    assert rt.redis.lrange(rt.keys.event_queue, 0, -1) == [first]
+    assert api.get(first, user=BOB).payload == PAID
+    # another user's key is theirs: the same key stores a new event for them
+    alices = api.dispatch("order.paid", PAID, user=ALICE, idempotency_key="task:abc")
+    assert alices != first and api.get(alices, user=ALICE).seq == 2
+    # the key is remembered for NOTI_IDEMPOTENCY_TTL_S
+    ttl_ms = rt.redis.pttl(api.store.idempotency_key(BOB, "task:abc"))
+    assert 0 < ttl_ms <= rt.settings.idempotency_ttl_s * 1000
+    # and one processor was queued, for the first event
+    assert starts == [1]
+    for bad in ("", "k" * 201, 42):
+        assert code_of(lambda bad=bad: api.dispatch("a.b", idempotency_key=bad)) == "e.noti.event.badkey"
     assert rt.redis.llen(rt.keys.event_queue) == 2
 
 
@@ -113,6 +142,22 @@ def test_bad_events_are_refused_and_nothing_is_stored(
         ("order.paid", {**SMS, "text": "{{ customer.__class__ }}"}, {}, "e.noti.listener.unsafe"),
         ("order.paid", {**SMS, "text": "{{ customer['_x'] }}"}, {}, "e.noti.listener.unsafe"),
         ("order.paid", {**SMS, "text": "{% include 'x' %}"}, {}, "e.noti.listener.unsafe"),
+        # what would build huge values, when written in the template, is refused at add time
+        ("order.paid", {**SMS, "text": "{{ lipsum(n=100000) }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ cycler(1, 2).next() }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ 'a'|center(100000000) }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ id|indent(width=100000000) }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ 'a'.ljust(100000000) }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ id|pprint }}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ id.translate(t) }}"}, {}, "e.noti.listener.unsafe"),
+        (
+            "order.paid",
+            {**SMS, "text": "{% macro m() %}x{% endmacro %}{{ m() }}"},
+            {},
+            "e.noti.listener.unsafe",
+        ),
+        ("order.paid", {**SMS, "text": "{% set x %}{{ id }}{% endset %}"}, {}, "e.noti.listener.unsafe"),
+        ("order.paid", {**SMS, "text": "{{ id|nosuchfilter }}"}, {}, "e.noti.listener.badtemplate"),
         ("order.paid", SMS, {"filter": "total >"}, "e.noti.listener.badfilter"),
         ("order.paid", SMS, {"filter": "x.__class__"}, "e.noti.listener.unsafe"),
         ("order.paid", "no.such.task", {}, "e.noti.listener.notask"),
@@ -221,6 +266,41 @@ def test_templates_see_the_payload_and_the_event() -> None:
         ("{{ 'a' * 10000000 }}", {}, "e.noti.event.template.unsafe"),
         ("{{ 10 ** 100000 }}", {}, "e.noti.event.template.unsafe"),
         ("{% for i in range(100000) %}{% endfor %}", {}, "e.noti.event.template.unsafe"),
+        # widths and counts above the output limit are refused before anything is built:
+        # .unsafe, not the .error of output found too long once made
+        ("{{ x|center(n) }}", {"x": "a", "n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ x|indent(n) }}", {"x": "a\nb", "n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ x|indent(4, true) }}", {"x": "a\n" * 30000}, "e.noti.event.template.unsafe"),
+        ("{{ x|wordwrap(n) }}", {"x": "a", "n": 10**8}, "e.noti.event.template.unsafe"),
+        (
+            "{{ x|wordwrap(1, wrapstring=w) }}",
+            {"x": "a " * 30000, "w": "b" * 60000},
+            "e.noti.event.template.unsafe",
+        ),
+        ("{{ x|truncate(n) }}", {"x": "a", "n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ '%*s'|format(n, x) }}", {"x": "a", "n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ '%0100000000d'|format(1) }}", {}, "e.noti.event.template.unsafe"),
+        ("{{ '%.100000000f' % 1.5 }}", {}, "e.noti.event.template.unsafe"),
+        ("{{ '{:>{w}}'.format(1, w=n) }}", {"n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ x.center(n) }}", {"x": "a", "n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ x.zfill(n) }}", {"x": "a", "n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ x|replace('a', y) }}", {"x": "a" * 60000, "y": "b" * 60000}, "e.noti.event.template.unsafe"),
+        ("{{ r|join(y) }}", {"r": list(range(1000)), "y": "b" * 60000}, "e.noti.event.template.unsafe"),
+        ("{{ [x] * 1000 }}", {"x": "a" * 60000}, "e.noti.event.template.unsafe"),
+        ("{{ [x, x, x] }}", {"x": "a" * 60000}, "e.noti.event.template.unsafe"),
+        (
+            "{% set a = x ~ x %}{% set b = a ~ a %}{{ b|length }}",
+            {"x": "a" * 40000},
+            "e.noti.event.template.unsafe",
+        ),
+        ("{{ [1]|batch(n, 'x')|list|length }}", {"n": 10**8}, "e.noti.event.template.unsafe"),
+        ("{{ ((10 ** 100) ** 100) ** 100 }}", {}, "e.noti.event.template.unsafe"),
+        (
+            "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}",
+            {},
+            "e.noti.event.template.unsafe",
+        ),
+        ("{% for i in range(1000) %}{{ x }}{% endfor %}", {"x": "a" * 1000}, "e.noti.event.template.error"),
         ("{{ customer.phone }}", {"id": 1}, "e.noti.event.template.undefined"),
         ("{{ 1 / 0 }}", {}, "e.noti.event.template.error"),
     ],
@@ -234,15 +314,44 @@ def test_the_sandbox_refuses_python_internals_and_huge_values_at_run_time(
     assert refused.value.code == code
 
 
+def test_a_template_that_would_build_a_huge_value_is_refused_on_its_event(rt: Any) -> None:
+    # given listeners whose widths come from the payload
+    api, _ = make(rt)
+    texts = {
+        "center": "{{ customer.name|center(width) }}",
+        "indent": "{{ customer.name|indent(width, true) }}",
+        "format": "{{ '%*s'|format(width, id) }}",
+        "repeat": "{{ customer.name * width }}",
+    }
+    for name, text in texts.items():
+        add_listener("order.paid", {**SMS, "text": text}, name=name, example={**PAID, "width": 3})
+    # when an event asks for widths of 10**8
+    event_id = api.dispatch("order.paid", {**PAID, "width": 10**8})
+    api.processor().run()
+    # then each listener's refusal is recorded with the limit it passed; nothing was sent
+    event = api.get(event_id)
+    assert event.status is EventStatus.DONE
+    assert [(o.listener, o.error_code) for o in event.outcomes] == [
+        (name, "e.noti.event.template.unsafe") for name in texts
+    ]
+    center, indent, fmt, repeat = (o.error_message for o in event.outcomes)
+    assert center == "field 'text': center: 100000000 is above the limit of 65536"
+    assert indent == "field 'text': indent: 100000000 is above the limit of 65536"
+    assert fmt == "field 'text': this format would make 100000003 characters or more, more than 65536"
+    assert repeat == "field 'text': repetition beyond 65536 characters or items is not allowed"
+    assert rt.store.count() == 0
+
+
 # --- the processor, run in this thread --------------------------------------------------------
 
 
 def test_the_processor_runs_listeners_in_creation_order_and_records_their_return_data(rt: Any) -> None:
+    # given a root member's listeners (they hear everyone's events), and bob's event
     api, _ = make(rt)
-    add_listener("order.*", SMS, name="sms", user=ALICE)
-    add_listener("order.paid", "tests.events.echo", name="echo", user=ALICE)
-    add_listener("order.paid", SMS, name="big-only", filter="id > 100", user=ALICE)
-    add_listener("invoice.*", SMS, name="other", user=ALICE)
+    add_listener("order.*", SMS, name="sms", user=MEMBER)
+    add_listener("order.paid", "tests.events.echo", name="echo", user=MEMBER)
+    add_listener("order.paid", SMS, name="big-only", filter="id > 100", user=MEMBER)
+    add_listener("invoice.*", SMS, name="other", user=MEMBER)
     event_id = api.dispatch("order.paid", PAID, user=BOB)
     # when a processor runs
     report = api.processor().run()
@@ -255,15 +364,89 @@ def test_the_processor_runs_listeners_in_creation_order_and_records_their_return
     sms, echo, skipped = event.outcomes
     assert sms.listener == "sms" and sms.notification is not None
     record = rt.store.get(sms.notification)
-    assert record.creator == ALICE and record.target == PHONE and record.fields == {"text": "Order 42 paid"}
+    assert record.creator == MEMBER and record.target == PHONE and record.fields == {"text": "Order 42 paid"}
     assert echo.result == {
         "payload": PAID,
         "user": BOB,
-        "key": f"event:{event_id}:{list_listeners(user=ALICE)[1].id}",
+        "key": f"event:{event_id}:{list_listeners(user=MEMBER)[1].id}",
         "odd": "{1}",
     }
     assert (skipped.listener, skipped.skipped) == ("big-only", "filter")
     assert api.status().last_stop["reason"] == "idle"
+
+
+def test_listeners_run_only_for_events_their_owner_may_read(rt: Any) -> None:
+    # given alice's catch-all listeners (a webhook to a server of hers, a task), bob's own
+    # listener, and the catch-all listeners of a root member and a root administrator
+    api, _ = make(rt)
+    spy = {"type": "webhook", "target": "https://alice.example.com/", "content": {"got": "{{ secret }}"}}
+    add_listener("*", spy, name="alice-hook", user=ALICE)
+    add_listener("*", "tests.events.echo", name="alice-task", user=ALICE)
+    add_listener("order.*", "tests.events.echo", name="bob-task", user=BOB)
+    add_listener("*", "tests.events.echo", name="member-task", user=MEMBER)
+    add_listener("*", "tests.events.echo", name="admin-task", user=ADMIN)
+    # when bob and alice each dispatch an event
+    bobs = api.dispatch("order.paid", {"secret": "bob's"}, user=BOB)
+    alices = api.dispatch("order.paid", {"secret": "alice's"}, user=ALICE)
+    api.processor().run()
+    # then bob's event ran his listener and root's, none of alice's, and records nothing of hers
+    bob_event = api.get(bobs, user=ADMIN)
+    assert [o.listener for o in bob_event.outcomes] == ["bob-task", "member-task", "admin-task"]
+    assert all(o.result["payload"] == {"secret": "bob's"} for o in bob_event.outcomes)
+    # alice's event ran her listeners and root's, not bob's
+    alice_event = api.get(alices, user=ALICE)
+    assert [o.listener for o in alice_event.outcomes] == [
+        "alice-hook",
+        "alice-task",
+        "member-task",
+        "admin-task",
+    ]
+    # and the only notification alice's webhook made carries her own event's payload
+    [record] = rt.store.select()
+    assert record.creator == ALICE and record.fields["content"] == {"got": "alice's"}
+
+
+def test_an_event_whose_processors_all_died_is_set_aside_as_poison(configure: Any) -> None:
+    # given an event activated by as many processors as NOTI_EVENT_MAX_TRIES allows (3 by
+    # default), each of which died, and an event behind it
+    rt = configure(dead_letter_hook="tests.hooks:collect")
+    hooks.CALLS.clear()
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.echo", name="echo")
+    pill = api.dispatch("order.paid", {"id": 1})
+    after = api.dispatch("order.paid", {"id": 2})
+    assert rt.settings.event_max_tries == 3
+    for _ in range(3):
+        rt.redis.set(rt.keys.event_lock, "dead", px=60_000)
+        activation = api.store.activate("dead", now_ms=1, processor="dead", max_tries=3)
+        assert activation is not None and activation.id == pill
+        rt.redis.delete(rt.keys.event_lock)  # it died; its lock expired
+    # when the next processor runs
+    report = api.processor().run()
+    # then it does not take the event a fourth time: it is done, as poison, with no outcomes
+    assert report.processed == 1
+    poisoned = api.get(pill)
+    assert poisoned.status is EventStatus.DONE and poisoned.tries == 3 and poisoned.outcomes == ()
+    assert poisoned.error_code == "e.noti.event.poison"
+    assert poisoned.error_message.startswith("activated 3 times without finishing")
+    # and it has its dead letter (the hook was told), and the queue went on
+    [letter] = rt.dead_letters.entries()
+    expected = DeadLetter(
+        record_id=pill,
+        type="event:order.paid",
+        target="",
+        attempts=3,
+        error_class="poison",
+        errmsg=f"e.noti.event.poison: {poisoned.error_message}",
+        at_ms=poisoned.done_ms,
+        source="events",
+        payload='{"id":1}',
+    )
+    assert letter == dataclasses.replace(expected, entry_id=letter.entry_id)
+    assert hooks.CALLS == [expected]
+    behind = api.get(after)
+    assert behind.status is EventStatus.DONE and not behind.failed and behind.tries == 1
+    assert rt.redis.llen(rt.keys.event_queue) == 0
 
 
 def test_a_processor_exits_at_once_while_another_holds_the_lock(rt: Any) -> None:

@@ -3,15 +3,20 @@ and by memory, strict order across two worker processes, and resuming after SIGK
 
 from __future__ import annotations
 
+import json
 import threading
+import uuid
 from collections import Counter
 from typing import Any
 
 import pytest
+from celery.signals import task_postrun
 
 import noti.tasks.events as event_tasks
 import tests.test_events_tasks as listener_tasks
+from noti.app import app
 from noti.events import Event, Events, EventStatus, add_listener, dispatch, events
+from noti.queues import EVENTS_QUEUE
 from noti.record import Status
 from tests.conftest import ADMIN, ALICE, sandbox_outbox, wait_until
 
@@ -197,3 +202,81 @@ def test_the_beat_sweep_task_restarts_a_processor_for_stranded_events(rt: Any, w
     # then a processor is queued and does the event
     assert done(rt, event_id).status is EventStatus.DONE
     assert events().status().counts.queued == 0
+
+
+def test_a_redelivered_dispatch_message_stores_its_event_once(rt: Any, worker: Any) -> None:
+    # given a noti.events.dispatch message delivered twice, as when the worker that ran it
+    # died after storing the event and before acking the message (same message, same id)
+    runs: list[tuple[str, Any]] = []
+
+    def finished(sender: Any = None, task_id: str = "", retval: Any = None, **_: Any) -> None:
+        if sender is not None and sender.name == "noti.events.dispatch":
+            runs.append((task_id, retval))
+
+    task_postrun.connect(finished, weak=False)
+    message_id = str(uuid.uuid4())
+    try:
+        for _ in range(2):
+            app.send_task(
+                "noti.events.dispatch",
+                kwargs={"name": "order.paid", "payload": PAID, "user": ALICE},
+                task_id=message_id,
+                queue=EVENTS_QUEUE,
+            )
+        # when the worker has run both deliveries
+        wait_until(lambda: len(runs) == 2)
+    finally:
+        task_postrun.disconnect(finished)
+    # then both returned the same event, stored once
+    [(_, first), (_, second)] = runs
+    assert first == second
+    [event] = Events(rt).select(user=ADMIN, limit=None)
+    assert event.id == first and event.user == ALICE and event.payload == PAID
+    assert done(rt, first).status is EventStatus.DONE
+    wait_until(lambda: not Events(rt).status().alive)
+
+
+def test_an_event_that_kills_its_processor_is_set_aside_as_poison(configure: Any, spawn_worker: Any) -> None:
+    # given two tries per event, and an event whose listener ends its worker's process
+    rt = configure(event_lock_ttl_s=1, event_max_tries=2)
+    env = {"NOTI_EVENT_LOCK_TTL_S": "1", "NOTI_EVENT_MAX_TRIES": "2", listener_tasks.MAY_EXIT: "1"}
+    args = ("-P", "threads", "-c", "2", "-I", "tests.test_events_tasks")
+    add_listener("poison.pill", "tests.events.exit_process", name="a-exit")
+    add_listener("order.*", "tests.events.record_order", name="b-order")
+    tries = listener_tasks.attempts_key
+    first = spawn_worker(WORKER_CONFIG, *args, env=env, name="first")
+    pill = dispatch("poison.pill", {"dose": 1})
+    # when it kills the processor that takes it (try 1) ...
+    wait_until(lambda: first.proc.poll() is not None, timeout=30)
+    assert rt.redis.get(tries(pill)) == "1"
+    wait_until(lambda: not Events(rt).status().alive, timeout=10)  # its lock expired
+    # ... and the next one, started by the next event's dispatch (try 2)
+    second = spawn_worker(WORKER_CONFIG, *args, env=env, name="second")
+    after = dispatch("order.paid", PAID)
+    wait_until(lambda: second.proc.poll() is not None, timeout=30)
+    assert rt.redis.get(tries(pill)) == "2"
+    assert Events(rt).get(pill, user=ADMIN).status is EventStatus.ACTIVATED
+    wait_until(lambda: not Events(rt).status().alive, timeout=10)
+    # then the third processor (queued by the beat sweep) does not run it again: it marks it
+    # done as poison, dead-letters it, and goes on with the queue
+    spawn_worker(WORKER_CONFIG, *args, env=env, name="third")
+    wait_until(lambda: Events(rt).sweep(), timeout=10)
+    poisoned, behind = done(rt, pill, timeout=30), done(rt, after, timeout=30)
+    assert rt.redis.get(tries(pill)) == "2"
+    assert (poisoned.error_code, poisoned.tries, poisoned.outcomes) == ("e.noti.event.poison", 2, ())
+    assert poisoned.error_message.startswith("activated 2 times without finishing")
+    assert not behind.failed and behind.tries == 1 and behind.outcomes[0].result == 1
+    [letter] = rt.dead_letters.entries()
+    assert (letter.record_id, letter.type, letter.target, letter.attempts) == (
+        pill,
+        "event:poison.pill",
+        "",
+        2,
+    )
+    assert (letter.error_class, letter.source, json.loads(letter.payload)) == (
+        "poison",
+        "events",
+        {"dose": 1},
+    )
+    assert letter.errmsg == f"e.noti.event.poison: {poisoned.error_message}"
+    wait_until(lambda: not Events(rt).status().alive)

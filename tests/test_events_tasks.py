@@ -9,6 +9,7 @@ collection would evaluate it and read the Celery configuration too early.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -21,6 +22,8 @@ BUSY = "test:busy"
 OVERLAPS = "test:overlaps"
 SEEN = "test:seen"
 RELEASE = "test:release"
+#: Set (to "1") in the environment of the worker subprocesses exit_process may end.
+MAY_EXIT = "TEST_EVENTS_MAY_EXIT"
 
 
 def attempts_key(event_id: str) -> str:
@@ -50,6 +53,14 @@ def _register() -> None:
                 time.sleep(0.05)
         return attempt
 
+    @shared_task(name="tests.events.exit_process")
+    def exit_process(event: dict[str, Any]) -> None:
+        """Ends its process at once, as an OOM kill would (only where MAY_EXIT allows it)."""
+        get_runtime().redis.incr(attempts_key(event["id"]))
+        if os.environ.get(MAY_EXIT) != "1":
+            raise RuntimeError(f"exit_process ends only worker subprocesses started with {MAY_EXIT}=1")
+        os._exit(1)
+
     @shared_task(name="tests.events.explode")
     def explode(event: dict[str, Any]) -> None:
         """Always fails."""
@@ -67,5 +78,5 @@ _register()
 def test_the_listener_tasks_are_registered_in_the_noti_app(rt: Any) -> None:
     from noti.events.actions import find_task
 
-    names = ("record_order", "block_first", "explode", "echo")
+    names = ("record_order", "block_first", "exit_process", "explode", "echo")
     assert all(find_task(f"tests.events.{name}") is not None for name in names)

@@ -132,7 +132,8 @@ def test_finish_with_retry_schedules_the_record_in_the_delayed_set(rt: Any) -> N
     again = rt.store.get(record.id)
     assert again.status is Status.WAITING and again.retry == 1 and again.lease_until_ms == due
     assert rt.delayed.due_at(record.id) == due
-    assert rt.store.claim(record.id, owner="w2", lease_ms=1).state is ClaimState.LEASED
+    waiting = rt.store.claim(record.id, owner="w2", lease_ms=1)
+    assert waiting.state is ClaimState.NOT_DUE and waiting.until_ms == due
 
 
 def test_delete_removes_the_record_from_every_index(rt: Any) -> None:

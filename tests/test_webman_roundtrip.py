@@ -24,6 +24,8 @@ from noti.bridge.webman.mover import MAX_BATCH
 from noti.bridge.webman.notifications import NotificationConsumer
 from noti.bridge.webman.runner import BridgeRunner, ConsumerSpec
 from noti.bridge.webman.settings import WebmanSettings
+from noti.bridge.webman.worker import QueueWorker
+from noti.deadletter import DeadLetters
 from noti.errors import BridgeError, MalformedMessage
 from tests.conftest import ADMIN, MEMBER, sandbox_outbox, wait_until
 from tests.servers import free_port, pings
@@ -145,6 +147,62 @@ def test_unacked_entries_are_retried_by_the_pending_check(bridge_url: str, run_b
     assert rt.dead_letters.entries()[0].error_class == "exhausted"
     keys = producer(bridge_url).keys
     wait_until(lambda: producer(bridge_url).redis.xpending(keys.stream, keys.names.group)["pending"] == 0)
+
+
+def _pending_entry(url: str) -> tuple[Producer, str]:
+    """One entry read by a PHP worker that then died: pending, never acked; its id."""
+    send = producer(url)
+    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
+    entry = send.push({"job": 1})
+    send.redis.xreadgroup(send.names.group, f"{send.names.group}-1", {send.keys.stream: ">"})
+    return send, entry
+
+
+def _unreachable() -> redis.Redis:
+    """A client of a Redis that is down (nothing listens on its port)."""
+    return connect(f"redis://127.0.0.1:{free_port()}/0", socket_timeout_s=2)
+
+
+def _left(send: Producer, rt: Any) -> tuple[int, int, int, int]:
+    """(stream length, pending entries, delayed tasks, dead letters)."""
+    client, keys = send.redis, send.keys
+    pending = client.xpending(keys.stream, keys.names.group)["pending"]
+    return client.xlen(keys.stream), pending, client.zcard(keys.delayed_set), len(rt.dead_letters)
+
+
+def test_a_pending_entry_whose_retry_cannot_be_written_stays_pending(bridge_url: str, rt: Any) -> None:
+    # given: an entry left pending by a dead worker, and a consumer whose delayed queue is down
+    send, entry = _pending_entry(bridge_url)
+    options = {"pending_timeout_s": 0, "max_attempts": 3}
+    broken = Collect(client=connect(bridge_url), dead_letters=rt.dead_letters, options=options)
+    broken.producer = Producer(_unreachable(), broken.keys)
+    # when: its pending check retries the entry, and writing the retry fails (StoreUnavailable)
+    assert QueueWorker(broken).check_pending() == 1
+    # then: the entry is neither acked nor deleted: it stays pending for the next check
+    assert _left(send, rt) == (1, 1, 0, 0)
+    # and the next check, with the delayed queue back, retries it
+    healthy = Collect(client=connect(bridge_url), dead_letters=rt.dead_letters, options=options)
+    assert QueueWorker(healthy).check_pending() == 1
+    assert _left(send, rt) == (0, 0, 1, 0)
+    assert send.has_delayed(entry)
+
+
+def test_the_ignore_strategy_acks_only_once_the_dead_letter_is_written(bridge_url: str, rt: Any) -> None:
+    # given: an entry left pending, and a consumer (IGNORE) whose dead-letter store is down
+    send, entry = _pending_entry(bridge_url)
+    options = {"pending_timeout_s": 0, "pending_strategy": "ignore"}
+    down = DeadLetters(_unreachable(), rt.keys)
+    broken = Collect(client=connect(bridge_url), dead_letters=down, options=options)
+    # when: the pending check cannot write the dead letter
+    QueueWorker(broken).check_pending()
+    # then: the entry was not acked first: it stays pending
+    assert _left(send, rt) == (1, 1, 0, 0)
+    # and once the dead letter can be written, it is dead-lettered, then acked and deleted
+    healthy = Collect(client=connect(bridge_url), dead_letters=rt.dead_letters, options=options)
+    QueueWorker(healthy).check_pending()
+    assert _left(send, rt) == (0, 0, 0, 1)
+    letter = rt.dead_letters.entries()[0]
+    assert (letter.record_id, letter.error_class) == (entry, "pending_timeout")
 
 
 def _message(**changes: Any) -> str:

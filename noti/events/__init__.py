@@ -65,10 +65,17 @@ __all__ = [
 ]
 
 
-def dispatch(name: str, payload: Mapping[str, Any] | None = None, *, user: str | None = None) -> str:
+def dispatch(
+    name: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    user: str | None = None,
+    idempotency_key: str | None = None,
+) -> str:
     """Store the event ``name`` with its ``payload`` (a JSON object) and make sure a processor
-    is alive; the event id (see :meth:`Events.dispatch`)."""
-    return events().dispatch(name, payload, user=user)
+    is alive; the event id. With ``idempotency_key``, dispatching again with the same key
+    returns the first event's id and stores nothing (see :meth:`Events.dispatch`)."""
+    return events().dispatch(name, payload, user=user, idempotency_key=idempotency_key)
 
 
 def add_listener(

@@ -1,31 +1,58 @@
 -- Activate the event at the head of the arrival queue, for the processor holding the lock.
 -- A new event becomes activated; an event already activated (its processor died) is taken
--- again as it is, with tries + 1. Entries whose event is gone or done are dropped.
+-- again as it is, with tries + 1, unless it was activated ARGV[5] times already: then it is
+-- poison (it kills its processor), so it is marked done with the error code ARGV[7], a dead
+-- letter is appended, and the next event is looked at. Entries whose event is gone or done
+-- are dropped.
 -- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'new' index,
--- KEYS[4] 'activated' index, KEYS[5] listeners version.
--- ARGV[1] lock value, ARGV[2] now (ms), ARGV[3] processor name, ARGV[4] event key prefix.
--- Returns {-1} when the lock is not the caller's, {0} when no event waits, else
--- {1, id, name, user, payload, created ms, seq, tries, listeners version}.
+-- KEYS[4] 'activated' index, KEYS[5] listeners version, KEYS[6] 'done' index,
+-- KEYS[7] dead-letter stream.
+-- ARGV[1] lock value, ARGV[2] now (ms), ARGV[3] processor name, ARGV[4] event key prefix,
+-- ARGV[5] most activations per event (0 = no limit), ARGV[6] dead-letter stream max length,
+-- ARGV[7] poison error code.
+-- Returns {-1} when the lock is not the caller's, {0, poisoned} when no event waits, else
+-- {1, poisoned, id, name, user, payload, created ms, seq, tries, listeners version};
+-- poisoned lists the events set aside as poison in this step, each {id, name, tries,
+-- payload, error message}.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {-1}
 end
+local max_tries = tonumber(ARGV[5])
+local poisoned = {}
 while true do
   local id = redis.call('LINDEX', KEYS[2], 0)
   if not id then
-    return {0}
+    return {0, poisoned}
   end
   local key = ARGV[4] .. id
   local status = redis.call('HGET', key, 'status')
-  if status == 'new' or status == 'activated' then
+  local tries = tonumber(redis.call('HGET', key, 'tries') or '0') or 0
+  if status == 'activated' and max_tries > 0 and tries >= max_tries then
+    local f = redis.call('HMGET', key, 'name', 'payload')
+    local message = 'activated ' .. tries .. ' times without finishing: its processor died each'
+      .. ' time (a listener that kills or exhausts its process?); set aside after'
+      .. ' NOTI_EVENT_MAX_TRIES = ' .. max_tries
+    redis.call('HSET', key, 'status', 'done', 'done_ms', ARGV[2], 'result', '[]',
+      'error_code', ARGV[7], 'error_message', message)
+    redis.call('ZREM', KEYS[4], id)
+    redis.call('ZADD', KEYS[6], ARGV[2], id)
+    redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*',
+      'record_id', id, 'type', 'event:' .. (f[1] or ''), 'target', '', 'attempts', tries,
+      'error_class', 'poison', 'errmsg', ARGV[7] .. ': ' .. message, 'at_ms', ARGV[2],
+      'source', 'events', 'payload', f[2] or '')
+    poisoned[#poisoned + 1] = {id, f[1] or '', tries, f[2] or '', message}
+    redis.call('LPOP', KEYS[2])
+  elseif status == 'new' or status == 'activated' then
     if status == 'new' then
       redis.call('HSET', key, 'status', 'activated')
       redis.call('ZREM', KEYS[3], id)
       redis.call('ZADD', KEYS[4], redis.call('HGET', key, 'seq'), id)
     end
     redis.call('HSET', key, 'activated_ms', ARGV[2], 'processor', ARGV[3])
-    local tries = redis.call('HINCRBY', key, 'tries', 1)
+    tries = redis.call('HINCRBY', key, 'tries', 1)
     local f = redis.call('HMGET', key, 'name', 'user', 'payload', 'created_ms', 'seq')
-    return {1, id, f[1], f[2], f[3], f[4], f[5], tries, redis.call('GET', KEYS[5]) or ''}
+    return {1, poisoned, id, f[1], f[2], f[3], f[4], f[5], tries, redis.call('GET', KEYS[5]) or ''}
+  else
+    redis.call('LPOP', KEYS[2])
   end
-  redis.call('LPOP', KEYS[2])
 end

@@ -3,7 +3,8 @@
 Every call takes the acting ``user`` (default ``NOTI_USER``) and applies :mod:`noti.users`:
 anyone may dispatch events and add listeners; a listener belongs to its creator, whose
 level cap its notifications get; only the owner or a root member may replace or remove
-it; non-root users list and read only their own listeners and events.
+it; non-root users list and read only their own listeners and events, and their listeners
+run only for their own events (root members' listeners run for everyone's).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ __all__ = ["Events", "ProcessorStatus", "events", "queue_processor"]
 log = logging.getLogger(__name__)
 
 PROCESS_TASK = "noti.events.process"
+#: Longest ``idempotency_key`` :meth:`Events.dispatch` accepts.
+IDEMPOTENCY_KEY_MAX = 200
 _PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
 
 
@@ -112,23 +115,46 @@ class Events:
     # --- dispatch -----------------------------------------------------------------------------
 
     def dispatch(
-        self, name: str, payload: Mapping[str, Any] | None = None, *, user: str | None = None
+        self,
+        name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        user: str | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Store an event and make sure a processor is alive; the event id.
 
         One Redis round trip when a processor is alive; otherwise one more to queue one.
+        With ``idempotency_key``, a second dispatch by the same user with the same key (within
+        ``NOTI_IDEMPOTENCY_TTL_S``) stores nothing and returns the first event's id: the
+        ``noti.events.dispatch`` task passes its own message id, so a redelivered message
+        does not store its event twice.
 
         Raises:
-            InvalidInput: ``e.noti.event.badname``, ``.badpayload``, ``.toolarge``; nothing stored.
+            InvalidInput: ``e.noti.event.badname``, ``.badpayload``, ``.toolarge``, ``.badkey``;
+            nothing stored.
             StoreUnavailable: Redis cannot be reached.
         """
         validate_event_name(name)
         text = encode_payload(payload, max_bytes=self.settings.event_payload_max_bytes)
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= IDEMPOTENCY_KEY_MAX
+        ):
+            raise InvalidInput(
+                f"idempotency_key must be a non-empty string of at most {IDEMPOTENCY_KEY_MAX} characters",
+                code="e.noti.event.badkey",
+            )
         acting = self.user(user)
         created = now_ms()
-        event_id = new_id(created)
-        _, start = self.store.dispatch(
-            event_id, name, acting.name, text, created_ms=created, starting_ttl_ms=self._starting_ttl_ms
+        _, start, event_id = self.store.dispatch(
+            new_id(created),
+            name,
+            acting.name,
+            text,
+            created_ms=created,
+            starting_ttl_ms=self._starting_ttl_ms,
+            idempotency_key=idempotency_key,
+            idempotency_ttl_ms=int(self.settings.idempotency_ttl_s * 1000),
         )
         if start:
             self._start(f"event {event_id}")
@@ -157,8 +183,10 @@ class Events:
             self.store,
             self.listeners,
             notifier(),
+            settings=self.settings,
             limits=Limits.from_settings(self.settings),
             start_successor=self.start_processor,
+            dead_letters=self.runtime.dead_letters,
             task_id=task_id,
         )
 
@@ -306,7 +334,8 @@ class Events:
 
     def list_listeners(self, *, user: str | None = None, event: str | None = None) -> list[Listener]:
         """Listeners in the order they run; a non-root user sees only their own. With
-        ``event`` (an event name), only the listeners that event would run."""
+        ``event`` (an event name), only those whose pattern matches it (of these, an event
+        runs the ones whose owner may read its dispatcher's events)."""
         acting = self.user(user)
         listeners = self.listeners.all()
         if not acting.is_root:

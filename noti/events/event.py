@@ -12,7 +12,8 @@ field             meaning
 ``status``        ``new`` → ``activated`` (a processor runs its listeners) → ``done``
 ``seq``           arrival order: the processor takes events strictly by ``seq``
 ``created_ms``    dispatched (epoch ms); ``activated_ms`` / ``done_ms`` likewise
-``tries``         how many times a processor activated it (2+ after a processor died)
+``tries``         how many times a processor activated it (2+ after a processor died; at
+                  most ``event_max_tries``, then it is done as ``e.noti.event.poison``)
 ``processor``     the processor that activated it last (``host/pid/token``)
 ``result``        the return data: one JSON entry per listener (see :class:`Outcome`)
 ``error_code``    empty when every listener succeeded, else the first failure's code;
@@ -54,7 +55,8 @@ class EventStatus(StrEnum):
 
     NEW = "new"  #: stored, waiting for the processor
     ACTIVATED = "activated"  #: a processor is running (or was running, then died) its listeners
-    DONE = "done"  #: every listener ran; ``error_code`` says whether one failed
+    #: every listener ran (or it was set aside as poison); ``error_code`` says whether one failed
+    DONE = "done"
 
 
 def validate_event_name(name: object) -> str:

@@ -12,7 +12,13 @@ is empty, so an event dispatched at that moment is never stranded.
 A processor that dies leaves its event ``activated`` and its lock to expire; the next one
 takes the same event again (``tries`` + 1). Notifications are added with the idempotency
 key ``event:<event id>:<listener id>``, so none is created twice; task listeners are called
-again with the same ``key``.
+again with the same ``key``. An event whose processors died ``event_max_tries`` times is
+poison: it is marked done (``e.noti.event.poison``) and dead-lettered instead of being taken
+again, so it cannot block the queue (see ``activate.lua``).
+
+A listener runs only for events its owner may read (:meth:`noti.users.User.can_touch`):
+its owner's own events, or every event for root members' and root administrators'
+listeners. Other listeners are passed over, with nothing recorded.
 """
 
 from __future__ import annotations
@@ -27,14 +33,16 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from noti.config import Settings
+from noti.deadletter import DeadLetter, DeadLetters
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.actions import CompiledTask, RunContext, TaskAction
 from noti.events.event import Outcome
-from noti.events.listeners import ListenerRegistry
+from noti.events.listeners import CompiledListener, Listener, ListenerRegistry
 from noti.events.liveness import Holder, ProcessorLock
 from noti.events.store import Activation, EventStore, LockLost
 from noti.events.templates import context
 from noti.record import now_ms
+from noti.users import resolve_user
 
 if TYPE_CHECKING:
     from noti.api import Notifier
@@ -58,11 +66,13 @@ class StopReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """When a processor hands over, and how long its lock lives without renewal."""
+    """When a processor hands over, how long its lock lives without renewal, and how many
+    times an event may be activated before it is set aside as poison."""
 
     max_runtime_s: float = 300.0
     max_memory_mb: float = 256.0
     lock_ttl_s: float = 10.0
+    max_tries: int = 3
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
@@ -70,6 +80,7 @@ class Limits:
             max_runtime_s=settings.event_processor_max_runtime_s,
             max_memory_mb=settings.event_processor_max_memory_mb,
             lock_ttl_s=settings.event_lock_ttl_s,
+            max_tries=settings.event_max_tries,
         )
 
 
@@ -110,16 +121,20 @@ class Processor:
         listeners: ListenerRegistry,
         notifier: Notifier,
         *,
+        settings: Settings,
         limits: Limits,
         start_successor: Callable[[], None],
+        dead_letters: DeadLetters | None = None,
         task_id: str = "",
         memory_mb: Callable[[], float] = resident_memory_mb,
     ) -> None:
         self.store = store
         self.listeners = listeners
         self.notifier = notifier
+        self.settings = settings
         self.limits = limits
         self.start_successor = start_successor
+        self.dead_letters = dead_letters
         self.holder = Holder.this_process(since_ms=now_ms(), task_id=task_id)
         self._memory_mb = memory_mb
         #: Events this run has marked done so far.
@@ -181,7 +196,14 @@ class Processor:
         while True:
             if lock.lost:
                 return StopReason.LOST
-            activation = self.store.activate(lock.value, now_ms=now_ms(), processor=self.holder.name)
+            activation = self.store.activate(
+                lock.value,
+                now_ms=now_ms(),
+                processor=self.holder.name,
+                max_tries=self.limits.max_tries,
+                dead_letter_max_len=self.dead_letters.max_len if self.dead_letters else 10_000,
+                on_poison=self._poisoned,
+            )
             if activation is None:
                 released = lock.release(idle=True, reason="idle", processed=self.processed, now_ms=now_ms())
                 if released == 0:
@@ -195,13 +217,35 @@ class Processor:
             if self._memory_mb() >= self.limits.max_memory_mb:
                 return StopReason.MEMORY
 
+    def _poisoned(self, letter: DeadLetter) -> None:
+        log.error("event %s (%s): set aside as poison: %s", letter.record_id, letter.type, letter.errmsg)
+        if self.dead_letters is not None:
+            self.dead_letters.notify_hook(letter)
+
+    def listeners_of(self, event: Activation) -> list[tuple[Listener, CompiledListener | InvalidInput]]:
+        """The listeners ``event`` runs, in creation order: those matching its name whose
+        owner may read the dispatching user's events."""
+        readers: dict[str, bool] = {}
+
+        def may_read(owner: str) -> bool:
+            if owner not in readers:
+                try:
+                    readers[owner] = resolve_user(self.settings, owner).can_touch(event.user)
+                except InvalidInput:  # an owner name no longer valid reads nothing
+                    readers[owner] = False
+            return readers[owner]
+
+        matching = self.listeners.matching(event.name, event.listeners_version)
+        return [(listener, ready) for listener, ready in matching if may_read(listener.user)]
+
     def run_listeners(self, event: Activation) -> list[Outcome]:
-        """Run every listener of ``event``; one outcome each, failures included.
+        """Run every listener of ``event`` (see :meth:`listeners_of`); one outcome each,
+        failures included.
 
         Raises:
             StoreUnavailable: Redis or the broker failed; the event must be taken again.
         """
-        matching = self.listeners.matching(event.name, event.listeners_version)
+        matching = self.listeners_of(event)
         values = context(
             event.payload, event_id=event.id, name=event.name, user=event.user, created_ms=event.created_ms
         )

@@ -5,24 +5,28 @@ numbers the event with ``seq``) in the same step that tells whether a processor 
 queued, so a dispatch is one round trip. The processor only ever works on the head of that
 list (``activate.lua``) and removes it when the event is done (``finish.lua``); both
 check the caller still holds the processor lock, so a processor that lost it writes
-nothing. Key names come from :mod:`noti.keys`.
+nothing. ``activate.lua`` also sets aside, as poison, an event that was activated
+``event_max_tries`` times without finishing. Key names come from :mod:`noti.keys`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
 
+from noti.deadletter import DeadLetter
 from noti.events.event import Event, EventStatus, Outcome, event_from_hash, matches, summarize
 from noti.keys import Keys
 from noti.redisconn import load_script, translate_errors
 
-__all__ = ["Activation", "EventCounts", "EventStore"]
+__all__ = ["POISON_CODE", "Activation", "EventCounts", "EventStore"]
 
+#: The error code of an event set aside because every processor that took it died.
+POISON_CODE = "e.noti.event.poison"
 _PAGE = 200
 _CLEAN_BATCH = 500
 
@@ -70,13 +74,31 @@ class EventStore:
 
     # --- writing ----------------------------------------------------------------------------
 
+    def idempotency_key(self, user: str, key: str) -> str:
+        """The key remembering which event ``user`` dispatched with idempotency key ``key``."""
+        return self.keys.event(f"idem:{user}:{key}")
+
     def dispatch(
-        self, event_id: str, name: str, user: str, payload: str, *, created_ms: int, starting_ttl_ms: int
-    ) -> tuple[int, bool]:
-        """Store a new event; its ``seq`` and whether the caller must queue a processor."""
+        self,
+        event_id: str,
+        name: str,
+        user: str,
+        payload: str,
+        *,
+        created_ms: int,
+        starting_ttl_ms: int,
+        idempotency_key: str | None = None,
+        idempotency_ttl_ms: int = 0,
+    ) -> tuple[int, bool, str]:
+        """Store a new event; its ``seq``, whether the caller must queue a processor, and its id.
+
+        With ``idempotency_key``, an event ``user`` dispatched with the same key in the last
+        ``idempotency_ttl_ms`` is not stored again: the answer is ``(0, start, its id)``.
+        """
         k = self.keys
+        idem = self.idempotency_key(user, idempotency_key) if idempotency_key is not None else ""
         with translate_errors(self.redis):
-            seq, start = self._dispatch(
+            seq, start, stored_id = self._dispatch(
                 keys=[
                     k.event(event_id),
                     k.event_seq,
@@ -86,10 +108,19 @@ class EventStore:
                     k.event_user_index(user),
                     k.event_lock,
                     k.event_starting,
+                    idem or k.event(event_id),
                 ],
-                args=[event_id, name, user, payload, created_ms, starting_ttl_ms],
+                args=[
+                    event_id,
+                    name,
+                    user,
+                    payload,
+                    created_ms,
+                    starting_ttl_ms,
+                    max(int(idempotency_ttl_ms), 1) if idem else "",
+                ],
             )
-        return int(seq), bool(int(start))
+        return int(seq), bool(int(start)), str(stored_id)
 
     def kick(self, *, starting_ttl_ms: int, marker: str) -> bool:
         """True when events wait and no processor is alive or queued: the caller queues one."""
@@ -105,8 +136,22 @@ class EventStore:
         with translate_errors(self.redis):
             self.redis.delete(self.keys.event_starting)
 
-    def activate(self, lock_value: str, *, now_ms: int, processor: str) -> Activation | None:
+    def activate(
+        self,
+        lock_value: str,
+        *,
+        now_ms: int,
+        processor: str,
+        max_tries: int = 0,
+        dead_letter_max_len: int = 10_000,
+        on_poison: Callable[[DeadLetter], object] | None = None,
+    ) -> Activation | None:
         """Activate the head of the queue; None when the queue is empty.
+
+        With ``max_tries`` (> 0), an event activated that many times already without
+        finishing (each of its processors died) is not activated again: it is marked done
+        with :data:`POISON_CODE`, its dead letter is appended to the dead-letter stream in the
+        same step, ``on_poison`` is called with that letter, and the next event is taken.
 
         Raises:
             LockLost: the caller does not hold the processor lock.
@@ -120,15 +165,39 @@ class EventStore:
                     k.event_status_index(EventStatus.NEW),
                     k.event_status_index(EventStatus.ACTIVATED),
                     k.listeners_version,
+                    k.event_status_index(EventStatus.DONE),
+                    k.dead_letters,
                 ],
-                args=[lock_value, now_ms, processor, k.event("")],
+                args=[
+                    lock_value,
+                    now_ms,
+                    processor,
+                    k.event(""),
+                    max(int(max_tries), 0),
+                    dead_letter_max_len,
+                    POISON_CODE,
+                ],
             )
         state = int(row[0])
         if state < 0:
             raise LockLost("the processor lock was lost")
+        for poisoned_id, name, tries, payload, message in row[1]:
+            letter = DeadLetter(
+                record_id=poisoned_id,
+                type=f"event:{name}",
+                target="",
+                attempts=int(tries),
+                error_class="poison",
+                errmsg=f"{POISON_CODE}: {message}",
+                at_ms=now_ms,
+                source="events",
+                payload=payload,
+            )
+            if on_poison is not None:
+                on_poison(letter)
         if state == 0:
             return None
-        event_id, name, user, payload, created, seq, tries, version = row[1:9]
+        event_id, name, user, payload, created, seq, tries, version = row[2:10]
         return Activation(
             id=event_id,
             name=name,

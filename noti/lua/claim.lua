@@ -4,7 +4,9 @@
 -- ARGV[4] creator the record must have ("" = anyone).
 -- Returns one entry per key:
 --   {1, field, value, ...}  claimed: the whole hash after the claim
---   {2, lease_until_ms}     waiting, but leased or not yet due
+--   {2, lease_until_ms}     waiting, but another sender holds its lease
+--   {5, due_ms}             waiting for its time (a delay or a back-off); the delayed set
+--                           holds it, so the caller must leave it alone
 --   {3, status}             not waiting (done, failed, invalid)
 --   {4}                     made by another creator
 --   {0}                     no such record
@@ -12,7 +14,7 @@ local now = tonumber(ARGV[1])
 local lease_until = now + tonumber(ARGV[2])
 local out = {}
 for i, key in ipairs(KEYS) do
-  local st, lease, creator = unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', 'noti_c'))
+  local st, lease, creator, owner = unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', 'noti_c', '_owner'))
   if not st then
     out[i] = {0}
   elseif ARGV[4] ~= '' and creator ~= ARGV[4] then
@@ -20,10 +22,13 @@ for i, key in ipairs(KEYS) do
   elseif st ~= '1' then
     out[i] = {3, tonumber(st)}
   elseif (tonumber(lease) or 0) > now then
-    out[i] = {2, tonumber(lease)}
+    out[i] = {owner and 2 or 5, tonumber(lease)}
   else
     redis.call('HSET', key, 'noti_timeout_at', lease_until, '_owner', ARGV[3], 'lm', now)
+    -- _claims: ever claimed (a debounce may no longer replace it); _inflight: claims
+    -- since the last finish (a record that keeps killing its sender is poison)
     redis.call('HINCRBY', key, '_claims', 1)
+    redis.call('HINCRBY', key, '_inflight', 1)
     local row = redis.call('HGETALL', key)
     table.insert(row, 1, 1)
     out[i] = row

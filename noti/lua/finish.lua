@@ -14,7 +14,7 @@ end
 local now, new_st = ARGV[2], ARGV[3]
 redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', ARGV[4], 'noti_timeout_at', ARGV[5],
   'noti_retry', ARGV[6], 'lm', now)
-redis.call('HDEL', key, '_owner')
+redis.call('HDEL', key, '_owner', '_inflight')
 if ARGV[7] ~= '' then
   redis.call('HSET', key, 'expi', ARGV[7])
 end

@@ -11,7 +11,7 @@ if st ~= '0' and st ~= '-1' then
   return {0, tonumber(st)}
 end
 redis.call('HSET', KEYS[1], 'noti_st', 1, 'noti_retry', 0, 'noti_timeout_at', 0, 'noti_errmsg', '', 'lm', ARGV[2])
-redis.call('HDEL', KEYS[1], '_claims', '_owner', 'expi')
+redis.call('HDEL', KEYS[1], '_claims', '_inflight', '_owner', 'expi')
 redis.call('ZREM', KEYS[st == '0' and 4 or 3], ARGV[1])
 redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[2], -tonumber(level), ARGV[1])

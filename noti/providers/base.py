@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import redis
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from noti.errors import InvalidConfig
 from noti.keys import Keys
@@ -60,11 +60,20 @@ class Receipt:
 
 
 class ProviderOptions(BaseModel):
-    """Base of each provider's options model; unknown keys are refused."""
+    """Base of each provider's options model; unknown keys are refused.
+
+    Secrets are ``pydantic.SecretStr`` fields, so they print as ``**********``.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: str | None = None
+    #: Requests per second this provider (account) may receive, shared by all workers.
+    rate_limit_per_s: float | None = Field(default=None, gt=0)
+    #: Bucket size of the rate limit (default: one second's worth).
+    rate_burst: int | None = Field(default=None, ge=1)
+    #: Seconds a request may take; keep it below the lease (``NOTI_LEASE_TIMEOUT_S``).
+    timeout_s: float = Field(default=10.0, gt=0, le=120)
 
 
 class Provider(abc.ABC):

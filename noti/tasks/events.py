@@ -49,8 +49,12 @@ def clean() -> int:
     return removed
 
 
-@app.task(name="noti.events.dispatch", acks_late=True, ignore_result=True)
-def dispatch(name: str, payload: dict[str, Any] | None = None, user: str | None = None) -> str:
-    """Dispatch an event from a task message; its id. Bad input fails the task
-    (:class:`~noti.errors.InvalidInput`, nothing stored)."""
-    return events().dispatch(name, payload, user=user)
+# Acked late and given back when its worker dies: the message is only done once its event is
+# stored. A redelivered message dispatches again with the same idempotency key (its own id),
+# which returns the event stored the first time instead of storing a second one.
+@app.task(name="noti.events.dispatch", bind=True, acks_late=True, ignore_result=True)
+def dispatch(self: Task, name: str, payload: dict[str, Any] | None = None, user: str | None = None) -> str:
+    """Dispatch an event from a task message, at most once per message; its id. Bad input
+    fails the task (:class:`~noti.errors.InvalidInput`, nothing stored)."""
+    task_id = self.request.id
+    return events().dispatch(name, payload, user=user, idempotency_key=f"task:{task_id}" if task_id else None)

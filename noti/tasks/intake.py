@@ -10,17 +10,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import Task
+
 from noti.app import app
 
 __all__ = ["notify"]
 
 
-@app.task(name="noti.notify", acks_late=True)
-def notify(type: str, target: str, lv: int = 1, user: str | None = None, **fields: Any) -> str:  # noqa: A002
+@app.task(name="noti.notify", bind=True, acks_late=True)
+def notify(
+    self: Task,
+    type: str,  # noqa: A002
+    target: str,
+    lv: int = 1,
+    user: str | None = None,
+    **fields: Any,
+) -> str:
     """Validate, store and queue one notification; the new record id.
 
-    Bad input fails the task with :class:`~noti.errors.InvalidInput` (nothing is stored).
+    The task id is the notification's idempotency key (unless the caller gives one), so a
+    message redelivered after a worker crash creates nothing twice. Bad input fails the task
+    with :class:`~noti.errors.InvalidInput` (nothing is stored).
     """
     from noti.api import notify as api_notify
 
+    if fields.get("identifier") is None:
+        fields.setdefault("idempotency_key", f"task:{self.request.id}")
     return api_notify(type, target, lv=lv, user=user, **fields)

@@ -312,17 +312,20 @@ class Consumer(abc.ABC):
     def handle_pending_timeout(
         self, message_id: str, message: ConsumerMessage, owner: str, idle_ms: int, deliveries: int
     ) -> None:
-        """An entry left unacked for ``pending_timeout_s`` (claimed from ``owner``)."""
+        """An entry left unacked for ``pending_timeout_s`` (claimed from ``owner``).
+
+        The entry is acked only once its dead letter or its retry is written: if that raises,
+        it stays pending for the next check.
+        """
         if self.pending_strategy is PendingStrategy.IGNORE:
-            message.ack()
             self.handle_dead_letter(
                 message_id,
                 message,
                 BridgeError("PENDING_PROCESSING_IGNORE: Message pending timeout.", code=PENDING_TIMEOUT),
             )
+            message.ack()
             return
         if deliveries + 1 > self.max_attempts:
-            message.ack()
             self.handle_dead_letter(
                 message_id,
                 message,
@@ -332,6 +335,7 @@ class Consumer(abc.ABC):
                     code=DELIVERIES_EXCEEDED,
                 ),
             )
+            message.ack()
             return
         retried = self.handle_fail_retry(
             message_id,

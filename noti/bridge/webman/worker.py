@@ -5,7 +5,8 @@
   STREAMS <stream> >``, then each entry through :meth:`QueueWorker.process` (ack, delete,
   retry or dead letter exactly as ``processMessage``).
 * :meth:`QueueWorker.check_pending` is one pending check: PHP worker 0's lock, ``XPENDING - +
-  batch``, ``XCLAIM`` of entries idle past the timeout, then ``handle_pending_timeout``.
+  batch``, ``XCLAIM`` of entries idle past the timeout, then ``handle_pending_timeout``; the
+  entry is acked (and deleted) only when that returns, so a failure leaves it pending.
 * An entry PHP would drop or choke on goes to :meth:`Consumer.handle_malformed` (logged and
   dead-lettered), then is acked and deleted: never silently, never left to jam the queue.
 * :meth:`QueueWorker.run` survives what stops a PHP worker in silence: a Redis restart (it
@@ -229,10 +230,17 @@ class QueueWorker:
                     message_id, message, str(row["consumer"]), idle_ms, int(row["times_delivered"])
                 )
             except Exception:
-                log.exception("webman %s: pending entry %s could not be handled", names.queue, message_id)
-            finally:
+                # As in process(): a failed handler never acks; the entry stays pending for
+                # the next check (unless the handler itself acked it before failing).
+                log.exception(
+                    "webman %s: pending entry %s could not be handled; it stays pending",
+                    names.queue,
+                    message_id,
+                )
+            else:
                 if consumer.auto_ack and not message.acked:
                     message.ack()
+            finally:
                 if message.ack_status and consumer.auto_delete:
                     consumer.xdel(message_id)
         return handled

@@ -1,0 +1,90 @@
+"""Lease heartbeats: a send that takes longer than expected keeps its record's lease.
+
+A sender claims a record for ``lease_ms``. If the provider call outlasts that, another
+sender could take the record and send it again; so while a send is in progress, one
+daemon thread per process renews the leases it holds (every third of the lease, all of
+them in one ``renew.lua`` call). A dead process renews nothing, so its leases still expire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from noti.errors import NotiError
+from noti.store import RecordStore
+
+__all__ = ["LeaseKeeper"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Held:
+    record_id: str
+    owner: str
+    lease_ms: int
+    renewed_at: float
+
+
+class LeaseKeeper:
+    """Renews the leases of the sends in progress in this process."""
+
+    def __init__(self, store: RecordStore) -> None:
+        self._store = store
+        self._held: dict[int, _Held] = {}
+        self._next = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def hold(self, record_id: str, owner: str, lease_ms: int) -> Iterator[None]:
+        """Keep the lease of ``record_id`` (held by ``owner``) alive for the ``with`` block."""
+        with self._cond:
+            self._next += 1
+            token = self._next
+            self._held[token] = _Held(record_id, owner, lease_ms, time.monotonic())
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="noti-lease-keeper", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._held:
+                    self._cond.wait()
+                now = time.monotonic()
+                due = [h for h in self._held.values() if now - h.renewed_at >= h.lease_ms / 3000]
+                wait_s = min(h.renewed_at + h.lease_ms / 3000 - now for h in self._held.values())
+            if due:
+                self._renew(due)
+            else:
+                with self._cond:
+                    self._cond.wait(max(0.01, wait_s))
+
+    def _renew(self, due: list[_Held]) -> None:
+        by_lease: dict[int, list[_Held]] = {}
+        for held in due:
+            by_lease.setdefault(held.lease_ms, []).append(held)
+        for lease_ms, group in by_lease.items():
+            try:
+                kept = self._store.renew([(h.record_id, h.owner) for h in group], lease_ms=lease_ms)
+            except NotiError as exc:
+                log.warning("lease keeper: cannot renew %d leases: %s", len(group), exc)
+                time.sleep(0.2)
+                continue
+            now = time.monotonic()
+            for held, ok in zip(group, kept, strict=True):
+                held.renewed_at = now
+                if not ok:
+                    log.warning("deliver %s: lease lost during a send", held.record_id)

@@ -1,0 +1,93 @@
+"""HTTP for providers: one pooled ``httpx.Client`` per process, and transport errors mapped
+once to the outcome classes (shared/providers.md §0).
+
+==============================================  ===================  ======================
+what happened                                   raised               why
+==============================================  ===================  ======================
+could not connect (refused, DNS, connect         ProviderOutage       nothing was sent: try
+timeout)                                                              the next provider
+the request was sent, then a timeout or a        AmbiguousOutcome     it may have been
+broken connection                                                     processed: no failover
+any other transport error                        TemporaryFailure     retried per the policy
+an answer that is not the JSON expected          AmbiguousOutcome     the vendor may have
+                                                                      acted on it
+==============================================  ===================  ======================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from noti.errors import AmbiguousOutcome, ProviderOutage, TemporaryFailure
+
+__all__ = ["client", "json_object", "map_transport_errors", "retry_after_s"]
+
+_lock = threading.Lock()
+_client: httpx.Client | None = None
+_client_pid = 0
+
+
+def client() -> httpx.Client:
+    """This process's pooled client (a new one after a fork: sockets are never shared)."""
+    global _client, _client_pid
+    with _lock:
+        if _client is None or _client_pid != os.getpid():
+            _client = httpx.Client(
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                follow_redirects=False,
+                headers={"user-agent": "noti"},
+            )
+            _client_pid = os.getpid()
+        return _client
+
+
+@contextmanager
+def map_transport_errors(provider: str) -> Iterator[None]:
+    """Translate httpx transport failures into the outcome classes above."""
+    try:
+        yield
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+        raise ProviderOutage(f"{provider}: cannot connect: {exc}", provider=provider) from exc
+    except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        raise AmbiguousOutcome(
+            f"{provider}: no complete answer ({type(exc).__name__}); it may have been sent",
+            provider=provider,
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise TemporaryFailure(f"{provider}: {type(exc).__name__}: {exc}", provider=provider) from exc
+
+
+def json_object(response: httpx.Response, provider: str) -> dict[str, Any]:
+    """The response body as a JSON object.
+
+    Raises:
+        AmbiguousOutcome: it is not one (the vendor may have acted on the request).
+    """
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        excerpt = response.text[:200]
+        raise AmbiguousOutcome(
+            f"{provider}: HTTP {response.status_code} with an unreadable answer: {excerpt!r}",
+            provider=provider,
+            vendor_code=f"http.{response.status_code}",
+        )
+    return data
+
+
+def retry_after_s(response: httpx.Response, default: float) -> float:
+    """Seconds from a ``Retry-After`` header (delta seconds; dates fall back to ``default``)."""
+    value = response.headers.get("retry-after", "")
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return default

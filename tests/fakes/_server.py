@@ -1,0 +1,157 @@
+"""A scriptable fake HTTP server on 127.0.0.1 for provider tests (and benchmarks).
+
+A vendor fake subclasses :class:`FakeServer` and implements :meth:`FakeServer.verify`
+(check the request exactly as the vendor does — signature, token, required fields — and
+return the vendor's refusal, or None) and :meth:`FakeServer.succeed` (the vendor's success
+answer). A request that fails verification always gets the refusal; one that passes gets
+the next scripted reply, else the success. Tests script the next answers
+(``fake.script(Reply(...))``), make the fake slow (``fake.delay_s``), drop connections
+(``Reply(hang_s=…)``, ``Reply(close=True)``) and read what it received (``fake.requests``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = ["FakeServer", "Received", "Reply"]
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One request the fake received."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def form(self) -> dict[str, list[str]]:
+        return parse_qs(self.body.decode())
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An answer: status, headers, body (bytes, str, or JSON-able), or a misbehaviour."""
+
+    status: int = 200
+    body: Any = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    #: Sleep this long before answering (longer than the client's timeout: a timeout).
+    hang_s: float = 0.0
+    #: Close the connection without answering.
+    close: bool = False
+
+    def encoded(self) -> tuple[bytes, str]:
+        if isinstance(self.body, bytes):
+            return self.body, self.headers.get("content-type", "application/octet-stream")
+        if isinstance(self.body, str):
+            return self.body.encode(), self.headers.get("content-type", "text/plain; charset=utf-8")
+        return json.dumps(self.body, ensure_ascii=False).encode(), "application/json"
+
+
+class FakeServer:
+    """Base of the vendor fakes: a threading HTTP server with a script of answers."""
+
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self.delay_s = 0.0
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                parts = urlsplit(self.path)
+                received = Received(
+                    self.command,
+                    parts.path,
+                    parse_qs(parts.query),
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
+                reply = fake._next(received)
+                if fake.delay_s:
+                    time.sleep(fake.delay_s)
+                if reply.hang_s:
+                    time.sleep(reply.hang_s)
+                if reply.close:
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                payload, content_type = reply.encoded()
+                self.send_response(reply.status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(payload)))
+                for name, value in reply.headers.items():
+                    if name.lower() != "content-type":
+                        self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name=type(self).__name__, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def script(self, *replies: Reply) -> None:
+        """Answer the next requests with these replies (after the checks of :meth:`answer`)."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def _next(self, received: Received) -> Reply:
+        with self._lock:
+            self.requests.append(received)
+        refusal = self.verify(received)
+        if refusal is not None:
+            return refusal
+        with self._lock:
+            scripted = self._script.popleft() if self._script else None
+        return scripted if scripted is not None else self.succeed(received)
+
+    def verify(self, received: Received) -> Reply | None:
+        """The vendor's refusal of a request it would not accept (bad signature…), or None."""
+        raise NotImplementedError
+
+    def succeed(self, received: Received) -> Reply:
+        """The vendor's answer to an accepted request nobody scripted an answer for."""
+        raise NotImplementedError
