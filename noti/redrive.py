@@ -90,3 +90,14 @@ class Redrive:
         """Remove every dead letter (root members only); how many there were."""
         self.user(user).require_root("e.cmd.noti.dead.nopvg", "purge dead letters")
         return self.runtime.dead_letters.purge()
+
+    def unsuppress(self, channel: str, target: str, *, user: str | None = None) -> bool:
+        """Let ``target`` receive ``channel`` notifications again after an opt-out (root only).
+
+        Returns whether it was suppressed.
+
+        Raises:
+            PermissionDenied: ``e.cmd.noti.dead.nopvg``.
+        """
+        self.user(user).require_root("e.cmd.noti.dead.nopvg", "lift opt-outs")
+        return self.runtime.store.unsuppress(channel, target)

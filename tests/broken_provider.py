@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from noti.errors import RateLimited, StoreUnavailable
+from noti.errors import RateLimited, RecipientOptedOut, StoreUnavailable
 from noti.providers.base import Message, Provider, Receipt
 from noti.record import Channel
 
@@ -33,3 +33,13 @@ class RedisDownProvider(Provider):
 
     def send(self, message: Message) -> Receipt:
         raise StoreUnavailable("cannot reach Redis at redis://10.0.0.9:6379/0: Connection refused")
+
+
+class OptedOutProvider(Provider):
+    """Answers that the recipient unsubscribed."""
+
+    kind = "optedout"
+    channels = frozenset(Channel)
+
+    def send(self, message: Message) -> Receipt:
+        raise RecipientOptedOut("the recipient replied STOP", provider=self.name, vendor_code="21610")

@@ -17,6 +17,7 @@ from noti.cli.delayed import delayed
 from noti.cli.events import event, listener
 from noti.cli.notify import add, clean, delete, list_, send
 from noti.cli.numpool import pool
+from noti.cli.providers import providers
 from noti.cli.webman import webman
 from noti.errors import NotiError
 
@@ -33,12 +34,8 @@ def cli(ctx: click.Context, acting_user: str | None) -> None:
     ctx.obj = CliContext(user=acting_user)
 
 
-for command in (add, send, list_, delete, clean, delayed, dead):
+for command in (add, send, list_, delete, clean, delayed, dead, providers, pool, event, listener, webman):
     cli.add_command(command)
-cli.add_command(pool)
-cli.add_command(event)
-cli.add_command(listener)
-cli.add_command(webman)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -101,3 +101,13 @@ def purge(ctx: CliContext, /, yes: bool) -> None:
     if not yes:
         click.confirm(f"remove all {count} dead letters?", abort=True)
     click.echo(f"{ctx.redrive.purge(user=ctx.user)} dead letters removed")
+
+
+@dead.command("unsuppress")
+@click.argument("channel")
+@click.argument("target")
+@pass_cli
+def unsuppress(ctx: CliContext, /, channel: str, target: str) -> None:
+    """Let TARGET receive CHANNEL notifications again after it opted out."""
+    lifted = ctx.redrive.unsuppress(channel, target, user=ctx.user)
+    click.echo(f"{channel} {target}: {'opt-out lifted' if lifted else 'was not suppressed'}")

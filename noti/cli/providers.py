@@ -1,0 +1,91 @@
+"""``noti providers``: the provider kinds installed and the instances configured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from pydantic import SecretStr
+
+from noti.cli._options import CliContext, json_options, json_style, pass_cli
+from noti.cli._output import dumps, print_table
+from noti.errors import NotiError
+from noti.providers import available_kinds, load_kind
+
+__all__ = ["providers"]
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return "**********" if value.get_secret_value() else ""
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
+@click.command("providers")
+@json_options
+@pass_cli
+def providers(
+    ctx: CliContext, /, as_json: bool, compact: bool, unquoted: bool, no_null: bool, quiet: bool
+) -> None:
+    """List installed provider kinds and configured providers (secrets masked)."""
+    runtime = ctx.api.runtime
+    settings = runtime.settings
+    kinds = []
+    for kind, path in sorted(available_kinds().items()):
+        try:
+            channels = ",".join(sorted(c.value for c in load_kind(kind).channels))
+            status = "ok"
+        except NotiError as exc:
+            channels, status = "", exc.message
+        kinds.append({"kind": kind, "module": path, "channels": channels, "status": status})
+    configured = []
+    names = set(settings.providers)
+    for channel in ("sms", "weixin", "email", "webhook"):
+        default = settings.channel(channel).provider
+        if default:
+            names.update(n.strip() for n in default.split(","))
+    for name in sorted(names):
+        entry: dict[str, Any] = {"name": name, "kind": settings.providers.get(name, {}).get("kind") or name}
+        try:
+            provider = runtime.providers.get(name)
+            entry["channels"] = ",".join(sorted(c.value for c in provider.channels))
+            entry["options"] = _masked(dict(provider.options))
+            entry["status"] = "ok"
+        except NotiError as exc:
+            entry.update(channels="", options={}, status=f"{exc.code}: {exc.message}")
+        entry["default_for"] = ",".join(
+            c
+            for c in ("sms", "weixin", "email", "webhook")
+            if name in [n.strip() for n in (settings.channel(c).provider or "").split(",")]
+        )
+        configured.append(entry)
+    if quiet:
+        return
+    if as_json or compact or unquoted or no_null:
+        click.echo(dumps({"kinds": kinds, "configured": configured}, json_style(compact, unquoted, no_null)))
+        return
+    print_table(
+        ("KIND", "CHANNELS", "MODULE", "STATUS"),
+        ((k["kind"], k["channels"], k["module"], k["status"]) for k in kinds),
+        "provider kind",
+    )
+    click.echo()
+    print_table(
+        ("NAME", "KIND", "CHANNELS", "DEFAULT FOR", "OPTIONS", "STATUS"),
+        (
+            (
+                c["name"],
+                c["kind"],
+                c["channels"],
+                c["default_for"],
+                " ".join(f"{k}={v}" for k, v in c["options"].items() if v is not None),
+                c["status"],
+            )
+            for c in configured
+        ),
+        "configured provider",
+    )
