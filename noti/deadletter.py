@@ -11,7 +11,6 @@ each new :class:`DeadLetter`, e.g. to alert.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -20,6 +19,7 @@ from typing import Any, cast
 import redis
 
 from noti.errors import InvalidConfig
+from noti.imports import load_object
 from noti.keys import Keys
 from noti.record import now_ms
 from noti.redisconn import translate_errors
@@ -81,13 +81,7 @@ def load_hook(path: str | None) -> Callable[[DeadLetter], Any] | None:
     """
     if not path:
         return None
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    try:
-        hook = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise InvalidConfig(f"NOTI_DEAD_LETTER_HOOK {path!r} cannot be loaded: {exc}") from exc
+    hook = load_object(path, what="NOTI_DEAD_LETTER_HOOK")
     if not callable(hook):
         raise InvalidConfig(f"NOTI_DEAD_LETTER_HOOK {path!r} is not callable")
     return cast(Callable[[DeadLetter], Any], hook)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
 from noti.api import Notifier, Redrive, notifier, redrive
 from noti.bulk import BulkResult, add_many
-from noti.cli._output import JsonStyle
+from noti.cli._output import JsonStyle, dumps
 from noti.errors import InvalidInput
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,8 +40,33 @@ class CliContext:
 pass_cli = click.make_pass_decorator(CliContext)
 
 
+@dataclass(frozen=True, slots=True)
+class Output:
+    """The seed's output switches of one command: ``-json -c -q -n`` and ``-Q``."""
+
+    wants_json: bool
+    style: JsonStyle
+    quiet: bool
+
+    def json(self, value: Any) -> None:
+        """Print ``value`` as JSON in the chosen style."""
+        click.echo(dumps(value, self.style))
+
+
 def json_options(func: F) -> F:
-    """``-json``, ``-c``, ``-q``, ``-n`` and ``-Q``, as the seed spells them."""
+    """Add ``-json``, ``-c``, ``-q``, ``-n`` and ``-Q`` (as the seed spells them) and hand the
+    command one ``out: Output`` instead of five flags. ``-c``, ``-q`` or ``-n`` imply JSON."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        compact, unquoted, no_null = kwargs.pop("compact"), kwargs.pop("unquoted"), kwargs.pop("no_null")
+        out = Output(
+            wants_json=kwargs.pop("as_json") or compact or unquoted or no_null,
+            style=JsonStyle(compact=compact, unquoted_keys=unquoted, drop_nulls=no_null),
+            quiet=kwargs.pop("quiet"),
+        )
+        return func(*args, out=out, **kwargs)
+
     decorators = [
         click.option("-json", "--json", "as_json", is_flag=True, help="Print JSON."),
         click.option("-c", "--compact", is_flag=True, help="Compact JSON."),
@@ -48,13 +74,10 @@ def json_options(func: F) -> F:
         click.option("-n", "--no-null", "no_null", is_flag=True, help="Leave out null values."),
         click.option("-Q", "--quiet", is_flag=True, help="Print nothing."),
     ]
+    decorated: Any = wrapper
     for decorator in reversed(decorators):
-        func = decorator(func)
-    return func
-
-
-def json_style(compact: bool, unquoted: bool, no_null: bool) -> JsonStyle:
-    return JsonStyle(compact=compact, unquoted_keys=unquoted, drop_nulls=no_null)
+        decorated = decorator(decorated)
+    return cast(F, decorated)
 
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d|day|days)?\s*$", re.IGNORECASE)

@@ -6,8 +6,8 @@ from dataclasses import asdict
 
 import click
 
-from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
-from noti.cli._output import dumps, print_table, when
+from noti.cli._options import CliContext, Output, json_options, limit_option, pass_cli
+from noti.cli._output import JsonStyle, dumps, print_table, when
 from noti.deadletter import DeadLetter
 
 __all__ = ["dead"]
@@ -26,18 +26,14 @@ def list_dead(
     ctx: CliContext,
     /,
     limit: int | None,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """List dead letters, newest first."""
     letters = ctx.redrive.entries(user=ctx.user, limit=limit)
-    if quiet:
+    if out.quiet:
         return
-    if as_json or compact or unquoted or no_null:
-        click.echo(dumps([asdict(letter) for letter in letters], json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json([asdict(letter) for letter in letters])
         return
     rows = (
         (
@@ -59,7 +55,7 @@ def list_dead(
 
 def _show(letter: DeadLetter, as_json: bool) -> None:
     if as_json:
-        click.echo(dumps(asdict(letter), json_style(False, False, False)))
+        click.echo(dumps(asdict(letter), JsonStyle()))
         return
     for name, value in asdict(letter).items():
         click.echo(f"{name:12} {when(value) if name == 'at_ms' else value}")

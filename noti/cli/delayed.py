@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
-from noti.cli._output import dumps, print_table, rm_line, when
+from noti.cli._options import CliContext, Output, json_options, limit_option, pass_cli
+from noti.cli._output import print_table, rm_line, when
 from noti.record import now_ms, to_json_dict
 
 __all__ = ["delayed"]
@@ -24,19 +24,15 @@ def list_delayed(
     ctx: CliContext,
     /,
     limit: int | None,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """List delayed notifications, soonest first (yours; root members: everyone's)."""
     entries = ctx.api.delayed(user=ctx.user, limit=limit)
-    if quiet:
+    if out.quiet:
         return
-    if as_json or compact or unquoted or no_null:
+    if out.wants_json:
         as_dicts = [{**to_json_dict(record), "due": due} for record, due in entries]
-        click.echo(dumps(as_dicts, json_style(compact, unquoted, no_null)))
+        out.json(as_dicts)
         return
     now = now_ms()
     rows = (

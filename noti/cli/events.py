@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from noti.cli._options import CliContext, json_options, json_style, limit_option, pass_cli
-from noti.cli._output import dumps, print_table
+from noti.cli._options import CliContext, Output, json_options, limit_option, pass_cli
+from noti.cli._output import print_table
 from noti.errors import InvalidInput
 from noti.events import Event, EventStatus, Listener, events
 
@@ -40,10 +40,6 @@ def _json_arg(text: str | None, option: str, code: str) -> Any:
         raise InvalidInput(f"{option} is not valid JSON: {exc}", code=code) from None
 
 
-def _wants_json(*flags: bool) -> bool:
-    return any(flags)
-
-
 # --- noti event ----------------------------------------------------------------------------------
 
 
@@ -62,20 +58,16 @@ def dispatch_cmd(
     /,
     name: str,
     data: str | None,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """Dispatch the event NAME and print its id."""
     payload = _json_arg(data, "-data", "e.noti.event.badpayload")
     api = events()
     event_id = api.dispatch(name, payload if payload is not None else {}, user=ctx.user)
-    if quiet:
+    if out.quiet:
         return
-    if _wants_json(as_json, compact, unquoted, no_null):
-        click.echo(dumps(api.get(event_id, user=ctx.user).to_json(), json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json(api.get(event_id, user=ctx.user).to_json())
     else:
         click.echo(event_id)
 
@@ -101,20 +93,16 @@ def list_cmd(
     name: str | None,
     creator: str | None,
     limit: int | None,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """List events, newest first (at most 100 unless -limit says otherwise)."""
     found = events().select(
         user=ctx.user, creator=creator, status=status, name=name, limit=100 if limit is None else limit
     )
-    if quiet:
+    if out.quiet:
         return
-    if _wants_json(as_json, compact, unquoted, no_null):
-        click.echo(dumps([e.to_json() for e in found], json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json([e.to_json() for e in found])
         return
     print_table(
         ("ID", "NAME", "STATUS", "USER", "SEQ", "CREATED (UTC)", "TRIES", "ERROR"),
@@ -165,18 +153,14 @@ def show_cmd(
     ctx: CliContext,
     /,
     event_id: str,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """Show one event: status, error code, return data and timings."""
     found = events().get(event_id, user=ctx.user)
-    if quiet:
+    if out.quiet:
         return
-    if _wants_json(as_json, compact, unquoted, no_null):
-        click.echo(dumps(found.to_json(), json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json(found.to_json())
     else:
         click.echo("\n".join(_show_lines(found)))
 
@@ -187,18 +171,14 @@ def show_cmd(
 def status_cmd(
     ctx: CliContext,
     /,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """Is a processor alive, where, since when; the backlog; how the last one stopped."""
     status = events().status()
-    if quiet:
+    if out.quiet:
         return
-    if _wants_json(as_json, compact, unquoted, no_null):
-        click.echo(dumps(status.to_json(), json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json(status.to_json())
         return
     h = status.holder
     if h is not None:
@@ -260,11 +240,7 @@ def add_cmd(
     filter_: str | None,
     example: str | None,
     replace: bool,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
     **fields: str | None,
 ) -> None:
     """Add a listener for EVENT (* matches any characters) and print its name."""
@@ -289,10 +265,10 @@ def add_cmd(
         example=example_payload,
         replace=replace,
     )
-    if quiet:
+    if out.quiet:
         return
-    if _wants_json(as_json, compact, unquoted, no_null):
-        click.echo(dumps(added.to_json(), json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json(added.to_json())
     else:
         click.echo(added.name)
 
@@ -309,18 +285,14 @@ def list_listeners_cmd(
     ctx: CliContext,
     /,
     event_name: str | None,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """List listeners in the order they run (yours; root members: everyone's)."""
     found = events().list_listeners(user=ctx.user, event=event_name)
-    if quiet:
+    if out.quiet:
         return
-    if _wants_json(as_json, compact, unquoted, no_null):
-        click.echo(dumps([x.to_json() for x in found], json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json([x.to_json() for x in found])
         return
     print_table(
         ("NAME", "EVENT", "USER", "ACTION", "FILTER", "CREATED (UTC)"), map(_listener_row, found), "listener"

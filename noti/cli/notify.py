@@ -11,8 +11,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from noti.cli._options import CliContext, json_options, json_style, limit_option, parse_duration, pass_cli
-from noti.cli._output import dumps, print_records_table, records_json, rm_line
+from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
+from noti.cli._output import print_records_table, records_json, rm_line
 from noti.errors import InvalidInput
 from noti.record import to_json_dict
 
@@ -67,11 +67,7 @@ def add(
     at: str | None,
     identifier: str | None,
     file: TextIO | None,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
     **fields: Any,
 ) -> None:
     """Add a notification of TYPE (sms, weixin, email, webhook) and print its id.
@@ -80,7 +76,7 @@ def add(
     type, to, text, lv, delay, …; TYPE and -lv are defaults for lines without them).
     """
     if file is not None:
-        _add_file(ctx, file, default_type=type_, level=level, quiet=quiet)
+        _add_file(ctx, file, default_type=type_, level=level, quiet=out.quiet)
         return
     if type_ is None:
         raise click.UsageError("TYPE is required (sms, weixin, email, webhook), or -f FILE")
@@ -99,10 +95,10 @@ def add(
         identifier=identifier,
         **{k: v for k, v in fields.items() if v is not None},
     )
-    if quiet:
+    if out.quiet:
         return
-    if as_json or compact or unquoted or no_null:
-        click.echo(dumps(to_json_dict(record), json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json(to_json_dict(record))
     else:
         click.echo(record.id)
 
@@ -189,17 +185,13 @@ def send(
     creator: str | None,
     limit: int | None,
     timeout: float,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """Send waiting notifications now, in this process, highest level first."""
     results = ctx.api.send(record_id, user=ctx.user, creator=creator, limit=limit, timeout_s=timeout)
     collected = []
     for result in results:
-        if as_json or compact or unquoted or no_null:
+        if out.wants_json:
             collected.append(
                 {
                     "id": result.record_id,
@@ -211,11 +203,11 @@ def send(
                     "noti_errmsg": result.errmsg or None,
                 }
             )
-        elif not quiet:
+        elif not out.quiet:
             click.echo(result.line())
-    if collected and not quiet:
-        click.echo(dumps(collected, json_style(compact, unquoted, no_null)))
-    elif (as_json or compact or unquoted or no_null) and not quiet:
+    if collected and not out.quiet:
+        out.json(collected)
+    elif out.wants_json and not out.quiet:
         click.echo("[]")
 
 
@@ -239,18 +231,14 @@ def list_(
     creator: str | None,
     status: int | None,
     limit: int | None,
-    as_json: bool,
-    compact: bool,
-    unquoted: bool,
-    no_null: bool,
-    quiet: bool,
+    out: Output,
 ) -> None:
     """List notifications, newest first (a table, or JSON with -json)."""
     records = ctx.api.select(user=ctx.user, creator=creator, status=status, limit=limit)
-    if quiet:
+    if out.quiet:
         return
-    if as_json or compact or unquoted or no_null:
-        click.echo(dumps(records_json(records), json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json(records_json(records))
     else:
         print_records_table(records)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from noti.cli._options import json_options, json_style
-from noti.cli._output import dumps
+from noti.cli._options import Output, json_options
 from noti.errors import PoolError
 from noti.numpool import Event, NumberPool, PoolStats
 
@@ -67,18 +66,16 @@ def call(target: NumberPool, /, number: str | None) -> None:
 @click.command("show")
 @json_options
 @pass_pool
-def show(
-    target: NumberPool, /, as_json: bool, compact: bool, unquoted: bool, no_null: bool, quiet: bool
-) -> None:
+def show(target: NumberPool, /, out: Output) -> None:
     """Print each number's state, the free numbers in the order call takes them, and the counts."""
     numbers = target.numbers()
     free = target.free_numbers()
     counts = PoolStats.of(numbers.values()).as_dict()
-    if quiet:
+    if out.quiet:
         return
-    if as_json or compact or unquoted or no_null:
+    if out.wants_json:
         doc = {"pool": target.name, "numbers": {n: str(s) for n, s in numbers.items()}, "free": free}
-        click.echo(dumps({**doc, "counts": counts}, json_style(compact, unquoted, no_null)))
+        out.json({**doc, "counts": counts})
         return
     width = max([len("NUMBER"), *(len(n) for n in numbers)])
     click.echo(f"{'NUMBER':<{width}}  STATE")

@@ -7,8 +7,8 @@ from typing import Any
 import click
 from pydantic import SecretStr
 
-from noti.cli._options import CliContext, json_options, json_style, pass_cli
-from noti.cli._output import dumps, print_table
+from noti.cli._options import CliContext, Output, json_options, pass_cli
+from noti.cli._output import print_table
 from noti.errors import NotiError
 from noti.providers import available_kinds, load_kind
 
@@ -28,9 +28,7 @@ def _masked(value: Any) -> Any:
 @click.command("providers")
 @json_options
 @pass_cli
-def providers(
-    ctx: CliContext, /, as_json: bool, compact: bool, unquoted: bool, no_null: bool, quiet: bool
-) -> None:
+def providers(ctx: CliContext, /, out: Output) -> None:
     """List installed provider kinds and configured providers (secrets masked)."""
     runtime = ctx.api.runtime
     settings = runtime.settings
@@ -63,10 +61,10 @@ def providers(
             if name in [n.strip() for n in (settings.channel(c).provider or "").split(",")]
         )
         configured.append(entry)
-    if quiet:
+    if out.quiet:
         return
-    if as_json or compact or unquoted or no_null:
-        click.echo(dumps({"kinds": kinds, "configured": configured}, json_style(compact, unquoted, no_null)))
+    if out.wants_json:
+        out.json({"kinds": kinds, "configured": configured})
         return
     print_table(
         ("KIND", "CHANNELS", "MODULE", "STATUS"),

@@ -10,7 +10,6 @@ same name with default options (so ``-provider sandbox`` works with no configura
 from __future__ import annotations
 
 import functools
-import importlib
 import threading
 from importlib.metadata import entry_points
 from typing import Any
@@ -19,6 +18,7 @@ import redis
 
 from noti.config import Settings
 from noti.errors import InvalidConfig, InvalidInput
+from noti.imports import load_object
 from noti.keys import Keys
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
@@ -54,11 +54,7 @@ def load_kind(kind: str) -> type[Provider]:
     if path is None:
         known = ", ".join(sorted(available_kinds()))
         raise InvalidConfig(f"unknown provider kind {kind!r} (installed: {known})")
-    module_name, _, class_name = path.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidConfig(f"provider kind {kind!r} cannot be loaded from {path}: {exc}") from exc
+    cls = load_object(path, what=f"provider kind {kind!r}")
     if not (isinstance(cls, type) and issubclass(cls, Provider)):
         raise InvalidConfig(f"{path} is not a noti Provider class")
     return cls

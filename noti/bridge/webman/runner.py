@@ -9,7 +9,6 @@ one connection share one client; its socket timeout exceeds the longest BLOCK.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ from noti.bridge.webman.settings import ConsumerEntry, WebmanSettings
 from noti.bridge.webman.worker import Housekeeper, QueueWorker
 from noti.deadletter import DeadLetters
 from noti.errors import InvalidConfig
+from noti.imports import load_object
 from noti.runtime import Runtime, get_runtime
 
 __all__ = [
@@ -50,13 +50,9 @@ def load_consumer_class(path: str) -> type[Consumer]:
     Raises:
         InvalidConfig: it cannot be imported or is not a Consumer subclass.
     """
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
+    if ":" not in path:
         raise InvalidConfig(f"consumer class {path!r} must look like 'package.module:Class'")
-    try:
-        found = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidConfig(f"consumer class {path!r} cannot be loaded: {exc}") from exc
+    found = load_object(path, what="consumer class")
     if not (isinstance(found, type) and issubclass(found, Consumer)):
         raise InvalidConfig(f"{path!r} is not a subclass of noti.bridge.webman.Consumer")
     return found
