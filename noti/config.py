@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     retry_policy: Literal["linear", "exponential"] = "linear"
     retry_seconds: float = Field(default=60.0, ge=0)
     retry_cap_s: float = Field(default=3600.0, gt=0)
+    #: Rate-limit waits (not attempts) stop being free once a record is this old.
+    rate_limited_max_s: float = Field(default=86400.0, gt=0)
     #: How long done records are kept before ``clean`` (and the hourly beat job) removes them.
     keep_done_s: float = Field(default=3 * 86400, gt=0)
 

@@ -20,6 +20,8 @@ key                             type     holds
 ``noti:rate:<provider>``        HASH     the provider's token bucket (tokens, ts)
 ``noti:suppressed:<channel>``   SET      targets that opted out of a channel
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
+``noti:weixin:token:<appid>``   STRING   a WeChat account's access token (TTL = its expires_in
+                                         less a grace); refreshed under ``noti:lock:weixin:<appid>``
 ``noti:event:<id>``             HASH     one event (:mod:`noti.events`): name, status, payload…
 ``noti:events:queue``           LIST     ids of events not done yet, in arrival order
 ``noti:events:seq``             STRING   arrival counter (each event's ``seq``)
@@ -119,6 +121,10 @@ class Keys:
 
     def sandbox_outbox(self, provider: str) -> str:
         return f"{self.prefix}sandbox:{provider}"
+
+    def weixin_token(self, appid: str) -> str:
+        """WeChat account ``appid``'s cached access token; refreshed under ``lock("weixin:<appid>")``."""
+        return f"{self.prefix}weixin:token:{appid}"
 
     def numpool(self, pool: str, part: str) -> str:
         """Key ``part`` (``numstate``, ``idle:up``, …) of number pool ``pool``, hash-tagged by pool."""

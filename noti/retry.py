@@ -7,7 +7,8 @@ The sender never computes a delay or sleeps: it hands the attempt's result to
 the attempt           next state                          counts as an attempt
 ====================  ==================================  ===========================
 delivered             done (10), ``expi`` = now + keep     –
-RateLimited           waiting until the window ends        no
+RateLimited           waiting until the window ends        no (yes once the record is
+                                                           older than max_wait_s)
 StoreUnavailable      waiting 5 s (Redis failed mid-send)  no
 TemporaryFailure      waiting until now + back-off;        yes
 (and ProviderOutage,  failed (0) once ``noti_retry``
@@ -61,12 +62,17 @@ class RetryPolicy:
     kind: Literal["linear", "exponential"] = "linear"
     base_s: float = 60.0
     cap_s: float = 3600.0
+    #: After this long since it was created, a record's rate-limit waits count as attempts,
+    #: so a receiver that always answers "slow down" cannot keep it waiting for ever.
+    max_wait_s: float = 86400.0
 
     @classmethod
     def from_settings(cls, settings: Settings, channel: str | None = None) -> RetryPolicy:
         """The default policy, or a channel's (``[channels.<type>] retry_policy = "…"``)."""
         spec = settings.channel(channel).retry_policy if channel else None
-        default = cls(settings.retry_policy, settings.retry_seconds, settings.retry_cap_s)
+        default = cls(
+            settings.retry_policy, settings.retry_seconds, settings.retry_cap_s, settings.rate_limited_max_s
+        )
         return cls.parse(spec, default=default) if spec else default
 
     @classmethod
@@ -99,6 +105,7 @@ class RetryPolicy:
             kind,
             numbers[0] if numbers else base.base_s,
             numbers[1] if len(numbers) > 1 else base.cap_s,
+            base.max_wait_s,
         )
 
     @classmethod
@@ -141,7 +148,7 @@ def decide(record: Notification, error: BaseException, *, policy: RetryPolicy, n
     if isinstance(error, StoreUnavailable):  # Redis hiccup inside a provider: not the message's fault
         wait_ms = int(STORE_RETRY_S * 1000)
         return Outcome(Status.WAITING, _errmsg(str(error)), record.retry, not_before_ms=now_ms + wait_ms)
-    if isinstance(error, RateLimited):
+    if isinstance(error, RateLimited) and now_ms - record.created_ms < policy.max_wait_s * 1000:
         wait_ms = int(max(0.0, error.retry_after_s) * 1000)
         return Outcome(Status.WAITING, _errmsg(str(error)), record.retry, not_before_ms=now_ms + wait_ms)
     if isinstance(error, RecipientOptedOut):

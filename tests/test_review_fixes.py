@@ -161,3 +161,18 @@ def test_user_names_that_could_collide_in_keys_are_refused(rt: Any) -> None:
             noti.notify_sms(PHONE, "x", user=name)
         assert info.value.code == "e.cmd.noti.baduser"
     assert rt.store.count() == 0
+
+
+def test_rate_limit_waits_count_once_a_record_is_older_than_the_cap(rt: Any) -> None:
+    from noti.errors import RateLimited
+    from noti.retry import RetryPolicy, decide
+
+    record = rt.store.get(noti.notify_sms(PHONE, "x"))
+    policy = RetryPolicy(max_wait_s=60)
+    young = decide(
+        record, RateLimited("slow", retry_after_s=1), policy=policy, now_ms=record.created_ms + 1000
+    )
+    old = decide(
+        record, RateLimited("slow", retry_after_s=1), policy=policy, now_ms=record.created_ms + 61_000
+    )
+    assert young.retry == 0 and old.retry == 1

@@ -28,15 +28,17 @@ def test_two_workers_and_noti_send_deliver_each_of_1000_records_once(
     api = notifier()
     records = [api.build("sms", PHONE, text=f"race {i}", user=ADMIN) for i in range(1000)]
     rt.store.create_many(records)
-    spawn_worker(SANDBOX, "-P", "threads", "-c", "4", name="a")
-    spawn_worker(SANDBOX, "-P", "threads", "-c", "4", name="b")
-    # when their messages are queued while `noti send` works through the same records
+    slow_sandbox = SANDBOX + "[providers.sandbox]\ndelay_ms = 2\n"
+    spawn_worker(slow_sandbox, "-P", "threads", "-c", "4", name="a")
+    spawn_worker(slow_sandbox, "-P", "threads", "-c", "4", name="b")
+    # when `noti send` is working through them and their messages are queued meanwhile
     env = {
         **os.environ,
         **BASE_ENV,
         "NOTI_REDIS_URL": redis_url,
         "NOTI_USER": ADMIN,
         "NOTI_CHANNELS__SMS__PROVIDER": "sandbox",
+        "NOTI_PROVIDERS__SANDBOX__DELAY_MS": "2",
     }
     cli = subprocess.Popen(
         [sys.executable, "-m", "noti", "send", "-timeout", "30"],
@@ -46,8 +48,11 @@ def test_two_workers_and_noti_send_deliver_each_of_1000_records_once(
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert cli.stdout is not None
+    first_line = cli.stdout.readline()  # the CLI has sent its first record
     api.publisher.publish([(r.id, r.channel, r.level) for r in records])
     out, err = cli.communicate(timeout=120)
+    out = first_line + out
     assert cli.returncode == 0, err
     wait_until(lambda: rt.store.count(Status.DONE) == 1000, timeout=120)
     # then every record was sent exactly once, by one of the three

@@ -17,6 +17,7 @@ an answer that is not the JSON expected          AmbiguousOutcome     the vendor
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -28,6 +29,30 @@ import httpx
 from noti.errors import AmbiguousOutcome, ProviderOutage, TemporaryFailure
 
 __all__ = ["client", "json_object", "map_transport_errors", "retry_after_s"]
+
+#: Query parameters that carry credentials in some vendors' URLs (WeChat's access_token,
+#: Aliyun's signature): httpx logs request URLs at INFO, so these are masked in its log.
+CREDENTIAL_PARAMS = frozenset({"access_token", "token", "Signature", "AccessKeyId", "signature", "key"})
+
+
+class _MaskCredentials(logging.Filter):
+    """Masks credential query parameters in the request URLs httpx logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, httpx.URL) for a in record.args):
+            record.args = tuple(_masked(a) if isinstance(a, httpx.URL) else a for a in record.args)
+        return True
+
+
+def _masked(url: httpx.URL) -> httpx.URL:
+    for name in CREDENTIAL_PARAMS & set(url.params.keys()):
+        url = url.copy_set_param(name, "***")
+    return url
+
+
+_httpx_log = logging.getLogger("httpx")
+if not any(isinstance(f, _MaskCredentials) for f in _httpx_log.filters):
+    _httpx_log.addFilter(_MaskCredentials())
 
 _lock = threading.Lock()
 _client: httpx.Client | None = None

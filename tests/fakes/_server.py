@@ -111,7 +111,11 @@ class FakeServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name=type(self).__name__, daemon=True
+            # a short poll: shutdown() waits up to one poll interval (0.5 s by default, per test)
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=type(self).__name__,
+            daemon=True,
         )
 
     @property

@@ -1,0 +1,180 @@
+"""What the template-SMS providers (Aliyun, Tencent) share: the options that map a record's
+``noti_sms_text`` to template parameters, and the phone-number forms of noti.
+
+Both vendors send approved templates, never free text. A record's text is either
+
+* a JSON object (text starting with ``{``): its values are the template parameters,
+  strings as they are and numbers written out (``4321`` → ``"4321"``); anything else (null,
+  true, lists, objects) is refused. With ``template_params`` set, its keys must be exactly
+  those names;
+* plain text: the single parameter named by ``text_param`` (refused when it is unset).
+
+``template_scope`` says which numbers the configured sign and template serve: a mainland
+(国内) template reaches +86 mobiles only, an international (国际/港澳台) one everything else;
+the vendors refuse the other kind, so :meth:`check` refuses it before anything is stored.
+noti accepts E.164 (``+8613912345678``) or an 11-digit mainland mobile (``13912345678``);
+a ``+86`` number that is not a mobile can never receive an SMS.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from noti.errors import InvalidInput
+from noti.providers.base import ProviderOptions
+
+__all__ = ["Destination", "TemplateOptions", "destination", "mask_number", "template_values"]
+
+_CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
+_E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
+_PARAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class TemplateOptions(ProviderOptions):
+    """Options of a provider that sends templates (see the module docstring)."""
+
+    #: Names of the template's variables; for Tencent, in the template's order ({1}, {2}, …).
+    template_params: list[str] | None = None
+    #: The variable that plain (non-JSON) text fills.
+    text_param: str | None = None
+    #: Which numbers the sign and template serve.
+    template_scope: Literal["mainland", "international"] = "mainland"
+    #: Longest parameter value the account may send (e.g. 12 for a Tencent personal account).
+    param_max_chars: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _params_agree(self) -> Self:
+        names = self.template_params
+        for name in [*(names or []), *([self.text_param] if self.text_param else [])]:
+            if not _PARAM_NAME.match(name):
+                raise ValueError(f"template parameter name {name!r} must be 1-64 of A-Z a-z 0-9 _ . -")
+        if names is not None and len(set(names)) != len(names):
+            raise ValueError(f"template_params has a name twice: {names}")
+        if self.text_param and names is not None and names != [self.text_param]:
+            raise ValueError(
+                f"text_param {self.text_param!r} fills the template's only variable, "
+                f"but template_params lists {names}"
+            )
+        return self
+
+    def param_names(self) -> list[str] | None:
+        """The template's variables, when known (``template_params``, else ``[text_param]``)."""
+        if self.template_params is not None:
+            return list(self.template_params)
+        return [self.text_param] if self.text_param else None
+
+
+def _bad(code: str, message: str) -> InvalidInput:
+    return InvalidInput(message, code=f"e.cmd.noti.add.{code}")
+
+
+def _as_string(name: str, value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")):
+        return repr(value)
+    raise _bad(
+        "badtext",
+        f"template parameter {name!r} must be a string or a number, got {json.dumps(value)[:40]}",
+    )
+
+
+def template_values(text: object, options: TemplateOptions) -> dict[str, str]:
+    """The template parameters of a record's SMS text, by name, in the order to send them.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badtext``: not valid for the configured template.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise _bad("badtext", "an SMS needs text: a JSON object of template parameters, or plain text")
+    names = options.param_names()
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise _bad("badtext", f"SMS text starts with '{{' but is not a JSON object: {exc}") from None
+        if not isinstance(data, dict):
+            raise _bad("badtext", "SMS text starting with '{' must be a JSON object")
+        values = {str(key): _as_string(str(key), value) for key, value in data.items()}
+        if names is not None:
+            missing = [n for n in names if n not in values]
+            unknown = [k for k in values if k not in names]
+            if missing or unknown:
+                parts = []
+                if missing:
+                    parts.append(f"missing {', '.join(missing)}")
+                if unknown:
+                    parts.append(f"not in the template: {', '.join(unknown)}")
+                raise _bad(
+                    "badtext",
+                    f"template parameters do not fit the template ({'; '.join(parts)}); "
+                    f"it takes {', '.join(names) or 'none'}",
+                )
+            values = {n: values[n] for n in names}
+    else:
+        if not options.text_param:
+            raise _bad(
+                "badtext",
+                "this provider's template takes named parameters: send a JSON object "
+                f"({', '.join(names or []) or 'see the template'}), or set text_param for plain text",
+            )
+        values = {options.text_param: text}
+    limit = options.param_max_chars
+    if limit is not None:
+        for name, value in values.items():
+            if len(value) > limit:
+                raise _bad(
+                    "badtext",
+                    f"template parameter {name!r} is {len(value)} characters; this account allows {limit}",
+                )
+    return values
+
+
+Destination = tuple[Literal["mainland", "international"], str]
+
+
+def destination(target: str, scope: Literal["mainland", "international"]) -> Destination:
+    """``("mainland", "13912345678")`` or ``("international", "+85291234567")`` for a target.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badtarget``: not a number noti accepts, a ``+86``
+            number that is not a mobile, or a number the template's scope does not reach.
+    """
+    target = target.strip()
+    if _CN_MOBILE.match(target):
+        kind, number = "mainland", target
+    elif _E164.match(target):
+        if target.startswith("+86"):
+            number = target[3:]
+            if not _CN_MOBILE.match(number):
+                raise _bad("badtarget", f"{mask_number(target)} is not a mainland mobile number")
+            kind = "mainland"
+        else:
+            kind, number = "international", target
+    else:
+        raise _bad(
+            "badtarget",
+            f"{mask_number(target)} is not a phone number: use E.164 (+8613912345678) "
+            "or an 11-digit mainland mobile number",
+        )
+    if kind != scope:
+        raise _bad(
+            "badtarget",
+            f"{mask_number(target)} is {'a mainland' if kind == 'mainland' else 'an international'} "
+            f"number; this provider's template is for {scope} numbers (template_scope)",
+        )
+    return ("mainland", number) if kind == "mainland" else ("international", number)
+
+
+def mask_number(number: str) -> str:
+    """A phone number fit for messages and logs (personal data), masked as the sender masks
+    targets: ``+86*********78``."""
+    if len(number) <= 4:
+        return "*" * len(number)
+    return number[:3] + "*" * max(3, len(number) - 5) + number[-2:]

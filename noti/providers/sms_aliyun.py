@@ -1,0 +1,312 @@
+"""Aliyun SMS: ``SendSms`` of dysmsapi 2017-05-25 (shared/providers.md §2).
+
+One record is one ``SendSms`` call for one number, POSTed as a form and signed with
+signature V1 (``HMAC-SHA1`` over the sorted, twice percent-encoded parameters, key
+``AccessKeySecret + "&"``). V1 rather than V3 (``ACS3-HMAC-SHA256``) because its
+published worked examples — among them one for this very ``SendSms`` call — let the tests
+pin the signer to Aliyun's own answer instead of to our reading of the spec, and because
+every parameter, signature included, travels in one form body with no header rules to get
+wrong. HMAC-SHA1 is still a sound MAC (SHA-1 collisions do not forge HMACs); moving to V3
+would change :func:`sign_v1` and the headers only.
+
+Options (``[providers.<name>]``, ``kind = "aliyun"``):
+
+=====================  ===============================  ==========================================
+option                 default                          meaning
+=====================  ===============================  ==========================================
+``access_key_id``      required                         AccessKey ID (a RAM user's, ideally)
+``access_key_secret``  required                         its secret (never printed)
+``sign_name``          required                         approved signature (签名)
+``template_code``      required                         approved template, ``SMS_…``
+``template_params``    none                             the template's variable names
+``text_param``         none                             the variable plain text fills
+``template_scope``     ``mainland``                     ``international`` for a 国际/港澳台 template
+``param_max_chars``    none                             refuse longer parameter values at add
+``endpoint``           ``https://dysmsapi.aliyuncs.com``  API base URL
+``region``             ``cn-hangzhou``                  ``RegionId``
+``timeout_s``          10                               seconds a request may take
+=====================  ===============================  ==========================================
+
+The text becomes ``TemplateParam``, a JSON *string* of string values (see
+:mod:`noti.providers._sms`). Numbers go out as Aliyun wants them: mainland mobiles as 11
+digits, international ones as country code + number without ``+``. ``OutId`` is the record
+id, so receipts and ``QuerySendDetails`` name the record. ``BizId`` is the receipt's msgid.
+
+Outcomes (``Code``; HTTP 200 unless said):
+
+==========================================  =======================================================
+``OK``                                      delivered to Aliyun: ``Receipt(msgid=BizId)``
+``isv.BUSINESS_LIMIT_CONTROL``              ``RateLimited`` for the window the message names:
+                                            分钟级 60 s, 小时级 3,600 s, 天级 86,400 s (the windows
+                                            roll, so only a full window is sure to have let the
+                                            oldest counted send out); no window named: 3,600 s
+``isv.DAY_LIMIT_CONTROL``,                  ``ProviderOutage``: the whole account cannot send
+``isv.MONTH_LIMIT_CONTROL``,
+``isv.AMOUNT_NOT_ENOUGH``,
+``isv.OUT_OF_SERVICE``,
+``isv.ACCOUNT_ABNORMAL``
+sign/template not approved, RAM, IP,        ``ProviderMisconfigured``
+product not opened; gateway
+``SignatureDoesNotMatch``,
+``InvalidAccessKeyId.*``,
+``InvalidTimeStamp.*`` (clock)
+bad number, bad or missing parameters,      ``PermanentFailure``
+forbidden content
+``isv.BLACK_KEY_CONTROL_LIMIT``             ``RecipientOptedOut`` when the message speaks of the
+                                            number (号码/手机/退订/number/unsubscribe), else
+                                            ``PermanentFailure`` (a blacklisted keyword)
+``isp.SYSTEM_ERROR``; gateway               ``AmbiguousOutcome``: SendSms is not idempotent and
+``InternalError`` (500) and other 5xx;      it may have been accepted
+timeouts after sending; unreadable answers
+gateway ``Throttling*`` (QPS),              ``TemporaryFailure`` (at least ``Retry-After``)
+``SignatureNonceUsed``,
+``ServiceUnavailable`` (503), other codes
+==========================================  =======================================================
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from urllib.parse import quote
+
+from pydantic import Field, SecretStr
+
+from noti.errors import (
+    AmbiguousOutcome,
+    DeliveryError,
+    InvalidInput,
+    PermanentFailure,
+    ProviderMisconfigured,
+    ProviderOutage,
+    RateLimited,
+    RecipientOptedOut,
+    TemporaryFailure,
+)
+from noti.providers import _http
+from noti.providers._sms import TemplateOptions, destination, template_values
+from noti.providers.base import Message, Provider, Receipt
+from noti.record import Channel
+
+__all__ = ["ERRORS", "AliyunSmsProvider", "classify", "limit_window_s", "sign_v1"]
+
+API_VERSION = "2017-05-25"
+#: Waits for ``isv.BUSINESS_LIMIT_CONTROL``, by the window its message names (first match).
+LIMIT_WINDOWS_S: tuple[tuple[str, float], ...] = (
+    ("分钟", 60.0),
+    ("minute", 60.0),
+    ("小时", 3600.0),
+    ("hour", 3600.0),
+    ("天", 86400.0),
+    ("day", 86400.0),
+)
+#: Wait for a flow-control message that names no window we know.
+UNKNOWN_WINDOW_S = 3600.0
+#: Words in an ``isv.BLACK_KEY_CONTROL_LIMIT`` message that make it the number's blacklist.
+NUMBER_BLACKLIST_WORDS = ("号码", "手机", "退订", "number", "mobile", "unsubscri")
+
+ERRORS: dict[str, type[DeliveryError]] = {
+    "isp.SYSTEM_ERROR": AmbiguousOutcome,
+    "isv.DAY_LIMIT_CONTROL": ProviderOutage,
+    "isv.MONTH_LIMIT_CONTROL": ProviderOutage,
+    "isv.AMOUNT_NOT_ENOUGH": ProviderOutage,
+    "isv.OUT_OF_SERVICE": ProviderOutage,
+    "isv.ACCOUNT_ABNORMAL": ProviderOutage,
+    "isv.MOBILE_NUMBER_ILLEGAL": PermanentFailure,
+    "isv.MOBILE_COUNT_OVER_LIMIT": PermanentFailure,
+    "isv.TEMPLATE_MISSING_PARAMETERS": PermanentFailure,
+    "isv.INVALID_JSON_PARAM": PermanentFailure,
+    "isv.PARAM_LENGTH_LIMIT": PermanentFailure,
+    "isv.PARAM_NOT_SUPPORT_URL": PermanentFailure,
+    "isv.SMS_CONTENT_ILLEGAL": PermanentFailure,
+    "isv.INVALID_PARAMETERS": PermanentFailure,
+    "isv.SMS_SIGNATURE_ILLEGAL": ProviderMisconfigured,
+    "isv.SMS_TEMPLATE_ILLEGAL": ProviderMisconfigured,
+    "isv.SMS_SIGN_ILLEGAL": ProviderMisconfigured,
+    "isv.SMS_SIGNATURE_SCENE_ILLEGAL": ProviderMisconfigured,
+    "isp.RAM_PERMISSION_DENY": ProviderMisconfigured,
+    "isv.ACCOUNT_NOT_EXISTS": ProviderMisconfigured,
+    "isv.PRODUCT_UN_SUBSCRIPT": ProviderMisconfigured,
+    "isv.PRODUCT_UNSUBSCRIBE": ProviderMisconfigured,
+    "isv.DENY_IP_RANGE": ProviderMisconfigured,
+    "isv.EXTEND_CODE_ERROR": ProviderMisconfigured,
+    "isv.DOMESTIC_NUMBER_NOT_SUPPORTED": ProviderMisconfigured,
+    # Gateway answers (HTTP 4xx/5xx), common to every RPC API.
+    "Throttling": TemporaryFailure,
+    "Throttling.User": TemporaryFailure,
+    "Throttling.Api": TemporaryFailure,
+    "SignatureNonceUsed": TemporaryFailure,
+    "ServiceUnavailable": TemporaryFailure,
+    "InternalError": AmbiguousOutcome,
+    "SignatureDoesNotMatch": ProviderMisconfigured,
+    "IncompleteSignature": ProviderMisconfigured,
+    "InvalidAccessKeyId.NotFound": ProviderMisconfigured,
+    "InvalidAccessKeyId.Inactive": ProviderMisconfigured,
+    "InvalidTimeStamp.Format": ProviderMisconfigured,
+    "InvalidTimeStamp.Expired": ProviderMisconfigured,
+    "Forbidden.RAM": ProviderMisconfigured,
+    "MissingParameter": ProviderMisconfigured,
+}
+
+
+def _percent(value: str) -> str:
+    """RFC 3986 percent-encoding of UTF-8 (``A-Z a-z 0-9 - _ . ~`` kept, space → ``%20``)."""
+    return quote(value, safe="-_.~")
+
+
+def sign_v1(params: Mapping[str, str], secret: str, *, method: str = "POST") -> str:
+    """The V1 ``Signature`` of an RPC request's parameters (``Signature`` itself excluded)."""
+    canonical = "&".join(
+        f"{_percent(k)}={_percent(v)}" for k, v in sorted(params.items()) if k != "Signature"
+    )
+    string_to_sign = f"{method}&{_percent('/')}&{_percent(canonical)}"
+    digest = hmac.new(f"{secret}&".encode(), string_to_sign.encode(), hashlib.sha1).digest()
+    return base64.b64encode(digest).decode()
+
+
+def limit_window_s(message: str) -> float:
+    """Seconds to wait for an ``isv.BUSINESS_LIMIT_CONTROL`` whose message is ``message``."""
+    lowered = message.lower()
+    for word, seconds in LIMIT_WINDOWS_S:
+        if word in lowered:
+            return seconds
+    return UNKNOWN_WINDOW_S
+
+
+def classify(code: str, message: str, *, status: int = 200, provider: str = "") -> DeliveryError:
+    """The outcome class of an answer that is not ``OK`` (see the module docstring)."""
+    text = f"{provider}: {code or f'HTTP {status}'}: {message[:300]}".strip()
+    vendor_code = code or f"http.{status}"
+    if code == "isv.BUSINESS_LIMIT_CONTROL":
+        wait_s = limit_window_s(message)
+        return RateLimited(
+            f"{text} (recipient flow control; waiting {wait_s:.0f} s)",
+            retry_after_s=wait_s,
+            provider=provider,
+            vendor_code=vendor_code,
+        )
+    if code == "isv.BLACK_KEY_CONTROL_LIMIT":
+        lowered = message.lower()
+        opted_out = any(word in lowered for word in NUMBER_BLACKLIST_WORDS)
+        cls: type[DeliveryError] = RecipientOptedOut if opted_out else PermanentFailure
+        return cls(text, provider=provider, vendor_code=vendor_code)
+    known = ERRORS.get(code)
+    if known is None and code.startswith("Throttling"):
+        known = TemporaryFailure
+    if known is None:
+        if status >= 500:
+            known = AmbiguousOutcome
+        elif status >= 400:
+            known = ProviderMisconfigured
+        else:
+            known = TemporaryFailure
+    return known(text, provider=provider, vendor_code=vendor_code)
+
+
+class AliyunOptions(TemplateOptions):
+    access_key_id: str = Field(min_length=1)
+    access_key_secret: SecretStr
+    sign_name: str = Field(min_length=1)
+    template_code: str = Field(min_length=1)
+    endpoint: str = Field(default="https://dysmsapi.aliyuncs.com", pattern=r"^https?://[^/\s]+/?$")
+    region: str = Field(default="cn-hangzhou", min_length=1)
+
+
+class AliyunSmsProvider(Provider):
+    """Sends SMS templates through Aliyun's ``SendSms``."""
+
+    kind = "aliyun"
+    channels = frozenset({Channel.SMS})
+    Options = AliyunOptions
+    options: AliyunOptions
+    #: Wall clock for ``Timestamp`` (tests move it to exercise the vendor's skew check).
+    clock: Callable[[], float] = staticmethod(time.time)
+
+    def _number(self, target: str) -> str:
+        kind, number = destination(target, self.options.template_scope)
+        return number if kind == "mainland" else number.lstrip("+")
+
+    def check(self, message: Message) -> None:
+        """Refuse a number or text this sign and template can never send.
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.add.badtarget`` / ``.badtext``.
+        """
+        self._number(message.target)
+        template_values(message.fields.get("text"), self.options)
+
+    def request_params(self, message: Message) -> dict[str, str]:
+        """The signed parameters of the ``SendSms`` call for ``message``.
+
+        Raises:
+            InvalidInput: the message no longer fits the (changed) settings.
+        """
+        opts = self.options
+        values = template_values(message.fields.get("text"), opts)
+        params = {
+            "AccessKeyId": opts.access_key_id,
+            "Action": "SendSms",
+            "Format": "JSON",
+            "RegionId": opts.region,
+            "SignatureMethod": "HMAC-SHA1",
+            "SignatureNonce": str(uuid.uuid4()),
+            "SignatureVersion": "1.0",
+            "Timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())),
+            "Version": API_VERSION,
+            "PhoneNumbers": self._number(message.target),
+            "SignName": opts.sign_name,
+            "TemplateCode": opts.template_code,
+            "OutId": message.id,
+        }
+        if values:
+            params["TemplateParam"] = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+        params["Signature"] = sign_v1(params, opts.access_key_secret.get_secret_value())
+        return params
+
+    def send(self, message: Message) -> Receipt:
+        try:
+            params = self.request_params(message)
+        except InvalidInput as exc:  # accepted at add time; the settings changed since
+            raise PermanentFailure(
+                f"{self.name}: {exc.message}", provider=self.name, vendor_code="noti.template"
+            ) from None
+        body = "&".join(f"{_percent(k)}={_percent(v)}" for k, v in params.items())
+        with _http.map_transport_errors(self.name):
+            response = _http.client().post(
+                self.options.endpoint.rstrip("/") + "/",
+                content=body.encode(),
+                headers={
+                    "content-type": "application/x-www-form-urlencoded; charset=utf-8",
+                    "accept": "application/json",
+                },
+                timeout=self.options.timeout_s,
+            )
+        data = _http.json_object(response, self.name)
+        code = str(data.get("Code") or "")
+        request_id = str(data.get("RequestId") or "")
+        if response.status_code == 200 and code == "OK":
+            biz_id = data.get("BizId")
+            return Receipt(
+                provider=self.name, msgid=str(biz_id) if biz_id else None, raw=f"RequestId={request_id}"
+            )
+        if response.status_code == 200 and not code:
+            raise AmbiguousOutcome(
+                f"{self.name}: an answer without Code: {response.text[:200]!r}",
+                provider=self.name,
+                vendor_code="http.200",
+            )
+        error = classify(
+            code, str(data.get("Message") or ""), status=response.status_code, provider=self.name
+        )
+        if (
+            isinstance(error, TemporaryFailure)
+            and not isinstance(error, RateLimited)  # its window is the vendor's own word
+            and "retry-after" in response.headers
+        ):
+            error.retry_after_s = _http.retry_after_s(response, 0.0)
+        raise error

@@ -1,0 +1,301 @@
+"""Webhooks: POST a record's JSON content to its target URL, signed the Standard Webhooks way
+(shared/providers.md §6.2-6.4).
+
+The body is the record's ``noti_webhook_content`` as compact UTF-8 JSON; these exact bytes are
+signed and sent. Headers: ``webhook-id`` (the record id: the same on every retry, so
+receivers can drop duplicates), ``webhook-timestamp`` (unix seconds) and ``webhook-signature``
+= ``v1,`` + base64(HMAC-SHA256(key, ``"{id}.{timestamp}.{body}"``)), where the key is the
+base64-decoded part of the ``whsec_…`` secret. Redirects are never followed.
+
+Options (``[providers.<name>]`` with ``kind = "webhook"``):
+
+=================  ==========  ===================================================================
+option             default     meaning
+=================  ==========  ===================================================================
+``secret``         (required)  ``whsec_`` + base64 of a 24-64 byte key (secret)
+``allow_private``  false       allow targets on private, loopback, link-local or other non-public
+                               addresses; refused by default (SSRF) at ``add`` for literal
+                               addresses and ``localhost``, and at send time after resolving
+``headers``        {}          extra request headers, values secret (e.g. ``Authorization``);
+                               not ``webhook-*``, ``content-type``, ``host``
+``timeout_s``      10          seconds per request
+=================  ==========  ===================================================================
+
+Classification of the receiver's answer (:data:`ERRORS`, exact status first, then its class):
+
+=============================  ===================  =======================================
+answer                         raised               why
+=============================  ===================  =======================================
+2xx                            (Receipt)            delivered; msgid = the webhook-id
+3xx                            PermanentFailure     redirects are not followed
+408, 425, 5xx                  TemporaryFailure     ``Retry-After`` honoured
+429                            RateLimited          ``Retry-After`` (>= 1 s), else 30 s
+410 Gone                       RecipientOptedOut    the endpoint is gone: target suppressed
+other 4xx                      PermanentFailure     the receiver refused this message
+``webhook-delivery:            PermanentFailure     the receiver asked to stop retrying
+abort-message`` (not 2xx)
+timeout after sending          AmbiguousOutcome     it may have been received
+refused / unresolvable         ProviderOutage       nothing was sent
+a non-public address           PermanentFailure     refused before sending (SSRF)
+=============================  ===================  =======================================
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import re
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from pydantic import Field, SecretStr, field_validator
+from redis import Redis
+
+from noti.errors import (
+    DeliveryError,
+    InvalidInput,
+    PermanentFailure,
+    ProviderOutage,
+    RateLimited,
+    RecipientOptedOut,
+    TemporaryFailure,
+)
+from noti.keys import Keys
+from noti.providers import _http
+from noti.providers.base import Message, Provider, ProviderOptions, Receipt
+from noti.record import Channel
+from noti.sender import mask_target
+
+__all__ = ["ERRORS", "WebhookOptions", "WebhookProvider", "non_public_reason", "sign"]
+
+log = logging.getLogger(__name__)
+
+SECRET_PREFIX = "whsec_"
+#: Key sizes the Standard Webhooks spec recommends.
+KEY_BYTES_MIN, KEY_BYTES_MAX = 24, 64
+#: Wait after a 429 that names no ``Retry-After``.
+DEFAULT_RETRY_AFTER_S = 30.0
+#: Shortest wait after a 429: a rate-limit wait is not an attempt, so ``Retry-After: 0``
+#: would otherwise have the record sent again at once, without end.
+MIN_RATE_LIMIT_WAIT_S = 1.0
+
+#: Receiver answer -> outcome class: an exact status, a status class (``4xx``), or the
+#: ``webhook-delivery: abort-message`` header (shared/providers.md §6.2, §6.3).
+ERRORS: dict[str, type[DeliveryError]] = {
+    "3xx": PermanentFailure,
+    "408": TemporaryFailure,
+    "410": RecipientOptedOut,
+    "425": TemporaryFailure,
+    "429": RateLimited,
+    "4xx": PermanentFailure,
+    "5xx": TemporaryFailure,
+    "abort-message": PermanentFailure,
+}
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_RESERVED_HEADERS = frozenset(
+    {"content-type", "content-length", "host", "transfer-encoding", "connection"}
+    | {"webhook-id", "webhook-timestamp", "webhook-signature"}
+)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _secret_key(secret: str) -> bytes:
+    """The HMAC key of a ``whsec_<base64>`` secret; ValueError if it is not one."""
+    if not secret.startswith(SECRET_PREFIX):
+        raise ValueError(f"must start with {SECRET_PREFIX!r}")
+    encoded = secret[len(SECRET_PREFIX) :]
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error:
+        raise ValueError(f"the part after {SECRET_PREFIX!r} is not base64") from None
+    if not KEY_BYTES_MIN <= len(key) <= KEY_BYTES_MAX:
+        raise ValueError(f"the key is {len(key)} bytes; use {KEY_BYTES_MIN} to {KEY_BYTES_MAX}")
+    return key
+
+
+class WebhookOptions(ProviderOptions):
+    secret: SecretStr
+    allow_private: bool = False
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+
+    @field_validator("secret")
+    @classmethod
+    def _valid_secret(cls, value: SecretStr) -> SecretStr:
+        _secret_key(value.get_secret_value())
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _valid_headers(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, secret in value.items():
+            text = secret.get_secret_value()
+            if not _TOKEN.match(name) or name.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"header {name!r} is not a name that may be set here")
+            if "\r" in text or "\n" in text:
+                raise ValueError(f"header {name!r} has a line break in its value")
+        return value
+
+
+def sign(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value of ``body`` sent as ``webhook_id`` at ``timestamp``."""
+    digest = hmac.new(key, f"{webhook_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def _non_public(ip: IPAddress) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is not None and _non_public(embedded):
+            return True
+    return not ip.is_global or ip.is_multicast or ip.is_reserved or ip.is_unspecified
+
+
+def non_public_reason(host: str, port: int, *, numeric_only: bool = False) -> str | None:
+    """Why ``host`` may not be a webhook target (a reason), or None when every address it
+    resolves to is public. With ``numeric_only`` no DNS is asked: names pass, except
+    ``localhost``.
+
+    Raises:
+        socket.gaierror: the name does not resolve (only without ``numeric_only``).
+    """
+    name = host.rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return f"{host} is this machine"
+    flags = socket.AI_NUMERICHOST if numeric_only else 0
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=flags)
+    except socket.gaierror:
+        if numeric_only:
+            return None
+        raise
+    for info in infos:
+        address = str(info[4][0]).split("%", 1)[0]
+        if _non_public(ipaddress.ip_address(address)):
+            return f"{host} resolves to the non-public address {address}"
+    return None
+
+
+class WebhookProvider(Provider):
+    """Signed JSON POSTs to the record's URL."""
+
+    kind = "webhook"
+    channels = frozenset({Channel.WEBHOOK})
+    Options = WebhookOptions
+    options: WebhookOptions
+
+    def __init__(self, name: str, options: Mapping[str, Any], *, redis: Redis, keys: Keys) -> None:
+        super().__init__(name, options, redis=redis, keys=keys)
+        self._key = _secret_key(self.options.secret.get_secret_value())
+
+    def check(self, message: Message) -> None:
+        """Raises InvalidInput: no host, or (without allow_private) a literal non-public address."""
+        host, port = _host_port(message.target)
+        if host is None:
+            raise InvalidInput(f"{message.target!r} has no usable host", code="e.cmd.noti.add.badtarget")
+        if not self.options.allow_private:
+            reason = non_public_reason(host, port, numeric_only=True)
+            if reason is not None:
+                raise InvalidInput(
+                    f"{self.name}: refused: {reason} (set allow_private to permit it)",
+                    code="e.cmd.noti.add.badtarget",
+                )
+
+    def send(self, message: Message) -> Receipt:
+        opts = self.options
+        if not opts.allow_private:
+            self._refuse_private(message)
+        content = message.fields.get("content", {})
+        if isinstance(content, str):
+            body = content.encode()
+        elif isinstance(content, Mapping):
+            body = json.dumps(dict(content), ensure_ascii=False, separators=(",", ":")).encode()
+        else:
+            raise PermanentFailure(f"{self.name}: webhook content is not a JSON object", provider=self.name)
+        timestamp = int(time.time())
+        headers = {
+            **{name: value.get_secret_value() for name, value in opts.headers.items()},
+            "content-type": "application/json",
+            "webhook-id": message.id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(self._key, message.id, timestamp, body),
+        }
+        with _http.map_transport_errors(self.name):
+            response = _http.client().post(
+                message.target, content=body, headers=headers, timeout=opts.timeout_s
+            )
+        if response.is_success:
+            log.debug("webhook %s: record %s answered %s", self.name, message.id, response.status_code)
+            return Receipt(provider=self.name, msgid=message.id, raw=f"HTTP {response.status_code}")
+        error = self._error(response)
+        log.info(
+            "webhook %s: record %s to %s: HTTP %s",
+            self.name,
+            message.id,
+            mask_target(message.target),
+            response.status_code,
+        )
+        raise error
+
+    def _refuse_private(self, message: Message) -> None:
+        host, port = _host_port(message.target)
+        if host is None:
+            raise PermanentFailure(f"{self.name}: the target has no usable host", provider=self.name)
+        try:
+            reason = non_public_reason(host, port)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise ProviderOutage(
+                f"{self.name}: cannot resolve the target's host: {exc}", provider=self.name
+            ) from exc
+        if reason is not None:
+            raise PermanentFailure(
+                f"{self.name}: refused: {reason} (set allow_private to permit it)",
+                provider=self.name,
+                vendor_code="ssrf",
+            )
+
+    def _error(self, response: httpx.Response) -> DeliveryError:
+        """The outcome class of a non-2xx answer (see :data:`ERRORS`)."""
+        status = response.status_code
+        excerpt = response.text[:200]
+        kwargs = {"provider": self.name, "vendor_code": f"http.{status}"}
+        detail = f"{self.name}: the receiver answered HTTP {status}: {excerpt!r}"
+        if response.headers.get("webhook-delivery", "").strip().lower() == "abort-message":
+            return ERRORS["abort-message"](f"{detail} (abort-message)", **kwargs)
+        cls = ERRORS.get(str(status)) or ERRORS.get(f"{status // 100}xx")
+        if cls is None:  # 1xx or outside 100-599: not an HTTP answer we understand
+            cls = TemporaryFailure
+        if 300 <= status < 400:
+            detail += f" to {response.headers.get('location', '?')!r}; redirects are not followed"
+        if cls is RateLimited:
+            return RateLimited(
+                detail,
+                retry_after_s=max(
+                    MIN_RATE_LIMIT_WAIT_S, _http.retry_after_s(response, DEFAULT_RETRY_AFTER_S)
+                ),
+                **kwargs,
+            )
+        if issubclass(cls, TemporaryFailure):
+            retry_after = _http.retry_after_s(response, 0.0) if "retry-after" in response.headers else None
+            return cls(detail, retry_after_s=retry_after, **kwargs)
+        return cls(detail, **kwargs)
+
+
+def _host_port(url: str) -> tuple[str | None, int]:
+    try:
+        parts = httpx.URL(url)
+    except httpx.InvalidURL:
+        return None, 0
+    if parts.scheme not in ("http", "https") or not parts.host:
+        return None, 0
+    host = parts.raw_host.decode("ascii").replace("%25", "%")  # an IPv6 zone id, percent-encoded
+    return host, parts.port or (443 if parts.scheme == "https" else 80)

@@ -1,0 +1,395 @@
+"""A local Aliyun dysmsapi (2017-05-25) for tests: ``SendSms`` and ``QuerySendDetails``.
+
+It behaves as shared/providers.md §2.8 says the real one does:
+
+- RPC signature V1, checked with its own code (not the client's): unknown AccessKeyId → 404
+  ``InvalidAccessKeyId.NotFound``; bad signature → 400 ``SignatureDoesNotMatch``; timestamp
+  unreadable / more than 15 minutes off its clock → 400 ``InvalidTimeStamp.Format`` /
+  ``.Expired``; a nonce seen in the last 15 minutes → 400 ``SignatureNonceUsed``. Gateway
+  errors carry ``RequestId, HostId, Code, Message, Recommend``. Without ``Format=JSON`` it
+  answers XML.
+- ``SendSms``: approved signs and templates (``isv.SMS_SIGNATURE_ILLEGAL`` /
+  ``isv.SMS_TEMPLATE_ILLEGAL``); ``TemplateParam`` a JSON string of string values with every
+  template variable (``isv.INVALID_JSON_PARAM`` / ``isv.TEMPLATE_MISSING_PARAMETERS``), no
+  URL (``isv.PARAM_NOT_SUPPORT_URL``), optional length limit and blacklisted keywords; up to
+  1,000 numbers, mainland as ``+86``/``0086``/``86``/bare 11 digits, international as
+  country code + number without ``+``; a mainland number on an international template →
+  ``isv.DOMESTIC_NUMBER_NOT_SUPPORTED``.
+- Per-number flow control on :attr:`AliyunFake.clock`: verification templates 1/min, 5/hour,
+  10/day per (sign, number) and 40/day per number; others 50/day per (sign, template,
+  number) → HTTP 200 ``isv.BUSINESS_LIMIT_CONTROL`` with the window's Chinese message.
+- A balance counter (``isv.AMOUNT_NOT_ENOUGH``); ``BizId`` + ``RequestId`` on success.
+- No deduplication: the same request twice sends twice (:attr:`AliyunFake.sent`).
+  :meth:`AliyunFake.accept_then_hang` records the next send and answers too late.
+"""
+
+from __future__ import annotations
+
+import base64
+import calendar
+import hashlib
+import hmac
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import parse_qs, quote_plus
+from xml.sax.saxutils import escape
+
+from tests.fakes._server import FakeServer, Received, Reply
+
+__all__ = ["AliyunFake", "AliyunTemplate", "SentSms"]
+
+NONCE_TTL_S = 900
+MAX_SKEW_S = 900
+_MAINLAND = re.compile(r"^(?:\+86|0086|86)?(1[3-9][0-9]{9})$")
+_INTERNATIONAL = re.compile(r"^[1-9][0-9]{6,15}$")
+_URL = re.compile(r"https?://|www\.", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class AliyunTemplate:
+    variables: tuple[str, ...] = ("code",)
+    kind: Literal["verification", "notice", "promotion"] = "verification"
+    scope: Literal["mainland", "international"] = "mainland"
+
+
+@dataclass(frozen=True)
+class SentSms:
+    biz_id: str
+    phone: str
+    sign_name: str
+    template_code: str
+    params: dict[str, str]
+    out_id: str
+    at_s: float
+
+
+@dataclass
+class _Flow:
+    """Send times per flow-control key."""
+
+    times: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
+
+    def count(self, key: tuple[str, ...], since: float) -> int:
+        return sum(1 for t in self.times.get(key, ()) if t > since)
+
+    def add(self, key: tuple[str, ...], at: float) -> None:
+        self.times.setdefault(key, []).append(at)
+
+
+def _encode(value: str) -> str:
+    # Aliyun's documented recipe: form-encode, then patch + * %7E (a different route from
+    # the client's RFC 3986 quote, on purpose).
+    return quote_plus(value, safe="").replace("+", "%20").replace("*", "%2A").replace("%7E", "~")
+
+
+class AliyunFake(FakeServer):
+    """The fake; configure accounts, signs, templates and limits in the constructor."""
+
+    def __init__(
+        self,
+        *,
+        access_keys: dict[str, str] | None = None,
+        signs: set[str] | None = None,
+        templates: dict[str, AliyunTemplate] | None = None,
+        balance: int | None = None,
+        param_max_chars: int | None = None,
+        black_keywords: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__()
+        self.access_keys = access_keys if access_keys is not None else {"LTAItestkey": "testsecret"}
+        self.signs = signs if signs is not None else {"noti测试"}
+        self.templates = templates if templates is not None else {"SMS_100001": AliyunTemplate()}
+        self.balance = balance
+        self.param_max_chars = param_max_chars
+        self.black_keywords = black_keywords
+        #: verification templates: (window s, permits, message word); per (sign, number)
+        self.verification_limits = [(60, 1, "分钟级"), (3600, 5, "小时级"), (86400, 10, "天级")]
+        self.number_daily_limit = 40
+        self.notice_daily_limit = 50
+        self.clock = time.time
+        self.sent: list[SentSms] = []
+        self._nonces: dict[str, float] = {}
+        self._flow = _Flow()
+        self._seq = 0
+        self._hang_s = 0.0
+        self._state = threading.Lock()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def accept_then_hang(self, seconds: float) -> None:
+        """Accept (and record) the next send, then answer only after ``seconds``."""
+        self._hang_s = seconds
+
+    @staticmethod
+    def params(received: Received) -> dict[str, str]:
+        merged = {k: v[0] for k, v in received.query.items()}
+        if received.body and "form-urlencoded" in received.headers.get("content-type", ""):
+            form = parse_qs(received.body.decode(), keep_blank_values=True)
+            merged.update({k: v[0] for k, v in form.items()})
+        return merged
+
+    def expected_signature(self, method: str, params: dict[str, str], secret: str) -> tuple[str, str]:
+        pairs = sorted((k, v) for k, v in params.items() if k != "Signature")
+        canonical = "&".join(f"{_encode(k)}={_encode(v)}" for k, v in pairs)
+        string_to_sign = method + "&" + _encode("/") + "&" + _encode(canonical)
+        key = (secret + "&").encode()
+        digest = hmac.new(key, string_to_sign.encode(), hashlib.sha1).digest()
+        return base64.b64encode(digest).decode(), string_to_sign
+
+    @staticmethod
+    def _xml(root: str, data: dict[str, Any]) -> str:
+        inner = "".join(f"<{k}>{escape(str(v))}</{k}>" for k, v in data.items() if not isinstance(v, dict))
+        return f"<?xml version='1.0' encoding='UTF-8'?><{root}>{inner}</{root}>"
+
+    def _answer(self, params: dict[str, str], status: int, data: dict[str, Any], root: str) -> Reply:
+        if params.get("Format", "XML").upper() == "JSON":
+            return Reply(status, data)
+        return Reply(status, self._xml(root, data), headers={"content-type": "text/xml;charset=utf-8"})
+
+    def _gateway(self, params: dict[str, str], status: int, code: str, message: str) -> Reply:
+        data = {
+            "RequestId": str(uuid.uuid4()).upper(),
+            "HostId": "dysmsapi.aliyuncs.com",
+            "Code": code,
+            "Message": message,
+            "Recommend": f"https://api.aliyun.com/troubleshoot?q={code}",
+        }
+        return self._answer(params, status, data, "Error")
+
+    def _business(self, params: dict[str, str], code: str, message: str, **extra: Any) -> Reply:
+        data = {"RequestId": str(uuid.uuid4()).upper(), "Code": code, "Message": message, **extra}
+        root = f"{params.get('Action', 'SendSms')}Response"
+        return self._answer(params, 200, data, root)
+
+    # -- the gateway --------------------------------------------------------------------------
+
+    def verify(self, received: Received) -> Reply | None:
+        params = self.params(received)
+        for name in (
+            "AccessKeyId",
+            "Action",
+            "Signature",
+            "SignatureMethod",
+            "SignatureNonce",
+            "SignatureVersion",
+            "Timestamp",
+            "Version",
+        ):
+            if not params.get(name):
+                return self._gateway(
+                    params,
+                    400,
+                    "MissingParameter",
+                    f'The input parameter "{name}" that is mandatory for processing this request '
+                    "is not supplied.",
+                )
+        secret = self.access_keys.get(params["AccessKeyId"])
+        if secret is None:
+            return self._gateway(
+                params, 404, "InvalidAccessKeyId.NotFound", "Specified access key is not found."
+            )
+        if params["SignatureMethod"] != "HMAC-SHA1" or params["SignatureVersion"] != "1.0":
+            return self._gateway(
+                params, 400, "InvalidParameter", "Specified signature method or version is not supported."
+            )
+        stamp = params["Timestamp"]
+        try:
+            parsed = time.strptime(re.sub(r"\.[0-9]+Z$", "Z", stamp), "%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            return self._gateway(
+                params,
+                400,
+                "InvalidTimeStamp.Format",
+                f"Specified time stamp or date value is not well formatted: {stamp}",
+            )
+        if abs(calendar.timegm(parsed) - self.clock()) > MAX_SKEW_S:
+            return self._gateway(
+                params, 400, "InvalidTimeStamp.Expired", "Specified time stamp or date value is expired."
+            )
+        expected, string_to_sign = self.expected_signature(received.method, params, secret)
+        if not hmac.compare_digest(expected, params["Signature"]):
+            return self._gateway(
+                params,
+                400,
+                "SignatureDoesNotMatch",
+                "Specified signature is not matched with our calculation. server string to sign is:"
+                + string_to_sign,
+            )
+        now = self.clock()
+        with self._state:
+            self._nonces = {n: t for n, t in self._nonces.items() if now - t < NONCE_TTL_S}
+            if params["SignatureNonce"] in self._nonces:
+                return self._gateway(
+                    params, 400, "SignatureNonceUsed", "Specified signature nonce was used already."
+                )
+            self._nonces[params["SignatureNonce"]] = now
+        if params["Version"] != "2017-05-25":
+            return self._gateway(params, 400, "InvalidVersion", "Specified parameter Version is not valid.")
+        if params["Action"] not in ("SendSms", "QuerySendDetails"):
+            return self._gateway(
+                params,
+                404,
+                "InvalidAction.NotFound",
+                "Specified api is not found, please check your url and method.",
+            )
+        return None
+
+    # -- the API ------------------------------------------------------------------------------
+
+    def succeed(self, received: Received) -> Reply:
+        params = self.params(received)
+        with self._state:
+            if params["Action"] == "QuerySendDetails":
+                return self._query(params)
+            reply = self._send(params)
+            accepted = (isinstance(reply.body, dict) and reply.body.get("Code") == "OK") or (
+                isinstance(reply.body, str) and "<Code>OK</Code>" in reply.body
+            )
+            if self._hang_s and accepted:
+                reply = Reply(reply.status, reply.body, reply.headers, hang_s=self._hang_s)
+                self._hang_s = 0.0
+            return reply
+
+    def _numbers(self, params: dict[str, str], template: AliyunTemplate) -> list[str] | Reply:
+        raw = [n.strip() for n in params.get("PhoneNumbers", "").split(",") if n.strip()]
+        if len(raw) > 1000:
+            return self._business(params, "isv.MOBILE_COUNT_OVER_LIMIT", "手机号码数量超过限制")
+        numbers = []
+        for number in raw:
+            mainland = _MAINLAND.match(number)
+            if mainland:
+                if template.scope == "international":
+                    return self._business(
+                        params, "isv.DOMESTIC_NUMBER_NOT_SUPPORTED", "国际/港澳台消息模板不支持发送境内号码"
+                    )
+                numbers.append(mainland.group(1))
+            elif _INTERNATIONAL.match(number) and template.scope == "international":
+                numbers.append(number)
+            else:
+                return self._business(params, "isv.MOBILE_NUMBER_ILLEGAL", "非法手机号")
+        return numbers
+
+    def _template_params(self, params: dict[str, str], template: AliyunTemplate) -> dict[str, str] | Reply:
+        if not template.variables:
+            return {}
+        text = params.get("TemplateParam")
+        if text is None:
+            return self._business(params, "isv.TEMPLATE_MISSING_PARAMETERS", "模板缺少变量")
+        try:
+            values = json.loads(text)
+        except ValueError:
+            values = None
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            return self._business(params, "isv.INVALID_JSON_PARAM", "JSON参数不合法，只接受字符串值")
+        if any(name not in values for name in template.variables):
+            return self._business(params, "isv.TEMPLATE_MISSING_PARAMETERS", "模板缺少变量")
+        for value in values.values():
+            if _URL.search(value):
+                return self._business(params, "isv.PARAM_NOT_SUPPORT_URL", "不支持URL")
+            if self.param_max_chars is not None and len(value) > self.param_max_chars:
+                return self._business(params, "isv.PARAM_LENGTH_LIMIT", "参数超出长度限制")
+            if any(word in value for word in self.black_keywords):
+                return self._business(params, "isv.BLACK_KEY_CONTROL_LIMIT", "黑名单管控")
+        return values
+
+    def _limited(
+        self, params: dict[str, str], template: AliyunTemplate, numbers: list[str], now: float
+    ) -> Reply | None:
+        sign, code = params["SignName"], params["TemplateCode"]
+        for number in numbers:
+            if template.kind == "verification":
+                for window, permits, word in self.verification_limits:
+                    if self._flow.count(("code", sign, number), now - window) >= permits:
+                        return self._business(
+                            params, "isv.BUSINESS_LIMIT_CONTROL", f"触发{word}流控Permits:{permits}"
+                        )
+                if self._flow.count(("number", number), now - 86400) >= self.number_daily_limit:
+                    return self._business(
+                        params,
+                        "isv.BUSINESS_LIMIT_CONTROL",
+                        f"触发号码天级流控Permits:{self.number_daily_limit}",
+                    )
+            elif self._flow.count(("notice", sign, code, number), now - 86400) >= self.notice_daily_limit:
+                return self._business(
+                    params, "isv.BUSINESS_LIMIT_CONTROL", f"触发天级流控Permits:{self.notice_daily_limit}"
+                )
+        return None
+
+    def _send(self, params: dict[str, str]) -> Reply:
+        for name in ("PhoneNumbers", "SignName", "TemplateCode"):
+            if not params.get(name):
+                return self._gateway(
+                    params,
+                    400,
+                    "MissingParameter",
+                    f'The input parameter "{name}" that is mandatory is not supplied.',
+                )
+        if params["SignName"] not in self.signs:
+            return self._business(params, "isv.SMS_SIGNATURE_ILLEGAL", "该账号下找不到对应签名")
+        template = self.templates.get(params["TemplateCode"])
+        if template is None:
+            return self._business(params, "isv.SMS_TEMPLATE_ILLEGAL", "该账号下找不到对应模板")
+        numbers = self._numbers(params, template)
+        if isinstance(numbers, Reply):
+            return numbers
+        values = self._template_params(params, template)
+        if isinstance(values, Reply):
+            return values
+        now = self.clock()
+        limited = self._limited(params, template, numbers, now)
+        if limited is not None:
+            return limited
+        if self.balance is not None and self.balance < len(numbers):
+            return self._business(params, "isv.AMOUNT_NOT_ENOUGH", "账户余额不足")
+        self._seq += 1
+        biz_id = f"{900619746936498440 + self._seq}^0"
+        for number in numbers:
+            self._flow.add(("code", params["SignName"], number), now)
+            self._flow.add(("number", number), now)
+            self._flow.add(("notice", params["SignName"], params["TemplateCode"], number), now)
+            self.sent.append(
+                SentSms(
+                    biz_id,
+                    number,
+                    params["SignName"],
+                    params["TemplateCode"],
+                    values,
+                    params.get("OutId", ""),
+                    now,
+                )
+            )
+        if self.balance is not None:
+            self.balance -= len(numbers)
+        return self._business(params, "OK", "OK", BizId=biz_id)
+
+    def _query(self, params: dict[str, str]) -> Reply:
+        phone = params.get("PhoneNumber", "")
+        day = params.get("SendDate", "")
+        rows = [
+            s
+            for s in self.sent
+            if s.phone == phone
+            and time.strftime("%Y%m%d", time.gmtime(s.at_s + 8 * 3600)) == day
+            and (not params.get("BizId") or s.biz_id == params["BizId"])
+        ]
+        details = [
+            {
+                "PhoneNum": s.phone,
+                "SendStatus": 3,
+                "ErrCode": "DELIVERED",
+                "TemplateCode": s.template_code,
+                "Content": f"【{s.sign_name}】{json.dumps(s.params, ensure_ascii=False)}",
+                "SendDate": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.at_s + 8 * 3600)),
+                "ReceiveDate": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.at_s + 8 * 3600)),
+                "OutId": s.out_id,
+            }
+            for s in rows
+        ]
+        return self._business(
+            params, "OK", "OK", TotalCount=len(details), SmsSendDetailDTOs={"SmsSendDetailDTO": details}
+        )

@@ -1,0 +1,312 @@
+"""A fake SMTP submission server (aiosmtpd in a thread on 127.0.0.1; shared/providers.md §5.3).
+
+- ``security``: ``none`` (plain text; AUTH offered without TLS), ``starttls`` (STARTTLS is
+  required before anything else, and AUTH is only offered after it, as real submission
+  servers do) or ``tls`` (implicit TLS on connect). Certificates come from
+  :func:`make_certificates` (a test CA and a server certificate for 127.0.0.1 / localhost).
+- ``users``: login → password. When given, AUTH LOGIN and PLAIN check them (bad ones get
+  ``535 5.7.8 Authentication credentials invalid``) and MAIL needs a successful AUTH
+  (``530 5.7.0 Authentication required``).
+- Scripting: ``refuse[address] = "550 5.1.1 …"`` refuses that recipient at RCPT every time;
+  ``script(stage, reply)`` answers the next ``ehlo`` / ``mail`` / ``rcpt`` / ``data`` with
+  ``reply`` (a 421 to EHLO stands for a server closing at connect); ``hang(stage, seconds)``
+  makes the next answer at that stage wait (a DATA that hangs still keeps the message: the
+  client cannot know whether it was taken).
+- ``messages`` holds what was accepted (envelope, raw content, TLS, login); ``logins`` every
+  AUTH attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import email
+import email.policy
+import ipaddress
+import ssl
+import threading
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any, Literal
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+__all__ = ["Certificates", "ReceivedMail", "SmtpFake", "make_certificates"]
+
+Stage = Literal["ehlo", "mail", "rcpt", "data"]
+
+
+@dataclass(frozen=True, slots=True)
+class Certificates:
+    """PEM files: a test CA, and a server certificate and key it signed."""
+
+    ca_file: str
+    cert_file: str
+    key_file: str
+
+
+def make_certificates(directory: Path, *, name: str = "noti test") -> Certificates:
+    """A new CA and a server certificate for ``127.0.0.1`` and ``localhost`` in ``directory``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    files = Certificates(
+        str(directory / "ca.pem"), str(directory / "server.pem"), str(directory / "server.key")
+    )
+    Path(files.ca_file).write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    Path(files.cert_file).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    Path(files.key_file).write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return files
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedMail:
+    """One message the fake accepted."""
+
+    mail_from: str
+    rcpt_tos: list[str]
+    content: bytes
+    tls: bool
+    login: str | None
+
+    @property
+    def message(self) -> EmailMessage:
+        parsed = email.message_from_bytes(self.content, policy=email.policy.default)
+        assert isinstance(parsed, EmailMessage)
+        return parsed
+
+
+@dataclass(slots=True)
+class _Script:
+    replies: dict[str, deque[str]] = field(default_factory=lambda: defaultdict(deque))
+    hangs: dict[str, deque[float]] = field(default_factory=lambda: defaultdict(deque))
+
+
+class _Controller(Controller):
+    """aiosmtpd's controller, on a port the system picks (``port=0``)."""
+
+    def _trigger_server(self) -> None:
+        if self.port == 0 and self.server is not None:
+            self.port = self.server.sockets[0].getsockname()[1]
+        super()._trigger_server()
+
+
+class SmtpFake:
+    """An SMTP server for one test: see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        security: Literal["none", "starttls", "tls"] = "none",
+        certificates: Certificates | None = None,
+        users: dict[str, str] | None = None,
+        mechanisms: tuple[str, ...] = ("LOGIN", "PLAIN"),
+    ) -> None:
+        self.security = security
+        self.users = dict(users or {})
+        self.refuse: dict[str, str] = {}
+        self.messages: list[ReceivedMail] = []
+        #: (mechanism, login, accepted) of every AUTH attempt.
+        self.logins: list[tuple[str, str, bool]] = []
+        self._script = _Script()
+        self._lock = threading.Lock()
+        server_tls: ssl.SSLContext | None = None
+        if security != "none":
+            if certificates is None:
+                raise ValueError(f"security={security!r} needs certificates")
+            server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_tls.load_cert_chain(certificates.cert_file, certificates.key_file)
+        smtp_options: dict[str, Any] = {
+            "server_hostname": "smtp.fake.test",
+            "ident": "noti SMTP fake",
+            "auth_require_tls": security == "starttls",
+            "auth_exclude_mechanism": [m for m in ("LOGIN", "PLAIN") if m not in mechanisms],
+            "authenticator": self._authenticate if self.users else None,
+            "auth_required": bool(self.users),
+        }
+        if security == "starttls":
+            smtp_options.update(tls_context=server_tls, require_starttls=True)
+        self._controller = _Controller(
+            _Handler(self),
+            hostname="127.0.0.1",
+            port=0,
+            ssl_context=server_tls if security == "tls" else None,
+            **smtp_options,
+        )
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        port: int = self._controller.port
+        return port
+
+    def start(self) -> SmtpFake:
+        self._controller.start()
+        return self
+
+    def stop(self) -> None:
+        self._controller.stop()
+
+    def __enter__(self) -> SmtpFake:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def script(self, stage: Stage, *replies: str) -> None:
+        """Answer the next commands of ``stage`` with these replies."""
+        with self._lock:
+            self._script.replies[stage].extend(replies)
+
+    def hang(self, stage: Stage, seconds: float) -> None:
+        """Make the next answer at ``stage`` wait ``seconds``."""
+        with self._lock:
+            self._script.hangs[stage].append(seconds)
+
+    # --- the server side ---------------------------------------------------------------------
+
+    def _authenticate(
+        self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any
+    ) -> AuthResult:
+        assert isinstance(auth_data, LoginPassword)
+        login, password = auth_data.login.decode(), auth_data.password.decode()
+        ok = login in self.users and self.users[login] == password
+        with self._lock:
+            self.logins.append((mechanism, login, ok))
+        return AuthResult(success=ok, handled=False, auth_data=login if ok else None)
+
+    def _take(self, stage: Stage) -> tuple[float, str | None]:
+        """The scripted wait and reply for the next command of ``stage``."""
+        with self._lock:
+            hangs = self._script.hangs[stage]
+            replies = self._script.replies[stage]
+            return (hangs.popleft() if hangs else 0.0), (replies.popleft() if replies else None)
+
+    async def _turn(self, stage: Stage) -> str | None:
+        """Wait if a hang is scripted for ``stage``; the scripted reply, if any."""
+        pause, reply = self._take(stage)
+        if pause:
+            await asyncio.sleep(pause)
+        return reply
+
+
+class _Handler:
+    """aiosmtpd hooks, delegating to the fake's script."""
+
+    def __init__(self, fake: SmtpFake) -> None:
+        self.fake = fake
+
+    async def handle_EHLO(
+        self, server: SMTP, session: Session, envelope: Envelope, hostname: str, responses: list[str]
+    ) -> list[str]:
+        scripted = await self.fake._turn("ehlo")
+        if scripted is not None:
+            return [scripted]
+        session.host_name = hostname
+        return responses
+
+    async def handle_MAIL(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
+        scripted = await self.fake._turn("mail")
+        if scripted is not None:
+            return scripted
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
+        scripted = await self.fake._turn("rcpt")
+        if scripted is not None:
+            return scripted
+        refusal = self.fake.refuse.get(address)
+        if refusal is not None:
+            return refusal
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        pause, scripted = self.fake._take("data")
+        if scripted is None:  # taken before any hang: a client that gives up cannot tell
+            transport = server.transport
+            tls = session.ssl is not None or (
+                transport is not None and transport.get_extra_info("ssl_object") is not None
+            )
+            content = envelope.original_content or b""
+            mail = ReceivedMail(
+                str(envelope.mail_from), list(envelope.rcpt_tos), content, tls, session.auth_data
+            )
+            with self.fake._lock:
+                self.fake.messages.append(mail)
+                queued = len(self.fake.messages)
+        if pause:
+            await asyncio.sleep(pause)
+        return scripted if scripted is not None else f"250 2.0.0 Ok: queued as FAKE{queued}"

@@ -1,0 +1,199 @@
+"""A fake Twilio Messages API (shared/providers.md §4.1, §4.4).
+
+Checks what Twilio checks, in its order: the path (404/20404), HTTP basic auth with the
+account SID and auth token (401/20003 and ``WWW-Authenticate``), then the form-encoded
+parameters: ``To`` (21604 missing, 21211 not E.164, 21610 opted out, 21614 landline),
+``From`` or ``MessagingServiceSid`` (21603 neither, 21606 a number not ours, 21701 bad
+service sid), ``Body`` (21602 missing, 21617 over 1,600 characters), ``StatusCallback``
+(21609). A body that is not form encoded has no parameters, so it is refused as Twilio
+refuses it (21604). An accepted message is stored and answered with 201 and the Message
+JSON (``status`` ``queued``, or ``accepted`` through a Messaging Service); ``GET
+…/Messages/{sid}.json`` fetches it. Scripted replies (e.g. :func:`error_reply`) never
+create a message, as Twilio's 429 does not; ``delay_s`` creates it and answers late.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import re
+import uuid
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+from tests.fakes._server import FakeServer, Received, Reply
+
+__all__ = ["ACCOUNT_SID", "AUTH_TOKEN", "FROM_NUMBER", "SERVICE_SID", "TwilioFake", "error_reply"]
+
+ACCOUNT_SID = "AC" + "0123456789abcdef" * 2
+AUTH_TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed"
+FROM_NUMBER = "+15005550006"
+SERVICE_SID = "MG" + "fedcba9876543210" * 2
+
+#: Twilio's own wording of the errors the fake produces.
+MESSAGES: dict[int, str] = {
+    20003: "Authenticate",
+    20404: "The requested resource was not found",
+    20429: "Too Many Requests",
+    21211: "The 'To' number is not a valid phone number.",
+    21408: "Permission to send an SMS has not been enabled for the region indicated by the 'To' number",
+    21602: "Message body is required.",
+    21603: "A 'From' phone number is required.",
+    21604: "A 'To' phone number is required.",
+    21606: "The 'From' phone number provided is not a valid message-capable Twilio phone number.",
+    21608: "The number is unverified. Trial accounts may only send messages to verified numbers.",
+    21609: "Invalid StatusCallback url",
+    21610: "Attempt to send to unsubscribed recipient",
+    21612: "The 'To' phone number is not currently reachable using the 'From' phone number via SMS.",
+    21614: "'To' number is not a valid mobile number",
+    21617: "The concatenated message body exceeds the 1600 character limit.",
+    21701: "The Messaging Service Sid is invalid",
+}
+STATUSES: dict[int, int] = {20003: 401, 20404: 404, 20429: 429}
+
+_PATH = re.compile(r"^/2010-04-01/Accounts/(?P<account>[^/]+)/Messages(?:/(?P<sid>[^/]+))?\.json$")
+_E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
+_SERVICE = re.compile(r"^MG[0-9a-fA-F]{32}$")
+
+
+def error_reply(code: int, *, status: int | None = None, headers: dict[str, str] | None = None) -> Reply:
+    """Twilio's error answer for ``code`` (HTTP status as Twilio sends it unless given)."""
+    status = status or STATUSES.get(code, 400)
+    body = {
+        "code": code,
+        "message": MESSAGES.get(code, "Error"),
+        "more_info": f"https://www.twilio.com/docs/errors/{code}",
+        "status": status,
+    }
+    return Reply(status, body, headers or {})
+
+
+class TwilioFake(FakeServer):
+    """One Twilio account that owns ``numbers``; ``opted_out`` replied STOP to it."""
+
+    def __init__(
+        self,
+        *,
+        account_sid: str = ACCOUNT_SID,
+        auth_token: str = AUTH_TOKEN,
+        numbers: tuple[str, ...] = (FROM_NUMBER,),
+        opted_out: tuple[str, ...] = (),
+        landlines: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__()
+        self.account_sid = account_sid
+        self.auth_token = auth_token
+        self.numbers = set(numbers)
+        self.opted_out = set(opted_out)
+        self.landlines = set(landlines)
+        #: Created messages by sid, as Twilio would return them.
+        self.messages: dict[str, dict[str, Any]] = {}
+
+    def reset(self) -> None:
+        """Forget requests, messages, the script and the delay (to reuse one server across tests)."""
+        with self._lock:
+            self.requests.clear()
+            self.messages.clear()
+            self._script.clear()
+            self.delay_s = 0.0
+
+    def verify(self, received: Received) -> Reply | None:
+        match = _PATH.match(received.path)
+        if match is None:
+            return error_reply(20404)
+        if not self._authenticated(received.headers.get("authorization", "")):
+            reply = error_reply(20003)
+            return Reply(reply.status, reply.body, {"www-authenticate": 'Basic realm="Twilio API"'})
+        if match["account"] != self.account_sid:
+            return error_reply(20404)
+        if received.method == "GET":
+            return None if match["sid"] in self.messages else error_reply(20404)
+        if received.method != "POST" or match["sid"] is not None:
+            return Reply(405, {"code": 20004, "message": "Method not allowed", "status": 405})
+        return self._refusal(_params(received))
+
+    def _authenticated(self, header: str) -> bool:
+        scheme, _, encoded = header.partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        user_ok = hmac.compare_digest(user.encode(), self.account_sid.encode())
+        return hmac.compare_digest(password.encode(), self.auth_token.encode()) and user_ok
+
+    def _refusal(self, params: dict[str, str]) -> Reply | None:
+        to, sender, service = params.get("To"), params.get("From"), params.get("MessagingServiceSid")
+        body = params.get("Body")
+        if not to:
+            return error_reply(21604)
+        if not sender and not service:
+            return error_reply(21603)
+        if sender and sender not in self.numbers:
+            return error_reply(21606)
+        if service and not _SERVICE.match(service):
+            return error_reply(21701)
+        if not body:
+            return error_reply(21602)
+        if len(body) > 1600:
+            return error_reply(21617)
+        callback = params.get("StatusCallback")
+        if callback is not None and not callback.startswith(("http://", "https://")):
+            return error_reply(21609)
+        if not _E164.match(to):
+            return error_reply(21211)
+        if to in self.opted_out:
+            return error_reply(21610)
+        if to in self.landlines:
+            return error_reply(21614)
+        return None
+
+    def succeed(self, received: Received) -> Reply:
+        match = _PATH.match(received.path)
+        assert match is not None  # verify() refused every other path
+        if received.method == "GET":
+            return Reply(200, self.messages[match["sid"]])
+        params = _params(received)
+        sid = "SM" + uuid.uuid4().hex
+        now = format_datetime(datetime.now(UTC))
+        service = params.get("MessagingServiceSid")
+        message = {
+            "sid": sid,
+            "account_sid": self.account_sid,
+            "to": params["To"],
+            "from": params.get("From"),
+            "messaging_service_sid": service,
+            "body": params["Body"],
+            "status": "accepted" if service else "queued",
+            "num_segments": str(1 + (len(params["Body"]) - 1) // 153),
+            "num_media": "0",
+            "direction": "outbound-api",
+            "api_version": "2010-04-01",
+            "date_created": now,
+            "date_updated": now,
+            "date_sent": None,
+            "price": None,
+            "price_unit": "USD",
+            "error_code": None,
+            "error_message": None,
+            "uri": f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}.json",
+            "subresource_uris": {
+                "media": f"/2010-04-01/Accounts/{self.account_sid}/Messages/{sid}/Media.json"
+            },
+        }
+        with self._lock:
+            self.messages[sid] = message
+        return Reply(201, message)
+
+
+def _params(received: Received) -> dict[str, str]:
+    """The form parameters; none unless the body is form encoded, as for Twilio."""
+    if not received.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    return {
+        name: values[-1] for name, values in parse_qs(received.body.decode(), keep_blank_values=True).items()
+    }

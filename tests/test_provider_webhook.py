@@ -1,0 +1,427 @@
+"""The webhook provider against a receiver that verifies Standard Webhooks signatures."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+import httpx
+import pytest
+from click.testing import CliRunner
+
+import noti
+from noti.cli import main
+from noti.errors import (
+    AmbiguousOutcome,
+    DeliveryError,
+    InvalidConfig,
+    InvalidInput,
+    PermanentFailure,
+    ProviderMisconfigured,
+    ProviderOutage,
+    RateLimited,
+    RecipientOptedOut,
+    TemporaryFailure,
+)
+from noti.providers.base import Message
+from noti.providers.webhook import ERRORS, WebhookProvider, sign
+from noti.record import Channel, Status
+from tests.conftest import ALICE, wait_until
+from tests.fakes._server import Reply
+from tests.fakes.webhook import SECRET, WebhookReceiver
+
+KEY = base64.b64decode(SECRET.removeprefix("whsec_"))
+OTHER_SECRET = "whsec_" + base64.b64encode(b"another key of 24 bytes!").decode()
+CONTENT = {"event": "order.paid", "order": 42, "buyer": "张三", "items": [1, 2]}
+
+#: Outcome class -> (record status, attempts counted) after one send with retries left.
+RECORD_AFTER: dict[type[DeliveryError], tuple[Status, int]] = {
+    TemporaryFailure: (Status.WAITING, 1),
+    ProviderOutage: (Status.WAITING, 1),
+    AmbiguousOutcome: (Status.WAITING, 1),
+    RateLimited: (Status.WAITING, 0),
+    PermanentFailure: (Status.INVALID, 0),
+    RecipientOptedOut: (Status.INVALID, 0),
+    ProviderMisconfigured: (Status.FAILED, 0),
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver() as running:
+        assert isinstance(running, WebhookReceiver)
+        yield running
+
+
+@pytest.fixture
+def receiver(server: WebhookReceiver) -> WebhookReceiver:
+    server.reset()
+    return server
+
+
+def options(**overrides: Any) -> dict[str, Any]:
+    return {"kind": "webhook", "secret": SECRET, "allow_private": True, "timeout_s": 0.5, **overrides}
+
+
+@pytest.fixture
+def rt(configure: Any) -> Any:
+    return configure(
+        providers={"hook": options(), "strict": options(allow_private=False)},
+        channels={"webhook": {"provider": "hook"}},
+        retry_max=5,
+        retry_seconds=0.1,
+    )
+
+
+def provider(rt: Any, name: str = "hook") -> WebhookProvider:
+    instance = rt.providers.get(name)
+    assert isinstance(instance, WebhookProvider)
+    return instance
+
+
+def url(receiver: WebhookReceiver, path: str = "/hooks/orders") -> str:
+    return receiver.url + path
+
+
+def message(target: str, record_id: str = "rec1") -> Message:
+    return Message(id=record_id, channel=Channel.WEBHOOK, target=target, fields={"content": CONTENT})
+
+
+def send_record(rt: Any, target: str, **kwargs: Any) -> Any:
+    """Add a webhook, send it once in this process, and return the record."""
+    record_id = noti.notify_webhook(target, content=CONTENT, **kwargs)
+    [result] = noti.send(record_id)
+    assert result.record_id == record_id
+    return rt.store.get(record_id)
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/hook"
+
+
+@contextmanager
+def garbage_server() -> Iterator[str]:
+    """A server that answers one request with bytes that are not HTTP."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+
+    def serve() -> None:
+        conn, _ = sock.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"THIS IS NOT HTTP\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
+    finally:
+        sock.close()
+
+
+def signed_headers(webhook_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    digest = hmac.new(KEY, f"{webhook_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return {
+        "content-type": "application/json",
+        "webhook-id": webhook_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
+    }
+
+
+# --- the classification table ----------------------------------------------------------------
+
+CASES = [
+    # (ERRORS key, reply, class, retry_after_s)
+    ("3xx", Reply(301, "", {"location": "https://elsewhere.example/"}), PermanentFailure, None),
+    ("3xx", Reply(302, "", {"location": "/other"}), PermanentFailure, None),
+    ("3xx", Reply(307, ""), PermanentFailure, None),
+    ("3xx", Reply(308, ""), PermanentFailure, None),
+    ("408", Reply(408, "request timeout"), TemporaryFailure, None),
+    ("410", Reply(410, "gone"), RecipientOptedOut, None),
+    ("425", Reply(425, "", {"retry-after": "3"}), TemporaryFailure, 3.0),
+    ("429", Reply(429, "", {"retry-after": "120"}), RateLimited, 120.0),
+    ("429", Reply(429, "slow down"), RateLimited, 30.0),
+    ("429", Reply(429, "", {"retry-after": "0"}), RateLimited, 1.0),
+    ("4xx", Reply(400, {"error": "bad"}), PermanentFailure, None),
+    ("4xx", Reply(401, ""), PermanentFailure, None),
+    ("4xx", Reply(403, ""), PermanentFailure, None),
+    ("4xx", Reply(404, "no such hook"), PermanentFailure, None),
+    ("4xx", Reply(422, ""), PermanentFailure, None),
+    ("5xx", Reply(500, "<html>oops</html>"), TemporaryFailure, None),
+    ("5xx", Reply(502, ""), TemporaryFailure, None),
+    ("5xx", Reply(503, "", {"retry-after": "9"}), TemporaryFailure, 9.0),
+    ("5xx", Reply(504, ""), TemporaryFailure, None),
+    ("abort-message", Reply(503, "", {"webhook-delivery": "abort-message"}), PermanentFailure, None),
+    ("abort-message", Reply(429, "", {"webhook-delivery": "abort-message"}), PermanentFailure, None),
+]
+
+
+def test_the_cases_cover_the_whole_table() -> None:
+    assert {key for key, *_ in CASES} == set(ERRORS)
+
+
+@pytest.mark.parametrize(("key", "reply", "expected", "retry_after_s"), CASES)
+def test_each_receiver_answer_raises_its_class_and_sets_the_record(
+    rt: Any,
+    receiver: WebhookReceiver,
+    key: str,
+    reply: Reply,
+    expected: type[DeliveryError],
+    retry_after_s: float | None,
+) -> None:
+    # given the receiver answering this way
+    receiver.script(reply)
+    # when the provider sends
+    with pytest.raises(DeliveryError) as info:
+        provider(rt).send(message(url(receiver)))
+    # then the class is the table's, and the status is kept as the vendor code
+    assert type(info.value) is expected and ERRORS[key] is expected
+    assert info.value.vendor_code == f"http.{reply.status}" and info.value.provider == "hook"
+    if isinstance(info.value, TemporaryFailure):
+        assert info.value.retry_after_s == retry_after_s
+    # and through the sender the record ends as the class says
+    receiver.script(reply)
+    record = send_record(rt, url(receiver))
+    assert (record.status, record.retry) == RECORD_AFTER[expected]
+    assert rt.store.is_suppressed("webhook", url(receiver)) is (expected is RecipientOptedOut)
+
+
+def test_a_redirect_is_not_followed(rt: Any, receiver: WebhookReceiver) -> None:
+    receiver.script(Reply(302, "", {"location": url(receiver, "/elsewhere")}))
+    with pytest.raises(PermanentFailure) as info:
+        provider(rt).send(message(url(receiver)))
+    assert "redirects are not followed" in str(info.value)
+    assert [r.path for r in receiver.requests] == ["/hooks/orders"]
+
+
+# --- success -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204])
+def test_any_2xx_is_delivered(rt: Any, receiver: WebhookReceiver, status: int) -> None:
+    receiver.script(Reply(status, b"" if status == 204 else "not json, and that is fine"))
+    receipt = provider(rt).send(message(url(receiver), record_id="rec-2xx"))
+    assert receipt.provider == "hook" and receipt.msgid == "rec-2xx" and receipt.raw == f"HTTP {status}"
+
+
+def test_the_exact_body_is_signed_and_the_record_is_done(configure: Any, receiver: WebhookReceiver) -> None:
+    # given a provider with extra headers, one of them a credential
+    headers = {"Authorization": "Bearer s3cr3t-t0ken", "X-Tenant": "acme"}
+    rt = configure(providers={"hook": options(headers=headers)}, channels={"webhook": {"provider": "hook"}})
+    # when a webhook is sent
+    record = send_record(rt, url(receiver))
+    # then the receiver verified it and got compact UTF-8 JSON signed over those exact bytes
+    assert record.status is Status.DONE and record.sent_by == "hook" and record.msgid == record.id
+    [request] = receiver.requests
+    assert receiver.ids == [record.id] and receiver.refusals == []
+    assert request.body == json.dumps(CONTENT, ensure_ascii=False, separators=(",", ":")).encode()
+    assert request.json() == CONTENT
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["webhook-id"] == record.id
+    timestamp = request.headers["webhook-timestamp"]
+    assert timestamp.isdigit() and abs(int(timestamp) - time.time()) < 300
+    assert (
+        request.headers["webhook-signature"]
+        == signed_headers(record.id, int(timestamp), request.body)["webhook-signature"]
+    )
+    assert request.headers["authorization"] == "Bearer s3cr3t-t0ken" and request.headers["x-tenant"] == "acme"
+    # and neither the secret nor the credential header shows anywhere
+    for text in (repr(provider(rt)), repr(provider(rt).options), str(provider(rt).options)):
+        assert SECRET not in text and "s3cr3t-t0ken" not in text
+
+
+def test_sign_matches_the_standard_webhooks_library() -> None:
+    from datetime import UTC, datetime
+
+    from standardwebhooks import Webhook
+
+    body = b'{"a":"\xc3\xa9"}'
+    expected = Webhook(SECRET).sign("msg_1", datetime.fromtimestamp(1700000000, UTC), body.decode())
+    assert sign(KEY, "msg_1", 1700000000, body) == expected
+
+
+# --- the receiver fake is faithful -----------------------------------------------------------------
+
+
+def test_the_receiver_enforces_the_five_minute_window(receiver: WebhookReceiver) -> None:
+    body = b'{"x":1}'
+    now = int(time.time())
+    old = httpx.post(url(receiver), content=body, headers=signed_headers("old", now - 310, body))
+    future = httpx.post(url(receiver), content=body, headers=signed_headers("new", now + 310, body))
+    fresh = httpx.post(url(receiver), content=body, headers=signed_headers("ok", now - 240, body))
+    assert (old.status_code, future.status_code, fresh.status_code) == (400, 400, 200)
+    assert receiver.ids == ["ok"]
+    assert "too old" in receiver.refusals[0] and "too new" in receiver.refusals[1]
+
+
+def test_the_receiver_refuses_a_body_changed_after_signing(receiver: WebhookReceiver) -> None:
+    headers = signed_headers("m1", int(time.time()), b'{"x":1}')
+    response = httpx.post(url(receiver), content=b'{"x": 1}', headers=headers)
+    assert response.status_code == 400 and receiver.ids == []
+
+
+def test_a_wrong_secret_is_refused_by_the_receiver(configure: Any, receiver: WebhookReceiver) -> None:
+    rt = configure(
+        providers={"hook": options(secret=OTHER_SECRET)}, channels={"webhook": {"provider": "hook"}}
+    )
+    with pytest.raises(PermanentFailure) as info:
+        provider(rt).send(message(url(receiver)))
+    assert info.value.vendor_code == "http.400"
+    assert receiver.ids == [] and "No matching signature found" in receiver.refusals[0]
+    assert send_record(rt, url(receiver)).status is Status.INVALID
+
+
+# --- transport failures --------------------------------------------------------------------------
+
+
+def test_a_timeout_is_ambiguous_and_retried_on_the_same_id(rt: Any, receiver: WebhookReceiver) -> None:
+    # given a receiver that takes longer than the timeout (0.5 s) to answer
+    receiver.script(Reply(hang_s=1.5))
+    # when the record is sent
+    record = send_record(rt, url(receiver))
+    # then it may have been received: waiting, the attempt counted, the id was seen
+    assert record.status is Status.WAITING and record.retry == 1
+    assert "may have been sent" in record.errmsg
+    assert receiver.ids == [record.id]
+
+
+def test_a_closed_connection_is_ambiguous(rt: Any, receiver: WebhookReceiver) -> None:
+    receiver.script(Reply(close=True))
+    with pytest.raises(AmbiguousOutcome):
+        provider(rt).send(message(url(receiver)))
+
+
+def test_an_answer_that_is_not_http_is_ambiguous(rt: Any) -> None:
+    with garbage_server() as target, pytest.raises(AmbiguousOutcome):
+        provider(rt).send(message(target))
+
+
+def test_a_refused_connection_is_a_provider_outage(rt: Any) -> None:
+    with pytest.raises(ProviderOutage):
+        provider(rt).send(message(closed_port_url()))
+    record = send_record(rt, closed_port_url())
+    assert record.status is Status.WAITING and record.retry == 1
+
+
+def test_a_name_that_does_not_resolve_is_a_provider_outage(rt: Any) -> None:
+    for name in ("hook", "strict"):
+        with pytest.raises(ProviderOutage):
+            provider(rt, name).send(message("http://no-such-host.invalid/hook"))
+
+
+# --- SSRF ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://127.0.0.1:8080/hook",
+        "http://localhost/hook",
+        "http://api.localhost/hook",
+        "http://10.1.2.3/hook",
+        "http://192.168.0.10/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://100.64.0.1/hook",
+        "http://[::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://[fe80::1]/hook",
+        "http://0.0.0.0/hook",
+        "http://2130706433/hook",
+        "http://127.1/hook",
+    ],
+)
+def test_non_public_targets_are_refused_when_added(rt: Any, target: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        noti.notify_webhook(target, content=CONTENT, provider="strict")
+    assert info.value.code == "e.cmd.noti.add.badtarget"
+    assert rt.store.count() == 0
+
+
+def test_public_targets_are_accepted_when_added(rt: Any) -> None:
+    for target in ("https://hooks.example.com/x", "http://8.8.8.8/hook", "https://[2001:4860:4860::8888]/"):
+        noti.notify_webhook(target, content=CONTENT, provider="strict")
+    assert rt.store.count() == 3
+
+
+def test_a_non_public_target_is_refused_again_at_send_time(rt: Any, receiver: WebhookReceiver) -> None:
+    # a message that skipped the add-time check (or whose name now resolves elsewhere)
+    with pytest.raises(PermanentFailure) as info:
+        provider(rt, "strict").send(message(url(receiver)))
+    assert info.value.vendor_code == "ssrf" and "127.0.0.1" in str(info.value)
+    assert receiver.requests == []
+
+
+# --- options ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"secret": "not-a-whsec-secret"},
+        {"secret": "whsec_!!!not base64!!!"},
+        {"secret": "whsec_" + base64.b64encode(b"16 bytes is weak").decode()},
+        {"headers": {"webhook-id": "mine"}},
+        {"headers": {"Content-Type": "text/plain"}},
+        {"headers": {"Bad Name": "x"}},
+        {"headers": {"X-Split": "a\r\nInjected: yes"}},
+        {"allow_redirects": True},
+    ],
+)
+def test_bad_options_are_refused_without_showing_the_secret(
+    configure: Any, overrides: dict[str, Any]
+) -> None:
+    rt = configure(providers={"hook": options(**overrides)}, channels={"webhook": {"provider": "hook"}})
+    with pytest.raises(InvalidConfig) as info:
+        rt.providers.get("hook")
+    assert SECRET not in str(info.value)
+    if "secret" in overrides:
+        assert overrides["secret"] not in str(info.value)
+
+
+def test_a_missing_secret_is_refused(configure: Any) -> None:
+    rt = configure(providers={"hook": {"kind": "webhook"}}, channels={"webhook": {"provider": "hook"}})
+    with pytest.raises(InvalidConfig, match="secret"):
+        rt.providers.get("hook")
+
+
+# --- a real worker, and the command line ------------------------------------------------------------
+
+
+def run_cli(*args: str) -> Any:
+    @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    @click.pass_context
+    def entry(ctx: click.Context) -> None:
+        main(list(ctx.args))
+
+    return CliRunner().invoke(entry, ["--as", ALICE, *args], catch_exceptions=False)
+
+
+def test_a_webhook_added_on_the_command_line_is_delivered_by_a_worker(
+    rt: Any, receiver: WebhookReceiver, worker: Any
+) -> None:
+    # given a receiver that fails the first attempt
+    receiver.script(Reply(503, "warming up"))
+    # when `noti add webhook -to URL -content JSON` adds one and a real worker delivers it
+    content = '{"event": "deploy.done", "by": "张三", "ok": true}'
+    result = run_cli("add", "webhook", "-to", url(receiver), "-content", content)
+    assert result.exit_code == 0, result.output
+    record_id = result.stdout.strip()
+    record = wait_until(lambda: (r := rt.store.get(record_id)).status != Status.WAITING and r)
+    # then it is done after one retry, and both attempts carried the same webhook-id
+    assert record.status is Status.DONE and record.retry == 1 and record.sent_by == "hook"
+    assert receiver.ids == [record_id, record_id]
+    assert [r.json() for r in receiver.requests] == [json.loads(content)] * 2
