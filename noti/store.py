@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -19,7 +19,7 @@ from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.keys import Keys
 from noti.record import Notification, Status, from_hash, now_ms, to_hash
-from noti.redisconn import load_script, translate_errors
+from noti.redisconn import load_script, run_pipelined, translate_errors
 
 __all__ = ["Claim", "ClaimState", "Outcome", "RecordStore"]
 
@@ -75,6 +75,7 @@ class RecordStore:
         self._claim = load_script(client, "claim")
         self._finish = load_script(client, "finish")
         self._delete = load_script(client, "delete")
+        self._create = load_script(client, "create")
         self._create_once = load_script(client, "create_once")
         self._schedule = load_script(client, "schedule")
         self._cancel = load_script(client, "cancel")
@@ -83,39 +84,49 @@ class RecordStore:
 
     # --- writing ----------------------------------------------------------------------------
 
-    def add_to_pipeline(self, pipe: redis.client.Pipeline, record: Notification) -> None:
-        """Queue the commands that store ``record`` as waiting, with its index entries."""
-        k = self.keys
-        pipe.hset(k.record(record.id), mapping=to_hash(record))  # type: ignore[arg-type]
-        pipe.zadd(k.all_index, {record.id: record.created_ms})
-        pipe.zadd(k.user_index(record.creator), {record.id: record.created_ms})
-        pipe.zadd(k.status_index(int(record.status)), {record.id: record.created_ms})
-        if record.status is Status.WAITING:
-            pipe.zadd(k.waiting_index, {record.id: -record.level})
-            if record.lease_until_ms:
-                pipe.zadd(k.delayed, {record.id: record.lease_until_ms})
-
     def create_many(
         self,
         records: Sequence[Notification],
         *,
-        also: Callable[[redis.client.Pipeline], None] | None = None,
+        messages: Mapping[str, tuple[str, str]] | None = None,
+        chunk: int = 1000,
     ) -> None:
-        """Store ``records`` atomically in one round trip.
-
-        ``also`` may queue more commands in the same MULTI (the delivery messages, when the
-        broker is this Redis), so records and their messages are written together or not at all.
+        """Store ``records``, each with its index entries and, when ``messages`` has one for
+        its id, its delivery message ``(queue list, payload)``, in one atomic script call per
+        record, pipelined ``chunk`` records per round trip.
 
         Raises:
-            StoreUnavailable: Redis could not be reached (nothing is stored).
+            StoreUnavailable: Redis could not be reached (chunks already sent stay stored).
         """
+        k = self.keys
+        messages = messages or {}
         with translate_errors(self.redis):
-            pipe = self.redis.pipeline(transaction=True)
-            for record in records:
-                self.add_to_pipeline(pipe, record)
-            if also is not None:
-                also(pipe)
-            pipe.execute()
+            for start in range(0, len(records), chunk):
+                calls: list[tuple[list[str], list[Any]]] = []
+                for record in records[start : start + chunk]:
+                    queue, payload = messages.get(record.id, ("", ""))
+                    args: list[Any] = [
+                        record.id,
+                        record.created_ms,
+                        int(record.status),
+                        record.level,
+                        record.lease_until_ms,
+                        payload,
+                    ]
+                    for name, value in to_hash(record).items():
+                        args += [name, value]
+                    record_key = k.record(record.id)
+                    keys = [
+                        record_key,
+                        k.all_index,
+                        k.user_index(record.creator),
+                        k.status_index(int(record.status)),
+                        k.waiting_index,
+                        k.delayed,
+                        queue or record_key,
+                    ]
+                    calls.append((keys, args))
+                run_pipelined(self.redis, self._create, calls)
 
     def create(self, record: Notification) -> None:
         """Store one record (see :meth:`create_many`)."""

@@ -184,3 +184,14 @@ def test_delayed_pump_publishes_due_records_and_keeps_them_until_confirmed(rt: A
     )
     assert published == [(record.id, Channel.SMS, 1)]
     assert rt.delayed.due_at(record.id) is None
+
+
+def test_records_are_stored_after_the_server_lost_its_scripts(rt: Any) -> None:
+    import noti
+
+    rt.redis.script_flush()
+    record_id = noti.notify_sms("+8613912345678", "after a flush")
+    assert rt.store.get(record_id).fields == {"text": "after a flush"}
+    assert rt.redis.llen("noti.sms:9") == 1
+    rt.redis.script_flush()
+    assert rt.store.claim(record_id, owner="w", lease_ms=1000).state is ClaimState.CLAIMED
