@@ -159,7 +159,10 @@ def main() -> None:
     )
     ratio = ours["enqueue_per_s"] / theirs["enqueue_per_s"]
     print(f"\nschedule rate ratio noti/celery: {ratio:.1f}x")
-    path = write_results("delay", {"n": n, "probes": probes, "noti": ours, "celery": theirs, "ratio": ratio})
+    path = write_results(
+        "delay-smoke" if args.smoke else "delay",
+        {"n": n, "probes": probes, "noti": ours, "celery": theirs, "ratio": ratio},
+    )
     print(f"results: {path}")
 
 

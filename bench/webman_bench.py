@@ -12,14 +12,13 @@ Scenarios (messages per second; median of the runs, with min..max):
   ``celery worker -P solo`` subprocess running a no-op task. Consumption is timed from the
   first message taken to the last one done, so start-up is not counted on either side.
 
-Writes ``bench/results/webman.json``. Everything it starts (redis-server, Celery workers) it
-stops; every wait is bounded.
+Writes ``bench/results/webman.json`` (``webman-smoke.json`` with ``--smoke``). Everything it
+starts (redis-server, Celery workers) it stops; every wait is bounded.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import statistics
 import subprocess
@@ -41,7 +40,6 @@ from noti.bridge.webman.runner import BridgeRunner, ConsumerSpec
 from noti.bridge.webman.settings import WebmanSettings
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "webman.json"
 PHP_CLASS = "app\\queue\\bench\\NoOp"
 CELERY_QUEUE = "bench"
 WAIT_LIMIT_S = 300.0
@@ -223,15 +221,11 @@ def main(argv: list[str] | None = None) -> None:
         row["ratio"] = row["median"] / celery_out["median"]
     rows = [pushed, celery_in, one, many, celery_out]
     print(table(rows))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(
-            {"smoke": args.smoke, "runs": runs, "push_n": push_n, "consume_n": consume_n, "rows": rows},
-            indent=2,
-        )
-        + "\n"
+    path = harness.write_results(
+        "webman-smoke" if args.smoke else "webman",
+        {"smoke": args.smoke, "runs": runs, "push_n": push_n, "consume_n": consume_n, "rows": rows},
     )
-    print(f"wrote {RESULTS}", file=sys.stderr)
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
