@@ -240,6 +240,10 @@ class Sender:
                 try:
                     return provider.send(message)
                 except StaleCredential:
+                    wait_s = self._take_token(provider)  # the second request counts too
+                    if wait_s > 0:
+                        throttled_s = wait_s if throttled_s is None else min(throttled_s, wait_s)
+                        continue
                     return provider.send(message)
             except (PermanentFailure, RateLimited, AmbiguousOutcome):
                 raise

@@ -359,3 +359,19 @@ def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake,
     assert record.status is Status.DONE and record.msgid == f"<{record_id}@example.com>"
     [got] = fake.messages
     assert got.rcpt_tos == [TO] and got.tls and got.message["Subject"] == "From the worker"
+
+
+def test_a_password_is_never_sent_without_tls_to_a_remote_host(rt: Any) -> None:
+    from noti.errors import InvalidConfig
+    from noti.providers.email import EmailProvider
+
+    options = {
+        "host": "smtp.example.com",
+        "security": "none",
+        "username": "u",
+        "password": "p",
+        "from_addr": "noti@example.com",
+    }
+    with pytest.raises(InvalidConfig) as info:
+        EmailProvider("mail", options, redis=rt.redis, keys=rt.keys)
+    assert "clear text" in info.value.message

@@ -425,3 +425,38 @@ def test_a_webhook_added_on_the_command_line_is_delivered_by_a_worker(
     assert record.status is Status.DONE and record.retry == 1 and record.sent_by == "hook"
     assert receiver.ids == [record_id, record_id]
     assert [r.json() for r in receiver.requests] == [json.loads(content)] * 2
+
+
+def test_the_checked_address_is_the_one_connected_to(rt: Any) -> None:
+    """DNS rebinding: the request goes to the address that was checked, the name stays in
+    Host (and TLS SNI), so a second DNS answer cannot point it elsewhere."""
+    from noti.providers.base import Message
+    from noti.providers.webhook import WebhookProvider, resolve_public
+    from noti.record import Channel
+
+    provider = WebhookProvider(
+        "hook", {"secret": "whsec_" + base64.b64encode(b"k" * 32).decode()}, redis=rt.redis, keys=rt.keys
+    )
+    for target, url, host in (
+        ("https://93.184.216.34:8443/in?x=1", "https://93.184.216.34:8443/in?x=1", "93.184.216.34:8443"),
+        ("http://[2606:4700::1111]/in", "http://[2606:4700::1111]/in", "[2606:4700::1111]"),
+    ):
+        message = Message(id="r1", channel=Channel.WEBHOOK, target=target, fields={"content": {}})
+        assert provider._pin_public_address(message) == (url, {"host": host})
+    assert resolve_public("127.0.0.1", 80)[0] is not None
+    assert resolve_public("93.184.216.34", 80) == (None, "93.184.216.34")
+
+
+@pytest.mark.parametrize("value", ["Bearer TOPSECRET ", " lead", "tab\tend\t", "bell\x07", "é"])
+def test_header_values_http_would_refuse_are_refused_in_the_settings(rt: Any, value: str) -> None:
+    from noti.errors import InvalidConfig
+    from noti.providers.webhook import WebhookProvider
+
+    with pytest.raises(InvalidConfig) as info:
+        WebhookProvider(
+            "hook",
+            {"secret": "whsec_" + base64.b64encode(b"k" * 32).decode(), "headers": {"Authorization": value}},
+            redis=rt.redis,
+            keys=rt.keys,
+        )
+    assert "TOPSECRET" not in info.value.message

@@ -456,3 +456,19 @@ def test_two_worker_processes_share_one_token(configure: Any, spawn_worker: Any,
         log = process.output()
         assert "ok via wx" in log, "both processes should have sent some"
         assert SECRET not in log and str(fake.current_token(APPID)) not in log
+
+
+def test_a_stale_token_after_a_rate_limit_is_stale_again_not_a_configuration_error(
+    wx: Any, fake: WeixinFake
+) -> None:
+    # given: stale token, then (after the refresh) a per-recipient limit — not an attempt
+    record_id = add()
+    fake.script(error(40001), error(43117))
+    record = send_now(wx, record_id)
+    assert record.status is Status.WAITING and record.retry == 0
+    # when the same attempt later meets a stale token once more
+    wx.redis.hset(wx.keys.record(record_id), "noti_timeout_at", 0)
+    fake.script(error(40001))
+    record = send_now(wx, record_id)
+    # then it is refreshed and sent, not failed as misconfigured
+    assert record.status is Status.DONE, record.errmsg

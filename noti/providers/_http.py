@@ -6,8 +6,9 @@ what happened                                   raised               why
 ==============================================  ===================  ======================
 could not connect (refused, DNS, connect         ProviderOutage       nothing was sent: try
 timeout)                                                              the next provider
-the request was sent, then a timeout or a        AmbiguousOutcome     it may have been
-broken connection                                                     processed: no failover
+the request was sent, then a timeout, a broken   AmbiguousOutcome     it may have been
+connection or an undecodable body                                     processed: no failover
+a request the HTTP library refuses to encode     ProviderMisconfigured our settings are wrong
 any other transport error                        TemporaryFailure     retried per the policy
 an answer that is not the JSON expected          AmbiguousOutcome     the vendor may have
                                                                       acted on it
@@ -26,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from noti.errors import AmbiguousOutcome, ProviderOutage, TemporaryFailure
+from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage, TemporaryFailure
 
 __all__ = ["client", "json_object", "map_transport_errors", "retry_after_s"]
 
@@ -80,7 +81,20 @@ def map_transport_errors(provider: str) -> Iterator[None]:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
         raise ProviderOutage(f"{provider}: cannot connect: {exc}", provider=provider) from exc
-    except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+    except httpx.LocalProtocolError as exc:  # we built a request the HTTP library refuses
+        # never interpolate its text: it quotes the offending header value, maybe a secret
+        raise ProviderMisconfigured(
+            f"{provider}: the request could not be encoded (a header or URL value is not allowed)",
+            provider=provider,
+        ) from exc
+    except (
+        httpx.ReadTimeout,
+        httpx.WriteTimeout,
+        httpx.RemoteProtocolError,
+        httpx.ReadError,
+        httpx.DecodingError,
+        httpx.StreamError,
+    ) as exc:
         raise AmbiguousOutcome(
             f"{provider}: no complete answer ({type(exc).__name__}); it may have been sent",
             provider=provider,

@@ -155,7 +155,15 @@ class EmailOptions(ProviderOptions):
     def _credentials(self) -> EmailOptions:
         if (self.username is None) != (self.password is None):
             raise ValueError("username and password go together")
+        if self.username is not None and self.security == "none" and self.host not in _LOOPBACK:
+            raise ValueError(
+                "logging in without TLS would send the password in clear text: use security "
+                "'starttls' or 'tls' (plain AUTH is allowed to a loopback host only)"
+            )
         return self
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 class EmailProvider(Provider):

@@ -301,7 +301,11 @@ class AliyunSmsProvider(Provider):
                 vendor_code="http.200",
             )
         error = classify(
-            code, str(data.get("Message") or ""), status=response.status_code, provider=self.name
+            code,
+            # Aliyun echoes the string-to-sign (phone number, template values) in this message
+            "" if code == "SignatureDoesNotMatch" else str(data.get("Message") or ""),
+            status=response.status_code,
+            provider=self.name,
         )
         if (
             isinstance(error, TemporaryFailure)

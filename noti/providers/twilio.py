@@ -30,11 +30,13 @@ answer                                      raised                    why
 21610                                       RecipientOptedOut         the recipient replied STOP
 21211 21612 21614 21617 3000[4-7]           PermanentFailure          bad or unreachable ``To``
 20003 20404 21212 21408 21603 21606 21608   ProviderMisconfigured     auth, region, ``From``
-30001 30003 30008, 5xx                      TemporaryFailure          ``Retry-After`` honoured
+30001 30003 30008                           TemporaryFailure          ``Retry-After`` honoured
+5xx                                         AmbiguousOutcome          may have been queued: no
+                                                                      failover (``Retry-After``)
 30002 60728 63038                           ProviderOutage            account cannot send now
 30410                                       AmbiguousOutcome          may have been delivered
 other 401/403/404, 3xx                      ProviderMisconfigured     credentials or base_url
-other 4xx                                   PermanentFailure          Twilio refused this message
+other 4xx                                   TemporaryFailure          an unknown refusal: retried
 ==========================================  ========================  ===========================
 
 (30xxx codes arrive in status callbacks, not on create; they are listed so that the same
@@ -230,12 +232,12 @@ class TwilioProvider(Provider):
                 **kwargs,
             )
         if cls is None:
-            if status >= 500:
-                cls = TemporaryFailure
+            if status >= 500:  # only 429 is guaranteed unprocessed (§4.1): it may have been queued
+                cls = AmbiguousOutcome
             elif status in (401, 403, 404) or status < 400:
                 cls = ProviderMisconfigured
-            else:
-                cls = PermanentFailure
+            else:  # an unknown refusal: Twilio did not queue it, so retrying (or failing over) is safe
+                cls = TemporaryFailure
         if issubclass(cls, TemporaryFailure):
             retry_after = _http.retry_after_s(response, 0.0) if "retry-after" in response.headers else None
             return cls(detail, retry_after_s=retry_after, **kwargs)

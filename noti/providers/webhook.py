@@ -141,9 +141,16 @@ class WebhookOptions(ProviderOptions):
             text = secret.get_secret_value()
             if not _TOKEN.match(name) or name.lower() in _RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is not a name that may be set here")
-            if "\r" in text or "\n" in text:
-                raise ValueError(f"header {name!r} has a line break in its value")
+            if not _FIELD_VALUE.fullmatch(text):
+                raise ValueError(
+                    f"header {name!r}: a value is visible ASCII with inner spaces or tabs only "
+                    "(no line breaks, control characters, or leading/trailing white space)"
+                )
         return value
+
+
+#: RFC 9110 field-value: visible ASCII, inner spaces/tabs, nothing leading or trailing.
+_FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20\x09\x21-\x7e]*[\x21-\x7e])?)?")
 
 
 def sign(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> str:
@@ -152,11 +159,27 @@ def sign(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
+#: Ranges some Python versions still call global although no webhook should go there.
+_DENIED = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "192.0.0.0/24",
+        "fec0::/10",
+        "100.64.0.0/10",
+        "198.18.0.0/15",
+        "2001:db8::/32",
+        "64:ff9b:1::/48",
+    )
+)
+
+
 def _non_public(ip: IPAddress) -> bool:
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = ip.ipv4_mapped or ip.sixtofour
         if embedded is not None and _non_public(embedded):
             return True
+    if any(ip.version == net.version and ip in net for net in _DENIED):
+        return True
     return not ip.is_global or ip.is_multicast or ip.is_reserved or ip.is_unspecified
 
 
@@ -168,21 +191,32 @@ def non_public_reason(host: str, port: int, *, numeric_only: bool = False) -> st
     Raises:
         socket.gaierror: the name does not resolve (only without ``numeric_only``).
     """
+    reason, _ = resolve_public(host, port, numeric_only=numeric_only)
+    return reason
+
+
+def resolve_public(host: str, port: int, *, numeric_only: bool = False) -> tuple[str | None, str | None]:
+    """``(reason, None)`` when ``host`` may not be a target, else ``(None, address)``: the
+    public address to connect to (None with ``numeric_only`` for a name).
+
+    Raises:
+        socket.gaierror: the name does not resolve (only without ``numeric_only``).
+    """
     name = host.rstrip(".").lower()
     if name == "localhost" or name.endswith(".localhost"):
-        return f"{host} is this machine"
+        return f"{host} is this machine", None
     flags = socket.AI_NUMERICHOST if numeric_only else 0
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=flags)
     except socket.gaierror:
         if numeric_only:
-            return None
+            return None, None
         raise
-    for info in infos:
-        address = str(info[4][0]).split("%", 1)[0]
+    addresses = [str(info[4][0]).split("%", 1)[0] for info in infos]
+    for address in addresses:
         if _non_public(ipaddress.ip_address(address)):
-            return f"{host} resolves to the non-public address {address}"
-    return None
+            return f"{host} resolves to the non-public address {address}", None
+    return None, addresses[0] if addresses else None
 
 
 class WebhookProvider(Provider):
@@ -211,9 +245,11 @@ class WebhookProvider(Provider):
                 )
 
     def send(self, message: Message) -> Receipt:
+        """POST the signed content; see the module docstring for the outcome classes."""
         opts = self.options
+        url, pinned = message.target, dict[str, str]()
         if not opts.allow_private:
-            self._refuse_private(message)
+            url, pinned = self._pin_public_address(message)
         content = message.fields.get("content", {})
         if isinstance(content, str):
             body = content.encode()
@@ -224,6 +260,7 @@ class WebhookProvider(Provider):
         timestamp = int(time.time())
         headers = {
             **{name: value.get_secret_value() for name, value in opts.headers.items()},
+            **pinned,
             "content-type": "application/json",
             "webhook-id": message.id,
             "webhook-timestamp": str(timestamp),
@@ -231,7 +268,11 @@ class WebhookProvider(Provider):
         }
         with _http.map_transport_errors(self.name):
             response = _http.client().post(
-                message.target, content=body, headers=headers, timeout=opts.timeout_s
+                url,
+                content=body,
+                headers=headers,
+                timeout=opts.timeout_s,
+                extensions={"sni_hostname": httpx.URL(message.target).host} if pinned else {},
             )
         if response.is_success:
             log.debug("webhook %s: record %s answered %s", self.name, message.id, response.status_code)
@@ -246,22 +287,27 @@ class WebhookProvider(Provider):
         )
         raise error
 
-    def _refuse_private(self, message: Message) -> None:
+    def _pin_public_address(self, message: Message) -> tuple[str, dict[str, str]]:
+        """Resolve the target once, refuse non-public addresses, and connect to the address
+        that was checked (``Host`` and TLS SNI keep the name), so a second DNS answer (DNS
+        rebinding) cannot redirect the request. Returns the URL to use and the headers."""
         host, port = _host_port(message.target)
         if host is None:
             raise PermanentFailure(f"{self.name}: the target has no usable host", provider=self.name)
         try:
-            reason = non_public_reason(host, port)
+            reason, address = resolve_public(host, port)
         except (socket.gaierror, UnicodeError) as exc:
             raise ProviderOutage(
                 f"{self.name}: cannot resolve the target's host: {exc}", provider=self.name
             ) from exc
-        if reason is not None:
+        if reason is not None or address is None:
             raise PermanentFailure(
-                f"{self.name}: refused: {reason} (set allow_private to permit it)",
+                f"{self.name}: refused: {reason or 'no address'} (set allow_private to permit it)",
                 provider=self.name,
                 vendor_code="ssrf",
             )
+        url = httpx.URL(message.target)
+        return str(url.copy_with(host=address)), {"host": url.netloc.decode("ascii")}
 
     def _error(self, response: httpx.Response) -> DeliveryError:
         """The outcome class of a non-2xx answer (see :data:`ERRORS`)."""

@@ -10,7 +10,7 @@ option                 default                        meaning
                                                       ``noti_wx_pnb`` names the account it uses
 ``refresh_grace_s``    60                             a token is cached for ``expires_in`` less
                                                       this (half its life when that is shorter)
-``refresh_wait_s``     5                              how long a send waits for the token another
+``refresh_wait_s``     15                             how long a send waits for the token another
                                                       worker is fetching
 ``flow_limit_wait_s``  60                             the wait after 43117 / 45011 (no window is
                                                       documented)
@@ -136,7 +136,7 @@ class WeixinOptions(ProviderOptions):
     base_url: str = Field(default="https://api.weixin.qq.com", pattern=r"^https?://[^\s?#]+$")
     accounts: dict[str, WeixinAccount] = Field(min_length=1)
     refresh_grace_s: float = Field(default=60.0, ge=0)
-    refresh_wait_s: float = Field(default=5.0, ge=0, le=60)
+    refresh_wait_s: float = Field(default=15.0, ge=0, le=60)
     flow_limit_wait_s: float = Field(default=60.0, gt=0)
 
 
@@ -173,6 +173,16 @@ class WeixinProvider(Provider):
                 )
 
     def send(self, message: Message) -> Receipt:
+        """Send the template message; see the module docstring for the outcome classes."""
+        try:
+            return self._send_once(message)
+        except StaleCredential:
+            raise  # the sender tries again at once; that try must know this one was refused
+        except BaseException:
+            self._forget_stale(message)
+            raise
+
+    def _send_once(self, message: Message) -> Receipt:
         account = self.options.accounts.get(str(message.fields.get("pnb")))
         if account is None:  # the settings changed after the record was added
             raise ProviderMisconfigured(
