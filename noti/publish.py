@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Iterable
 from functools import cached_property
@@ -35,6 +36,10 @@ __all__ = ["Publisher", "queue_key"]
 #: kombu's retry policy for the send_task path: fail fast, the caller reports it.
 _PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+# Placeholders of the per-queue templates (no JSON escaping needed for any of them).
+_TASK_ID, _TAG, _RECORD_ID, _BODY = "@@TASKID@@", "@@TAG@@", "@@RECORD@@", "@@BODY@@"
+_SAFE_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+_BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _EMBED]).split("@"))
 
 Item = tuple[str, Channel, int]
 
@@ -86,8 +91,38 @@ class Publisher:
 
     def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
         """The Redis list and the JSON envelope of one delivery message."""
-        task_id = str(uuid.uuid4())
         priority = priority_for_level(level)
+        template = self._templates.get((channel, priority))
+        if template is None:
+            template = self._templates[(channel, priority)] = self._template(channel, priority)
+        if not _SAFE_ID.match(record_id):  # ids noti makes always match; anything else the slow way
+            return queue_key(channel.queue, priority), self._envelope(record_id, channel, priority)
+        task_id = str(uuid.uuid4())
+        body = base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode()
+        payload = (
+            template.replace(_BODY, body, 1)
+            .replace(_TASK_ID, task_id)
+            .replace(_RECORD_ID, record_id, 1)
+            .replace(_TAG, str(uuid.uuid4()), 1)
+        )
+        return queue_key(channel.queue, priority), payload
+
+    @cached_property
+    def _templates(self) -> dict[tuple[Channel, int], str]:
+        return {}
+
+    def _template(self, channel: Channel, priority: int) -> str:
+        """The envelope with placeholders, rendered once per queue and priority step."""
+        text = self._envelope(_RECORD_ID, channel, priority, task_id=_TASK_ID, tag=_TAG)
+        body_start = text.index('"body": "') + len('"body": "')
+        body_end = text.index('"', body_start)
+        return text[:body_start] + _BODY + text[body_end:]
+
+    def _envelope(
+        self, record_id: str, channel: Channel, priority: int, *, task_id: str = "", tag: str = ""
+    ) -> str:
+        """The envelope built field by field (the reference the template is made from)."""
+        task_id = task_id or str(uuid.uuid4())
         body = json.dumps([[record_id], {}, _EMBED])
         envelope: dict[str, Any] = {
             "body": base64.b64encode(body.encode()).decode(),
@@ -121,10 +156,10 @@ class Publisher:
                 "delivery_info": {"exchange": "", "routing_key": channel.queue},
                 "priority": priority,
                 "body_encoding": "base64",
-                "delivery_tag": str(uuid.uuid4()),
+                "delivery_tag": tag or str(uuid.uuid4()),
             },
         }
-        return queue_key(channel.queue, priority), json.dumps(envelope)
+        return json.dumps(envelope)
 
     def add_to_pipeline(self, pipe: redis.client.Pipeline, items: Iterable[Item]) -> None:
         """Queue the LPUSHes of ``items`` on ``pipe`` (only when :attr:`shares_store`)."""

@@ -112,9 +112,8 @@ class RecordStore:
                         record.level,
                         record.lease_until_ms,
                         payload,
+                        json.dumps(to_hash(record), ensure_ascii=False),
                     ]
-                    for name, value in to_hash(record).items():
-                        args += [name, value]
                     record_key = k.record(record.id)
                     keys = [
                         record_key,
@@ -444,14 +443,14 @@ class RecordStore:
             return cast(list[str], self.redis.zrange(self.keys.waiting_index, 0, count - 1))
 
     def done_before(self, cutoff_ms: int, limit: int | None = None) -> list[str]:
-        """Ids of records done before ``cutoff_ms``, oldest first."""
+        """Ids of records done at or before ``cutoff_ms``, oldest first."""
         with translate_errors(self.redis):
             return cast(
                 list[str],
                 self.redis.zrangebyscore(
                     self.keys.status_index(int(Status.DONE)),
                     "-inf",
-                    f"({cutoff_ms}",
+                    cutoff_ms,
                     start=0 if limit else None,
                     num=limit or None,
                 ),

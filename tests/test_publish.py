@@ -56,3 +56,16 @@ def test_publish_pipelines_many_messages_onto_their_priority_lists(rt: Any) -> N
         for m in rt.redis.lrange("noti.weixin", 0, -1)
     }
     assert ids == {f"id{i}" for i in range(1, 2500, 2)}
+
+
+def test_the_fast_template_and_the_field_by_field_envelope_agree(rt: Any) -> None:
+    publisher = Publisher(app, store_url=rt.settings.redis_url, store_redis=rt.redis)
+    for record_id in ("01m80bq4ap644zt7ycn1fg7557", "a", "weird id/with spaces"):
+        for level in (1, 1000):
+            key, fast = publisher.message(record_id, Channel.EMAIL, level)
+            slow = publisher._envelope(record_id, Channel.EMAIL, priority_for_level(level))
+            assert key == ("noti.email" if level == 1000 else "noti.email:9")
+            a, b = json.loads(fast), json.loads(slow)
+            assert _strip(a) == _strip(b) and a["body"] == b["body"]
+            assert a["headers"]["argsrepr"] == repr([record_id])
+            assert len({a["headers"]["id"], a["headers"]["root_id"], a["properties"]["correlation_id"]}) == 1

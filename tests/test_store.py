@@ -195,3 +195,14 @@ def test_records_are_stored_after_the_server_lost_its_scripts(rt: Any) -> None:
     assert rt.redis.llen("noti.sms:9") == 1
     rt.redis.script_flush()
     assert rt.store.claim(record_id, owner="w", lease_ms=1000).state is ClaimState.CLAIMED
+
+
+def test_text_survives_storage_byte_for_byte(rt: Any) -> None:
+    import noti
+
+    text = '您的验证码是 4321 😀 "quoted" \\ back\\slash \t tab \u2028 ~'
+    record_id = noti.notify_sms("+8613912345678", text)
+    assert rt.store.get(record_id).fields == {"text": text}
+    content = {"first": {"value": "订单 ✓ 😀"}, "n": 1.5, "list": [1, "二"], "nested": {"a": None}}
+    wx = noti.notify_weixin("oOPENID", tmpl="T", pnb="acct", content=content)
+    assert rt.store.get(wx).fields["content"] == content
