@@ -105,6 +105,7 @@ def test_the_stream_is_capped_by_length_and_age(rt: Any) -> None:
     letters = DeadLetters(rt.redis, rt.keys, max_len=5, max_age_s=60)
     for i in range(12):
         letters.add(DeadLetter(f"r{i}", "sms", PHONE, 1, "invalid", "x", now_ms()))
-    assert letters.trim() >= 0 and len(letters) == 5
+    letters.trim()
+    assert len(letters) == 5  # the exact length cap (XADD's own cap is approximate)
     assert [entry.record_id for entry in letters.entries()] == [f"r{i}" for i in range(11, 6, -1)]
     assert letters.trim(at_ms=now_ms() + 61_000) == 5 and len(letters) == 0
