@@ -89,41 +89,47 @@ class RecordStore:
         records: Sequence[Notification],
         *,
         messages: Mapping[str, tuple[str, str]] | None = None,
-        chunk: int = 1000,
+        per_call: int = 100,
+        per_round_trip: int = 1000,
     ) -> None:
         """Store ``records``, each with its index entries and, when ``messages`` has one for
-        its id, its delivery message ``(queue list, payload)``, in one atomic script call per
-        record, pipelined ``chunk`` records per round trip.
+        its id, its delivery message ``(queue list, payload)``. ``create.lua`` stores
+        ``per_call`` records atomically per call; calls are pipelined ``per_round_trip``
+        records at a time.
 
         Raises:
-            StoreUnavailable: Redis could not be reached (chunks already sent stay stored).
+            StoreUnavailable: Redis could not be reached (round trips already made stay stored).
         """
         k = self.keys
         messages = messages or {}
         with translate_errors(self.redis):
-            for start in range(0, len(records), chunk):
+            for start in range(0, len(records), per_round_trip):
                 calls: list[tuple[list[str], list[Any]]] = []
-                for record in records[start : start + chunk]:
-                    queue, payload = messages.get(record.id, ("", ""))
-                    args: list[Any] = [
-                        record.id,
-                        record.created_ms,
-                        int(record.status),
-                        record.level,
-                        record.lease_until_ms,
-                        payload,
-                        json.dumps(to_hash(record), ensure_ascii=False),
-                    ]
-                    record_key = k.record(record.id)
-                    keys = [
-                        record_key,
-                        k.all_index,
-                        k.user_index(record.creator),
-                        k.status_index(int(record.status)),
-                        k.waiting_index,
-                        k.delayed,
-                        queue or record_key,
-                    ]
+                batch = records[start : start + per_round_trip]
+                for first in range(0, len(batch), per_call):
+                    keys: list[str] = []
+                    args: list[Any] = []
+                    for record in batch[first : first + per_call]:
+                        queue, payload = messages.get(record.id, ("", ""))
+                        record_key = k.record(record.id)
+                        keys += [
+                            record_key,
+                            k.all_index,
+                            k.user_index(record.creator),
+                            k.status_index(int(record.status)),
+                            k.waiting_index,
+                            k.delayed,
+                            queue or record_key,
+                        ]
+                        args += [
+                            record.id,
+                            record.created_ms,
+                            int(record.status),
+                            record.level,
+                            record.lease_until_ms,
+                            payload,
+                            json.dumps(to_hash(record), ensure_ascii=False),
+                        ]
                     calls.append((keys, args))
                 run_pipelined(self.redis, self._create, calls)
 
