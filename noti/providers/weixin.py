@@ -26,7 +26,8 @@ Access token: from ``POST /cgi-bin/stable_token`` in normal mode (it returns the
 until WeChat rotates it, so it never revokes a token another worker holds), cached in Redis
 (:meth:`noti.keys.Keys.weixin_token`) for all workers. One worker at a time fetches it, under
 the lock ``noti:lock:weixin:<appid>``; the others poll the cache for up to ``refresh_wait_s``
-instead of calling the endpoint too (the one wait a send does; it never retries a send).
+instead of calling the endpoint too (the one wait a send does; it never retries a send), and
+past that the record waits a few seconds as a rate limit (nothing was sent: not an attempt).
 On 40001 / 40014 / 42001 the cached token is dropped (only if it is still the one refused)
 and :class:`StaleCredential` makes the sender try again at once with a new one; when that
 attempt is refused too, the credential problem is ours: :class:`ProviderMisconfigured`.
@@ -119,6 +120,8 @@ ERRORS: dict[str, type[DeliveryError]] = {
 ALREADY_SENT = frozenset({"45065", "40241"})
 #: How often a send waiting for another worker's token looks at the cache again.
 TOKEN_POLL_S = 0.05
+#: When the token is still not there after ``refresh_wait_s``, the record waits this long.
+TOKEN_WAIT_RETRY_S = 5.0
 #: Sends remembered as refused a fresh token once (to tell a stale token from a bad account).
 STALE_MEMORY = 1024
 
@@ -259,9 +262,10 @@ class WeixinProvider(Provider):
                         lock.release()
                     except redis.exceptions.RedisError:  # expired meanwhile: nothing to free
                         pass
-            if time.monotonic() >= deadline:
-                raise TemporaryFailure(
+            if time.monotonic() >= deadline:  # nothing was sent: wait, without counting an attempt
+                raise RateLimited(
                     f"weixin {self.name}: another worker is still fetching the access token",
+                    retry_after_s=TOKEN_WAIT_RETRY_S,
                     provider=self.name,
                 )
             time.sleep(TOKEN_POLL_S)
