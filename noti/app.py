@@ -82,13 +82,29 @@ app.add_defaults(lambda: celery_config(get_runtime().settings))
 
 
 class DelayPump(bootsteps.StartStopStep):
-    """Worker bootstep: runs the delayed-set pump (one active copy across all workers)."""
+    """Worker bootstep: runs the delayed-set pump (one active copy across all workers). The
+    same lock holder also looks for waiting events without a live processor every few seconds,
+    so event processing never depends on beat alone to recover."""
 
     def create(self, worker: Any) -> Pump:
         runtime = get_runtime()
+        publisher = Publisher(worker.app, store_url=runtime.settings.redis_url, store_redis=runtime.redis)
         return Pump(
-            runtime.delayed, Publisher(worker.app).publish, interval_s=runtime.settings.pump_interval_s
+            runtime.delayed,
+            publisher.publish,
+            interval_s=runtime.settings.pump_interval_s,
+            periodic=[(EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)],
         )
+
+
+#: How often the pump's worker checks that waiting events have a processor.
+EVENT_WATCH_INTERVAL_S = 2.0
+
+
+def _start_stalled_event_processor() -> None:
+    from noti.events import events
+
+    events().sweep()
 
 
 app.steps["worker"].add(DelayPump)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import redis
@@ -168,10 +169,20 @@ class Pump:
 
     LOCK_TTL_S = 10.0
 
-    def __init__(self, delayed: DelayedQueue, publish: PublishFn, *, interval_s: float) -> None:
+    def __init__(
+        self,
+        delayed: DelayedQueue,
+        publish: PublishFn,
+        *,
+        interval_s: float,
+        periodic: Sequence[tuple[float, Callable[[], object]]] = (),
+    ) -> None:
         self._delayed = delayed
         self._publish = publish
         self._interval_s = interval_s
+        #: Other light jobs the pump's lock holder runs every so many seconds.
+        self._periodic = list(periodic)
+        self._last_run = [0.0] * len(self._periodic)
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -188,6 +199,16 @@ class Pump:
             self._thread.join(timeout)
             self._thread = None
 
+    def _run_periodic(self) -> None:
+        now = time.monotonic()
+        for n, (every_s, job) in enumerate(self._periodic):
+            if now - self._last_run[n] >= every_s:
+                self._last_run[n] = now
+                try:
+                    job()
+                except Exception:
+                    log.exception("delay pump: periodic job %r failed", job)
+
     def _run(self) -> None:
         lock = self._delayed.redis.lock(
             self._delayed.keys.lock("pump"), timeout=self.LOCK_TTL_S, thread_local=False
@@ -202,6 +223,7 @@ class Pump:
                 if owned:
                     while self._delayed.pump_once(self._publish) >= 500:
                         pass
+                    self._run_periodic()
             except LockError:
                 log.warning("delay pump: lost the pump lock; another worker pumps now")
                 owned = False

@@ -280,3 +280,15 @@ def test_an_event_that_kills_its_processor_is_set_aside_as_poison(configure: Any
     )
     assert letter.errmsg == f"e.noti.event.poison: {poisoned.error_message}"
     wait_until(lambda: not Events(rt).status().alive)
+
+
+def test_events_left_behind_by_a_dead_processor_are_picked_up_without_beat(rt: Any, worker: Any) -> None:
+    # given a processor that died holding the lock (it expires in 1.5 s) and no beat running
+    rt.redis.set(rt.keys.event_lock, json.dumps({"token": "dead", "host": "gone", "pid": 1}), px=1500)
+    add_listener(
+        "late.*", {"type": "sms", "target": "+8613912345678", "text": "late"}, name="late-sms", user=ADMIN
+    )
+    # when events are dispatched meanwhile (dispatch sees the lock and queues no processor)
+    event_id = dispatch("late.one", {"n": 1}, user=ADMIN)
+    # then once the lock has expired the worker notices and a processor handles them
+    assert done(rt, event_id, timeout=30).status is EventStatus.DONE

@@ -165,6 +165,8 @@ class Processor:
         successor = False
         if reason in (StopReason.TIME, StopReason.MEMORY, StopReason.ERROR):
             successor = self._hand_over(lock, reason)
+        elif reason is StopReason.LOST:
+            successor = self._restart_if_orphaned(name)
         log.info("event processor %s: stopped (%s) after %d events", name, reason.value, processed)
         return RunReport(reason, processed, successor, name)
 
@@ -191,6 +193,16 @@ class Processor:
                 pass
             return False
         return True
+
+    def _restart_if_orphaned(self, name: str) -> bool:
+        """After losing the lock: queue a processor if events wait and nobody took over."""
+        try:
+            if self.store.kick(starting_ttl_ms=int(self.limits.lock_ttl_s * 1000), marker=name):
+                self.start_successor()
+                return True
+        except StoreUnavailable:
+            log.warning("event processor %s: could not check for a successor; the sweep will", name)
+        return False
 
     def _loop(self, lock: ProcessorLock, started: float) -> StopReason:
         while True:
