@@ -123,7 +123,7 @@ class Sender:
                 )
             else:
                 with rt.lease_keeper.hold(record.id, owner, lease_ms):
-                    outcome = self._send(record)
+                    outcome = self._send(record, suppressed=claim.suppressed)
         except Exception as exc:  # the outcome itself could not be computed: a bug
             log.exception("deliver %s: unexpected error", record.id)
             outcome = decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
@@ -168,7 +168,7 @@ class Sender:
                 time.sleep(pause)
         return False  # pragma: no cover - the loop returns or raises
 
-    def _send(self, record: Notification) -> Outcome:
+    def _send(self, record: Notification, *, suppressed: bool = False) -> Outcome:
         """Call the record's providers in failover order; the outcome to record."""
         rt = self.runtime
         try:
@@ -176,7 +176,7 @@ class Sender:
         except NotiError:  # checked at add time; a later settings change may break it
             policy = RetryPolicy.from_settings(rt.settings)
         try:
-            receipt = self._call_providers(record)
+            receipt = self._call_providers(record, suppressed=suppressed)
         except NotiError as exc:
             outcome = decide(record, exc, policy=policy, now_ms=now_ms())
             log.info(
@@ -207,7 +207,7 @@ class Sender:
             retry=record.retry,
         )
 
-    def _call_providers(self, record: Notification) -> Receipt:
+    def _call_providers(self, record: Notification, *, suppressed: bool = False) -> Receipt:
         """Send through the record's providers in failover order (shared/providers.md §0).
 
         - ``ProviderOutage``, ``ProviderMisconfigured``, a plain ``TemporaryFailure``, or our
@@ -223,7 +223,7 @@ class Sender:
         rt = self.runtime
         message = Message.from_record(record)
         chain = rt.providers.chain(record.channel, record.provider)
-        if rt.store.is_suppressed(record.channel.value, record.target):
+        if suppressed:  # the claim saw the target's opt-out
             raise RecipientOptedOut(
                 f"{mask_target(record.target)} opted out of {record.channel.value} earlier",
                 provider=chain[0].name,

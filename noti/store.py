@@ -18,7 +18,7 @@ import redis
 from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.keys import Keys
-from noti.record import Notification, Status, from_hash, now_ms, to_hash
+from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import load_script, run_pipelined, translate_errors
 
 __all__ = ["Claim", "ClaimState", "Outcome", "RecordStore"]
@@ -47,6 +47,8 @@ class Claim:
     status: Status | None = None
     #: For CLAIMED: claims since the record was last finished, this one included.
     claims: int = 0
+    #: For CLAIMED: the target opted out of the record's channel.
+    suppressed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,10 +254,6 @@ class RecordStore:
         with translate_errors(self.redis):
             return bool(self.redis.srem(self.keys.suppressed(channel), target))
 
-    def is_suppressed(self, channel: str, target: str) -> bool:
-        with translate_errors(self.redis):
-            return bool(self.redis.sismember(self.keys.suppressed(channel), target))
-
     def delayed_entries(self, limit: int | None = None) -> list[tuple[Notification, int]]:
         """Records in the delayed set with their due ms, soonest first."""
         with translate_errors(self.redis):
@@ -283,10 +281,11 @@ class RecordStore:
         if not ids:
             return []
         now = now_ms() if at_ms is None else at_ms
+        channels = [c.value for c in Channel]
         with translate_errors(self.redis):
             rows = self._claim(
-                keys=[self.keys.record(i) for i in ids],
-                args=[now, int(lease_ms), owner, creator or ""],
+                keys=[*(self.keys.record(i) for i in ids), *(self.keys.suppressed(c) for c in channels)],
+                args=[now, int(lease_ms), owner, creator or "", len(ids), *channels],
             )
         return [_to_claim(row) for row in rows]
 
@@ -484,7 +483,12 @@ def _to_claim(row: list[Any]) -> Claim:
     if state is ClaimState.CLAIMED:
         flat = row[1:]
         data = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
-        return Claim(state, record=from_hash(data), claims=int(data.get("_inflight", "1")))
+        return Claim(
+            state,
+            record=from_hash(data),
+            claims=int(data.get("_inflight", "1")),
+            suppressed=data.get("_suppressed") == "1",
+        )
     if state in (ClaimState.LEASED, ClaimState.NOT_DUE):
         return Claim(state, until_ms=int(row[1]))
     if state is ClaimState.FINAL:
