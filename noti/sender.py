@@ -244,7 +244,14 @@ class Sender:
                     if wait_s > 0:
                         throttled_s = wait_s if throttled_s is None else min(throttled_s, wait_s)
                         continue
-                    return provider.send(message)
+                    try:
+                        return provider.send(message)
+                    except StaleCredential as again:  # a fresh credential refused too: ours is wrong
+                        raise ProviderMisconfigured(
+                            f"{provider.name}: a fresh access token was refused too: {again.message}",
+                            provider=provider.name,
+                            vendor_code=again.vendor_code,
+                        ) from again
             except (PermanentFailure, RateLimited, AmbiguousOutcome):
                 raise
             except ProviderMisconfigured as exc:

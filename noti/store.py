@@ -249,6 +249,11 @@ class RecordStore:
         with translate_errors(self.redis):
             self.redis.sadd(self.keys.suppressed(channel), target)
 
+    def is_suppressed(self, channel: str, target: str) -> bool:
+        """Whether ``target`` opted out of ``channel`` (the claim reports it to senders)."""
+        with translate_errors(self.redis):
+            return bool(self.redis.sismember(self.keys.suppressed(channel), target))
+
     def unsuppress(self, channel: str, target: str) -> bool:
         """Forget an opt-out; whether there was one."""
         with translate_errors(self.redis):

@@ -30,7 +30,7 @@ instead of calling the endpoint too (the one wait a send does; it never retries 
 past that the record waits a few seconds as a rate limit (nothing was sent: not an attempt).
 On 40001 / 40014 / 42001 the cached token is dropped (only if it is still the one refused)
 and :class:`StaleCredential` makes the sender try again at once with a new one; when that
-attempt is refused too, the credential problem is ours: :class:`ProviderMisconfigured`.
+attempt is refused too, the sender takes the credential problem as ours (:class:`ProviderMisconfigured`).
 
 Classification (match ``errcode``, never ``errmsg``; HTTP is always 200):
 
@@ -57,9 +57,7 @@ token endpoint ProviderOutage, any other non-200 ProviderMisconfigured (a wrong 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -122,8 +120,6 @@ ALREADY_SENT = frozenset({"45065", "40241"})
 TOKEN_POLL_S = 0.05
 #: When the token is still not there after ``refresh_wait_s``, the record waits this long.
 TOKEN_WAIT_RETRY_S = 5.0
-#: Sends remembered as refused a fresh token once (to tell a stale token from a bad account).
-STALE_MEMORY = 1024
 
 
 class WeixinAccount(BaseModel):
@@ -154,8 +150,6 @@ class WeixinProvider(Provider):
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: redis.Redis, keys: Keys) -> None:
         super().__init__(name, options, redis=redis, keys=keys)
         self._base = self.options.base_url.rstrip("/")
-        self._stale: OrderedDict[tuple[str, int], None] = OrderedDict()
-        self._stale_lock = threading.Lock()
 
     def check(self, message: Message) -> None:
         """Refuse an unknown account (``pnb``) or ``content`` that is not WeChat's ``data`` shape."""
@@ -177,15 +171,6 @@ class WeixinProvider(Provider):
 
     def send(self, message: Message) -> Receipt:
         """Send the template message; see the module docstring for the outcome classes."""
-        try:
-            return self._send_once(message)
-        except StaleCredential:
-            raise  # the sender tries again at once; that try must know this one was refused
-        except BaseException:
-            self._forget_stale(message)
-            raise
-
-    def _send_once(self, message: Message) -> Receipt:
         account = self.options.accounts.get(str(message.fields.get("pnb")))
         if account is None:  # the settings changed after the record was added
             raise ProviderMisconfigured(
@@ -213,7 +198,6 @@ class WeixinProvider(Provider):
         code = str(errcode)
         msgid = data.get("msgid")
         if errcode == 0 or code in ALREADY_SENT:
-            self._forget_stale(message)
             note = "ok" if errcode == 0 else f"already sent (errcode {errcode})"
             log.info("weixin %s: %s to %s: %s", message.id, self.name, mask_target(message.target), note)
             return Receipt(provider=self.name, msgid=None if msgid is None else str(msgid), raw=note)
@@ -221,12 +205,6 @@ class WeixinProvider(Provider):
         log.info("weixin %s: %s to %s: errcode %s", message.id, self.name, mask_target(message.target), code)
         if ERRORS.get(code) is StaleCredential:
             self._drop_token(account.appid, token)
-            if self._refused_before(message):
-                raise ProviderMisconfigured(
-                    f"weixin {self.name}: a fresh access token was refused too: errcode {code}: {errmsg}",
-                    provider=self.name,
-                    vendor_code=code,
-                )
         raise self._failure(code, errmsg)
 
     # --- access token ------------------------------------------------------------------------
@@ -321,22 +299,6 @@ class WeixinProvider(Provider):
                     pipe.unwatch()
             except redis.exceptions.WatchError:  # replaced meanwhile: keep the new one
                 pass
-
-    def _refused_before(self, message: Message) -> bool:
-        """Whether this attempt of ``message`` was refused a token already (then: not stale)."""
-        key = (message.id, message.attempt)
-        with self._stale_lock:
-            if key in self._stale:
-                del self._stale[key]
-                return True
-            self._stale[key] = None
-            while len(self._stale) > STALE_MEMORY:
-                self._stale.popitem(last=False)
-            return False
-
-    def _forget_stale(self, message: Message) -> None:
-        with self._stale_lock:
-            self._stale.pop((message.id, message.attempt), None)
 
     # --- answers -----------------------------------------------------------------------------
 
