@@ -146,19 +146,16 @@ def _add_chunk(
 ) -> BulkResult:
     result = BulkResult(ids=[None] * len(chunk))
     plain: list[tuple[int, Notification]] = []
-    keyed: list[tuple[int, str, str, dict[str, Any]]] = []
+    identified: list[tuple[int, Notification]] = []
+    keys: dict[str, str] = {}
     for index, item in enumerate(chunk):
         try:
             kind, target, args = _arguments(item, defaults)
-            if args.get("identifier") is not None or args.get("idempotency_key") is not None:
-                key = args.get("idempotency_key")
-                checked = {k: v for k, v in args.items() if k != "idempotency_key"}
-                record = notifier.build(kind, target, user=user, **checked)
-                if key is not None:
-                    validate_idempotency_key(key, identifier=record.identifier)
-                keyed.append((index, kind, target, args))
-            else:
-                plain.append((index, notifier.build(kind, target, user=user, **args)))
+            key = args.pop("idempotency_key", None)
+            record = notifier.build(kind, target, user=user, **args)
+            if key is not None:
+                keys[record.id] = validate_idempotency_key(key, identifier=record.identifier)
+            (identified if record.identifier is not None else plain).append((index, record))
         except InvalidConfig:
             raise
         except NotiError as exc:
@@ -166,15 +163,18 @@ def _add_chunk(
         except TypeError as exc:  # e.g. a non-string field name
             result.refused.append(Refused(index, "e.cmd.noti.add.baditem", str(exc)))
     if plain:
-        notifier.store_and_queue([record for _, record in plain])
-        for index, record in plain:
-            result.ids[index] = record.id
-    for index, kind, target, args in keyed:  # replacement and idempotency need their own script
-        try:
-            result.ids[index] = notifier.add(kind, target, user=user, **args).id
-        except InvalidConfig:
-            raise
-        except NotiError as exc:  # e.g. the idempotency key names a deleted record
-            result.refused.append(Refused(index, exc.code, exc.message))
+        ids = notifier.store_and_queue([record for _, record in plain], idempotency_keys=keys)
+        repeats = [i for (_, record), i in zip(plain, ids, strict=True) if i != record.id]
+        found = notifier.runtime.store.find_many(repeats)
+        gone = {i for i, existing in zip(repeats, found, strict=True) if existing is None}
+        for (index, _), record_id in zip(plain, ids, strict=True):
+            if record_id in gone:  # the key names a record deleted since
+                result.refused.append(
+                    Refused(index, "e.cmd.noti.add.keyused", f"the idempotency key names deleted {record_id}")
+                )
+            else:
+                result.ids[index] = record_id
+    for index, record in identified:  # replacing by identifier needs its own script
+        result.ids[index] = notifier.store_one(record).id
     result.refused.sort(key=lambda r: r.index)
     return result

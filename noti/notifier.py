@@ -4,7 +4,7 @@ of :mod:`noti.users` applied to every call. :mod:`noti.api` wraps it in module f
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -135,49 +135,63 @@ class Notifier:
             StoreUnavailable: Redis cannot be reached.
         """
         record = self.build(type, target, **kwargs)
-        store = self.runtime.store
-        settings = self.runtime.settings
         if idempotency_key is not None:
             validate_idempotency_key(idempotency_key, identifier=record.identifier)
+        return self.store_one(record, idempotency_key=idempotency_key)
+
+    def store_one(self, record: Notification, *, idempotency_key: str | None = None) -> Notification:
+        """Store and queue a record :meth:`build` made (see :meth:`add`); the stored record.
+
+        Raises:
+            NotFound: ``e.cmd.noti.add.keyused``: the idempotency key names a deleted record.
+            StoreUnavailable: Redis cannot be reached.
+        """
+        store = self.runtime.store
         if record.identifier is not None:
             key = store.keys.identifier(record.creator, record.identifier)
             ttl_ms = max(0, record.lease_until_ms - record.created_ms) + int(
-                settings.idempotency_ttl_s * 1000
+                self.runtime.settings.idempotency_ttl_s * 1000
             )
             _, record_id = store.schedule(record, key, ttl_ms=ttl_ms)
             return store.get(record_id)
-        if idempotency_key is not None:
-            created, record_id = store.create_once(record, idempotency_key, ttl_s=settings.idempotency_ttl_s)
-            if not created:
-                existing = store.find(record_id)
-                if existing is not None:
-                    return existing
-                raise NotFound(
-                    f"idempotency key {idempotency_key!r} names record {record_id}, which was deleted",
-                    code="e.cmd.noti.add.keyused",
-                )
-            if not record.lease_until_ms:
-                self.publisher.publish([(record.id, record.channel, record.level)])
+        keys = {record.id: idempotency_key} if idempotency_key is not None else None
+        record_id = self.store_and_queue([record], idempotency_keys=keys)[0]
+        if record_id == record.id:
             return record
-        self.store_and_queue([record])
-        return record
+        existing = store.find(record_id)
+        if existing is None:
+            raise NotFound(
+                f"idempotency key {idempotency_key!r} names record {record_id}, which was deleted",
+                code="e.cmd.noti.add.keyused",
+            )
+        return existing
 
-    def store_and_queue(self, records: Sequence[Notification]) -> None:
+    def store_and_queue(
+        self, records: Sequence[Notification], *, idempotency_keys: Mapping[str, str] | None = None
+    ) -> list[str]:
         """Store validated records and queue the undelayed ones: when the broker is the store's
         Redis, each record and its message are written by one script (together or not at all),
-        a thousand records per round trip.
+        a thousand records per round trip. Returns the ids stored, or for a record whose
+        idempotency key was used already, the id that key names (then nothing is stored).
 
         Raises:
             StoreUnavailable: Redis cannot be reached.
         """
         now_items = [(r.id, r.channel, r.level) for r in records if not r.lease_until_ms]
+        store, ttl_s = self.runtime.store, self.runtime.settings.idempotency_ttl_s
         if self.publisher.shares_store:
             messages = {item[0]: self.publisher.message(*item) for item in now_items}
-            self.runtime.store.create_many(records, messages=messages)
-            return
-        self.runtime.store.create_many(records)
+            return store.create_many(
+                records, messages=messages, idempotency_keys=idempotency_keys, idempotency_ttl_s=ttl_s
+            )
+        ids = store.create_many(records, idempotency_keys=idempotency_keys, idempotency_ttl_s=ttl_s)
+        created = {
+            record_id for record_id, record in zip(ids, records, strict=True) if record_id == record.id
+        }
+        now_items = [item for item in now_items if item[0] in created]
         if now_items:
             self.publisher.publish(now_items)
+        return ids
 
     def notify(self, type: str, target: str, **kwargs: Any) -> str:  # noqa: A002
         """:meth:`add`, returning only the id."""

@@ -78,7 +78,6 @@ class RecordStore:
         self._finish = load_script(client, "finish")
         self._delete = load_script(client, "delete")
         self._create = load_script(client, "create")
-        self._create_once = load_script(client, "create_once")
         self._schedule = load_script(client, "schedule")
         self._cancel = load_script(client, "cancel")
         self._revive = load_script(client, "revive")
@@ -91,19 +90,27 @@ class RecordStore:
         records: Sequence[Notification],
         *,
         messages: Mapping[str, tuple[str, str]] | None = None,
+        idempotency_keys: Mapping[str, str] | None = None,
+        idempotency_ttl_s: float = 0.0,
         per_call: int = 100,
         per_round_trip: int = 1000,
-    ) -> None:
+    ) -> list[str]:
         """Store ``records``, each with its index entries and, when ``messages`` has one for
-        its id, its delivery message ``(queue list, payload)``. ``create.lua`` stores
-        ``per_call`` records atomically per call; calls are pipelined ``per_round_trip``
-        records at a time.
+        its id, its delivery message ``(queue list, payload)``. A record with an entry in
+        ``idempotency_keys`` is stored only if its creator did not use that key in the last
+        ``idempotency_ttl_s``. ``create.lua`` stores ``per_call`` records atomically per call;
+        calls are pipelined ``per_round_trip`` records at a time.
+
+        Returns, per record, its id, or the id of the record its idempotency key named.
 
         Raises:
             StoreUnavailable: Redis could not be reached (round trips already made stay stored).
         """
         k = self.keys
         messages = messages or {}
+        idempotency_keys = idempotency_keys or {}
+        ttl_ms = int(idempotency_ttl_s * 1000)
+        ids: list[str] = []
         with translate_errors(self.redis):
             for start in range(0, len(records), per_round_trip):
                 calls: list[tuple[list[str], list[Any]]] = []
@@ -113,6 +120,7 @@ class RecordStore:
                     args: list[Any] = []
                     for record in batch[first : first + per_call]:
                         queue, payload = messages.get(record.id, ("", ""))
+                        idempotency_key = idempotency_keys.get(record.id)
                         record_key = k.record(record.id)
                         keys += [
                             record_key,
@@ -122,6 +130,7 @@ class RecordStore:
                             k.waiting_index,
                             k.delayed,
                             queue or record_key,
+                            k.idempotency(record.creator, idempotency_key) if idempotency_key else record_key,
                         ]
                         args += [
                             record.id,
@@ -131,44 +140,16 @@ class RecordStore:
                             record.lease_until_ms,
                             payload,
                             json.dumps(to_hash(record), ensure_ascii=False),
+                            ttl_ms if idempotency_key else 0,
                         ]
                     calls.append((keys, args))
-                run_pipelined(self.redis, self._create, calls)
+                for stored in run_pipelined(self.redis, self._create, calls):
+                    ids.extend(str(i) for i in stored)
+        return ids
 
     def create(self, record: Notification) -> None:
         """Store one record (see :meth:`create_many`)."""
         self.create_many([record])
-
-    def create_once(self, record: Notification, key: str, *, ttl_s: float) -> tuple[bool, str]:
-        """Store ``record`` unless ``key`` was used in the last ``ttl_s`` seconds.
-
-        Returns ``(True, record.id)`` when stored, ``(False, existing_id)`` otherwise, in
-        one atomic step: a crash can never leave the key without its record.
-        """
-        k = self.keys
-        args: list[Any] = [
-            record.id,
-            int(ttl_s * 1000),
-            record.created_ms,
-            record.level,
-            record.lease_until_ms,
-        ]
-        for name, value in to_hash(record).items():
-            args += [name, value]
-        with translate_errors(self.redis):
-            created, record_id = self._create_once(
-                keys=[
-                    k.idempotency(record.creator, key),
-                    k.record(record.id),
-                    k.all_index,
-                    k.user_index(record.creator),
-                    k.status_index(int(Status.WAITING)),
-                    k.waiting_index,
-                    k.delayed,
-                ],
-                args=args,
-            )
-        return bool(int(created)), str(record_id)
 
     def schedule(self, record: Notification, identifier_key: str, *, ttl_ms: int) -> tuple[bool, str]:
         """Store a delayed ``record`` under an identifier, or replace the one it names.
