@@ -300,10 +300,20 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
 
 # --- validation --------------------------------------------------------------------------------
 
-_E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
-_CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
+#: Phone numbers noti accepts: E.164, or an 11-digit mainland mobile (providers normalise).
+E164_PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
+CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
 _EMAIL = re.compile(r"^[^@\s<>(),;:\"\[\]]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.[A-Za-z]{2,}$")
 _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
+
+
+def phone_e164(number: str) -> str | None:
+    """``number`` in E.164 (a mainland mobile gets ``+86``), or None if noti does not accept it."""
+    if E164_PHONE.match(number):
+        return number
+    if CN_MOBILE.match(number):
+        return "+86" + number
+    return None
 
 
 def parse_channel(value: str) -> Channel:
@@ -353,7 +363,7 @@ def validate_target(channel: Channel, target: object) -> str:
         raise _bad("badtarget", f"a {channel.value} notification needs a target (-to)")
     target = target.strip()
     if channel is Channel.SMS:
-        if not (_E164.match(target) or _CN_MOBILE.match(target)):
+        if not (E164_PHONE.match(target) or CN_MOBILE.match(target)):
             raise _bad(
                 "badtarget",
                 f"{target!r} is not a phone number: use E.164 (+8613912345678) "

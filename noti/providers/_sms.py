@@ -26,11 +26,10 @@ from pydantic import Field, model_validator
 
 from noti.errors import InvalidInput
 from noti.providers.base import ProviderOptions
+from noti.record import CN_MOBILE, E164_PHONE
 
 __all__ = ["Destination", "TemplateOptions", "destination", "mask_number", "template_values"]
 
-_CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
-_E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 _PARAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -147,12 +146,12 @@ def destination(target: str, scope: Literal["mainland", "international"]) -> Des
             number that is not a mobile, or a number the template's scope does not reach.
     """
     target = target.strip()
-    if _CN_MOBILE.match(target):
+    if CN_MOBILE.match(target):
         kind, number = "mainland", target
-    elif _E164.match(target):
+    elif E164_PHONE.match(target):
         if target.startswith("+86"):
             number = target[3:]
-            if not _CN_MOBILE.match(number):
+            if not CN_MOBILE.match(number):
                 raise _bad("badtarget", f"{mask_number(target)} is not a mainland mobile number")
             kind = "mainland"
         else:

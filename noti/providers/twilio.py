@@ -66,7 +66,7 @@ from noti.errors import (
 )
 from noti.providers import _http
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.record import Channel
+from noti.record import E164_PHONE, Channel, phone_e164
 from noti.sender import mask_target
 
 __all__ = ["ERRORS", "TwilioOptions", "TwilioProvider"]
@@ -112,8 +112,6 @@ ERRORS: dict[str, type[DeliveryError]] = {
 
 _SID = re.compile(r"^AC[0-9a-fA-F]{32}$")
 _SERVICE_SID = re.compile(r"^MG[0-9a-fA-F]{32}$")
-_E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
-_CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
 _HTTP_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 
@@ -122,7 +120,7 @@ class TwilioOptions(ProviderOptions):
 
     account_sid: str = Field(pattern=_SID.pattern)
     auth_token: SecretStr = Field(min_length=1)
-    from_: str | None = Field(default=None, alias="from", pattern=_E164.pattern)
+    from_: str | None = Field(default=None, alias="from", pattern=E164_PHONE.pattern)
     messaging_service_sid: str | None = Field(default=None, pattern=_SERVICE_SID.pattern)
     status_callback: str | None = Field(default=None, pattern=_HTTP_URL.pattern)
     base_url: str = Field(default="https://api.twilio.com", pattern=_HTTP_URL.pattern)
@@ -141,11 +139,7 @@ class TwilioOptions(ProviderOptions):
 
 def e164(target: str) -> str | None:
     """``target`` as Twilio's ``To``: E.164 as is, a mainland mobile with ``+86``; else None."""
-    if _E164.match(target):
-        return target
-    if _CN_MOBILE.match(target):
-        return "+86" + target
-    return None
+    return phone_e164(target)
 
 
 class TwilioProvider(Provider):
