@@ -21,6 +21,7 @@ from typing import Any
 import redis
 
 from bench._harness import Worker, percentile, print_table, redis_server, wait_for, write_results
+from noti.providers.sandbox import read_outbox
 
 PHONE = "+8613912345678"
 PROBE_START_S, PROBE_SPAN_S = 3.0, 10.0
@@ -62,9 +63,8 @@ def bench_noti(url: str, n: int, probes: int) -> dict[str, Any]:
         outbox = rt.keys.sandbox_outbox("sandbox")
         wait_for(lambda: rt.redis.llen(outbox) >= probes, PROBE_START_S + PROBE_SPAN_S + 60, 0.5)
         rss_after = worker.rss_mb()
-        import json
 
-        sent = {e["id"]: e["at"] for e in map(json.loads, rt.redis.lrange(outbox, 0, -1))}
+        sent = {e["id"]: e["at"] for e in read_outbox(rt.redis, rt.keys)}
         late = [sent[i] - due[i] for i in probe_ids if i in sent]
         return {
             "enqueue_per_s": n / enqueue_s,

@@ -14,6 +14,7 @@ from celery.signals import worker_process_shutdown
 from noti.beat import beat_schedule
 from noti.config import Settings
 from noti.delay import Pump
+from noti.keys import Keys
 from noti.publish import Publisher
 from noti.queues import (
     EVENTS_QUEUE,
@@ -68,7 +69,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_max_loop_interval": 5,
         "redbeat_redis_url": settings.redis_url,
         "redbeat_redis_options": {"retry_period": 60},
-        "redbeat_key_prefix": f"{settings.key_prefix}beat:",
+        "redbeat_key_prefix": Keys(settings.key_prefix).beat_prefix,
         "redbeat_lock_timeout": 30,
     }
 

@@ -74,10 +74,6 @@ class Keys:
         return f"{self.prefix}rec:{record_id}"
 
     @property
-    def record_pattern(self) -> str:
-        return f"{self.prefix}rec:*"
-
-    @property
     def all_index(self) -> str:
         return f"{self.prefix}idx:all"
 

@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any
 
@@ -185,9 +185,6 @@ class Notification:
     retry_policy: str | None = None
     #: Debounce identifier it was scheduled under (see :mod:`noti.delay`).
     identifier: str | None = None
-
-    def with_changes(self, **changes: Any) -> Notification:
-        return replace(self, **changes)
 
 
 def _integer(value: str | None, default: int = 0) -> int:

@@ -125,9 +125,9 @@ def worker(rt: Any) -> Iterator[Any]:
 
 
 def sandbox_outbox(runtime: Any, name: str = "sandbox") -> list[dict[str, Any]]:
-    import json
+    from noti.providers.sandbox import read_outbox
 
-    return [json.loads(x) for x in runtime.redis.lrange(runtime.keys.sandbox_outbox(name), 0, -1)]
+    return read_outbox(runtime.redis, runtime.keys, name)
 
 
 class WorkerProcess:

@@ -30,14 +30,16 @@ import time
 from typing import Any, Literal
 
 from pydantic import Field
+from redis import Redis
 
 from noti.errors import PermanentFailure, TemporaryFailure
+from noti.keys import Keys
 from noti.numpool import POOL_NAME_PATTERN, NumberPool, borrowed_sender
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel, now_ms
 from noti.redisconn import translate_errors
 
-__all__ = ["SandboxProvider"]
+__all__ = ["SandboxProvider", "read_outbox"]
 
 
 class SandboxOptions(ProviderOptions):
@@ -99,6 +101,11 @@ class SandboxProvider(Provider):
 
     def outbox(self) -> list[dict[str, Any]]:
         """Everything this sandbox has delivered, oldest first."""
-        with translate_errors(self.redis):
-            rows = self.redis.lrange(self.keys.sandbox_outbox(self.name), 0, -1)
-        return [json.loads(row) for row in rows]
+        return read_outbox(self.redis, self.keys, self.name)
+
+
+def read_outbox(client: Redis, keys: Keys, name: str = "sandbox") -> list[dict[str, Any]]:
+    """What the sandbox provider called ``name`` has delivered, oldest first."""
+    with translate_errors(client):
+        rows = client.lrange(keys.sandbox_outbox(name), 0, -1)
+    return [json.loads(row) for row in rows]
