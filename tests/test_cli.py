@@ -296,3 +296,20 @@ def test_group_help_lists_the_commands() -> None:
     assert result.exit_code == 0
     for command in ("add", "send", "list", "del", "clean"):
         assert command in result.output
+
+
+def test_get_shows_one_record_and_enforces_ownership(rt: Any) -> None:
+    mine = noti.notify_sms(PHONE, "mine", user=ALICE)
+    theirs = noti.notify_sms(PHONE, "theirs", user=BOB)
+    shown = run("get", mine).stdout
+    assert f"id                         {mine}" in shown and "noti_sms_text              mine" in shown
+    assert "noti_st                    1" in shown and " UTC" not in shown and "(" in shown
+    assert json.loads(run("get", mine, "-json", "-c").stdout)["id"] == mine
+    assert [r["id"] for r in json.loads(run("get", mine, theirs, "-json", user=ADMIN).stdout)] == [
+        mine,
+        theirs,
+    ]
+    denied = run("get", theirs)
+    assert denied.exit_code == 1 and denied.stderr.startswith("e.cmd.noti.get.nopvg: ")
+    missing = run("get", "00000000000000000000000000")
+    assert missing.exit_code == 1 and missing.stderr.startswith("e.cmd.noti.not_found: ")

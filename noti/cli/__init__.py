@@ -15,7 +15,7 @@ from noti.cli._options import CliContext
 from noti.cli.dead import dead
 from noti.cli.delayed import delayed
 from noti.cli.events import event, listener
-from noti.cli.notify import add, clean, delete, list_, send
+from noti.cli.notify import add, clean, delete, get, list_, send
 from noti.cli.numpool import pool
 from noti.cli.providers import providers
 from noti.cli.webman import webman
@@ -34,7 +34,21 @@ def cli(ctx: click.Context, acting_user: str | None) -> None:
     ctx.obj = CliContext(user=acting_user)
 
 
-for command in (add, send, list_, delete, clean, delayed, dead, providers, pool, event, listener, webman):
+for command in (
+    add,
+    get,
+    send,
+    list_,
+    delete,
+    clean,
+    delayed,
+    dead,
+    providers,
+    pool,
+    event,
+    listener,
+    webman,
+):
     cli.add_command(command)
 
 

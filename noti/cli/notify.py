@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
-from noti.cli._output import print_records_table, records_json, rm_line
+from noti.cli._output import print_records_table, records_json, rm_line, when
 from noti.errors import InvalidInput
 from noti.record import to_json_dict
 
-__all__ = ["add", "clean", "delete", "list_", "send"]
+__all__ = ["add", "clean", "delete", "get", "list_", "send"]
 
 #: The field that ``noti add TYPE`` reads from standard input when its option is omitted.
 STDIN_FIELD = {"sms": "text", "weixin": "content", "email": "text", "webhook": "content"}
@@ -241,6 +241,27 @@ def list_(
         out.json(records_json(records))
     else:
         print_records_table(records)
+
+
+@click.command("get")
+@click.argument("record_ids", metavar="ID...", nargs=-1, required=True)
+@json_options
+@pass_cli
+def get(ctx: CliContext, /, record_ids: tuple[str, ...], out: Output) -> None:
+    """Show notifications by id (yours; root members: anyone's): the seed's fields, or -json."""
+    records = [ctx.api.get(record_id, user=ctx.user) for record_id in record_ids]
+    if out.quiet:
+        return
+    if out.wants_json:
+        out.json(records_json(records) if len(records) > 1 else to_json_dict(records[0]))
+        return
+    for n, record in enumerate(records):
+        if n:
+            click.echo()
+        for name, value in to_json_dict(record).items():
+            if value is not None:
+                shown = when(value) + f" ({value})" if name in ("ct", "lm", "expi") else value
+                click.echo(f"{name:26} {shown}")
 
 
 @click.command("del")
