@@ -26,20 +26,13 @@ def _env(redis_url: str, **extra: str) -> dict[str, str]:
     return {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, **extra}
 
 
+def _beat_command(schedule: Any) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "noti", "beat", "-l", "INFO", "-s", str(schedule)]
+
+
 def test_beat_sends_the_clean_job_on_its_interval(rt: Any, redis_url: str, tmp_path: Any) -> None:
     beat = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "noti",
-            "beat",
-            "-l",
-            "INFO",
-            "-s",
-            str(tmp_path / "schedule"),
-        ],
+        _beat_command(tmp_path / "schedule"),
         env=_env(redis_url, NOTI_CLEAN_INTERVAL_S="1"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -111,18 +104,7 @@ def test_two_beats_fire_each_job_once_per_interval(rt: Any, redis_url: str, tmp_
     env = _env(redis_url, NOTI_CLEAN_INTERVAL_S="1")
     beats = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "noti",
-                "beat",
-                "-l",
-                "INFO",
-                "-s",
-                str(tmp_path / f"s{i}"),
-            ],
+            _beat_command(tmp_path / f"s{i}"),
             env=env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
