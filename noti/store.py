@@ -21,7 +21,7 @@ from noti.keys import Keys
 from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import load_script, run_pipelined, translate_errors
 
-__all__ = ["Claim", "ClaimState", "Outcome", "RecordStore"]
+__all__ = ["Claim", "ClaimState", "Finish", "Outcome", "RecordStore"]
 
 _PAGE = 500
 
@@ -66,6 +66,17 @@ class Outcome:
     #: For FAILED / INVALID: the dead-letter class (``exhausted``, ``invalid``, ``config``,
     #: ``unexpected``, ``poison``).
     error_class: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """One send's outcome to record, fenced by the lease ``owner`` that claimed it."""
+
+    record_id: str
+    owner: str
+    outcome: Outcome
+    #: Appended to the dead-letter stream in the same atomic step.
+    letter: DeadLetter | None = None
 
 
 class RecordStore:
@@ -310,26 +321,37 @@ class RecordStore:
 
         A ``letter`` is appended to the dead-letter stream in the same atomic step.
         """
+        item = Finish(record_id, owner, outcome, letter)
+        return self.finish_many([item], letter_max_len=letter_max_len, at_ms=at_ms)[0]
+
+    def finish_many(
+        self, items: Sequence[Finish], *, letter_max_len: int = 10_000, at_ms: int | None = None
+    ) -> list[bool]:
+        """Apply the outcomes of many sends in one atomic script call (see :meth:`finish`).
+
+        Returns, per item, whether it was applied (its owner still held the lease).
+        """
+        if not items:
+            return []
         k = self.keys
         now = now_ms() if at_ms is None else at_ms
-        args: list[Any] = [
-            owner,
-            now,
-            int(outcome.status),
-            outcome.errmsg,
-            outcome.not_before_ms,
-            outcome.retry,
-            "" if outcome.expires_ms is None else outcome.expires_ms,
-            json.dumps(dict(outcome.fields)),
-            json.dumps(letter.fields()) if letter is not None else "",
-            letter_max_len,
-        ]
+        args: list[Any] = [now, letter_max_len]
+        for item in items:
+            outcome = item.outcome
+            args += [
+                item.owner,
+                int(outcome.status),
+                outcome.errmsg,
+                outcome.not_before_ms,
+                outcome.retry,
+                "" if outcome.expires_ms is None else outcome.expires_ms,
+                json.dumps(dict(outcome.fields)),
+                json.dumps(item.letter.fields()) if item.letter is not None else "",
+            ]
+        keys = [k.waiting_index, k.delayed, *k.status_indexes, k.dead_letters]
         with translate_errors(self.redis):
-            applied = self._finish(
-                keys=[k.record(record_id), k.waiting_index, k.delayed, *k.status_indexes, k.dead_letters],
-                args=args,
-            )
-        return bool(applied)
+            applied = self._finish(keys=[*keys, *(k.record(item.record_id) for item in items)], args=args)
+        return [bool(x) for x in applied]
 
     def delete(self, record_id: str) -> Notification | None:
         """Remove a record and its index entries; the removed record, or None if there was none."""

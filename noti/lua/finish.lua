@@ -1,40 +1,50 @@
--- Record the outcome of a send. Fenced: only the lease owner of a waiting record may finish it.
--- KEYS[1] record, KEYS[2] waiting index, KEYS[3] delayed set,
--- KEYS[4..7] status indexes for -1, 0, 1, 10, KEYS[8] dead-letter stream.
--- ARGV[1] owner, ARGV[2] now (ms), ARGV[3] new status, ARGV[4] errmsg,
--- ARGV[5] not-before (ms; for status 1 the record is re-queued then), ARGV[6] retry count,
--- ARGV[7] expi ("" = none), ARGV[8] JSON object of extra fields to set,
--- ARGV[9] JSON object of the dead-letter entry ("" = none), ARGV[10] dead-letter max length.
--- Returns 1 when applied, 0 when the caller no longer holds the lease.
-local key = KEYS[1]
-local st, owner, id = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id'))
-if st ~= '1' or owner ~= ARGV[1] then
-  return 0
-end
-local now, new_st = ARGV[2], ARGV[3]
-redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', ARGV[4], 'noti_timeout_at', ARGV[5],
-  'noti_retry', ARGV[6], 'lm', now)
-redis.call('HDEL', key, '_owner', '_inflight')
-if ARGV[7] ~= '' then
-  redis.call('HSET', key, 'expi', ARGV[7])
-end
-for field, value in pairs(cjson.decode(ARGV[8])) do
-  redis.call('HSET', key, field, value)
-end
-if new_st == '1' then
-  redis.call('ZADD', KEYS[3], ARGV[5], id)
-else
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('ZREM', KEYS[6], id)
-  local index = {['-1'] = KEYS[4], ['0'] = KEYS[5], ['10'] = KEYS[7]}
-  redis.call('ZADD', index[new_st], now, id)
-end
-if ARGV[9] ~= '' then
-  local entry = {}
-  for field, value in pairs(cjson.decode(ARGV[9])) do
-    entry[#entry + 1] = field
-    entry[#entry + 1] = tostring(value)
+-- Record the outcomes of sends, one or many records per call. Fenced: only the lease owner
+-- of a waiting record may finish it; each record is judged on its own.
+-- KEYS[1] waiting index, KEYS[2] delayed set, KEYS[3..6] status indexes for -1, 0, 1, 10,
+-- KEYS[7] dead-letter stream, KEYS[8..] the records.
+-- ARGV[1] now (ms), ARGV[2] dead-letter max length, then 8 values per record (in the order
+-- of its key): owner, new status, errmsg, not-before (ms; for status 1 the record is
+-- re-queued then), retry count, expi ("" = none), JSON object of extra fields to set,
+-- JSON object of the dead-letter entry ("" = none).
+-- Returns one value per record: 1 when applied, 0 when the caller no longer held the lease.
+local now, letter_max = ARGV[1], ARGV[2]
+local index = {['-1'] = KEYS[3], ['0'] = KEYS[4], ['10'] = KEYS[6]}
+local out = {}
+for i = 8, #KEYS do
+  local key = KEYS[i]
+  local a = 3 + (i - 8) * 8
+  local owner, new_st, errmsg, not_before = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local st, held_by, id = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id'))
+  if st ~= '1' or held_by ~= owner then
+    out[#out + 1] = 0
+  else
+    redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', errmsg, 'noti_timeout_at', not_before,
+      'noti_retry', ARGV[a + 4], 'lm', now)
+    redis.call('HDEL', key, '_owner', '_inflight')
+    if ARGV[a + 5] ~= '' then
+      redis.call('HSET', key, 'expi', ARGV[a + 5])
+    end
+    if ARGV[a + 6] ~= '{}' then
+      for field, value in pairs(cjson.decode(ARGV[a + 6])) do
+        redis.call('HSET', key, field, value)
+      end
+    end
+    if new_st == '1' then
+      redis.call('ZADD', KEYS[2], not_before, id)
+    else
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('ZREM', KEYS[5], id)
+      redis.call('ZADD', index[new_st], now, id)
+    end
+    if ARGV[a + 7] ~= '' then
+      local entry = {}
+      for field, value in pairs(cjson.decode(ARGV[a + 7])) do
+        entry[#entry + 1] = field
+        entry[#entry + 1] = tostring(value)
+      end
+      redis.call('XADD', KEYS[7], 'MAXLEN', '~', letter_max, '*', unpack(entry))
+    end
+    out[#out + 1] = 1
   end
-  redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[10], '*', unpack(entry))
 end
-return 1
+return out
