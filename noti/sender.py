@@ -9,11 +9,13 @@ lease is renewed (:mod:`noti.lease`), so a slow call is never taken over and sen
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import time
 import uuid
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from noti.deadletter import DeadLetter
@@ -32,9 +34,9 @@ from noti.providers import Message, Provider, Receipt
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryPolicy, decide, delivered
 from noti.runtime import Runtime
-from noti.store import Claim, ClaimState, Outcome
+from noti.store import Claim, ClaimState, Finish, Outcome
 
-__all__ = ["SendResult", "Sender", "mask_target"]
+__all__ = ["Attempt", "SendResult", "Sender", "mask_target"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,27 @@ class SendResult:
         return f"{self.mark} [{kind}]{self.record_id} >> {self.target}:{detail}"
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A claimed record, ready to be sent under ``owner``'s lease."""
+
+    claim: Claim
+    owner: str
+    lease_ms: int
+
+    @property
+    def record(self) -> Notification:
+        assert self.claim.record is not None
+        return self.claim.record
+
+
+#: What a plan's driver answers a send request with: the receipt, the delivery error the
+#: provider raised, or the seconds the provider's rate limit still asks to wait.
+StepResult = Receipt | DeliveryError | float
+#: A failover plan (:meth:`Sender._failover`): yields the sends to make, returns the receipt.
+Plan = Generator[tuple[Provider, Message], StepResult, Receipt]
+
+
 def mask_target(target: str) -> str:
     """A target fit for logs: personal data (phone, openid, address) mostly hidden."""
     if len(target) <= 4:
@@ -76,7 +99,13 @@ def mask_target(target: str) -> str:
 
 
 class Sender:
-    """Delivers records of one runtime; ``owner`` names this sender in leases."""
+    """Delivers records of one runtime; ``owner`` names this sender in leases.
+
+    One record (:meth:`deliver`) or a batch (:meth:`claim_many`, then :meth:`attempt` or
+    :meth:`attempt_async` per claimed record, then :meth:`conclude_many`): a batch costs one
+    claim and one finish script call whatever its size. The failover rules are written
+    once (:meth:`_failover`) and driven either by blocking calls or on an asyncio loop.
+    """
 
     def __init__(self, runtime: Runtime, *, owner: str | None = None) -> None:
         self.runtime = runtime
@@ -86,17 +115,139 @@ class Sender:
         self, record_id: str, *, lease_ms: int | None = None, creator: str | None = None
     ) -> SendResult:
         """Claim ``record_id`` and, if it was ours to take, send it and record the outcome."""
+        return self.deliver_many([record_id], lease_ms=lease_ms, creator=creator)[0]
+
+    def deliver_many(
+        self, record_ids: Sequence[str], *, lease_ms: int | None = None, creator: str | None = None
+    ) -> list[SendResult]:
+        """Claim, send one after the other, and record the outcomes of ``record_ids``."""
+        ready, results = self.claim_many(record_ids, lease_ms=lease_ms, creator=creator)
+        slots = [i for i, result in enumerate(results) if result is None]  # in claim order
+        concluded = self.conclude_many([(attempt, self.attempt(attempt)) for attempt in ready])
+        for i, result in zip(slots, concluded, strict=True):
+            results[i] = result
+        return [r for r in results if r is not None]
+
+    # --- a batch, step by step ------------------------------------------------------------
+
+    def claim_many(
+        self, record_ids: Sequence[str], *, lease_ms: int | None = None, creator: str | None = None
+    ) -> tuple[list[Attempt], list[SendResult | None]]:
+        """Claim ``record_ids`` in one script call.
+
+        Returns the attempts to make, and one slot per id: the result of an id that is not
+        ours to send (leased, not due, finished, foreign, missing), None for a claimed one.
+        """
         rt = self.runtime
         lease = int(lease_ms if lease_ms is not None else rt.settings.lease_timeout_s * 1000)
         owner = f"{self.owner_prefix}:{uuid.uuid4().hex[:12]}"
-        claim = rt.store.claim(record_id, owner=owner, lease_ms=lease, creator=creator)
-        if claim.state is ClaimState.CLAIMED:
-            assert claim.record is not None
-            return self._attempt(claim, owner, lease)
+        claims = rt.store.claim_many(record_ids, owner=owner, lease_ms=lease, creator=creator)
+        ready: list[Attempt] = []
+        results: list[SendResult | None] = []
+        for record_id, claim in zip(record_ids, claims, strict=True):
+            if claim.state is ClaimState.CLAIMED:
+                ready.append(Attempt(claim, owner, lease))
+                results.append(None)
+            else:
+                results.append(self._skipped(record_id, claim))
+        return ready, results
+
+    def attempt(self, attempt: Attempt) -> Outcome:
+        """Send a claimed record through its providers (blocking); the outcome to record."""
+        record = attempt.record
+        poisoned = self._poisoned(attempt)
+        if poisoned is not None:
+            return poisoned
+        try:
+            with self.runtime.lease_keeper.hold(record.id, attempt.owner, attempt.lease_ms):
+                policy = self._policy(record)
+                try:
+                    receipt = self._run(self._failover(record, suppressed=attempt.claim.suppressed))
+                except Exception as exc:
+                    return self._failed(record, exc, policy)
+                return self._delivered(record, receipt)
+        except Exception as exc:  # the outcome itself could not be computed: a bug
+            log.exception("deliver %s: unexpected error", record.id)
+            return decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
+
+    async def attempt_async(self, attempt: Attempt) -> Outcome:
+        """:meth:`attempt` on an asyncio loop (:meth:`Provider.send_async`): many sends of one
+        process wait on the network at once."""
+        record = attempt.record
+        poisoned = self._poisoned(attempt)
+        if poisoned is not None:
+            return poisoned
+        try:
+            with self.runtime.lease_keeper.hold(record.id, attempt.owner, attempt.lease_ms):
+                policy = self._policy(record)
+                try:
+                    plan = self._failover(record, suppressed=attempt.claim.suppressed)
+                    receipt = await self._run_async(plan)
+                except Exception as exc:
+                    return self._failed(record, exc, policy)
+                return self._delivered(record, receipt)
+        except Exception as exc:  # the outcome itself could not be computed: a bug
+            log.exception("deliver %s: unexpected error", record.id)
+            return decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
+
+    def conclude_many(self, outcomes: Sequence[tuple[Attempt, Outcome]]) -> list[SendResult]:
+        """Record the outcomes in one script call (dead letters included); one result each."""
+        rt = self.runtime
+        items: list[Finish] = []
+        for attempt, outcome in outcomes:
+            record = attempt.record
+            letter = None
+            if outcome.status in (Status.FAILED, Status.INVALID):
+                letter = DeadLetter(
+                    record_id=record.id,
+                    type=record.channel.value,
+                    target=record.target,
+                    attempts=outcome.retry if outcome.error_class == "exhausted" else record.retry + 1,
+                    error_class=outcome.error_class or "invalid",
+                    errmsg=outcome.errmsg,
+                    at_ms=now_ms(),
+                )
+            if outcome.error_class == "opted_out":
+                rt.store.suppress(record.channel.value, record.target)
+            items.append(Finish(record.id, attempt.owner, outcome, letter))
+        applied = self._finish(items)
+        results = []
+        for (attempt, outcome), item, ok in zip(outcomes, items, applied, strict=True):
+            record = attempt.record
+            if not ok:
+                log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
+            elif item.letter is not None:
+                rt.dead_letters.notify_hook(item.letter)
+            mark = "OK" if outcome.status is Status.DONE else "KO"
+            results.append(
+                SendResult(
+                    record.id,
+                    mark,
+                    ClaimState.CLAIMED,
+                    record.channel,
+                    record.target,
+                    outcome.status,
+                    outcome.errmsg,
+                )
+            )
+        return results
+
+    def inline(self, record: Notification) -> bool:
+        """Whether every provider of the record answers at once (no network wait), so a
+        batch may send it on the consumer's own thread."""
+        try:
+            chain = self.runtime.providers.chain(record.channel, record.provider)
+        except NotiError:  # no usable provider: the attempt fails at once
+            return True
+        return all(provider.inline for provider in chain)
+
+    # --- the pieces ------------------------------------------------------------------------
+
+    def _skipped(self, record_id: str, claim: Claim) -> SendResult:
         if claim.state is ClaimState.LEASED:
             # Another sender holds it: look again when its lease ends, so a message redelivered
             # after a crash is never the record's last chance (NX: keep an earlier look).
-            rt.delayed.recheck(record_id, claim.until_ms + 1)
+            self.runtime.delayed.recheck(record_id, claim.until_ms + 1)
             note = f"leased until {claim.until_ms}"
         elif claim.state is ClaimState.NOT_DUE:
             note = f"not due until {claim.until_ms}"
@@ -109,76 +260,39 @@ class Sender:
         log.debug("deliver %s: skipped, %s", record_id, note)
         return SendResult(record_id, "!!", claim.state, errmsg=note)
 
-    def _attempt(self, claim: Claim, owner: str, lease_ms: int) -> SendResult:
-        rt = self.runtime
-        record = claim.record
-        assert record is not None
-        try:
-            if claim.claims > record.retry_max + POISON_MARGIN:
-                outcome = Outcome(
-                    Status.INVALID,
-                    f"e.cmd.noti.send.poison: claimed {claim.claims} times without finishing",
-                    record.retry,
-                    error_class="poison",
-                )
-            else:
-                with rt.lease_keeper.hold(record.id, owner, lease_ms):
-                    outcome = self._send(record, suppressed=claim.suppressed)
-        except Exception as exc:  # the outcome itself could not be computed: a bug
-            log.exception("deliver %s: unexpected error", record.id)
-            outcome = decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
-        letter = None
-        if outcome.status in (Status.FAILED, Status.INVALID):
-            letter = DeadLetter(
-                record_id=record.id,
-                type=record.channel.value,
-                target=record.target,
-                attempts=outcome.retry if outcome.error_class == "exhausted" else record.retry + 1,
-                error_class=outcome.error_class or "invalid",
-                errmsg=outcome.errmsg,
-                at_ms=now_ms(),
-            )
-        if outcome.error_class == "opted_out":
-            rt.store.suppress(record.channel.value, record.target)
-        if not self._finish(record, owner, outcome, letter):
-            log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
-        elif letter is not None:
-            rt.dead_letters.notify_hook(letter)
-        mark = "OK" if outcome.status is Status.DONE else "KO"
-        return SendResult(
-            record.id, mark, ClaimState.CLAIMED, record.channel, record.target, outcome.status, outcome.errmsg
+    def _poisoned(self, attempt: Attempt) -> Outcome | None:
+        record = attempt.record
+        if attempt.claim.claims <= record.retry_max + POISON_MARGIN:
+            return None
+        return Outcome(
+            Status.INVALID,
+            f"e.cmd.noti.send.poison: claimed {attempt.claim.claims} times without finishing",
+            record.retry,
+            error_class="poison",
         )
 
-    def _finish(self, record: Notification, owner: str, outcome: Outcome, letter: DeadLetter | None) -> bool:
-        """Record the outcome, trying again while Redis does not answer (same owner token)."""
+    def _finish(self, items: list[Finish]) -> list[bool]:
+        """Record outcomes, trying again while Redis does not answer (same owner tokens)."""
         store = self.runtime.store
         for pause in (*FINISH_RETRY_PAUSES_S, None):
             try:
-                return store.finish(
-                    record.id,
-                    owner=owner,
-                    outcome=outcome,
-                    letter=letter,
-                    letter_max_len=self.runtime.dead_letters.max_len,
-                )
+                return store.finish_many(items, letter_max_len=self.runtime.dead_letters.max_len)
             except StoreUnavailable:
                 if pause is None:
                     raise
-                log.warning("deliver %s: cannot record the outcome yet; trying again", record.id)
+                log.warning("deliver: cannot record %d outcome(s) yet; trying again", len(items))
                 time.sleep(pause)
-        return False  # pragma: no cover - the loop returns or raises
+        return [False] * len(items)  # pragma: no cover - the loop returns or raises
 
-    def _send(self, record: Notification, *, suppressed: bool = False) -> Outcome:
-        """Call the record's providers in failover order; the outcome to record."""
-        rt = self.runtime
+    def _policy(self, record: Notification) -> RetryPolicy:
         try:
-            policy = RetryPolicy.for_record(record, rt.settings)
+            return RetryPolicy.for_record(record, self.runtime.settings)
         except NotiError:  # checked at add time; a later settings change may break it
-            policy = RetryPolicy.from_settings(rt.settings)
-        try:
-            receipt = self._call_providers(record, suppressed=suppressed)
-        except NotiError as exc:
-            outcome = decide(record, exc, policy=policy, now_ms=now_ms())
+            return RetryPolicy.from_settings(self.runtime.settings)
+
+    def _failed(self, record: Notification, exc: Exception, policy: RetryPolicy) -> Outcome:
+        outcome = decide(record, exc, policy=policy, now_ms=now_ms())
+        if isinstance(exc, NotiError):
             log.info(
                 "deliver %s [%s] to %s: %s -> st=%d",
                 record.id,
@@ -187,10 +301,11 @@ class Sender:
                 exc,
                 outcome.status,
             )
-            return outcome
-        except Exception as exc:
-            log.exception("deliver %s: provider raised an unexpected error", record.id)
-            return decide(record, exc, policy=policy, now_ms=now_ms())
+        else:
+            log.error("deliver %s: provider raised an unexpected error", record.id, exc_info=exc)
+        return outcome
+
+    def _delivered(self, record: Notification, receipt: Receipt) -> Outcome:
         log.info(
             "deliver %s [%s] to %s: ok via %s",
             record.id,
@@ -200,15 +315,59 @@ class Sender:
         )
         return delivered(
             now_ms=now_ms(),
-            keep_ms=int(rt.settings.keep_done_s * 1000),
+            keep_ms=int(self.runtime.settings.keep_done_s * 1000),
             sent_by=receipt.provider,
             msgid=receipt.msgid,
             msgid_field=msgid_field(record.channel),
             retry=record.retry,
         )
 
-    def _call_providers(self, record: Notification, *, suppressed: bool = False) -> Receipt:
-        """Send through the record's providers in failover order (shared/providers.md §0).
+    def _run(self, plan: Plan) -> Receipt:
+        """Drive a failover plan with blocking sends."""
+        try:
+            provider, message = next(plan)
+            while True:
+                result: StepResult
+                wait_s = self._take_token(provider)
+                if wait_s > 0:
+                    result = wait_s
+                else:
+                    try:
+                        result = provider.send(message)
+                    except DeliveryError as exc:
+                        result = exc
+                provider, message = plan.send(result)
+        except StopIteration as done:
+            receipt: Receipt = done.value
+            return receipt
+
+    async def _run_async(self, plan: Plan) -> Receipt:
+        """Drive a failover plan on the running asyncio loop."""
+        loop = asyncio.get_running_loop()
+        try:
+            provider, message = next(plan)
+            while True:
+                result: StepResult
+                wait_s = 0.0
+                if provider.options.rate_limit_per_s:  # a Redis call, and maybe a short sleep
+                    wait_s = await loop.run_in_executor(None, self._take_token, provider)
+                if wait_s > 0:
+                    result = wait_s
+                else:
+                    try:
+                        result = await provider.send_async(message)
+                    except DeliveryError as exc:
+                        result = exc
+                provider, message = plan.send(result)
+        except StopIteration as done:
+            receipt: Receipt = done.value
+            return receipt
+
+    def _failover(self, record: Notification, *, suppressed: bool = False) -> Plan:
+        """The record's providers in failover order (shared/providers.md §0), as a plan.
+
+        It yields each ``(provider, message)`` to send and is sent back what happened (a
+        receipt, the delivery error, or the rate-limit wait that kept it from being sent):
 
         - ``ProviderOutage``, ``ProviderMisconfigured``, a plain ``TemporaryFailure``, or our
           own rate limit being exhausted: the next provider is tried, within this attempt;
@@ -232,32 +391,26 @@ class Sender:
         temporary: DeliveryError | None = None
         misconfigured: DeliveryError | None = None
         for n, provider in enumerate(chain):
-            wait_s = self._take_token(provider)
-            if wait_s > 0:
-                throttled_s = wait_s if throttled_s is None else min(throttled_s, wait_s)
+            result = yield provider, message
+            if isinstance(result, StaleCredential):  # once more, with a fresh credential
+                result = yield provider, message
+                if isinstance(result, StaleCredential):  # a fresh one refused too: ours is wrong
+                    result = ProviderMisconfigured(
+                        f"{provider.name}: a fresh access token was refused too: {result.message}",
+                        provider=provider.name,
+                        vendor_code=result.vendor_code,
+                    )
+            if isinstance(result, Receipt):
+                return result
+            if isinstance(result, float):
+                throttled_s = result if throttled_s is None else min(throttled_s, result)
                 continue
-            try:
-                try:
-                    return provider.send(message)
-                except StaleCredential:
-                    wait_s = self._take_token(provider)  # the second request counts too
-                    if wait_s > 0:
-                        throttled_s = wait_s if throttled_s is None else min(throttled_s, wait_s)
-                        continue
-                    try:
-                        return provider.send(message)
-                    except StaleCredential as again:  # a fresh credential refused too: ours is wrong
-                        raise ProviderMisconfigured(
-                            f"{provider.name}: a fresh access token was refused too: {again.message}",
-                            provider=provider.name,
-                            vendor_code=again.vendor_code,
-                        ) from again
-            except (PermanentFailure, RateLimited, AmbiguousOutcome):
-                raise
-            except ProviderMisconfigured as exc:
-                misconfigured = exc
-            except DeliveryError as exc:
-                temporary = exc
+            if isinstance(result, (PermanentFailure, RateLimited, AmbiguousOutcome)):
+                raise result
+            if isinstance(result, ProviderMisconfigured):
+                misconfigured = result
+            else:
+                temporary = result
             if n + 1 < len(chain):
                 log.info("deliver %s: %s failed; trying %s", record.id, provider.name, chain[n + 1].name)
         if throttled_s is not None:

@@ -2,14 +2,15 @@
 
 A provider is configured under ``[providers.<name>]`` (``kind`` picks the class, and defaults
 to the name), checks a message before it is stored (:meth:`Provider.check`) and delivers it
-(:meth:`Provider.send`), returning a :class:`Receipt` or raising a
-:class:`~noti.errors.DeliveryError` subclass. Providers never sleep, loop or retry:
+(:meth:`Provider.send`, or :meth:`Provider.send_async` on an asyncio loop), returning a
+:class:`Receipt` or raising a :class:`~noti.errors.DeliveryError` subclass. Providers never sleep, loop or retry:
 :mod:`noti.retry` decides what a failure means for the record.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -103,6 +104,17 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def send(self, message: Message) -> Receipt:
         """Deliver once, or raise a :class:`~noti.errors.DeliveryError` subclass."""
+
+    async def send_async(self, message: Message) -> Receipt:
+        """:meth:`send` on an asyncio loop. This default runs :meth:`send` in the loop's
+        executor (a thread); providers with a native asynchronous client override it."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.send, message)
+
+    @property
+    def inline(self) -> bool:
+        """True when :meth:`send` answers at once (no network wait), so a batch may run it on
+        the worker's consumer thread instead of handing it to the send loop."""
+        return False
 
     def close(self) -> None:
         """Release connections; called when the worker process stops."""
