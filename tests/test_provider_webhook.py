@@ -55,6 +55,22 @@ RECORD_AFTER: dict[type[DeliveryError], tuple[Status, int]] = {
 }
 
 
+@pytest.fixture(autouse=True, params=["httpx", "aiohttp"])
+def http_client(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with each client: ``send`` (httpx, blocking) and ``send_async``
+    (aiohttp, what batch-mode workers use) must behave the same."""
+    if request.param == "aiohttp":
+        from noti.sendloop import send_loop
+
+        send_async = WebhookProvider.send_async
+
+        def send(self: WebhookProvider, message: Message) -> Any:
+            return send_loop().submit(send_async(self, message)).result(30)
+
+        monkeypatch.setattr(WebhookProvider, "send", send)
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[WebhookReceiver]:
     with WebhookReceiver() as running:

@@ -21,9 +21,9 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -123,7 +123,12 @@ def json_object(response: httpx.Response, provider: str) -> dict[str, Any]:
     return data
 
 
-def retry_after_s(response: httpx.Response, default: float) -> float:
+class _Answered(Protocol):
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def retry_after_s(response: _Answered, default: float) -> float:
     """Seconds from a ``Retry-After`` header (delta seconds; dates fall back to ``default``)."""
     value = response.headers.get("retry-after", "")
     try:

@@ -42,6 +42,7 @@ a non-public address           PermanentFailure     refused before sending (SSRF
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -53,8 +54,10 @@ import re
 import socket
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import httpx
 from pydantic import Field, SecretStr, field_validator
 from redis import Redis
@@ -69,7 +72,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.keys import Keys
-from noti.providers import _http
+from noti.providers import _aio, _http
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
 from noti.sender import mask_target
@@ -219,6 +222,24 @@ def resolve_public(host: str, port: int, *, numeric_only: bool = False) -> tuple
     return None, addresses[0] if addresses else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    #: TLS SNI name when the URL's host was replaced by its checked address.
+    server_hostname: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A receiver's answer, whichever HTTP client got it."""
+
+    status_code: int
+    headers: Mapping[str, str]  # case-insensitive in both clients
+    text: str
+
+
 class WebhookProvider(Provider):
     """Signed JSON POSTs to the record's URL."""
 
@@ -246,6 +267,39 @@ class WebhookProvider(Provider):
 
     def send(self, message: Message) -> Receipt:
         """POST the signed content; see the module docstring for the outcome classes."""
+        request = self._request(message)
+        with _http.map_transport_errors(self.name):
+            response = _http.client().post(
+                request.url,
+                content=request.body,
+                headers=request.headers,
+                timeout=self.options.timeout_s,
+                extensions={"sni_hostname": request.server_hostname} if request.server_hostname else {},
+            )
+        return self._receipt(message, Answer(response.status_code, response.headers, response.text))
+
+    async def send_async(self, message: Message) -> Receipt:
+        """:meth:`send` with aiohttp on the running loop (the DNS check in a thread)."""
+        if self.options.allow_private:
+            request = self._request(message)
+        else:  # resolving the target blocks
+            request = await asyncio.get_running_loop().run_in_executor(None, self._request, message)
+        async with _aio.map_errors(self.name):
+            async with _aio.session().post(
+                request.url,
+                data=request.body,
+                headers=request.headers,
+                timeout=aiohttp.ClientTimeout(total=self.options.timeout_s),
+                allow_redirects=False,
+                server_hostname=request.server_hostname,
+            ) as response:
+                text = await response.text(errors="replace")
+                answer = Answer(response.status, response.headers, text)
+        return self._receipt(message, answer)
+
+    def _request(self, message: Message) -> _Request:
+        """The signed request for ``message`` (resolving and pinning the target's address
+        unless ``allow_private``)."""
         opts = self.options
         url, pinned = message.target, dict[str, str]()
         if not opts.allow_private:
@@ -266,24 +320,21 @@ class WebhookProvider(Provider):
             "webhook-timestamp": str(timestamp),
             "webhook-signature": sign(self._key, message.id, timestamp, body),
         }
-        with _http.map_transport_errors(self.name):
-            response = _http.client().post(
-                url,
-                content=body,
-                headers=headers,
-                timeout=opts.timeout_s,
-                extensions={"sni_hostname": httpx.URL(message.target).host} if pinned else {},
-            )
-        if response.is_success:
-            log.debug("webhook %s: record %s answered %s", self.name, message.id, response.status_code)
-            return Receipt(provider=self.name, msgid=message.id, raw=f"HTTP {response.status_code}")
-        error = self._error(response)
+        server_hostname = httpx.URL(message.target).host if pinned else None
+        return _Request(url, headers, body, server_hostname)
+
+    def _receipt(self, message: Message, answer: Answer) -> Receipt:
+        """The receipt of a 2xx answer; raises the outcome class of any other."""
+        if 200 <= answer.status_code < 300:
+            log.debug("webhook %s: record %s answered %s", self.name, message.id, answer.status_code)
+            return Receipt(provider=self.name, msgid=message.id, raw=f"HTTP {answer.status_code}")
+        error = self._error(answer)
         log.info(
             "webhook %s: record %s to %s: HTTP %s",
             self.name,
             message.id,
             mask_target(message.target),
-            response.status_code,
+            answer.status_code,
         )
         raise error
 
@@ -309,7 +360,7 @@ class WebhookProvider(Provider):
         url = httpx.URL(message.target)
         return str(url.copy_with(host=address)), {"host": url.netloc.decode("ascii")}
 
-    def _error(self, response: httpx.Response) -> DeliveryError:
+    def _error(self, response: Answer) -> DeliveryError:
         """The outcome class of a non-2xx answer (see :data:`ERRORS`)."""
         status = response.status_code
         excerpt = response.text[:200]
