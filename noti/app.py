@@ -6,10 +6,11 @@ so importing noti reads nothing and connects to nothing.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import worker_process_shutdown
+from celery.signals import worker_init, worker_process_shutdown
 
 from noti.beat import beat_schedule
 from noti.config import Settings
@@ -35,6 +36,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         visibility_timeout_s=settings.visibility_timeout_s,
         restore_interval_s=settings.unacked_restore_interval_s,
     )
+    prefetch = 1
+    if settings.delivery_mode == "batch":  # the window is per process, whatever the pool size
+        processes = 1 if settings.worker_pool in ("solo", "threads") else settings.worker_concurrency
+        prefetch = max(1, math.ceil(settings.delivery_window / processes))
     return {
         "broker_url": settings.broker,
         "broker_connection_retry_on_startup": True,
@@ -55,7 +60,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         },
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
-        "worker_prefetch_multiplier": 1,
+        "worker_prefetch_multiplier": prefetch,
         "worker_pool": settings.worker_pool,
         "worker_concurrency": settings.worker_concurrency,
         "worker_send_task_events": True,
@@ -108,12 +113,43 @@ def _start_stalled_event_processor() -> None:
     events().sweep()
 
 
+class DeliveryDrain(bootsteps.StartStopStep):
+    """Consumer bootstep: when the consumer stops, batch-mode sends still waiting on their
+    providers get up to :data:`DRAIN_TIMEOUT_S` to finish and be acked while the broker
+    channel is still open (else their messages are redelivered, and the claim sorts it out)."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def stop(self, c: Any) -> None:
+        batcher = c.strategies.get("noti.deliver")
+        drain = getattr(batcher, "drain", None)
+        if drain is not None:
+            drain(DRAIN_TIMEOUT_S)
+
+    shutdown = stop
+
+
+#: Seconds a stopping consumer waits for batch-mode sends in flight.
+DRAIN_TIMEOUT_S = 15.0
+
 app.steps["worker"].add(DelayPump)
+app.steps["consumer"].add(DeliveryDrain)
 from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its registration
 
 app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = true
 
 
+@worker_init.connect
+def _bulk_fetch_on_workers(sender: Any = None, **_: Any) -> None:
+    """Workers consume through :mod:`noti.transport`; producers, beat and Flower keep kombu's
+    Redis transport (the URL stays ``redis://``, which Flower's broker view needs)."""
+    if sender is not None and sender.app is app and get_runtime().settings.broker_bulk_fetch:
+        app.conf.broker_transport = "noti.transport:BulkTransport"
+
+
 @worker_process_shutdown.connect
 def _close_runtime(**_: Any) -> None:
+    from noti.sendloop import send_loop
+
+    send_loop().stop()
     get_runtime().close()

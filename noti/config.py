@@ -96,6 +96,22 @@ class Settings(BaseSettings):
     #: Worker pool and concurrency used when ``celery worker`` is given none on its command line.
     worker_pool: Literal["threads", "prefork", "solo", "gevent", "eventlet"] = "threads"
     worker_concurrency: int = Field(default=8, ge=1, le=1000)
+    #: How workers run ``noti.deliver`` messages. ``batch``: the consumer gathers the messages
+    #: of each broker fetch, claims them in one script call, sends (answer-at-once providers
+    #: on its thread, the others concurrently on a per-process asyncio loop) and records the
+    #: outcomes in one call; any pool. ``task``: one Celery task execution per message, in
+    #: the pool (Celery's per-task signals and time limits apply).
+    delivery_mode: Literal["batch", "task"] = "batch"
+    #: Most ``noti.deliver`` messages in one batch.
+    delivery_batch_max: int = Field(default=100, ge=1, le=1000)
+    #: Messages a worker process holds unacknowledged at once in batch mode (its prefetch
+    #: window): the sends waiting on providers and the next batch. It bounds the sends in
+    #: flight, and how many lower-priority messages a worker already holds when a higher one
+    #: arrives. Per process for ``solo``; divided among ``worker_concurrency`` otherwise.
+    delivery_window: int = Field(default=128, ge=1, le=100_000)
+    #: Fetch many messages per broker wake-up and batch the unacked bookkeeping
+    #: (:mod:`noti.transport`); off: kombu's stock Redis transport.
+    broker_bulk_fetch: bool = True
     #: How often the delayed pump looks for due records (seconds).
     pump_interval_s: float = Field(default=0.2, gt=0, le=10)
     #: Maintenance intervals driven by ``celery beat``.

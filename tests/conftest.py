@@ -124,6 +124,26 @@ def worker(rt: Any) -> Iterator[Any]:
         yield running
 
 
+@pytest.fixture
+def start_worker_now(rt: Any) -> Callable[[], Any]:
+    """Like ``worker``, started when the test says: ``with start_worker_now(): ...``."""
+    from celery.contrib.testing.worker import start_worker
+
+    from noti.app import app
+
+    def _start() -> Any:
+        return start_worker(
+            app,
+            pool="threads",
+            concurrency=4,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=20,
+        )
+
+    return _start
+
+
 def sandbox_outbox(runtime: Any, name: str = "sandbox") -> list[dict[str, Any]]:
     from noti.providers.sandbox import read_outbox
 

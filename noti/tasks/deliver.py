@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Task
 
 from noti.app import app
@@ -12,9 +14,29 @@ from noti.sender import Sender
 __all__ = ["deliver"]
 
 
-@app.task(name="noti.deliver", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=12)
+class DeliverTask(Task):
+    """Runs its messages a batch at a time when ``delivery_mode = "batch"`` (the default) and
+    the worker has an event loop (every pool but gevent/eventlet); else one by one."""
+
+    def start_strategy(self, app: Any, consumer: Any, **kwargs: Any) -> Any:
+        if get_runtime().settings.delivery_mode == "batch" and consumer.hub is not None:
+            from noti.tasks.batching import DeliveryBatcher
+
+            return DeliveryBatcher(self, app, consumer, **kwargs)
+        return super().start_strategy(app, consumer, **kwargs)
+
+
+@app.task(
+    base=DeliverTask,
+    name="noti.deliver",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=12,
+)
 def deliver(self: Task, record_id: str) -> str:
-    """Claim the record, send it through its provider and store the outcome.
+    """Claim the record, send it through its provider and store the outcome (task mode;
+    batch mode runs the same steps in :mod:`noti.tasks.batching`).
 
     Returns the seed's mark: ``OK``, ``KO`` or ``!!`` (nothing to do). When Redis does not
     answer, the message is retried in 5 s (a short countdown, far below the visibility

@@ -60,6 +60,12 @@ class Reply:
         return json.dumps(self.body, ensure_ascii=False).encode(), "application/json"
 
 
+class _Server(ThreadingHTTPServer):
+    # a vendor accepts many connections at once (batch-mode workers open dozens); the
+    # default backlog of 5 resets some of them under load
+    request_queue_size = 256
+
+
 class FakeServer:
     """Base of the vendor fakes: a threading HTTP server with a script of answers."""
 
@@ -108,7 +114,7 @@ class FakeServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             # a short poll: shutdown() waits up to one poll interval (0.5 s by default, per test)

@@ -1,0 +1,107 @@
+"""The send loop: one asyncio loop on a daemon thread per worker process, where provider
+calls that wait on the network run concurrently.
+
+The worker's consumer thread claims a batch and hands its sends here
+(:meth:`SendLoop.submit`), then goes back to fetching messages: a 20 ms provider never holds
+it up. Providers with a native asynchronous client (:meth:`Provider.send_async`) are awaited
+on the loop; the others run in the loop's thread pool (:data:`SEND_THREADS` threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import logging
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from noti.providers import _aio
+
+__all__ = ["SEND_THREADS", "SendLoop", "send_loop"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Seconds sends still running may take when the interpreter exits.
+EXIT_TIMEOUT_S = 2.0
+#: Threads for blocking provider calls and outcome recording started from the loop.
+SEND_THREADS = 64
+
+
+class SendLoop:
+    """An asyncio loop running on its own daemon thread (started on first use)."""
+
+    def __init__(self, name: str = "noti-send-loop") -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop (started now if it was not)."""
+        with self._lock:
+            if self._loop is None or self._thread is None or not self._thread.is_alive():
+                self._loop = asyncio.new_event_loop()
+                self._loop.set_default_executor(
+                    concurrent.futures.ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="noti-send")
+                )
+                ready = threading.Event()
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._loop, ready), name=self.name, daemon=True
+                )
+                self._thread.start()
+                ready.wait()
+            return self._loop
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on the loop; thread-safe. Its result or exception is in the future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Let running sends finish (up to ``timeout_s``), close the HTTP session, stop."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None or not thread.is_alive():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._drain(timeout_s), loop).result(timeout_s + 5)
+        except Exception:  # stopping anyway
+            log.warning("send loop: sends still running at shutdown", exc_info=True)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+        loop.close()
+
+    @staticmethod
+    async def _drain(timeout_s: float) -> None:
+        current = asyncio.current_task()
+        others = [t for t in asyncio.all_tasks() if t is not current]
+        if others:
+            await asyncio.wait(others, timeout=timeout_s)
+        await _aio.close_session()
+
+
+_loops: dict[int, SendLoop] = {}
+_loops_lock = threading.Lock()
+
+
+def send_loop() -> SendLoop:
+    """This process's send loop (a new one after a fork: threads do not survive it)."""
+    with _loops_lock:
+        current = _loops.get(os.getpid())
+        if current is None:
+            _loops.clear()
+            current = _loops[os.getpid()] = SendLoop()
+            atexit.register(current.stop, EXIT_TIMEOUT_S)
+        return current

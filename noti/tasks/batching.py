@@ -1,0 +1,234 @@
+"""Batch delivery: the Celery strategy that runs ``noti.deliver`` messages a batch at a time.
+
+Every notification is still one Celery task message (``noti.deliver`` with its record id);
+what changes is how a worker runs them. The consumer hands each message to
+:class:`DeliveryBatcher` instead of building a Celery request for it; the batcher gathers
+the messages of one broker fetch (up to ``delivery_batch_max``) and, once the fetch is
+handed out (the hub's ``call_soon``, so a lone message waits for nothing), flushes them:
+
+1. one claim script call for the whole batch (:meth:`Sender.claim_many`); messages of
+   records that are not ours to send (finished, leased, not due, gone) are acked at once;
+2. records whose providers answer at once (the sandbox) are sent on the consumer thread;
+   the others go to the process's send loop (:mod:`noti.sendloop`), where they wait on
+   the network concurrently while the consumer fetches the next batch;
+3. one finish script call records the outcomes (dead letters included), then the
+   messages are acked — after the outcome, as ``acks_late`` would — directly on the
+   consumer thread (Celery's ack promise would defer each through the hub).
+
+A message is acked only once its record's outcome is stored, so a crash loses nothing: its
+messages come back after the visibility timeout and the claim keeps anything from being sent
+twice. The prefetch window (``delivery_window``) bounds the sends in flight. Messages with an
+ETA or an expiry take Celery's own path. Task events for Flower are sent per message
+(``task-received``, then ``task-succeeded`` with ``OK``/``KO``/``!!``), buffered by Celery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from celery.worker.strategy import default as default_strategy
+
+from noti.errors import StoreUnavailable
+from noti.runtime import get_runtime
+from noti.sender import Attempt, Sender, SendResult
+from noti.sendloop import send_loop
+from noti.store import Outcome
+
+__all__ = ["DeliveryBatcher"]
+
+log = logging.getLogger(__name__)
+
+#: When Redis does not answer the claim, the batch is tried again this much later (its
+#: messages stay unacked meanwhile, so nothing is lost and nothing spins).
+CLAIM_RETRY_S = 5.0
+
+
+@dataclass(slots=True)
+class _Held:
+    """One received message waiting for its record's outcome."""
+
+    record_id: str
+    task_id: str
+    message: Any
+    received: float
+    #: The seed's mark once the outcome is stored ("OK", "KO", "!!").
+    mark: str = ""
+
+
+class DeliveryBatcher:
+    """The ``noti.deliver`` strategy in batch mode (see the module docstring)."""
+
+    def __init__(self, task: Any, app: Any, consumer: Any, **kwargs: Any) -> None:
+        self.celery_path = default_strategy(task, app, consumer, **kwargs)
+        self.task_name = task.name
+        self.hub = consumer.hub
+        self.connection_errors = consumer.connection_errors
+        eventer = consumer.event_dispatcher
+        self.send_event = (
+            eventer.send if eventer is not None and eventer.enabled and task.send_events else None
+        )
+        self.owner = consumer.hostname or None
+        self.pending: list[_Held] = []
+        # outcomes recorded on the send loop, waiting for the consumer thread to ack them
+        self.concluded: deque[tuple[list[_Held], bool]] = deque()
+        self.in_flight: set[concurrent.futures.Future[list[SendResult]]] = set()
+        self._wake_r, self._wake_w = _wake_pipe()
+        self.hub.add_reader(self._wake_r, self._ack_concluded)  # replaces an earlier batcher's
+
+    def __call__(self, message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> None:
+        headers = message.headers
+        if headers.get("eta") or headers.get("expires"):
+            return self.celery_path(message, body, ack, reject, callbacks, **kw)  # type: ignore[no-any-return]
+        try:
+            args = message.decode()[0]
+            record_id = args[0]
+            if not isinstance(record_id, str) or len(args) != 1:
+                raise ValueError(f"expected one record id, got {args!r:.80}")
+        except Exception as exc:
+            log.error("noti.deliver %s: refused a malformed message: %s", headers.get("id"), exc)
+            reject(log, self.connection_errors, False)
+            return None
+        task_id = headers.get("id", "")
+        if self.send_event is not None:
+            self.send_event("task-received", uuid=task_id, name=self.task_name, args=repr(args), kwargs="{}")
+        self.pending.append(_Held(record_id, task_id, message, time.monotonic()))
+        if len(self.pending) == 1:
+            self.hub.call_soon(self.flush)  # once this fetch is handed out
+        elif len(self.pending) >= get_runtime().settings.delivery_batch_max:
+            self.flush()
+        return None
+
+    def flush(self) -> None:
+        """Claim the pending batch, send it, and record and ack what finished here."""
+        batch, self.pending = self.pending, []
+        if batch:
+            self._deliver(batch)
+
+    def _deliver(self, batch: list[_Held]) -> None:
+        sender = Sender(get_runtime(), owner=self.owner)  # the runtime of now (tests reconfigure)
+        try:
+            ready, results = sender.claim_many([held.record_id for held in batch])
+        except StoreUnavailable as exc:
+            log.warning(
+                "noti.deliver: cannot claim %d record(s) (%s); again in %.0f s",
+                len(batch),
+                exc,
+                CLAIM_RETRY_S,
+            )
+            self.hub.call_later(CLAIM_RETRY_S, self._deliver, batch)
+            return
+        claimed: list[_Held] = []
+        for held, result in zip(batch, results, strict=True):
+            if result is None:
+                claimed.append(held)
+            else:  # nothing to send: done with the message
+                self._settled([held], [result])
+        inline = [(h, a) for h, a in zip(claimed, ready, strict=True) if sender.inline(a.record)]
+        waiting = [(h, a) for h, a in zip(claimed, ready, strict=True) if not sender.inline(a.record)]
+        if waiting:
+            future = send_loop().submit(self._send_waiting(sender, [a for _, a in waiting]))
+            held_waiting = [h for h, _ in waiting]
+            self.in_flight.add(future)
+            future.add_done_callback(lambda f: self._on_sent(held_waiting, f))
+        if inline:
+            outcomes = [(attempt, sender.attempt(attempt)) for _, attempt in inline]
+            self._conclude(sender, [h for h, _ in inline], outcomes)
+
+    def _conclude(self, sender: Sender, held: list[_Held], outcomes: list[tuple[Attempt, Outcome]]) -> None:
+        try:
+            results = sender.conclude_many(outcomes)
+        except StoreUnavailable:
+            log.error("noti.deliver: %d outcome(s) could not be recorded", len(held))
+            self._requeue(held)
+            return
+        self._settled(held, results)
+
+    @staticmethod
+    async def _send_waiting(sender: Sender, attempts: list[Attempt]) -> list[SendResult]:
+        outcomes = await asyncio.gather(*(sender.attempt_async(a) for a in attempts))
+        loop = asyncio.get_running_loop()
+        pairs = list(zip(attempts, outcomes, strict=True))
+        return await loop.run_in_executor(None, sender.conclude_many, pairs)
+
+    def _on_sent(self, held: list[_Held], future: concurrent.futures.Future[list[SendResult]]) -> None:
+        """On the send loop: hand the batch back to the consumer thread."""
+        exc = future.exception()
+        if exc is None:
+            for h, result in zip(held, future.result(), strict=True):
+                h.mark = result.mark
+        else:
+            log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(held), exc)
+        self.concluded.append((held, exc is None))
+        self.in_flight.discard(future)
+        try:
+            os.write(self._wake_w, b"\0")
+        except BlockingIOError:  # the pipe is full: the consumer is awake anyway
+            pass
+
+    def _ack_concluded(self) -> None:
+        """On the consumer thread: ack (or requeue) what the send loop finished with."""
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        while self.concluded:
+            held, stored = self.concluded.popleft()
+            if not stored:
+                self._requeue(held)
+                continue
+            for h in held:
+                h.message.ack_log_error(log, self.connection_errors)
+                self._event_done(h)
+
+    def drain(self, timeout_s: float) -> None:
+        """Wait (up to ``timeout_s``) for the sends in flight, then ack them: called when
+        the consumer stops, while its channel is still open."""
+        deadline = time.monotonic() + timeout_s
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)  # _on_sent removes each batch once it is handed back
+        channels = {id(h.message.channel): h.message.channel for held, _ in self.concluded for h in held}
+        self._ack_concluded()
+        for channel in channels.values():
+            flush = getattr(channel.qos, "flush_acks", None)  # noti.transport buffers acks
+            if flush is not None:
+                flush()
+
+    def _settled(self, held: list[_Held], results: list[SendResult]) -> None:
+        for h, result in zip(held, results, strict=True):
+            h.mark = result.mark
+            h.message.ack_log_error(log, self.connection_errors)
+            self._event_done(h)
+
+    def _requeue(self, held: list[_Held]) -> None:
+        """Put the messages back: their records are leased, so the claim of the redelivery
+        schedules a look at the lease's end (:meth:`Sender.claim_many`)."""
+        for h in held:
+            h.message.reject_log_error(log, self.connection_errors, requeue=True)
+
+    def _event_done(self, held: _Held) -> None:
+        if self.send_event is not None:
+            runtime = time.monotonic() - held.received
+            self.send_event("task-succeeded", uuid=held.task_id, result=repr(held.mark), runtime=runtime)
+
+
+_pipe: tuple[int, int] | None = None
+_pipe_pid = 0
+
+
+def _wake_pipe() -> tuple[int, int]:
+    """This process's wake-up pipe from the send loop to the consumer's hub."""
+    global _pipe, _pipe_pid
+    if _pipe is None or _pipe_pid != os.getpid():
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        _pipe, _pipe_pid = (read_fd, write_fd), os.getpid()
+    return _pipe

@@ -1,0 +1,144 @@
+"""Batch delivery (noti/tasks/batching.py): real workers, real Redis, every notification
+still a ``noti.deliver`` Celery message."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import noti
+from noti.api import notifier
+from noti.record import Status
+from noti.store import RecordStore
+from tests.conftest import sandbox_outbox, wait_until
+from tests.fakes.webhook import SECRET, WebhookReceiver
+
+PHONE = "+8613912345678"
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Wrap ``RecordStore.<name>``; the list of batch sizes it was called with."""
+    sizes: list[int] = []
+    original = getattr(RecordStore, name)
+
+    def wrapper(self: RecordStore, items: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(items))
+        return original(self, items, *args, **kwargs)
+
+    monkeypatch.setattr(RecordStore, name, wrapper)
+    return sizes
+
+
+def test_a_backlog_is_claimed_and_finished_in_batches(
+    rt: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    # given 300 SMS queued before any worker runs
+    ids = noti.notify_many([{"type": "sms", "to": PHONE, "text": f"n{i}"} for i in range(300)]).ids
+    claims = _count_calls(monkeypatch, "claim_many")
+    finishes = _count_calls(monkeypatch, "finish_many")
+    # when a worker drains them
+    with start_worker_now():
+        wait_until(lambda: rt.store.count(Status.DONE) == 300, timeout=60)
+    # then each was sent exactly once
+    sent = Counter(entry["id"] for entry in sandbox_outbox(rt))
+    assert set(sent) == set(ids) and set(sent.values()) == {1}
+    # and it took a few script calls, not two per notification
+    assert sum(claims) == 300 and sum(finishes) == 300
+    assert len(claims) <= 30 and max(claims) > 1, claims
+    assert len(finishes) <= 30, finishes
+
+
+def test_duplicate_messages_of_one_record_send_it_once(rt: Any, worker: Any) -> None:
+    api = notifier()
+    record = api.store_one(api.build("sms", PHONE, text="once"))
+    # the same record's message six times over (redeliveries, a duplicate publish)
+    api.publisher.publish([(record.id, record.channel, record.level)] * 5)
+    wait_until(lambda: rt.store.get(record.id).status is Status.DONE, timeout=30)
+    time.sleep(0.5)
+    assert [e["id"] for e in sandbox_outbox(rt)] == [record.id]
+
+
+def test_malformed_messages_are_refused_and_the_rest_delivered(rt: Any, worker: Any) -> None:
+    from noti.app import app
+
+    good = [noti.notify_sms(PHONE, f"ok {i}") for i in range(3)]
+    for args in ([], [1], ["a", "b"], [{"id": "x"}]):
+        app.send_task("noti.deliver", args=args, queue="noti.sms")
+    more = [noti.notify_sms(PHONE, f"ok {i}") for i in range(3, 6)]
+    wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in good + more), timeout=30)
+    # the refused ones are gone from the queue and from the unacked hash
+    wait_until(lambda: rt.redis.hlen("unacked") == 0, timeout=10)
+    assert sum(rt.redis.llen(k) for k in rt.redis.keys("noti.sms*")) == 0
+
+
+def test_a_message_with_an_eta_takes_celerys_own_path(rt: Any, worker: Any) -> None:
+    from noti.tasks.deliver import deliver
+
+    record = notifier().build("sms", PHONE, text="later")
+    rt.store.create(record)  # no message yet
+    started = time.monotonic()
+    deliver.apply_async((record.id,), countdown=1, queue="noti.sms")
+    wait_until(lambda: rt.store.get(record.id).status is Status.DONE, timeout=30)
+    assert time.monotonic() - started >= 0.9
+
+
+@pytest.fixture
+def slow_receiver() -> Any:
+    with WebhookReceiver() as receiver:
+        receiver.delay_s = 0.4
+        yield receiver
+
+
+def test_slow_providers_wait_on_the_send_loop_while_the_consumer_goes_on(
+    configure: Any, worker: Any, slow_receiver: WebhookReceiver
+) -> None:
+    # given webhooks to a receiver that takes 0.4 s per answer, and SMS to the sandbox
+    rt = configure(
+        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
+        channels={"webhook": {"provider": "hook"}, "sms": {"provider": "sandbox"}},
+    )
+    hooks = [noti.notify_webhook(slow_receiver.url + "/in", content={"n": i}) for i in range(40)]
+    sms = [noti.notify_sms(PHONE, f"fast {i}") for i in range(20)]
+    # then the 40 webhooks wait concurrently (not 40 x 0.4 s one after the other)
+    started = time.monotonic()
+    wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in hooks + sms), timeout=30)
+    assert time.monotonic() - started < 8
+    # and each was received once, signed
+    assert sorted(slow_receiver.ids) == sorted(hooks) and slow_receiver.refusals == []
+    assert [e["id"] for e in sandbox_outbox(rt)] == sms
+
+
+def test_a_stopping_worker_finishes_the_sends_in_flight(
+    rt: Any, spawn_worker: Any, slow_receiver: WebhookReceiver
+) -> None:
+    # given a worker with 10 webhooks waiting on a slow receiver
+    slow_receiver.delay_s = 1.5
+    config = (
+        f'[providers.hook]\nkind = "webhook"\nsecret = "{SECRET}"\nallow_private = true\n'
+        '[channels.webhook]\nprovider = "hook"\n'
+    )
+    ids = [noti.notify_webhook(slow_receiver.url + "/in", content={"n": i}) for i in range(10)]
+    worker = spawn_worker(config, "-P", "solo", name="drain")
+    wait_until(lambda: len(slow_receiver.requests) >= 10, timeout=30)
+    # when it is told to stop while they are in flight
+    worker.stop()
+    # then it finished and recorded them before going: none is left leased or queued again
+    assert worker.proc.returncode == 0, worker.output()
+    assert [rt.store.get(i).status for i in ids] == [Status.DONE] * 10
+    assert rt.redis.hlen("unacked") == 0, worker.output()
+    assert sum(rt.redis.llen(k) for k in rt.redis.keys("noti.webhook*")) == 0
+    assert Counter(slow_receiver.ids) == Counter(ids)
+
+
+def test_task_mode_still_runs_one_message_per_task(
+    configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    rt = configure(delivery_mode="task")
+    ids = [noti.notify_sms(PHONE, f"n{i}") for i in range(5)]
+    claims = _count_calls(monkeypatch, "claim_many")
+    with start_worker_now():
+        wait_until(lambda: rt.store.count(Status.DONE) == 5, timeout=30)
+    assert claims == [1] * 5 and len(set(ids)) == 5
