@@ -3,8 +3,8 @@
 A provider is configured under ``[providers.<name>]`` (``kind`` picks the class, and defaults
 to the name), checks a message before it is stored (:meth:`Provider.check`) and delivers it
 (:meth:`Provider.send`, or :meth:`Provider.send_async` on an asyncio loop), returning a
-:class:`Receipt` or raising a :class:`~noti.errors.DeliveryError` subclass. Providers never sleep, loop or retry:
-:mod:`noti.retry` decides what a failure means for the record.
+:class:`Receipt` or raising a :class:`~noti.errors.DeliveryError` subclass. Providers never
+sleep, loop or retry: :mod:`noti.retry` decides what a failure means for the record.
 """
 
 from __future__ import annotations
