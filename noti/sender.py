@@ -10,6 +10,7 @@ lease is renewed (:mod:`noti.lease`), so a slow call is never taken over and sen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -154,21 +155,80 @@ class Sender:
 
     def attempt(self, attempt: Attempt) -> Outcome:
         """Send a claimed record through its providers (blocking); the outcome to record."""
-        record = attempt.record
-        poisoned = self._poisoned(attempt)
-        if poisoned is not None:
-            return poisoned
-        try:
-            with self.runtime.lease_keeper.hold(record.id, attempt.owner, attempt.lease_ms):
-                policy = self._policy(record)
+        return self.attempt_many([attempt])[0]
+
+    def attempt_many(self, attempts: Sequence[Attempt], *, hold_leases: bool = True) -> list[Outcome]:
+        """Send claimed records (blocking); their outcomes, in order.
+
+        The records' failover plans advance in step: each round, the sends due at one provider
+        go to it together (:meth:`Provider.send_many`: the sandbox pipelines them), so a batch
+        costs a round trip per provider and round, not per record. ``hold_leases=False`` skips
+        the lease heartbeats, for providers that answer at once (:meth:`inline`).
+        """
+        outcomes: list[Outcome | None] = [self._poisoned(a) for a in attempts]
+        plans: dict[int, Plan] = {}
+        requests: dict[int, tuple[Provider, Message]] = {}
+        policies: dict[int, RetryPolicy] = {}
+        with contextlib.ExitStack() as leases:
+            for i, attempt in enumerate(attempts):
+                if outcomes[i] is not None:
+                    continue
+                record = attempt.record
+                if hold_leases:
+                    leases.enter_context(
+                        self.runtime.lease_keeper.hold(record.id, attempt.owner, attempt.lease_ms)
+                    )
+                policies[i] = self._policy(record)
+                plans[i] = self._failover(record, suppressed=attempt.claim.suppressed)
                 try:
-                    receipt = self._run(self._failover(record, suppressed=attempt.claim.suppressed))
+                    requests[i] = next(plans[i])
                 except Exception as exc:
-                    return self._failed(record, exc, policy)
-                return self._delivered(record, receipt)
-        except Exception as exc:  # the outcome itself could not be computed: a bug
-            log.exception("deliver %s: unexpected error", record.id)
-            return decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
+                    outcomes[i] = self._failed(record, exc, policies[i])
+            while requests:
+                answers = self._send_round(requests)
+                requests = {}
+                for i, answer in answers.items():
+                    record = attempts[i].record
+                    try:
+                        if isinstance(answer, BaseException) and not isinstance(answer, DeliveryError):
+                            raise answer  # the provider itself broke
+                        requests[i] = plans[i].send(answer)
+                    except StopIteration as done:
+                        outcomes[i] = self._delivered(record, done.value)
+                    except Exception as exc:
+                        outcomes[i] = self._failed(record, exc, policies[i])
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _send_round(
+        self, requests: dict[int, tuple[Provider, Message]]
+    ) -> dict[int, StepResult | BaseException]:
+        """One round of blocking sends, grouped by provider; a rate-limited provider gets its
+        requests one at a time, each right after its token."""
+        by_provider: dict[int, list[int]] = {}
+        for i, (provider, _) in requests.items():
+            by_provider.setdefault(id(provider), []).append(i)
+        answers: dict[int, StepResult | BaseException] = {}
+        for group in by_provider.values():
+            provider = requests[group[0]][0]
+            if provider.options.rate_limit_per_s:  # each send right after its token
+                for i in group:
+                    wait_s = self._take_token(provider)
+                    answers.update(self._send_group(provider, [i], requests) if wait_s <= 0 else {i: wait_s})
+            else:
+                answers.update(self._send_group(provider, group, requests))
+        return answers
+
+    @staticmethod
+    def _send_group(
+        provider: Provider, group: list[int], requests: dict[int, tuple[Provider, Message]]
+    ) -> dict[int, StepResult | BaseException]:
+        results: Sequence[StepResult | BaseException]
+        try:
+            results = provider.send_many([requests[i][1] for i in group])
+        except Exception as exc:  # a provider bug, not an outcome: each record gets it
+            log.exception("deliver: provider %s raised an unexpected error", provider.name)
+            results = [exc] * len(group)
+        return dict(zip(group, results, strict=True))
 
     async def attempt_async(self, attempt: Attempt) -> Outcome:
         """:meth:`attempt` on an asyncio loop (:meth:`Provider.send_async`): many sends of one
@@ -239,7 +299,8 @@ class Sender:
             chain = self.runtime.providers.chain(record.channel, record.provider)
         except NotiError:  # no usable provider: the attempt fails at once
             return True
-        return all(provider.inline for provider in chain)
+        # a rate limit may mean waiting for a token
+        return all(provider.inline and not provider.options.rate_limit_per_s for provider in chain)
 
     # --- the pieces ------------------------------------------------------------------------
 
@@ -321,25 +382,6 @@ class Sender:
             msgid_field=msgid_field(record.channel),
             retry=record.retry,
         )
-
-    def _run(self, plan: Plan) -> Receipt:
-        """Drive a failover plan with blocking sends."""
-        try:
-            provider, message = next(plan)
-            while True:
-                result: StepResult
-                wait_s = self._take_token(provider)
-                if wait_s > 0:
-                    result = wait_s
-                else:
-                    try:
-                        result = provider.send(message)
-                    except DeliveryError as exc:
-                        result = exc
-                provider, message = plan.send(result)
-        except StopIteration as done:
-            receipt: Receipt = done.value
-            return receipt
 
     async def _run_async(self, plan: Plan) -> Receipt:
         """Drive a failover plan on the running asyncio loop."""

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from noti.errors import InvalidConfig
+from noti.errors import DeliveryError, InvalidConfig
 from noti.keys import Keys
 from noti.record import Channel, Notification
 
@@ -104,6 +104,17 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def send(self, message: Message) -> Receipt:
         """Deliver once, or raise a :class:`~noti.errors.DeliveryError` subclass."""
+
+    def send_many(self, messages: Sequence[Message]) -> list[Receipt | DeliveryError]:
+        """:meth:`send` each message; per message its receipt or the delivery error raised.
+        Providers that can send many in one request or round trip override it."""
+        results: list[Receipt | DeliveryError] = []
+        for message in messages:
+            try:
+                results.append(self.send(message))
+            except DeliveryError as exc:
+                results.append(exc)
+        return results
 
     async def send_async(self, message: Message) -> Receipt:
         """:meth:`send` on an asyncio loop. This default runs :meth:`send` in the loop's

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field
 from redis import Redis
 
-from noti.errors import PermanentFailure, TemporaryFailure
+from noti.errors import DeliveryError, PermanentFailure, TemporaryFailure
 from noti.keys import Keys
 from noti.numpool import POOL_NAME_PATTERN, NumberPool, borrowed_sender
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
@@ -79,7 +80,31 @@ class SandboxProvider(Provider):
         ) as sender:
             return self._deliver(message, sender=sender)
 
+    def send_many(self, messages: Sequence[Message]) -> list[Receipt | DeliveryError]:
+        """Deliver many with one round trip (one pipelined RPUSH per message)."""
+        if self.options.sender_pool is not None:  # each send borrows a number: one by one
+            return super().send_many(messages)
+        results: list[Receipt | DeliveryError] = []
+        entries: list[str] = []
+        for message in messages:
+            try:
+                entries.append(self._entry(message, sender=None))
+                results.append(self._receipt(message))
+            except DeliveryError as exc:
+                results.append(exc)
+        if entries:
+            with translate_errors(self.redis):
+                self.redis.rpush(self.keys.sandbox_outbox(self.name), *entries)
+        return results
+
     def _deliver(self, message: Message, *, sender: str | None) -> Receipt:
+        entry = self._entry(message, sender=sender)
+        with translate_errors(self.redis):
+            self.redis.rpush(self.keys.sandbox_outbox(self.name), entry)
+        return self._receipt(message)
+
+    def _entry(self, message: Message, *, sender: str | None) -> str:
+        """The outbox entry of ``message``, or the configured failure (after the delay)."""
         opts = self.options
         if opts.delay_ms:
             time.sleep(opts.delay_ms / 1000)
@@ -102,8 +127,9 @@ class SandboxProvider(Provider):
         }
         if sender is not None:
             entry["sender"] = sender
-        with translate_errors(self.redis):
-            self.redis.rpush(self.keys.sandbox_outbox(self.name), json.dumps(entry, ensure_ascii=False))
+        return json.dumps(entry, ensure_ascii=False)
+
+    def _receipt(self, message: Message) -> Receipt:
         return Receipt(provider=self.name, msgid=f"sandbox-{message.id}", raw="ok")
 
     def outbox(self) -> list[dict[str, Any]]:

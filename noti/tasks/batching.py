@@ -18,8 +18,9 @@ handed out (the hub's ``call_soon``, so a lone message waits for nothing), flush
 A message is acked only once its record's outcome is stored, so a crash loses nothing: its
 messages come back after the visibility timeout and the claim keeps anything from being sent
 twice. The prefetch window (``delivery_window``) bounds the sends in flight. Messages with an
-ETA or an expiry take Celery's own path. Task events for Flower are sent per message
-(``task-received``, then ``task-succeeded`` with ``OK``/``KO``/``!!``), buffered by Celery.
+ETA or an expiry take Celery's own path. Flower sees one ``task-succeeded`` event per message
+(with the task's name and record id, and ``OK``/``KO``/``!!`` as its result), buffered by
+Celery and published once per batch.
 """
 
 from __future__ import annotations
@@ -96,8 +97,6 @@ class DeliveryBatcher:
             reject(log, self.connection_errors, False)
             return None
         task_id = headers.get("id", "")
-        if self.send_event is not None:
-            self.send_event("task-received", uuid=task_id, name=self.task_name, args=repr(args), kwargs="{}")
         self.pending.append(_Held(record_id, task_id, message, time.monotonic()))
         if len(self.pending) == 1:
             self.hub.call_soon(self.flush)  # once this fetch is handed out
@@ -130,16 +129,19 @@ class DeliveryBatcher:
                 claimed.append(held)
             else:  # nothing to send: done with the message
                 self._settled([held], [result])
-        inline = [(h, a) for h, a in zip(claimed, ready, strict=True) if sender.inline(a.record)]
-        waiting = [(h, a) for h, a in zip(claimed, ready, strict=True) if not sender.inline(a.record)]
+        inline: list[tuple[_Held, Attempt]] = []
+        waiting: list[tuple[_Held, Attempt]] = []
+        for held, attempt in zip(claimed, ready, strict=True):
+            (inline if sender.inline(attempt.record) else waiting).append((held, attempt))
         if waiting:
             future = send_loop().submit(self._send_waiting(sender, [a for _, a in waiting]))
             held_waiting = [h for h, _ in waiting]
             self.in_flight.add(future)
             future.add_done_callback(lambda f: self._on_sent(held_waiting, f))
         if inline:
-            outcomes = [(attempt, sender.attempt(attempt)) for _, attempt in inline]
-            self._conclude(sender, [h for h, _ in inline], outcomes)
+            attempts = [attempt for _, attempt in inline]
+            outcomes = sender.attempt_many(attempts, hold_leases=False)  # they answer at once
+            self._conclude(sender, [h for h, _ in inline], list(zip(attempts, outcomes, strict=True)))
 
     def _conclude(self, sender: Sender, held: list[_Held], outcomes: list[tuple[Attempt, Outcome]]) -> None:
         try:
@@ -214,9 +216,16 @@ class DeliveryBatcher:
             h.message.reject_log_error(log, self.connection_errors, requeue=True)
 
     def _event_done(self, held: _Held) -> None:
-        if self.send_event is not None:
-            runtime = time.monotonic() - held.received
-            self.send_event("task-succeeded", uuid=held.task_id, result=repr(held.mark), runtime=runtime)
+        if self.send_event is not None:  # one event, with what task-received would have said
+            self.send_event(
+                "task-succeeded",
+                uuid=held.task_id,
+                name=self.task_name,
+                args=repr([held.record_id]),
+                kwargs="{}",
+                result=repr(held.mark),
+                runtime=time.monotonic() - held.received,
+            )
 
 
 _pipe: tuple[int, int] | None = None
