@@ -5,9 +5,11 @@ loop: BRPOP one message, a MULTI to note it in the unacked hash, a MULTI to remo
 ack (shared/perf-feasibility.md). :class:`BulkTransport` keeps the keys, the wire format and
 the crash semantics, and changes when the round trips happen:
 
-- after BRPOP wakes with one message, ``RPOP key COUNT k`` takes up to :data:`BULK_MAX` - 1
-  more from the same priority list (bounded by the free prefetch window), and one MULTI
-  notes all of them as unacked before any is handed to Celery;
+- after BRPOP wakes with one message, one MULTI notes it as unacked and takes up to
+  :data:`BULK_MAX` - 1 more from the same priority list (``RPOP key COUNT k``, bounded by
+  the free prefetch window); one more MULTI notes those; only then is any handed to Celery
+  (a quiet queue costs one round trip after the BRPOP, as stock kombu; a busy one two per
+  bulk instead of two per message);
 - acks are buffered and removed from the unacked hash in one MULTI (multi-argument ZREM and
   HDEL) before the next BRPOP, when :data:`ACK_FLUSH_AT` are waiting, and before the
   channel restores its unacked messages on close.
@@ -49,8 +51,11 @@ class BulkQoS(kombu_redis.QoS):
         self._noted: set[str] = set()
         self._acks: list[str] = []
 
-    def note_many(self, payloads: list[dict[str, Any]]) -> None:
-        """Note ``payloads`` (raw kombu messages) as unacked, in one round trip."""
+    def note_many(self, payloads: list[dict[str, Any]], pipe: Any = None) -> None:
+        """Note ``payloads`` (raw kombu messages) as unacked, in one MULTI; with ``pipe``, the
+        commands are added to it and the caller executes it."""
+        if not payloads:
+            return
         now = time.time()
         index: dict[str, float] = {}
         unacked: dict[str, str] = {}
@@ -60,8 +65,11 @@ class BulkQoS(kombu_redis.QoS):
             delivery = props["delivery_info"]
             index[tag] = now
             unacked[tag] = dumps([payload, delivery["exchange"], delivery["routing_key"]])
-        with self.pipe_or_acquire() as pipe:
-            pipe.zadd(self.unacked_index_key, index).hset(self.unacked_key, mapping=unacked).execute()
+        if pipe is not None:
+            pipe.zadd(self.unacked_index_key, index).hset(self.unacked_key, mapping=unacked)
+        else:
+            with self.pipe_or_acquire() as own:
+                own.zadd(self.unacked_index_key, index).hset(self.unacked_key, mapping=unacked).execute()
         self._noted.update(index)
 
     def append(self, message: Any, delivery_tag: str) -> None:
@@ -121,16 +129,21 @@ class BulkChannel(kombu_redis.Channel):
         finally:
             self._in_poll = None  # type: ignore[assignment]
             self._flush_brpop_reauth()
-        payloads = [loads(bytes_to_str(item))]
+        first = loads(bytes_to_str(item))
         room = self.qos.can_consume_max_estimate()
         more = min(self.bulk_max, self.bulk_max if room is None else room) - 1
-        if more > 0:
-            if self.global_keyprefix and key.startswith(self.global_keyprefix):
-                key = key[len(self.global_keyprefix) :]  # the client adds it again
-            with self.conn_or_acquire() as client:
-                rest = client.rpop(key, more)
-            payloads += [loads(bytes_to_str(raw)) for raw in rest or ()]
-        self.qos.note_many(payloads)
+        if self.global_keyprefix and key.startswith(self.global_keyprefix):
+            key = key[len(self.global_keyprefix) :]  # the client adds it again
+        with self.conn_or_acquire() as client:
+            # one round trip when the list held only this one (a quiet queue): note it and
+            # look for more in the same MULTI
+            pipe = client.pipeline()
+            self.qos.note_many([first], pipe)
+            if more > 0:
+                pipe.rpop(key, more)
+            rest = pipe.execute()[-1] if more > 0 else None
+        payloads = [first, *(loads(bytes_to_str(raw)) for raw in rest or ())]
+        self.qos.note_many(payloads[1:])
         for payload in payloads:
             self.connection._deliver(payload, dest)
         return True
