@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -37,6 +38,16 @@ __all__ = ["Publisher", "queue_key"]
 _PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 # Placeholders of the per-queue templates (no JSON escaping needed for any of them).
+def random_uuid() -> str:
+    """A random (version 4) UUID string, as ``str(uuid.uuid4())`` but about 4x cheaper: the
+    task id and delivery tag of each message (two per notification on the bulk path)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+#: The RFC 4122 variant: the high bits of the 17th hex digit are 10.
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+
 _TASK_ID, _TAG, _RECORD_ID, _BODY = "@@TASKID@@", "@@TAG@@", "@@RECORD@@", "@@BODY@@"
 _SAFE_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
 _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _EMBED]).split("@"))
@@ -97,13 +108,13 @@ class Publisher:
             template = self._templates[(channel, priority)] = self._template(channel, priority)
         if not _SAFE_ID.match(record_id):  # ids noti makes always match; anything else the slow way
             return queue_key(channel.queue, priority), self._envelope(record_id, channel, priority)
-        task_id = str(uuid.uuid4())
+        task_id = random_uuid()
         body = base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode()
         payload = (
             template.replace(_BODY, body, 1)
             .replace(_TASK_ID, task_id)
             .replace(_RECORD_ID, record_id, 1)
-            .replace(_TAG, str(uuid.uuid4()), 1)
+            .replace(_TAG, random_uuid(), 1)
         )
         return queue_key(channel.queue, priority), payload
 

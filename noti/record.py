@@ -128,12 +128,13 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: Every pair of base32 digits, so an id is built ten bits at a time.
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+
+
 def _b32(value: int, width: int) -> str:
-    chars = []
-    for _ in range(width):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    """``value`` as ``width`` base32 digits (``width`` even)."""
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in range(5 * width - 10, -1, -10)])
 
 
 def new_id(at_ms: int | None = None) -> str:
