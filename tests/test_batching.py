@@ -142,3 +142,28 @@ def test_task_mode_still_runs_one_message_per_task(
     with start_worker_now():
         wait_until(lambda: rt.store.count(Status.DONE) == 5, timeout=30)
     assert claims == [1] * 5 and len(set(ids)) == 5
+
+
+def test_a_batch_that_breaks_loses_nothing(
+    configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    # given a bug that breaks the first batch after its claim
+    rt = configure(lease_timeout_s=1)
+    ids = [noti.notify_sms(PHONE, f"n{i}") for i in range(5)]
+    from noti.sender import Sender
+
+    original = Sender.attempt_many
+    broken: list[int] = []
+
+    def attempt_many(self: Sender, attempts: Any, **kwargs: Any) -> Any:
+        if not broken:
+            broken.append(len(attempts))
+            raise RuntimeError("a bug")
+        return original(self, attempts, **kwargs)
+
+    monkeypatch.setattr(Sender, "attempt_many", attempt_many)
+    # when a worker runs it: the consumer survives, the messages are queued again, and the
+    # records (leased by the broken batch) are sent once their lease ends
+    with start_worker_now():
+        wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in ids), timeout=30)
+    assert broken and sorted(e["id"] for e in sandbox_outbox(rt)) == sorted(ids)

@@ -61,6 +61,8 @@ class _Held:
     received: float
     #: The seed's mark once the outcome is stored ("OK", "KO", "!!").
     mark: str = ""
+    #: Acked, requeued, or handed to the send loop: no longer this flush's to settle.
+    taken: bool = False
 
 
 class DeliveryBatcher:
@@ -94,7 +96,7 @@ class DeliveryBatcher:
                 raise ValueError(f"expected one record id, got {args!r:.80}")
         except Exception as exc:
             log.error("noti.deliver %s: refused a malformed message: %s", headers.get("id"), exc)
-            reject(log, self.connection_errors, False)
+            message.reject_log_error(log, self.connection_errors, requeue=False)
             return None
         task_id = headers.get("id", "")
         self.pending.append(_Held(record_id, task_id, message, time.monotonic()))
@@ -107,8 +109,13 @@ class DeliveryBatcher:
     def flush(self) -> None:
         """Claim the pending batch, send it, and record and ack what finished here."""
         batch, self.pending = self.pending, []
-        if batch:
+        if not batch:
+            return
+        try:
             self._deliver(batch)
+        except Exception:  # a bug: never let it stop the consumer, and lose nothing
+            log.exception("noti.deliver: a batch of %d failed; its messages are queued again", len(batch))
+            self._requeue([h for h in batch if not h.taken])
 
     def _deliver(self, batch: list[_Held]) -> None:
         sender = Sender(get_runtime(), owner=self.owner)  # the runtime of now (tests reconfigure)
@@ -136,6 +143,8 @@ class DeliveryBatcher:
         if waiting:
             future = send_loop().submit(self._send_waiting(sender, [a for _, a in waiting]))
             held_waiting = [h for h, _ in waiting]
+            for h in held_waiting:
+                h.taken = True
             self.in_flight.add(future)
             future.add_done_callback(lambda f: self._on_sent(held_waiting, f))
         if inline:
@@ -205,7 +214,7 @@ class DeliveryBatcher:
 
     def _settled(self, held: list[_Held], results: list[SendResult]) -> None:
         for h, result in zip(held, results, strict=True):
-            h.mark = result.mark
+            h.mark, h.taken = result.mark, True
             h.message.ack_log_error(log, self.connection_errors)
             self._event_done(h)
 
@@ -213,6 +222,7 @@ class DeliveryBatcher:
         """Put the messages back: their records are leased, so the claim of the redelivery
         schedules a look at the lease's end (:meth:`Sender.claim_many`)."""
         for h in held:
+            h.taken = True
             h.message.reject_log_error(log, self.connection_errors, requeue=True)
 
     def _event_done(self, held: _Held) -> None:
