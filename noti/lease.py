@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +41,8 @@ class LeaseKeeper:
         self._next = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        #: When the keeper thread will next look (monotonic), or inf while it waits for work.
+        self._wake_at = math.inf
 
     @contextlib.contextmanager
     def hold(self, record_id: str, owner: str, lease_ms: int) -> Iterator[None]:
@@ -47,11 +50,13 @@ class LeaseKeeper:
         with self._cond:
             self._next += 1
             token = self._next
-            self._held[token] = _Held(record_id, owner, lease_ms, time.monotonic())
+            now = time.monotonic()
+            self._held[token] = _Held(record_id, owner, lease_ms, now)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="noti-lease-keeper", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if now + lease_ms / 3000 < self._wake_at:  # wake it only if it would look too late
+                self._cond.notify()
         try:
             yield
         finally:
@@ -62,15 +67,16 @@ class LeaseKeeper:
         while True:
             with self._cond:
                 while not self._held:
+                    self._wake_at = math.inf
                     self._cond.wait()
                 now = time.monotonic()
                 due = [h for h in self._held.values() if now - h.renewed_at >= h.lease_ms / 3000]
                 wait_s = min(h.renewed_at + h.lease_ms / 3000 - now for h in self._held.values())
+                if not due:
+                    self._wake_at = now + max(0.01, wait_s)
+                    self._cond.wait(max(0.01, wait_s))
             if due:
                 self._renew(due)
-            else:
-                with self._cond:
-                    self._cond.wait(max(0.01, wait_s))
 
     def _renew(self, due: list[_Held]) -> None:
         by_lease: dict[int, list[_Held]] = {}

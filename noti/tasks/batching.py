@@ -19,8 +19,8 @@ A message is acked only once its record's outcome is stored, so a crash loses no
 messages come back after the visibility timeout and the claim keeps anything from being sent
 twice. The prefetch window (``delivery_window``) bounds the sends in flight. Messages with an
 ETA or an expiry take Celery's own path. Flower sees one ``task-succeeded`` event per message
-(with the task's name and record id, and ``OK``/``KO``/``!!`` as its result), buffered by
-Celery and published once per batch.
+(with the task's name and record id, and ``OK``/``KO``/``!!`` as its result); the worker's
+task events are published every 0.1 s rather than once per event-loop turn.
 """
 
 from __future__ import annotations
@@ -74,9 +74,10 @@ class DeliveryBatcher:
         self.hub = consumer.hub
         self.connection_errors = consumer.connection_errors
         eventer = consumer.event_dispatcher
-        self.send_event = (
-            eventer.send if eventer is not None and eventer.enabled and task.send_events else None
-        )
+        sends_events = eventer is not None and eventer.enabled and task.send_events
+        self.send_event = eventer.send if sends_events else None
+        if sends_events:
+            _publish_events_periodically(self.hub, eventer)
         self.owner = consumer.hostname or None
         self.pending: list[_Held] = []
         # outcomes recorded on the send loop, waiting for the consumer thread to ack them
@@ -236,6 +237,26 @@ class DeliveryBatcher:
                 result=repr(held.mark),
                 runtime=time.monotonic() - held.received,
             )
+
+
+#: How often buffered task events are published (Flower's view lags by at most this).
+EVENT_FLUSH_INTERVAL_S = 0.1
+#: Buffered task events that force a publish before the interval.
+EVENT_BUFFER_MAX = 1000
+
+_event_timer: Any = None
+
+
+def _publish_events_periodically(hub: Any, eventer: Any) -> None:
+    """Publish the worker's buffered task events every :data:`EVENT_FLUSH_INTERVAL_S`
+    instead of once per event-loop turn: a busy batch worker turns its loop thousands of
+    times a second, and each publish is a Redis round trip."""
+    global _event_timer
+    if _event_timer is not None:  # a restarted consumer: the old dispatcher is gone
+        _event_timer.cancel()
+    eventer.on_send_buffered = None
+    eventer.buffer_limit = max(eventer.buffer_limit, EVENT_BUFFER_MAX)
+    _event_timer = hub.call_repeatedly(EVENT_FLUSH_INTERVAL_S, eventer.flush)
 
 
 _pipe: tuple[int, int] | None = None
