@@ -9,6 +9,7 @@ is stored; the others are stored with their delivery messages, 1,000 records per
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -134,16 +135,35 @@ def add_many(
         InvalidConfig: a provider's settings are broken (nothing more is stored).
     """
     result = BulkResult()
-    offset = 0
-    for chunk in _chunks(items, chunk_size):
-        result.extend(_add_chunk(notifier, chunk, user=user, defaults=defaults or {}), offset)
-        offset += len(chunk)
+    offset = stored_at = 0
+    # Redis runs one chunk's round trip (on a thread, the GIL released while it waits) while
+    # the next chunk is validated here; a chunk that fails raises before the next is stored.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="noti-bulk") as io:
+        storing: concurrent.futures.Future[BulkResult] | None = None
+        for chunk in _chunks(items, chunk_size):
+            built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
+            if storing is not None:
+                result.extend(storing.result(), stored_at)
+            storing, stored_at = io.submit(_store_chunk, notifier, built), offset
+            offset += len(chunk)
+        if storing is not None:
+            result.extend(storing.result(), stored_at)
     return result
 
 
-def _add_chunk(
+@dataclass(slots=True)
+class _Built:
+    """A validated chunk: its records (plain and identified) and what was refused."""
+
+    result: BulkResult
+    plain: list[tuple[int, Notification]]
+    identified: list[tuple[int, Notification]]
+    keys: dict[str, str]
+
+
+def _build_chunk(
     notifier: Notifier, chunk: list[object], *, user: str | None, defaults: Mapping[str, Any]
-) -> BulkResult:
+) -> _Built:
     result = BulkResult(ids=[None] * len(chunk))
     plain: list[tuple[int, Notification]] = []
     identified: list[tuple[int, Notification]] = []
@@ -162,6 +182,11 @@ def _add_chunk(
             result.refused.append(Refused(index, exc.code, exc.message))
         except TypeError as exc:  # e.g. a non-string field name
             result.refused.append(Refused(index, "e.cmd.noti.add.baditem", str(exc)))
+    return _Built(result, plain, identified, keys)
+
+
+def _store_chunk(notifier: Notifier, built: _Built) -> BulkResult:
+    result, plain, identified, keys = built.result, built.plain, built.identified, built.keys
     if plain:
         ids = notifier.store_and_queue([record for _, record in plain], idempotency_keys=keys)
         repeats = [i for (_, record), i in zip(plain, ids, strict=True) if i != record.id]

@@ -73,3 +73,20 @@ def test_bulk_respects_level_caps_and_the_acting_user(rt: Any) -> None:
     result = notify_many([{"type": "sms", "to": PHONE, "text": "x", "lv": 1000}], user="bob")
     record = noti.get(str(result.ids[0]), user="bob")
     assert record.creator == "bob" and record.level == 1
+
+
+def test_refusals_and_ids_keep_their_places_across_chunks(rt: Any) -> None:
+    from noti.api import notifier
+    from noti.bulk import add_many
+
+    # given 2,500 items, chunks of 1,000 stored while the next is checked, bad ones here and there
+    bad = {5, 999, 1000, 1500, 2499}
+    items = [{"type": "sms", "to": "oops" if i in bad else PHONE, "text": f"n{i}"} for i in range(2500)]
+    result = add_many(notifier(), items, chunk_size=1000)
+    # then every refusal names its own index, and every stored id is that item's record
+    assert [r.index for r in result.refused] == sorted(bad)
+    assert [i for i, record_id in enumerate(result.ids) if record_id is None] == sorted(bad)
+    stored = {i: record_id for i, record_id in enumerate(result.ids) if record_id is not None}
+    for i in (0, 998, 1001, 1999, 2000, 2498):
+        assert rt.store.get(stored[i]).fields["text"] == f"n{i}"
+    assert rt.store.count() == 2500 - len(bad)
