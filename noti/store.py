@@ -8,6 +8,7 @@ Key names come from :mod:`noti.keys`.
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ class RecordStore:
                             queue or record_key,
                             k.idempotency(record.creator, idempotency_key) if idempotency_key else record_key,
                         ]
+                        fields = to_hash(record)
                         args += [
                             record.id,
                             record.created_ms,
@@ -150,8 +152,9 @@ class RecordStore:
                             record.level,
                             record.lease_until_ms,
                             payload,
-                            json.dumps(to_hash(record), ensure_ascii=False),
                             ttl_ms if idempotency_key else 0,
+                            len(fields),
+                            *itertools.chain.from_iterable(fields.items()),
                         ]
                     calls.append((keys, args))
                 for stored in run_pipelined(self.redis, self._create, calls):
