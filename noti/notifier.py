@@ -11,7 +11,7 @@ from typing import Any
 from noti import upkeep
 from noti.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.errors import InvalidInput, NotFound
-from noti.providers import Message
+from noti.providers import Message, Provider
 from noti.publish import Publisher
 from noti.record import (
     Notification,
@@ -109,9 +109,11 @@ class Notifier:
             retry_policy=retry_policy.strip() if retry_policy else None,
             identifier=identifier,
         )
-        message = Message.from_record(record)
-        for chosen in self.runtime.providers.chain(channel, record.provider):
-            chosen.check(message)
+        chain = self.runtime.providers.chain(channel, record.provider)
+        if any(chosen.__class__.check is not Provider.check for chosen in chain):  # else nothing to ask
+            message = Message.from_record(record)
+            for chosen in chain:
+                chosen.check(message)
         return record
 
     def add(
