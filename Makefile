@@ -10,12 +10,11 @@ run:
 test:
 	@scripts/test.sh
 
-# Benchmarks against plain Celery in the same run; BENCH_ARGS=--smoke for tiny sizes.
+# Every benchmark scenario against plain Celery in the same run, one table (bench/__main__.py).
+# BENCH_ARGS="--smoke" for tiny sizes; "--reps 1 --only 3,5" etc.
 bench:
 	@NOTI_EXTRAS=test scripts/venv.sh
-	.venv/bin/python -m bench.enqueue_bench $(BENCH_ARGS)
-	.venv/bin/python -m bench.delay_bench $(BENCH_ARGS)
-	.venv/bin/python -m bench.webman_bench $(BENCH_ARGS)
+	.venv/bin/python -m bench $(BENCH_ARGS)
 
 venv:
 	@scripts/venv.sh

@@ -25,9 +25,14 @@ from tests.servers import free_port
 __all__ = [
     "Worker",
     "free_port",
+    "group_cpu_s",
     "percentile",
+    "pid_cpu_s",
     "print_table",
+    "redis_cpu_s",
     "redis_server",
+    "repoint",
+    "running",
     "summarize",
     "wait_for",
     "write_results",
@@ -57,16 +62,71 @@ def redis_server() -> Iterator[str]:
         sys.exit(str(exc))
 
 
-class Worker:
-    """A ``celery worker`` subprocess in its own process group."""
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-    def __init__(self, app: str, env: dict[str, str], *args: str) -> None:
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` after the command name (index 0 = state), or None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def pid_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process so far (0 if it is gone)."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else 0.0
+
+
+def group_cpu_s(pgid: int) -> float:
+    """User + system CPU seconds of every live process in process group ``pgid``."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(entry.name)
+        if fields and int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / _CLOCK_TICKS
+
+
+def redis_cpu_s(client: Any) -> float:
+    """The redis-server's own CPU seconds so far (``used_cpu_user + used_cpu_sys``)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def repoint(app: Any, broker_url: str) -> None:
+    """Make a Celery ``app`` of this process publish to ``broker_url`` from now on: benchmarks
+    move between private Redis servers, so its cached connection and producer pools are
+    dropped when the URL changes. (They are not closed: kombu's global pool registry would
+    hand the closed pool back for an equal URL.)"""
+    if app.conf.broker_url == broker_url:
+        return
+    app.conf.broker_url = broker_url
+    app._pool = None
+    if "amqp" in app.__dict__:
+        app.amqp._producer_pool = None
+
+
+class Worker:
+    """A ``celery worker`` subprocess in its own process group.
+
+    ``launcher`` is the module run with ``python -m`` (``celery``, or a wrapper such as
+    ``bench._counting_worker`` followed by its own arguments).
+    """
+
+    def __init__(
+        self, app: str, env: dict[str, str], *args: str, launcher: Sequence[str] = ("celery",)
+    ) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="noti-bench-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "celery",
+                *launcher,
                 "-A",
                 app,
                 "worker",
@@ -82,6 +142,7 @@ class Worker:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        self._terminated = False
 
     def rss_mb(self) -> float:
         """Resident memory of the worker and its children, MiB."""
@@ -101,14 +162,61 @@ class Worker:
                 continue
         return total / 1024
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+    @property
+    def pgid(self) -> int:
+        """The worker's process group (its own pid: it leads a new session)."""
+        return self.proc.pid
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the worker's whole process group so far."""
+        return group_cpu_s(self.pgid)
+
+    def tail(self, lines: int = 15) -> str:
+        """The end of the worker's log, for error messages."""
+        try:
+            return "\n".join(Path(self.log.name).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def terminate(self) -> None:
+        """Ask the worker to stop (SIGTERM to its process group, once); :meth:`stop` waits."""
+        if self.proc.poll() is None and not self._terminated:
+            self._terminated = True
             try:
+                os.killpg(self.pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, keep_log: bool = False) -> None:
+        """SIGTERM the process group, SIGKILL it after 20 s; remove the log unless asked."""
+        if self.proc.poll() is None:
+            try:
+                self.terminate()
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.pgid, signal.SIGKILL)
                 self.proc.wait(10)
+            except ProcessLookupError:
+                pass
+        try:  # children left behind by a killed parent
+            os.killpg(self.pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.log.close()
+        if not keep_log:
+            Path(self.log.name).unlink(missing_ok=True)
+
+
+@contextmanager
+def running(workers: Sequence[Worker]) -> Iterator[Sequence[Worker]]:
+    """Stop every worker on the way out, whatever happened (all asked at once, then waited for)."""
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.stop()
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -1,38 +1,51 @@
-"""Enqueueing: noti's notify() / notify_many() against plain Celery in the same run.
+"""Enqueueing (issue scenarios 1 and 2): noti's notify() / notify_many() against plain Celery.
 
-Scenarios (issue "Performance", 1 and 2), each median of ``--reps`` runs on a private Redis:
-- ``notify()`` one at a time vs plain ``.delay()`` of a no-op task with the same payload;
-- ``notify_many()`` in one call vs Celery publishing the same number in a loop on one
-  held producer (Celery has no batch publish).
+1. ``notify()`` one at a time, 20,000 SMS to the sandbox, against plain ``.delay()`` of a
+   no-op task with the same payload (phone number, text).
+2. ``notify_many()`` of 50,000 in one call, against Celery publishing in a loop on one held
+   producer (Celery has no batch publish). The loop runs 10,000 (smoke: 1,000): its cost per
+   message is constant, and 50,000 would take ~30 s a repetition.
 
-    .venv/bin/python -m bench.enqueue_bench [--n 20000] [--bulk 50000] [--reps 3] [--smoke]
+Repetitions are interleaved (noti, Celery, noti, …) on one private Redis, flushed before
+each run. :func:`round_trips_per_call` counts the producer's Redis round trips (scenario 9).
+
+    .venv/bin/python -m bench.enqueue_bench [--only 1,2] [--reps 3] [--smoke]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
+import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import redis
 
-from bench._harness import print_table, redis_server, summarize, write_results
+from bench import plain_celery
+from bench._harness import redis_server
+from bench._noti import FAST, PHONE, WorkerConfig, noti_env, point_driver, write_config
+from bench._report import Row, attempt
+from bench._runner import main
 
-PHONE = "+8613912345678"
+__all__ = [
+    "celery_delay",
+    "celery_loop_publish",
+    "noti_notify",
+    "noti_notify_many",
+    "round_trips_per_call",
+    "scenario_1",
+    "scenario_2",
+]
+
+SIZES = {1: (20_000, 500), 2: (50_000, 2_000), "loop": (10_000, 1_000)}
 
 
-def _setup(url: str) -> Any:
-    os.environ["NOTI_REDIS_URL"] = f"{url}/0"
-    os.environ["NOTI_CHANNELS__SMS__PROVIDER"] = "sandbox"
-    os.environ["BENCH_BROKER_URL"] = f"{url}/1"
-    import noti.runtime
-
-    noti.runtime.configure()
-    from bench.plain_celery import app
-
-    app.conf.broker_url = f"{url}/1"
-    return app
+def setup(url: str) -> redis.Redis:
+    """Point noti (db 0) and the plain Celery app (db 1) of this process at ``url``."""
+    point_driver(noti_env(url, write_config()))
+    plain_celery.use_broker(f"{url}/1")
+    return redis.Redis.from_url(url)
 
 
 def noti_notify(n: int) -> float:
@@ -46,8 +59,7 @@ def noti_notify(n: int) -> float:
 
 
 def celery_delay(n: int) -> float:
-    from bench.plain_celery import noop
-
+    noop = plain_celery.noop
     noop.delay(PHONE, "warm-up")
     started = time.perf_counter()
     for i in range(n):
@@ -62,13 +74,13 @@ def noti_notify_many(n: int) -> float:
     started = time.perf_counter()
     result = noti.notify_many(items)
     elapsed = time.perf_counter() - started
-    assert result.stored == n, result.refused[:3]
+    if result.stored != n:
+        raise AssertionError(f"stored {result.stored} of {n}: {result.refused[:3]}")
     return n / elapsed
 
 
 def celery_loop_publish(n: int) -> float:
-    from bench.plain_celery import app, noop
-
+    app, noop = plain_celery.app, plain_celery.noop
     started = time.perf_counter()
     with app.producer_or_acquire() as producer:
         for i in range(n):
@@ -76,53 +88,86 @@ def celery_loop_publish(n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--n", type=int, default=20_000)
-    parser.add_argument("--bulk", type=int, default=50_000)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script runs")
-    args = parser.parse_args()
-    n, bulk, reps = (500, 1000, 1) if args.smoke else (args.n, args.bulk, args.reps)
-    samples: dict[str, list[float]] = {k: [] for k in ("notify", "delay", "notify_many", "loop")}
+def round_trips_per_call(call: Callable[[int], object], n: int) -> float:
+    """Redis round trips per ``call(i)`` in this process (``send_packed_command`` calls)."""
+    from redis.connection import AbstractConnection
+
+    original = AbstractConnection.send_packed_command
+    count = 0
+
+    def counted(self: Any, command: Any, check_health: bool = True) -> Any:
+        nonlocal count
+        count += 1
+        return original(self, command, check_health)  # type: ignore[no-untyped-call]
+
+    call(-1)  # connections made and scripts loaded before counting
+    AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+    try:
+        for i in range(n):
+            call(i)
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+    return count / n
+
+
+def _interleaved(
+    reps: int, runs: dict[str, tuple[Callable[[int], float], int]], errors: list[str]
+) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {name: [] for name in runs}
     with redis_server() as url:
-        _setup(url)
-        flush = redis.Redis.from_url(url)
-        for _ in range(reps):  # interleaved, so noise hits both sides alike
-            for name, fn, size in (
-                ("notify", noti_notify, n),
-                ("delay", celery_delay, n),
-                ("notify_many", noti_notify_many, bulk),
-                ("loop", celery_loop_publish, bulk),
-            ):
+        flush = setup(url)
+        for rep in range(reps):
+            for name, (run, size) in runs.items():
                 flush.flushall()
-                samples[name].append(fn(size))
-    stats = {k: summarize(v) for k, v in samples.items()}
-    one = stats["notify"]["median"] / stats["delay"]["median"]
-    many = stats["notify_many"]["median"] / stats["loop"]["median"]
+                rate = attempt(errors, f"{name} rep {rep + 1}", partial(run, size))
+                if rate is not None:
+                    samples[name].append(rate)
+    return samples
 
-    def row(label: str, key: str, ratio: str) -> list[str]:
-        s = stats[key]
-        return [label, f"{s['median']:,.0f}", f"{s['min']:,.0f}..{s['max']:,.0f}", ratio]
 
-    print_table(
-        f"enqueue (median of {reps}; msgs/s)",
-        ["scenario", "median", "min..max", "vs plain Celery"],
-        [
-            row(f"1 noti notify() x {n:,}", "notify", f"{one:.2f}x"),
-            row(f"  plain Celery .delay() x {n:,}", "delay", "baseline"),
-            row(f"2 noti notify_many({bulk:,})", "notify_many", f"{many:.2f}x"),
-            row(f"  plain Celery apply_async loop x {bulk:,}", "loop", "baseline"),
-        ],
-    )
-    path = write_results(
-        "enqueue-smoke" if args.smoke else "enqueue",
-        {"n": n, "bulk": bulk, "reps": reps, "samples": samples, "stats": stats},
-    )
-    print(f"results: {path}")
+def scenario_1(
+    reps: int, smoke: bool, config: WorkerConfig = FAST, ctx: dict[str, Any] | None = None
+) -> list[Row]:
+    n = SIZES[1][smoke]
+    errors: list[str] = []
+    s = _interleaved(reps, {"notify": (noti_notify, n), "delay": (celery_delay, n)}, errors)
+    return [
+        Row(
+            1,
+            f"notify() x {n:,}, one at a time",
+            "/s",
+            s["notify"],
+            ">= 1.5x .delay()",
+            baseline=s["delay"],
+            baseline_name="plain Celery .delay() of a no-op task, same phone and text",
+            check=lambda r: (r.ratio or 0) >= 1.5,
+            error="; ".join(errors) or None,
+        )
+    ]
 
+
+def scenario_2(
+    reps: int, smoke: bool, config: WorkerConfig = FAST, ctx: dict[str, Any] | None = None
+) -> list[Row]:
+    n, loop = SIZES[2][smoke], SIZES["loop"][smoke]
+    errors: list[str] = []
+    s = _interleaved(reps, {"many": (noti_notify_many, n), "loop": (celery_loop_publish, loop)}, errors)
+    return [
+        Row(
+            2,
+            f"notify_many({n:,})",
+            "/s",
+            s["many"],
+            ">= 25,000/s, >= 5x loop",
+            baseline=s["loop"],
+            baseline_name=f"plain Celery apply_async loop on one held producer, {loop:,} messages",
+            check=lambda r: r.median >= 25_000 and (r.ratio or 0) >= 5,
+            error="; ".join(errors) or None,
+        )
+    ]
+
+
+SCENARIOS = {1: scenario_1, 2: scenario_2}
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(__doc__ or "", SCENARIOS, "enqueue"))

@@ -1,45 +1,45 @@
-"""Benchmark of the webman bridge next to plain Celery, on a private redis-server.
+"""The webman bridge (issue scenario 8) next to plain Celery, on a private redis-server.
 
-    .venv/bin/python -m bench.webman_bench            # 100,000 pushes, 20,000 consumed, 3 runs each
+    .venv/bin/python -m bench.webman_bench            # 100,000 pushes, 10,000 consumed, 3 reps
     .venv/bin/python -m bench.webman_bench --smoke    # tiny sizes, a few seconds
 
-Scenarios (messages per second; median of the runs, with min..max):
+Scenarios (messages per second; median of the repetitions, with min..max):
 
-* ``webman push_many``: :meth:`Producer.push_many` (pipelined XADD), against Celery's
-  ``apply_async`` of a no-op task through one producer connection.
-* ``webman consume+ack``: one consumer thread with a no-op ``consume`` (XREADGROUP, XACK,
-  XDEL per message; prefetch 1 as the plugin's default, and 32), against a plain
-  ``celery worker -P solo`` subprocess running a no-op task. Consumption is timed from the
-  first message taken to the last one done, so start-up is not counted on either side.
+* ``webman push_many``: :meth:`Producer.push_many` (pipelined XADD) of 100,000, against
+  Celery's ``apply_async`` of a no-op task through one producer connection (10,000: its
+  cost per message is constant and 100,000 would take a minute a repetition).
+* ``webman consume+ack``: one consumer thread (one process) with a no-op ``consume``
+  (XREADGROUP, XACK, XDEL per message; prefetch 1 as the plugin's default, and 32), against
+  a plain ``celery worker -P solo`` subprocess running a no-op task. Consumption is timed
+  from the first message taken to the last one done, so start-up is not counted on either
+  side. Celery's queue is filled with copies of one message (:mod:`bench._celery_fill`).
 
-Writes ``bench/results/webman.json`` (``webman-smoke.json`` with ``--smoke``). Everything it
-starts (redis-server, Celery workers) it stops; every wait is bounded.
+Repetitions are interleaved. Everything it starts (redis-server, Celery workers) it stops;
+every wait is bounded.
 """
 
 from __future__ import annotations
 
-import argparse
-import signal
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import redis
 from celery import Celery
 
 from bench import _harness as harness
+from bench._celery_fill import fill
+from bench._noti import FAST, WorkerConfig
+from bench._report import Row, attempt, errors_of
+from bench._runner import main
 from noti.bridge.webman import Consumer, ConsumerMessage, Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect
 from noti.bridge.webman.runner import BridgeRunner, ConsumerSpec
 from noti.bridge.webman.settings import WebmanSettings
 
-HERE = Path(__file__).resolve().parent
 PHP_CLASS = "app\\queue\\bench\\NoOp"
 CELERY_QUEUE = "bench"
 WAIT_LIMIT_S = 300.0
@@ -107,7 +107,7 @@ def webman_push(url: str, n: int) -> float:
 
 def celery_push(url: str, n: int) -> float:
     redis.Redis.from_url(url).delete(CELERY_QUEUE)
-    celery_app.conf.broker_url = url
+    harness.repoint(celery_app, url)
     with celery_app.producer_or_acquire() as producer:
         start = time.perf_counter()
         for i in range(n):
@@ -139,94 +139,87 @@ def webman_consume(url: str, n: int, prefetch: int = 1) -> float:
 def celery_consume(url: str, n: int) -> float:
     client = redis.Redis.from_url(url)
     client.delete(CELERY_QUEUE, "unacked", "unacked_index")
-    celery_app.conf.broker_url = url
-    with celery_app.producer_or_acquire() as producer:
-        for i in range(n):
-            noop.apply_async(args=[i], producer=producer)
-    log = tempfile.NamedTemporaryFile(prefix="webman-bench-celery-", suffix=".log", delete=False)
-    cmd = [
-        sys.executable, "-m", "celery", "--workdir", str(HERE), "-A", "webman_bench:celery_app", "-b", url,
-        "worker", "-P", "solo", "-Q", CELERY_QUEUE, "--without-mingle", "--without-gossip",
-        "--without-heartbeat", "-l", "WARNING",
-    ]  # fmt: skip
-    worker = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    harness.repoint(celery_app, url)
+    fill(noop, [(i,) for i in range(n)], queue=CELERY_QUEUE)
+    worker = harness.Worker(
+        "bench.webman_bench:celery_app",
+        {"CELERY_BROKER_URL": url},
+        *("-P", "solo", "-Q", CELERY_QUEUE, "--without-heartbeat"),
+    )
+    with harness.running([worker]):
         first = _wait(lambda: client.llen(CELERY_QUEUE) < n, "Celery's first message taken")
         left = client.llen(CELERY_QUEUE)
         last = _wait(
             lambda: client.llen(CELERY_QUEUE) == 0 and client.hlen("unacked") == 0,
             "the Celery queue to drain",
         )
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(10)
-        Path(log.name).unlink(missing_ok=True)
     return left / max(last - first, 1e-9)
 
 
-# --- reporting ------------------------------------------------------------------------------
+# --- the scenario -----------------------------------------------------------------------
+
+#: smoke -> (pushed, Celery loop, consumed)
+SIZES = {False: (100_000, 10_000, 10_000), True: (500, 500, 300)}
 
 
-def measure(name: str, runs: int, once: Callable[[], float]) -> dict[str, Any]:
-    rates = [once() for _ in range(runs)]
-    print(f"  {name}: " + ", ".join(f"{r:,.0f}" for r in rates), file=sys.stderr)
-    return {
-        "scenario": name,
-        "runs": rates,
-        "median": statistics.median(rates),
-        "min": min(rates),
-        "max": max(rates),
+def scenario_8(
+    reps: int, smoke: bool, config: WorkerConfig = FAST, ctx: dict[str, Any] | None = None
+) -> list[Row]:
+    push_n, loop_n, consume_n = SIZES[smoke]
+    runs: dict[str, tuple[Callable[[str], float], str]] = {
+        "push": (lambda url: webman_push(url, push_n), "webman push_many"),
+        "celery_push": (lambda url: celery_push(url, loop_n), "celery push"),
+        "consume1": (lambda url: webman_consume(url, consume_n), "webman consume prefetch 1"),
+        "consume32": (lambda url: webman_consume(url, consume_n, 32), "webman consume prefetch 32"),
+        "celery_consume": (lambda url: celery_consume(url, consume_n), "celery consume"),
     }
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    header = f"{'scenario':<44} {'msgs/s (median)':>16} {'min..max':>22} {'vs plain Celery':>16}"
-    lines = [header, "-" * len(header)]
-    for row in rows:
-        ratio = f"{row['ratio']:.2f}x" if row.get("ratio") else "(baseline)"
-        spread = f"{row['min']:,.0f}..{row['max']:,.0f}"
-        lines.append(f"{row['scenario']:<44} {row['median']:>16,.0f} {spread:>22} {ratio:>16}")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that it works")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--push", type=int, default=100_000, help="messages pushed per run")
-    parser.add_argument("--consume", type=int, default=20_000, help="messages consumed per run")
-    args = parser.parse_args(argv)
-    push_n, consume_n, runs = (500, 300, 1) if args.smoke else (args.push, args.consume, args.runs)
+    samples: dict[str, list[float]] = {k: [] for k in runs}
+    errors: dict[str, list[str]] = {k: [] for k in runs}
     with redis_server() as url:
-        print(
-            f"redis-server at {url}; {runs} run(s); push {push_n:,}, consume {consume_n:,}", file=sys.stderr
-        )
-        celery_in = measure("plain Celery apply_async (no-op task)", runs, lambda: celery_push(url, push_n))
-        celery_out = measure(
-            "plain Celery worker -P solo (no-op task)", runs, lambda: celery_consume(url, consume_n)
-        )
-        pushed = measure("webman push_many (pipelined XADD)", runs, lambda: webman_push(url, push_n))
-        one = measure(
-            "webman consume+ack, 1 thread, prefetch 1", runs, lambda: webman_consume(url, consume_n)
-        )
-        many = measure(
-            "webman consume+ack, 1 thread, prefetch 32", runs, lambda: webman_consume(url, consume_n, 32)
-        )
-    pushed["ratio"] = pushed["median"] / celery_in["median"]
-    for row in (one, many):
-        row["ratio"] = row["median"] / celery_out["median"]
-    rows = [pushed, celery_in, one, many, celery_out]
-    print(table(rows))
-    path = harness.write_results(
-        "webman-smoke" if args.smoke else "webman",
-        {"smoke": args.smoke, "runs": runs, "push_n": push_n, "consume_n": consume_n, "rows": rows},
-    )
-    print(f"wrote {path}", file=sys.stderr)
+        for rep in range(reps):
+            for key, (run, label) in runs.items():
+                rate = attempt(errors[key], f"{label} rep {rep + 1}", partial(run, url))
+                if rate is not None:
+                    samples[key].append(rate)
+    consume_base = "plain Celery worker -P solo, no-op task (one process)"
+    return [
+        Row(
+            8,
+            f"webman push_many({push_n:,})",
+            "/s",
+            samples["push"],
+            ">= 50,000/s",
+            baseline=samples["celery_push"],
+            baseline_name=f"plain Celery apply_async loop on one producer, {loop_n:,} messages",
+            check=lambda r: r.median >= 50_000,
+            error=errors_of(errors, "push", "celery_push"),
+        ),
+        Row(
+            8,
+            f"webman consume+ack {consume_n:,}, 1 thread, prefetch 1",
+            "/s",
+            samples["consume1"],
+            ">= 2,000/s per process",
+            baseline=samples["celery_consume"],
+            baseline_name=consume_base,
+            check=lambda r: r.median >= 2_000,
+            error=errors_of(errors, "consume1", "celery_consume"),
+        ),
+        Row(
+            8,
+            f"webman consume+ack {consume_n:,}, 1 thread, prefetch 32",
+            "/s",
+            samples["consume32"],
+            ">= 2,000/s per process",
+            baseline=samples["celery_consume"],
+            baseline_name=consume_base,
+            check=lambda r: r.median >= 2_000,
+            error=errors_of(errors, "consume32", "celery_consume"),
+        ),
+    ]
 
+
+SCENARIOS = {8: scenario_8}
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(__doc__ or "", SCENARIOS, "webman"))

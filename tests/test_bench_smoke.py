@@ -1,7 +1,8 @@
-"""The benchmarks still run (tiny sizes): scripts, not timed tests."""
+"""The benchmarks still run (tiny sizes, every scenario): scripts, not timed tests."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -12,10 +13,12 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("module", ["bench.enqueue_bench", "bench.webman_bench"])
-def test_benchmark_runs_in_smoke_mode(module: str, tmp_path: object) -> None:
+def test_every_benchmark_scenario_runs_in_smoke_mode() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", module, "--smoke"], cwd=ROOT, capture_output=True, text=True, timeout=240
+        [sys.executable, "-m", "bench", "--smoke"], cwd=ROOT, capture_output=True, text=True, timeout=400
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Celery" in result.stdout
+    # every scenario reported rows (whether a tiny run meets a target says nothing)
+    rows = json.loads((ROOT / "bench" / "results" / "all-smoke.json").read_text())["rows"]
+    assert {row["scenario"] for row in rows} >= set(range(1, 10)), sorted({row["scenario"] for row in rows})

@@ -1,0 +1,49 @@
+"""``make bench``: every scenario of the performance issue, noti against plain Celery in one run.
+
+    .venv/bin/python -m bench [--reps 3] [--only 1,3,5] [--smoke]
+        [--processes 2] [--pool solo] [--concurrency 1] [--mode batch]
+
+Scenarios (each on its own private redis-server; repetitions interleaved noti, baseline, …):
+
+1. ``notify()`` one at a time vs plain ``.delay()``                    (bench.enqueue_bench)
+2. ``notify_many()`` vs a Celery publish loop                          (bench.enqueue_bench)
+3. drain 20,000 SMS, sandbox, vs plain Celery prefork -c 2 INCR task   (bench.drain_bench)
+4. drain 5,000 webhooks, 20 ms HTTP, vs Celery threads -c 50 POSTs     (bench.drain_bench)
+5. latency at 200/s, sandbox and 20 ms HTTP, vs Celery ``.delay(t0)``  (bench.latency_bench)
+6. priority: 100 level-1000 behind 20,000 level-1                      (bench.priority_bench)
+7. 100,000 delayed: schedule rate, worker RSS, lateness                (bench.delay_bench)
+8. webman ``push_many`` and consume+ack                                (bench.webman_bench)
+9. cost per notification: CPU µs and Redis round trips                 (bench.cost_bench)
+
+Prints one table (noti median, min..max, baseline median, ratio, target, met) and writes
+``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1 if a row
+failed to measure (a missed target is reported in the table, not an error).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bench import (
+    cost_bench,
+    delay_bench,
+    drain_bench,
+    enqueue_bench,
+    latency_bench,
+    priority_bench,
+    webman_bench,
+)
+from bench._runner import Scenario, main
+
+SCENARIOS: dict[int, Scenario] = {
+    **enqueue_bench.SCENARIOS,
+    **drain_bench.SCENARIOS,
+    **latency_bench.SCENARIOS,
+    **priority_bench.SCENARIOS,
+    **delay_bench.SCENARIOS,
+    **webman_bench.SCENARIOS,
+    **cost_bench.SCENARIOS,
+}
+
+if __name__ == "__main__":
+    sys.exit(main(__doc__ or "", SCENARIOS, "all"))

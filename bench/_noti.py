@@ -1,0 +1,132 @@
+"""noti's side of the benchmarks: its settings file, its environment, its worker processes,
+pointing this (driver) process at a private Redis, and checking that records got done.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench._harness import Worker, repoint
+
+__all__ = [
+    "PHONE",
+    "SECRET",
+    "WorkerConfig",
+    "check_done",
+    "done_count",
+    "noti_env",
+    "point_driver",
+    "start_workers",
+    "write_config",
+]
+
+PHONE = "+8613912345678"
+#: The webhook secret of the bench's ``hook`` provider (and of the fake HTTP server).
+SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
+SMS_QUEUE, WEBHOOK_QUEUE = "noti.sms", "noti.webhook"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How noti's workers run on the one "host": ``processes`` × ``celery worker -P pool``."""
+
+    processes: int = 2
+    pool: str = "solo"
+    concurrency: int = 1
+    mode: str = "batch"
+
+    @property
+    def label(self) -> str:
+        conc = "" if self.pool == "solo" else f" -c {self.concurrency}"
+        return f"{self.processes}x{self.pool}{conc} {self.mode}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "NOTI_DELIVERY_MODE": self.mode,
+            "NOTI_WORKER_POOL": self.pool,
+            "NOTI_WORKER_CONCURRENCY": str(self.concurrency),
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "label": self.label}
+
+
+FAST = WorkerConfig()
+
+
+def write_config(directory: str | None = None) -> Path:
+    """A settings file: SMS through the sandbox (no delay), webhooks through ``hook``."""
+    path = Path(directory or tempfile.mkdtemp(prefix="noti-bench-")) / "noti.toml"
+    path.write_text(
+        "[channels.sms]\n"
+        'provider = "sandbox"\n\n'
+        "[channels.webhook]\n"
+        'provider = "hook"\n\n'
+        "[providers.sandbox]\n\n"
+        "[providers.hook]\n"
+        'kind = "webhook"\n'
+        f'secret = "{SECRET}"\n'
+        "allow_private = true\n"
+    )
+    return path
+
+
+def noti_env(url: str, config: Path) -> dict[str, str]:
+    """The environment of noti's workers and of this driver for a Redis at ``url`` (no db)."""
+    return {
+        "NOTI_REDIS_URL": f"{url}/0",
+        "NOTI_CONFIG": str(config),
+        "NOTI_USER": "bench",
+        "NOTI_ROOT_ADMINS": "bench",
+    }
+
+
+def point_driver(env: dict[str, str]) -> Any:
+    """Make this process's noti API use ``env`` (a new runtime, and the Celery app's broker);
+    returns the runtime."""
+    os.environ.update(env)
+    import noti.runtime
+    from noti.app import app
+
+    runtime = noti.runtime.configure()
+    repoint(app, runtime.settings.broker)
+    return runtime
+
+
+def start_workers(
+    config: WorkerConfig, env: dict[str, str], queue: str, *, counting: str | None = None
+) -> list[Worker]:
+    """Start ``config.processes`` noti workers consuming ``queue``. With ``counting`` (a
+    directory), they run under :mod:`bench._counting_worker`, which counts Redis round trips."""
+    launcher: Sequence[str] = ("celery",) if counting is None else ("bench._counting_worker", counting)
+    args = ["-P", config.pool, "-Q", queue, "--without-heartbeat"]
+    if config.pool != "solo":
+        args += ["-c", str(config.concurrency)]
+    return [
+        Worker("noti", {**env, **config.env()}, *args, "-n", f"w{i + 1}@%h", launcher=launcher)
+        for i in range(config.processes)
+    ]
+
+
+def done_count(runtime: Any) -> int:
+    """Records in status 10 (one ZCARD)."""
+    from noti.record import Status
+
+    return int(runtime.redis.zcard(runtime.keys.status_index(int(Status.DONE))))
+
+
+def check_done(runtime: Any, ids: Sequence[str | None]) -> None:
+    """Raise unless every record of ``ids`` is in status 10."""
+    pipe = runtime.redis.pipeline(transaction=False)
+    for record_id in ids:
+        pipe.hget(runtime.keys.record(str(record_id)), "noti_st")
+    states = pipe.execute()
+    bad = [(i, s) for i, s in zip(ids, states, strict=True) if s != "10"]
+    if bad or None in ids:
+        raise AssertionError(f"{len(bad)} of {len(ids)} records not done, e.g. {bad[:3]}")
