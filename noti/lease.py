@@ -13,7 +13,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from noti.errors import NotiError
@@ -47,21 +47,31 @@ class LeaseKeeper:
     @contextlib.contextmanager
     def hold(self, record_id: str, owner: str, lease_ms: int) -> Iterator[None]:
         """Keep the lease of ``record_id`` (held by ``owner``) alive for the ``with`` block."""
+        with self.hold_many([(record_id, owner, lease_ms)]):
+            yield
+
+    @contextlib.contextmanager
+    def hold_many(self, leases: Sequence[tuple[str, str, int]]) -> Iterator[None]:
+        """Keep the ``(record id, owner, lease ms)`` leases alive for the ``with`` block (one
+        lock round for the lot: a batch of sends in flight)."""
         with self._cond:
-            self._next += 1
-            token = self._next
             now = time.monotonic()
-            self._held[token] = _Held(record_id, owner, lease_ms, now)
+            tokens = range(self._next + 1, self._next + 1 + len(leases))
+            self._next += len(leases)
+            for token, (record_id, owner, lease_ms) in zip(tokens, leases, strict=True):
+                self._held[token] = _Held(record_id, owner, lease_ms, now)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="noti-lease-keeper", daemon=True)
                 self._thread.start()
-            if now + lease_ms / 3000 < self._wake_at:  # wake it only if it would look too late
+            soonest = min((lease_ms for _, _, lease_ms in leases), default=None)
+            if soonest is not None and now + soonest / 3000 < self._wake_at:  # else it looks in time
                 self._cond.notify()
         try:
             yield
         finally:
             with self._cond:
-                self._held.pop(token, None)
+                for token in tokens:
+                    self._held.pop(token, None)
 
     def _run(self) -> None:
         while True:

@@ -10,7 +10,6 @@ lease is renewed (:mod:`noti.lease`), so a slow call is never taken over and sen
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -169,15 +168,12 @@ class Sender:
         plans: dict[int, Plan] = {}
         requests: dict[int, tuple[Provider, Message]] = {}
         policies: dict[int, RetryPolicy] = {}
-        with contextlib.ExitStack() as leases:
+        held = [(a.record.id, a.owner, a.lease_ms) for a in attempts] if hold_leases else []
+        with self.runtime.lease_keeper.hold_many(held):
             for i, attempt in enumerate(attempts):
                 if outcomes[i] is not None:
                     continue
                 record = attempt.record
-                if hold_leases:
-                    leases.enter_context(
-                        self.runtime.lease_keeper.hold(record.id, attempt.owner, attempt.lease_ms)
-                    )
                 policies[i] = self._policy(record)
                 plans[i] = self._failover(record, suppressed=attempt.claim.suppressed)
                 try:
@@ -232,20 +228,19 @@ class Sender:
 
     async def attempt_async(self, attempt: Attempt) -> Outcome:
         """:meth:`attempt` on an asyncio loop (:meth:`Provider.send_async`): many sends of one
-        process wait on the network at once."""
+        process wait on the network at once. The caller keeps the lease alive
+        (:meth:`~noti.lease.LeaseKeeper.hold_many` around the batch)."""
         record = attempt.record
         poisoned = self._poisoned(attempt)
         if poisoned is not None:
             return poisoned
         try:
-            with self.runtime.lease_keeper.hold(record.id, attempt.owner, attempt.lease_ms):
-                policy = self._policy(record)
-                try:
-                    plan = self._failover(record, suppressed=attempt.claim.suppressed)
-                    receipt = await self._run_async(plan)
-                except Exception as exc:
-                    return self._failed(record, exc, policy)
-                return self._delivered(record, receipt)
+            policy = self._policy(record)
+            try:
+                receipt = await self._run_async(self._failover(record, suppressed=attempt.claim.suppressed))
+            except Exception as exc:
+                return self._failed(record, exc, policy)
+            return self._delivered(record, receipt)
         except Exception as exc:  # the outcome itself could not be computed: a bug
             log.exception("deliver %s: unexpected error", record.id)
             return decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())

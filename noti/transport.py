@@ -26,6 +26,7 @@ Redis ``QoS``): kombu is pinned in pyproject.toml and tests/test_transport.py ch
 
 from __future__ import annotations
 
+import json
 import time
 from queue import Empty
 from typing import Any
@@ -51,20 +52,22 @@ class BulkQoS(kombu_redis.QoS):
         self._noted: set[str] = set()
         self._acks: list[str] = []
 
-    def note_many(self, payloads: list[dict[str, Any]], pipe: Any = None) -> None:
-        """Note ``payloads`` (raw kombu messages) as unacked, in one MULTI; with ``pipe``, the
-        commands are added to it and the caller executes it."""
+    def note_many(self, payloads: list[tuple[dict[str, Any], str]], pipe: Any = None) -> None:
+        """Note ``payloads`` (kombu messages, decoded and as received) as unacked, in one
+        MULTI; with ``pipe``, the commands are added to it and the caller executes it."""
         if not payloads:
             return
         now = time.time()
         index: dict[str, float] = {}
         unacked: dict[str, str] = {}
-        for payload in payloads:
+        for payload, raw in payloads:
             props = payload["properties"]
             tag = props["delivery_tag"]
             delivery = props["delivery_info"]
             index[tag] = now
-            unacked[tag] = dumps([payload, delivery["exchange"], delivery["routing_key"]])
+            # kombu's [message, exchange, routing_key], the message as received (not re-encoded)
+            where = dumps([delivery["exchange"], delivery["routing_key"]])
+            unacked[tag] = f"[{raw}, {where[1:]}"
         if pipe is not None:
             pipe.zadd(self.unacked_index_key, index).hset(self.unacked_key, mapping=unacked)
         else:
@@ -129,7 +132,7 @@ class BulkChannel(kombu_redis.Channel):
         finally:
             self._in_poll = None  # type: ignore[assignment]
             self._flush_brpop_reauth()
-        first = loads(bytes_to_str(item))
+        first = _decoded(item)
         room = self.qos.can_consume_max_estimate()
         more = min(self.bulk_max, self.bulk_max if room is None else room) - 1
         if self.global_keyprefix and key.startswith(self.global_keyprefix):
@@ -142,11 +145,20 @@ class BulkChannel(kombu_redis.Channel):
             if more > 0:
                 pipe.rpop(key, more)
             rest = pipe.execute()[-1] if more > 0 else None
-        payloads = [first, *(loads(bytes_to_str(raw)) for raw in rest or ())]
+        payloads = [first, *(_decoded(raw) for raw in rest or ())]
         self.qos.note_many(payloads[1:])
-        for payload in payloads:
+        for payload, _ in payloads:
             self.connection._deliver(payload, dest)
         return True
+
+
+def _decoded(raw: bytes | str) -> tuple[dict[str, Any], str]:
+    """A message as kombu decodes it, and its text. kombu's ``loads`` builds a decoder per call
+    for its ``__type__`` hook; text without ``"__type__"`` decodes the same with plain
+    ``json.loads``, about three times faster."""
+    text = bytes_to_str(raw)
+    payload = json.loads(text) if '"__type__"' not in text else loads(text)
+    return payload, text
 
 
 class BulkTransport(kombu_redis.Transport):

@@ -251,6 +251,7 @@ class WebhookProvider(Provider):
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: Redis, keys: Keys) -> None:
         super().__init__(name, options, redis=redis, keys=keys)
         self._key = _secret_key(self.options.secret.get_secret_value())
+        self._aio_timeout = aiohttp.ClientTimeout(total=self.options.timeout_s)
 
     def check(self, message: Message) -> None:
         """Raises InvalidInput: no host, or (without allow_private) a literal non-public address."""
@@ -289,7 +290,7 @@ class WebhookProvider(Provider):
                 request.url,
                 data=request.body,
                 headers=request.headers,
-                timeout=aiohttp.ClientTimeout(total=self.options.timeout_s),
+                timeout=self._aio_timeout,
                 allow_redirects=False,
                 server_hostname=request.server_hostname,
             ) as response:
