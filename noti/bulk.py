@@ -4,11 +4,15 @@
 arguments (``type``, ``target`` — or ``to`` —, ``lv``, channel fields, ``provider``,
 ``retry_max``, ``retry_policy``, ``delay``, ``eta``, ``identifier``, ``idempotency_key``).
 Refused items are reported by index with their error code and message, and none of them
-is stored; the others are stored with their delivery messages, 1,000 records per MULTI.
+is stored; the others are stored with their delivery messages by ``create.lua`` (a record
+and its message together or not at all), 1,000 records per round trip. Chunks are
+validated while the two before them are stored on threads (the GIL is released while Redis
+works), so client and server work at the same time.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["BulkResult", "Refused", "add_many"]
 
 CHUNK = 1000
+#: Chunks being stored at once (each on its own connection) while the next is validated.
+STORING = 2
 _ITEM_KEYS = frozenset(
     {
         "type",
@@ -135,19 +141,25 @@ def add_many(
         InvalidConfig: a provider's settings are broken (nothing more is stored).
     """
     result = BulkResult()
-    offset = stored_at = 0
-    # Redis runs one chunk's round trip (on a thread, the GIL released while it waits) while
-    # the next chunk is validated here; a chunk that fails raises before the next is stored.
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="noti-bulk") as io:
-        storing: concurrent.futures.Future[BulkResult] | None = None
-        for chunk in _chunks(items, chunk_size):
-            built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
-            if storing is not None:
-                result.extend(storing.result(), stored_at)
-            storing, stored_at = io.submit(_store_chunk, notifier, built), offset
-            offset += len(chunk)
-        if storing is not None:
-            result.extend(storing.result(), stored_at)
+    offset = 0
+    # Chunks are validated (and their messages rendered) here while up to STORING earlier
+    # ones are stored on threads: Redis runs one chunk's scripts while the next is sent.
+    storing: collections.deque[tuple[concurrent.futures.Future[BulkResult], int]] = collections.deque()
+    with concurrent.futures.ThreadPoolExecutor(STORING, thread_name_prefix="noti-bulk") as io:
+        try:
+            for chunk in _chunks(items, chunk_size):
+                built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
+                if len(storing) == STORING:
+                    done, at = storing.popleft()
+                    result.extend(done.result(), at)
+                storing.append((io.submit(_store_chunk, notifier, built), offset))
+                offset += len(chunk)
+            while storing:
+                done, at = storing.popleft()
+                result.extend(done.result(), at)
+        finally:
+            for future, _ in storing:  # after a failure: no chunk not yet started is stored
+                future.cancel()
     return result
 
 
@@ -159,6 +171,8 @@ class _Built:
     plain: list[tuple[int, Notification]]
     identified: list[tuple[int, Notification]]
     keys: dict[str, str]
+    #: The delivery messages of the plain records due now, rendered here (see store_and_queue).
+    messages: dict[str, tuple[str, str]] | None
 
 
 def _build_chunk(
@@ -182,13 +196,19 @@ def _build_chunk(
             result.refused.append(Refused(index, exc.code, exc.message))
         except TypeError as exc:  # e.g. a non-string field name
             result.refused.append(Refused(index, "e.cmd.noti.add.baditem", str(exc)))
-    return _Built(result, plain, identified, keys)
+    messages = None
+    if notifier.publisher.shares_store:
+        message = notifier.publisher.message
+        messages = {r.id: message(r.id, r.channel, r.level) for _, r in plain if not r.lease_until_ms}
+    return _Built(result, plain, identified, keys, messages)
 
 
 def _store_chunk(notifier: Notifier, built: _Built) -> BulkResult:
     result, plain, identified, keys = built.result, built.plain, built.identified, built.keys
     if plain:
-        ids = notifier.store_and_queue([record for _, record in plain], idempotency_keys=keys)
+        ids = notifier.store_and_queue(
+            [record for _, record in plain], idempotency_keys=keys, messages=built.messages
+        )
         repeats = [i for (_, record), i in zip(plain, ids, strict=True) if i != record.id]
         found = notifier.runtime.store.find_many(repeats)
         gone = {i for i, existing in zip(repeats, found, strict=True) if existing is None}

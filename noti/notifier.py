@@ -169,12 +169,18 @@ class Notifier:
         return existing
 
     def store_and_queue(
-        self, records: Sequence[Notification], *, idempotency_keys: Mapping[str, str] | None = None
+        self,
+        records: Sequence[Notification],
+        *,
+        idempotency_keys: Mapping[str, str] | None = None,
+        messages: Mapping[str, tuple[str, str]] | None = None,
     ) -> list[str]:
         """Store validated records and queue the undelayed ones: when the broker is the store's
         Redis, each record and its message are written by one script (together or not at all),
         a thousand records per round trip. Returns the ids stored, or for a record whose
         idempotency key was used already, the id that key names (then nothing is stored).
+        ``messages`` may bring the undelayed records' messages already rendered
+        (:meth:`Publisher.message`), as the bulk path does on another thread.
 
         Raises:
             StoreUnavailable: Redis cannot be reached.
@@ -182,7 +188,8 @@ class Notifier:
         now_items = [(r.id, r.channel, r.level) for r in records if not r.lease_until_ms]
         store, ttl_s = self.runtime.store, self.runtime.settings.idempotency_ttl_s
         if self.publisher.shares_store:
-            messages = {item[0]: self.publisher.message(*item) for item in now_items}
+            if messages is None:
+                messages = {item[0]: self.publisher.message(*item) for item in now_items}
             return store.create_many(
                 records, messages=messages, idempotency_keys=idempotency_keys, idempotency_ttl_s=ttl_s
             )

@@ -53,6 +53,12 @@ _SAFE_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
 _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _EMBED]).split("@"))
 
 Item = tuple[str, Channel, int]
+_PLACEHOLDERS = re.compile(f"({_TASK_ID}|{_TAG}|{_RECORD_ID}|{_BODY})")
+
+
+def _split(template: str) -> list[str]:
+    """``template`` as literal pieces and whole placeholders, in order."""
+    return [piece for piece in _PLACEHOLDERS.split(template) if piece]
 
 
 def queue_key(queue: str, priority: int) -> str:
@@ -103,23 +109,24 @@ class Publisher:
     def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
         """The Redis list and the JSON envelope of one delivery message."""
         priority = priority_for_level(level)
-        template = self._templates.get((channel, priority))
-        if template is None:
-            template = self._templates[(channel, priority)] = self._template(channel, priority)
+        pieces = self._templates.get((channel, priority))
+        if pieces is None:
+            pieces = self._templates[(channel, priority)] = _split(self._template(channel, priority))
         if not _SAFE_ID.match(record_id):  # ids noti makes always match; anything else the slow way
             return queue_key(channel.queue, priority), self._envelope(record_id, channel, priority)
-        task_id = random_uuid()
-        body = base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode()
-        payload = (
-            template.replace(_BODY, body, 1)
-            .replace(_TASK_ID, task_id)
-            .replace(_RECORD_ID, record_id, 1)
-            .replace(_TAG, random_uuid(), 1)
-        )
+        h = os.urandom(32).hex()  # the task id and the delivery tag
+        values = {
+            _TASK_ID: f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}",
+            _TAG: f"{h[32:40]}-{h[40:44]}-4{h[45:48]}-{_VARIANT[h[48]]}{h[49:52]}-{h[52:]}",
+            _RECORD_ID: record_id,
+            _BODY: base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
+        }
+        payload = "".join([values.get(piece, piece) for piece in pieces])
         return queue_key(channel.queue, priority), payload
 
     @cached_property
-    def _templates(self) -> dict[tuple[Channel, int], str]:
+    def _templates(self) -> dict[tuple[Channel, int], list[str]]:
+        """Per queue and priority step: the envelope cut at its placeholders."""
         return {}
 
     def _template(self, channel: Channel, priority: int) -> str:
