@@ -5,20 +5,23 @@ loop: BRPOP one message, a MULTI to note it in the unacked hash, a MULTI to remo
 ack (shared/perf-feasibility.md). :class:`BulkTransport` keeps the keys, the wire format and
 the crash semantics, and changes when the round trips happen:
 
-- after BRPOP wakes with one message, one MULTI notes it as unacked and takes up to
-  :data:`BULK_MAX` - 1 more from the same priority list (``RPOP key COUNT k``, bounded by
-  the free prefetch window); one more MULTI notes those; only then is any handed to Celery
-  (a quiet queue costs one round trip after the BRPOP, as stock kombu; a busy one two per
-  bulk instead of two per message);
+- after BRPOP wakes with one message, one script call (``noti/lua/bulk_fetch.lua``) notes
+  it as unacked, takes up to :data:`BULK_MAX` - 1 more from the same priority list
+  (``RPOP key COUNT k``, bounded by the free prefetch window) and notes those too,
+  atomically: no message is ever out of both the list and the unacked hash (stock kombu
+  has that window for one message). Only then is any handed to Celery. A quiet queue costs
+  one round trip after the BRPOP, as stock kombu; a busy one one per bulk instead of two
+  per message;
 - acks are buffered and removed from the unacked hash in one MULTI (multi-argument ZREM and
   HDEL) before the next BRPOP, when :data:`ACK_FLUSH_AT` are waiting, and before the
   channel restores its unacked messages on close.
 
 A buffered ack lost to a SIGKILL leaves its message in the unacked hash: it comes back after
 the visibility timeout, and the claim script (a record is sent only while waiting and
-unleased) keeps it from being sent twice. Producers, beat and Flower keep the stock
-transport; the URL stays ``redis://`` (the Celery setting ``broker_transport`` names this
-class). Needs Redis >= 6.2 (``RPOP`` with a count).
+unleased) keeps it from being sent twice. The ``global_keyprefix`` transport option is not
+supported (kombu would prefix only the first key of the script call). Producers, beat and
+Flower keep the stock transport; the URL stays ``redis://`` (the Celery setting
+``broker_transport`` names this class). Needs Redis >= 6.2 (``RPOP`` with a count).
 
 This overrides private kombu methods (``Channel._brpop_read``, ``Channel._brpop_start``, the
 Redis ``QoS``): kombu is pinned in pyproject.toml and tests/test_transport.py checks them.
@@ -26,7 +29,9 @@ Redis ``QoS``): kombu is pinned in pyproject.toml and tests/test_transport.py ch
 
 from __future__ import annotations
 
+import importlib.resources
 import json
+import logging
 import time
 from queue import Empty
 from typing import Any
@@ -34,9 +39,13 @@ from typing import Any
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import dumps, loads
+from kombu.utils.json import loads
 
 __all__ = ["ACK_FLUSH_AT", "BULK_MAX", "BulkChannel", "BulkQoS", "BulkTransport"]
+
+log = logging.getLogger(__name__)
+
+_BULK_FETCH = importlib.resources.files("noti.lua").joinpath("bulk_fetch.lua").read_text()
 
 #: Most messages taken from one priority list per wake-up.
 BULK_MAX = 200
@@ -52,28 +61,9 @@ class BulkQoS(kombu_redis.QoS):
         self._noted: set[str] = set()
         self._acks: list[str] = []
 
-    def note_many(self, payloads: list[tuple[dict[str, Any], str]], pipe: Any = None) -> None:
-        """Note ``payloads`` (kombu messages, decoded and as received) as unacked, in one
-        MULTI; with ``pipe``, the commands are added to it and the caller executes it."""
-        if not payloads:
-            return
-        now = time.time()
-        index: dict[str, float] = {}
-        unacked: dict[str, str] = {}
-        for payload, raw in payloads:
-            props = payload["properties"]
-            tag = props["delivery_tag"]
-            delivery = props["delivery_info"]
-            index[tag] = now
-            # kombu's [message, exchange, routing_key], the message as received (not re-encoded)
-            where = dumps([delivery["exchange"], delivery["routing_key"]])
-            unacked[tag] = f"[{raw}, {where[1:]}"
-        if pipe is not None:
-            pipe.zadd(self.unacked_index_key, index).hset(self.unacked_key, mapping=unacked)
-        else:
-            with self.pipe_or_acquire() as own:
-                own.zadd(self.unacked_index_key, index).hset(self.unacked_key, mapping=unacked).execute()
-        self._noted.update(index)
+    def noted(self, tags: list[str]) -> None:
+        """``tags`` were noted as unacked by the fetch script: :meth:`append` skips them."""
+        self._noted.update(tags)
 
     def append(self, message: Any, delivery_tag: str) -> None:
         if delivery_tag in self._noted:
@@ -104,12 +94,26 @@ class BulkQoS(kombu_redis.QoS):
         self.flush_acks()
         super().restore_unacked(client)
 
+    def restore_unacked_once(self, stderr: Any = None) -> Any:
+        # kombu calls restore_unacked only when something is still unacked: flush the
+        # buffered acks on every close
+        try:
+            self.flush_acks()
+        except Exception:  # closing anyway: those messages come back after the visibility timeout
+            pass
+        return super().restore_unacked_once(stderr)
+
 
 class BulkChannel(kombu_redis.Channel):
     """A Redis channel that takes many messages per BRPOP wake-up (see the module)."""
 
     QoS = BulkQoS
     bulk_max = BULK_MAX
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.global_keyprefix:  # kombu prefixes only the first key of a script call
+            raise ValueError("noti.transport does not support the global_keyprefix transport option")
 
     def _brpop_start(self, timeout: float | None = None) -> None:
         self.qos.flush_acks()
@@ -132,33 +136,49 @@ class BulkChannel(kombu_redis.Channel):
         finally:
             self._in_poll = None  # type: ignore[assignment]
             self._flush_brpop_reauth()
-        first = _decoded(item)
         room = self.qos.can_consume_max_estimate()
         more = min(self.bulk_max, self.bulk_max if room is None else room) - 1
-        if self.global_keyprefix and key.startswith(self.global_keyprefix):
-            key = key[len(self.global_keyprefix) :]  # the client adds it again
+        if self._closing:  # kombu reads a pending BRPOP answer while closing: take no more
+            more = 0
         with self.conn_or_acquire() as client:
-            # one round trip when the list held only this one (a quiet queue): note it and
-            # look for more in the same MULTI
-            pipe = client.pipeline()
-            self.qos.note_many([first], pipe)
-            if more > 0:
-                pipe.rpop(key, more)
-            rest = pipe.execute()[-1] if more > 0 else None
-        payloads = [first, *(_decoded(raw) for raw in rest or ())]
-        self.qos.note_many(payloads[1:])
-        for payload, _ in payloads:
-            self.connection._deliver(payload, dest)
+            rest = _bulk_fetch(client, key, self.qos, time.time(), max(0, more), item)
+        tags: list[str] = []
+        payloads: list[dict[str, Any]] = []
+        for raw in (item, *rest):
+            try:
+                payload = _decoded(raw)
+                tags.append(payload["properties"]["delivery_tag"])
+            except Exception:  # not a kombu message: the script did not note it either
+                log.error("bulk fetch: dropped a message that is not a kombu envelope: %.200r", raw)
+                continue
+            payloads.append(payload)
+        self.qos.noted(tags)
+        for n, payload in enumerate(payloads):
+            try:
+                self.connection._deliver(payload, dest)
+            except Exception:  # the rest are noted: put them back now, not after the timeout
+                for undelivered in tags[n + 1 :]:
+                    self.qos.restore_by_tag(undelivered, leftmost=True)
+                raise
         return True
 
 
-def _decoded(raw: bytes | str) -> tuple[dict[str, Any], str]:
-    """A message as kombu decodes it, and its text. kombu's ``loads`` builds a decoder per call
-    for its ``__type__`` hook; text without ``"__type__"`` decodes the same with plain
+def _bulk_fetch(client: Any, key: str, qos: BulkQoS, now: float, more: int, item: Any) -> list[Any]:
+    """Run ``bulk_fetch.lua``: note ``item`` and up to ``more`` popped messages as unacked."""
+    script = getattr(client, "_noti_bulk_fetch", None)
+    if script is None:
+        script = client._noti_bulk_fetch = client.register_script(_BULK_FETCH)
+    popped: list[Any] = script(keys=[key, qos.unacked_index_key, qos.unacked_key], args=[now, more, item])
+    return popped
+
+
+def _decoded(raw: bytes | str) -> dict[str, Any]:
+    """A message as kombu decodes it. kombu's ``loads`` builds a decoder per call for its
+    ``__type__`` hook; text without ``"__type__"`` decodes the same with plain
     ``json.loads``, about three times faster."""
     text = bytes_to_str(raw)
-    payload = json.loads(text) if '"__type__"' not in text else loads(text)
-    return payload, text
+    payload: dict[str, Any] = json.loads(text) if '"__type__"' not in text else loads(text)
+    return payload
 
 
 class BulkTransport(kombu_redis.Transport):

@@ -151,3 +151,38 @@ def test_workers_consume_through_it(rt: Any, worker: Any) -> None:
     assert app.conf.broker_transport == "noti.transport:BulkTransport"
     consumer = worker.consumer
     assert isinstance(consumer.connection.transport, BulkTransport)
+
+
+def test_closing_after_everything_was_acked_flushes_the_acks(rt: Any) -> None:
+    _publish(rt.settings.redis_url, 5)
+    got: list[Any] = []
+    with Connection(rt.settings.redis_url, transport=BulkTransport) as c:
+        _, channel = _consume(c, 5, lambda body, message: got.append(message))
+        c.drain_events(timeout=2)
+        for message in got:
+            message.ack()
+        unacked_key = channel.unacked_key
+        assert rt.redis.hlen(unacked_key) == 5  # buffered
+    assert rt.redis.hlen(unacked_key) == 0
+
+
+def test_an_item_that_is_not_a_kombu_message_is_dropped_and_the_rest_delivered(
+    rt: Any, conn: Connection
+) -> None:
+    _publish(rt.settings.redis_url, 3)
+    [key] = [k for k in rt.redis.keys("bulktest*")]
+    rt.redis.lpush(key, "not json at all")  # behind the first
+    _publish(rt.settings.redis_url, 2)
+    got: list[Any] = []
+    _, channel = _consume(conn, 10, lambda body, message: got.append(body["n"]))
+    conn.drain_events(timeout=2)
+    assert got == [0, 1, 2, 0, 1]
+    assert rt.redis.hlen(channel.unacked_key) == 5 and rt.redis.llen(key) == 0
+
+
+def test_a_global_key_prefix_is_refused(rt: Any) -> None:
+    with Connection(
+        rt.settings.redis_url, transport=BulkTransport, transport_options={"global_keyprefix": "x:"}
+    ) as c:
+        with pytest.raises(ValueError, match="global_keyprefix"):
+            c.channel()
