@@ -29,7 +29,6 @@ import asyncio
 import concurrent.futures
 import json
 import logging
-import os
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -84,8 +83,6 @@ class DeliveryBatcher:
         # outcomes recorded on the send loop, waiting for the consumer thread to ack them
         self.concluded: deque[tuple[list[_Held], bool]] = deque()
         self.in_flight: set[concurrent.futures.Future[list[SendResult]]] = set()
-        self._wake_r, self._wake_w = _wake_pipe()
-        self.hub.add_reader(self._wake_r, self._ack_concluded)  # replaces an earlier batcher's
 
     def __call__(self, message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> None:
         headers = message.headers
@@ -111,8 +108,10 @@ class DeliveryBatcher:
     def flush(self) -> None:
         """Claim the pending batch, send it, and record and ack what finished here."""
         batch, self.pending = self.pending, []
-        if not batch:
-            return
+        if batch:
+            self._deliver_guarded(batch)
+
+    def _deliver_guarded(self, batch: list[_Held]) -> None:
         try:
             self._deliver(batch)
         except Exception:  # a bug: never let it stop the consumer, and lose nothing
@@ -130,7 +129,7 @@ class DeliveryBatcher:
                 exc,
                 CLAIM_RETRY_S,
             )
-            self.hub.call_later(CLAIM_RETRY_S, self._deliver, batch)
+            self.hub.call_later(CLAIM_RETRY_S, self._deliver_guarded, batch)
             return
         claimed: list[_Held] = []
         for held, result in zip(batch, results, strict=True):
@@ -172,35 +171,36 @@ class DeliveryBatcher:
         return await loop.run_in_executor(None, sender.conclude_many, pairs)
 
     def _on_sent(self, held: list[_Held], future: concurrent.futures.Future[list[SendResult]]) -> None:
-        """On the send loop: hand the batch back to the consumer thread."""
-        exc = future.exception()
-        if exc is None:
+        """On the send loop: hand the batch back to the consumer thread (the hub's
+        ``call_soon`` is thread-safe and wakes it)."""
+        stored = not future.cancelled() and future.exception() is None
+        if stored:
             for h, result in zip(held, future.result(), strict=True):
                 h.mark = result.mark
         else:
+            exc = "cancelled" if future.cancelled() else future.exception()
             log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(held), exc)
-        self.concluded.append((held, exc is None))
+        self.concluded.append((held, stored))
         self.in_flight.discard(future)
-        try:
-            os.write(self._wake_w, b"\0")
-        except BlockingIOError:  # the pipe is full: the consumer is awake anyway
-            pass
+        self.hub.call_soon(self._ack_concluded)
 
-    def _ack_concluded(self) -> None:
-        """On the consumer thread: ack (or requeue) what the send loop finished with."""
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
+    def _ack_concluded(self) -> set[Any]:
+        """On the consumer thread: ack (or requeue) what the send loop finished with; the
+        channels acked on."""
+        channels: dict[int, Any] = {}
         while self.concluded:
             held, stored = self.concluded.popleft()
             if not stored:
                 self._requeue(held)
                 continue
             for h in held:
-                h.message.ack_log_error(log, self.connection_errors)
-                self._event_done(h)
+                try:
+                    h.message.ack_log_error(log, self.connection_errors)
+                    channels[id(h.message.channel)] = h.message.channel
+                    self._event_done(h)
+                except Exception:  # e.g. the broker refused the ack flush: the message comes
+                    log.exception("noti.deliver %s: could not ack", h.record_id)  # back; claim refuses it
+        return set(channels.values())
 
     def drain(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) for the sends in flight, then ack them: called when
@@ -208,9 +208,7 @@ class DeliveryBatcher:
         deadline = time.monotonic() + timeout_s
         while self.in_flight and time.monotonic() < deadline:
             time.sleep(0.01)  # _on_sent removes each batch once it is handed back
-        channels = {id(h.message.channel): h.message.channel for held, _ in self.concluded for h in held}
-        self._ack_concluded()
-        for channel in channels.values():
+        for channel in self._ack_concluded():
             flush = getattr(channel.qos, "flush_acks", None)  # noti.transport buffers acks
             if flush is not None:
                 flush()
@@ -226,7 +224,10 @@ class DeliveryBatcher:
         schedules a look at the lease's end (:meth:`Sender.claim_many`)."""
         for h in held:
             h.taken = True
-            h.message.reject_log_error(log, self.connection_errors, requeue=True)
+            try:
+                h.message.reject_log_error(log, self.connection_errors, requeue=True)
+            except Exception:  # it comes back after the visibility timeout instead
+                log.exception("noti.deliver %s: could not requeue", h.record_id)
 
     def _event_done(self, held: _Held) -> None:
         if self.send_event is not None:  # one event, with what task-received would have said
@@ -270,18 +271,3 @@ def _publish_events_periodically(hub: Any, eventer: Any) -> None:
     eventer.on_send_buffered = None
     eventer.buffer_limit = max(eventer.buffer_limit, EVENT_BUFFER_MAX)
     _event_timer = hub.call_repeatedly(EVENT_FLUSH_INTERVAL_S, eventer.flush)
-
-
-_pipe: tuple[int, int] | None = None
-_pipe_pid = 0
-
-
-def _wake_pipe() -> tuple[int, int]:
-    """This process's wake-up pipe from the send loop to the consumer's hub."""
-    global _pipe, _pipe_pid
-    if _pipe is None or _pipe_pid != os.getpid():
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(read_fd, False)
-        os.set_blocking(write_fd, False)
-        _pipe, _pipe_pid = (read_fd, write_fd), os.getpid()
-    return _pipe
