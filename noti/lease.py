@@ -54,6 +54,9 @@ class LeaseKeeper:
     def hold_many(self, leases: Sequence[tuple[str, str, int]]) -> Iterator[None]:
         """Keep the ``(record id, owner, lease ms)`` leases alive for the ``with`` block (one
         lock round for the lot: a batch of sends in flight)."""
+        if not leases:
+            yield
+            return
         with self._cond:
             now = time.monotonic()
             tokens = range(self._next + 1, self._next + 1 + len(leases))

@@ -186,13 +186,17 @@ class Sender:
                 for i, answer in answers.items():
                     record = attempts[i].record
                     try:
-                        if isinstance(answer, BaseException) and not isinstance(answer, DeliveryError):
-                            raise answer  # the provider itself broke
-                        requests[i] = plans[i].send(answer)
-                    except StopIteration as done:
-                        outcomes[i] = self._delivered(record, done.value)
-                    except Exception as exc:
-                        outcomes[i] = self._failed(record, exc, policies[i])
+                        try:
+                            if isinstance(answer, BaseException) and not isinstance(answer, DeliveryError):
+                                raise answer  # the provider itself broke (or its rate limiter)
+                            requests[i] = plans[i].send(answer)
+                        except StopIteration as done:
+                            outcomes[i] = self._delivered(record, done.value)
+                        except Exception as exc:
+                            outcomes[i] = self._failed(record, exc, policies[i])
+                    except Exception as exc:  # the outcome itself could not be computed: a bug
+                        log.exception("deliver %s: unexpected error", record.id)
+                        outcomes[i] = decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
         return [outcome for outcome in outcomes if outcome is not None]
 
     def _send_round(
@@ -208,7 +212,11 @@ class Sender:
             provider = requests[group[0]][0]
             if provider.options.rate_limit_per_s:  # each send right after its token
                 for i in group:
-                    wait_s = self._take_token(provider)
+                    try:
+                        wait_s = self._take_token(provider)
+                    except Exception as exc:  # e.g. Redis gone: this record's attempt ends so
+                        answers[i] = exc
+                        continue
                     answers.update(self._send_group(provider, [i], requests) if wait_s <= 0 else {i: wait_s})
             else:
                 answers.update(self._send_group(provider, group, requests))

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from noti.errors import DeliveryError, InvalidConfig
+from noti.errors import InvalidConfig
 from noti.keys import Keys
 from noti.record import Channel, Notification
 
@@ -105,14 +105,15 @@ class Provider(abc.ABC):
     def send(self, message: Message) -> Receipt:
         """Deliver once, or raise a :class:`~noti.errors.DeliveryError` subclass."""
 
-    def send_many(self, messages: Sequence[Message]) -> list[Receipt | DeliveryError]:
-        """:meth:`send` each message; per message its receipt or the delivery error raised.
+    def send_many(self, messages: Sequence[Message]) -> Sequence[Receipt | Exception]:
+        """:meth:`send` each message; per message its receipt or the error raised (a
+        :class:`DeliveryError`, or any other exception: a bug, judged per message).
         Providers that can send many in one request or round trip override it."""
-        results: list[Receipt | DeliveryError] = []
+        results: list[Receipt | Exception] = []
         for message in messages:
             try:
                 results.append(self.send(message))
-            except DeliveryError as exc:
+            except Exception as exc:
                 results.append(exc)
         return results
 

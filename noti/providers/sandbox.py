@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import Field
 from redis import Redis
 
-from noti.errors import DeliveryError, PermanentFailure, TemporaryFailure
+from noti.errors import PermanentFailure, TemporaryFailure
 from noti.keys import Keys
 from noti.numpool import POOL_NAME_PATTERN, NumberPool, borrowed_sender
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
@@ -80,17 +80,17 @@ class SandboxProvider(Provider):
         ) as sender:
             return self._deliver(message, sender=sender)
 
-    def send_many(self, messages: Sequence[Message]) -> list[Receipt | DeliveryError]:
+    def send_many(self, messages: Sequence[Message]) -> Sequence[Receipt | Exception]:
         """Deliver many with one round trip (one pipelined RPUSH per message)."""
         if self.options.sender_pool is not None:  # each send borrows a number: one by one
             return super().send_many(messages)
-        results: list[Receipt | DeliveryError] = []
+        results: list[Receipt | Exception] = []
         entries: list[str] = []
         for message in messages:
             try:
                 entries.append(self._entry(message, sender=None))
                 results.append(self._receipt(message))
-            except DeliveryError as exc:
+            except Exception as exc:  # judged per message
                 results.append(exc)
         if entries:
             with translate_errors(self.redis):
