@@ -2,8 +2,9 @@
 
 The workers (noti's configuration) start on the full level-1 queue; once they deliver, the
 driver adds 100 level-1000 SMS in one ``notify_many``. The sandbox outbox is the order of
-delivery. Reported: how many level-1 were delivered after the level-1000 were enqueued
-(the outbox length just before the call) and before the last level-1000 was delivered,
+delivery. Reported: how many level-1 were delivered after the level-1000 were written (their
+records' creation time, stamped just before the one script call that stores them) and
+before the last level-1000 was delivered,
 against the bound ``Σ over processes (concurrency + prefetch count)`` — the messages a
 worker may already hold when the urgent ones arrive. The prefetch count is what the live
 workers report (``celery inspect stats``), else what noti's settings give.
@@ -95,13 +96,19 @@ def noti_priority(url: str, low: int, high: int, config: WorkerConfig = FAST) ->
     check_done(runtime, ids)
     entries = read_outbox(runtime.redis, runtime.keys)[before:]
     last = max(i for i, e in enumerate(entries) if e["id"] in set(ids))
-    overtaken = sum(1 for e in entries[: last + 1] if e["lv"] == 1)
+    # "added": when the urgent records were written (their creation time, stamped just before
+    # the one script call that stores them with their messages), not when notify_many was
+    # entered: level-1 sends while it was still validating the 100 are not "further" ones
+    added_s = max(int(runtime.redis.hget(runtime.keys.record(i), "ct")) for i in ids) / 1000
+    overtaken = sum(1 for e in entries[: last + 1] if e["lv"] == 1 and e.get("t", e["at"] / 1000) >= added_s)
+    in_call = sum(1 for e in entries[: last + 1] if e["lv"] == 1) - overtaken
     bound = config.processes * (config.concurrency + prefetch)
     left = low - before
     if left <= bound:
         raise AssertionError(f"only {left} level-1 were still queued: too few to test the bound {bound}")
     return {
         "overtaken": overtaken,
+        "level1_sent_while_notify_many_ran": in_call,
         "bound": bound,
         "prefetch_per_process": prefetch,
         "prefetch_from": source,

@@ -37,8 +37,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         restore_interval_s=settings.unacked_restore_interval_s,
     )
     prefetch = 1
-    if settings.delivery_mode == "batch":  # the window is per process, whatever the pool size
-        processes = 1 if settings.worker_pool in ("solo", "threads") else settings.worker_concurrency
+    if settings.delivery_mode == "batch":
+        # Celery multiplies this by the pool's size (the threads of -P threads too): the
+        # window is per worker process, whatever the pool (a -c on the command line that
+        # differs from NOTI_WORKER_CONCURRENCY scales it)
+        processes = 1 if settings.worker_pool == "solo" else settings.worker_concurrency
         prefetch = max(1, math.ceil(settings.delivery_window / processes))
     return {
         "broker_url": settings.broker,

@@ -137,7 +137,9 @@ def add_many(
 
     Raises:
         StoreUnavailable: Redis cannot be reached (chunks already stored stay stored; the
-            result of the call is then unknown for the rest).
+            result of the call is then unknown for the rest: with two chunks stored at
+            once, the chunk after the failing one may be stored too, so retry with
+            idempotency keys, not from the failing index).
         InvalidConfig: a provider's settings are broken (nothing more is stored).
     """
     result = BulkResult()

@@ -251,7 +251,10 @@ class WebhookProvider(Provider):
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: Redis, keys: Keys) -> None:
         super().__init__(name, options, redis=redis, keys=keys)
         self._key = _secret_key(self.options.secret.get_secret_value())
-        self._aio_timeout = aiohttp.ClientTimeout(total=self.options.timeout_s)
+        # a connect (or pool) timeout must read as "nothing was sent" (ProviderOutage), as
+        # httpx's ConnectTimeout does: aiohttp says so only with its own connect limit
+        timeout_s = self.options.timeout_s
+        self._aio_timeout = aiohttp.ClientTimeout(total=timeout_s, connect=timeout_s * 0.9)
 
     def check(self, message: Message) -> None:
         """Raises InvalidInput: no host, or (without allow_private) a literal non-public address."""
