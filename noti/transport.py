@@ -47,8 +47,12 @@ log = logging.getLogger(__name__)
 
 _BULK_FETCH = importlib.resources.files("noti.lua").joinpath("bulk_fetch.lua").read_text()
 
-#: Most messages taken from one priority list per wake-up.
-BULK_MAX = 200
+#: Most messages taken from one priority list per wake-up. Small enough that a burst of
+#: higher-level messages is shared by the workers instead of taken whole by one (which
+#: would send it while the others, finding none left, go on with lower levels): measured,
+#: 200 let 284 level-1 through before the last of 100 level-1000 with two processes, 50 let
+#: 100 (bound 258), for a drain still above 6,500/s.
+BULK_MAX = 50
 #: Buffered acks that force a flush before the next BRPOP.
 ACK_FLUSH_AT = 256
 
