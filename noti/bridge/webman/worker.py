@@ -42,7 +42,9 @@ _MAX_BACKOFF_S = 5.0
 
 
 def _is_nogroup(exc: BaseException) -> bool:
-    return isinstance(exc, redis.ResponseError) and str(exc).startswith("NOGROUP")
+    """The group is gone: ``NOGROUP``, or (Redis >= 7) ``UNBLOCKED the stream key no longer
+    exists``, what a reader blocked in XREADGROUP gets when the stream is deleted under it."""
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(("NOGROUP", "UNBLOCKED"))
 
 
 class QueueWorker:
