@@ -41,7 +41,7 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-__all__ = ["ACK_FLUSH_AT", "BULK_MAX", "BulkChannel", "BulkQoS", "BulkTransport"]
+__all__ = ["ACK_FLUSH_AT", "BULK_MAX", "BulkChannel", "BulkQoS", "BulkTransport", "kombu_json"]
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class BulkChannel(kombu_redis.Channel):
         payloads: list[dict[str, Any]] = []
         for raw in (item, *rest):
             try:
-                payload = _decoded(raw)
+                payload = kombu_json(raw)
                 tags.append(payload["properties"]["delivery_tag"])
             except Exception:  # not a kombu message: the script did not note it either
                 log.error("bulk fetch: dropped a message that is not a kombu envelope: %.200r", raw)
@@ -176,13 +176,13 @@ def _bulk_fetch(client: Any, key: str, qos: BulkQoS, now: float, more: int, item
     return popped
 
 
-def _decoded(raw: bytes | str) -> dict[str, Any]:
-    """A message as kombu decodes it. kombu's ``loads`` builds a decoder per call for its
-    ``__type__`` hook; text without ``"__type__"`` decodes the same with plain
-    ``json.loads``, about three times faster."""
+def kombu_json(raw: bytes | str) -> Any:
+    """JSON decoded as kombu decodes it (``kombu.utils.json.loads``). kombu builds a decoder
+    per call for its ``__type__`` hook; text without ``"__type__"`` decodes the same with
+    plain ``json.loads``, about three times faster. Used for envelopes here and for
+    ``noti.deliver`` bodies in :mod:`noti.tasks.batching`."""
     text = bytes_to_str(raw)
-    payload: dict[str, Any] = json.loads(text) if '"__type__"' not in text else loads(text)
-    return payload
+    return json.loads(text) if '"__type__"' not in text else loads(text)
 
 
 class BulkTransport(kombu_redis.Transport):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import time
 from collections import deque
@@ -41,6 +40,7 @@ from noti.runtime import get_runtime
 from noti.sender import Attempt, Sender, SendResult
 from noti.sendloop import send_loop
 from noti.store import Outcome
+from noti.transport import kombu_json
 
 __all__ = ["DeliveryBatcher"]
 
@@ -243,13 +243,11 @@ class DeliveryBatcher:
 
 
 def _body(message: Any) -> Any:
-    """The decoded body: plain ``json.loads`` for JSON without kombu's ``__type__`` markers
-    (the same result, without the decoder kombu builds per call), else kombu's own decode."""
+    """The decoded body (:func:`~noti.transport.kombu_json` for JSON, else kombu's decode,
+    which also enforces the accepted content types)."""
     body = message.body
     if message.content_type == "application/json" and isinstance(body, bytes | str):
-        text = body.decode() if isinstance(body, bytes) else body
-        if '"__type__"' not in text:
-            return json.loads(text)
+        return kombu_json(body)
     return message.decode()
 
 
