@@ -101,8 +101,8 @@ def mask_target(target: str) -> str:
 class Sender:
     """Delivers records of one runtime; ``owner`` names this sender in leases.
 
-    One record (:meth:`deliver`) or a batch (:meth:`claim_many`, then :meth:`attempt` or
-    :meth:`attempt_async` per claimed record, then :meth:`conclude_many`): a batch costs one
+    One record (:meth:`deliver`) or a batch (:meth:`claim_many`, then :meth:`attempt_many`,
+    or :meth:`attempt_async` per claimed record, then :meth:`conclude_many`): a batch costs one
     claim and one finish script call whatever its size. The failover rules are written
     once (:meth:`_failover`) and driven either by blocking calls or on an asyncio loop.
     """
@@ -123,7 +123,8 @@ class Sender:
         """Claim, send one after the other, and record the outcomes of ``record_ids``."""
         ready, results = self.claim_many(record_ids, lease_ms=lease_ms, creator=creator)
         slots = [i for i, result in enumerate(results) if result is None]  # in claim order
-        concluded = self.conclude_many([(attempt, self.attempt(attempt)) for attempt in ready])
+        outcomes = self.attempt_many(ready)
+        concluded = self.conclude_many(list(zip(ready, outcomes, strict=True)))
         for i, result in zip(slots, concluded, strict=True):
             results[i] = result
         return [r for r in results if r is not None]
@@ -152,12 +153,8 @@ class Sender:
                 results.append(self._skipped(record_id, claim))
         return ready, results
 
-    def attempt(self, attempt: Attempt) -> Outcome:
-        """Send a claimed record through its providers (blocking); the outcome to record."""
-        return self.attempt_many([attempt])[0]
-
     def attempt_many(self, attempts: Sequence[Attempt], *, hold_leases: bool = True) -> list[Outcome]:
-        """Send claimed records (blocking); their outcomes, in order.
+        """Send claimed records through their providers (blocking); their outcomes, in order.
 
         The records' failover plans advance in step: each round, the sends due at one provider
         go to it together (:meth:`Provider.send_many`: the sandbox pipelines them), so a batch
@@ -235,8 +232,8 @@ class Sender:
         return dict(zip(group, results, strict=True))
 
     async def attempt_async(self, attempt: Attempt) -> Outcome:
-        """:meth:`attempt` on an asyncio loop (:meth:`Provider.send_async`): many sends of one
-        process wait on the network at once. The caller keeps the lease alive
+        """One record of :meth:`attempt_many`, on an asyncio loop (:meth:`Provider.send_async`):
+        many sends of one process wait on the network at once. The caller keeps the lease alive
         (:meth:`~noti.lease.LeaseKeeper.hold_many` around the batch)."""
         record = attempt.record
         poisoned = self._poisoned(attempt)
