@@ -112,21 +112,15 @@ def rt(configure: Callable[..., Any]) -> Any:
 
 
 @pytest.fixture
-def worker(rt: Any) -> Iterator[Any]:
+def worker(start_worker_now: Callable[[], Any]) -> Iterator[Any]:
     """A real Celery worker (threads pool) running in this process on the test database."""
-    from celery.contrib.testing.worker import start_worker
-
-    from noti.app import app
-
-    with start_worker(
-        app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING", shutdown_timeout=20
-    ) as running:
+    with start_worker_now() as running:
         yield running
 
 
 @pytest.fixture
 def start_worker_now(rt: Any) -> Callable[[], Any]:
-    """Like ``worker``, started when the test says: ``with start_worker_now(): ...``."""
+    """The ``worker``, started when the test says: ``with start_worker_now(): ...``."""
     from celery.contrib.testing.worker import start_worker
 
     from noti.app import app
