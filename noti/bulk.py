@@ -5,15 +5,15 @@ arguments (``type``, ``target`` — or ``to`` —, ``lv``, channel fields, ``pro
 ``retry_max``, ``retry_policy``, ``delay``, ``eta``, ``identifier``, ``idempotency_key``).
 Refused items are reported by index with their error code and message, and none of them
 is stored; the others are stored with their delivery messages by ``create.lua`` (a record
-and its message together or not at all), 1,000 records per round trip. Chunks are
-validated while the two before them are stored on threads (the GIL is released while Redis
-works), so client and server work at the same time.
+and its message together or not at all), 1,000 records per round trip. One thread does
+it all: a chunk's calls are written without waiting, and their replies read after the
+next chunk is validated, so the client and Redis work at the same time without a second
+thread contending for the GIL.
 """
 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,12 +25,13 @@ from noti.record import Notification
 
 if TYPE_CHECKING:
     from noti.notifier import Notifier
+    from noti.store import CreatePipeline
 
 __all__ = ["BulkResult", "Refused", "add_many"]
 
 CHUNK = 1000
-#: Chunks being stored at once (each on its own connection) while the next is validated.
-STORING = 2
+#: Chunks written to Redis and not yet read back while the next is validated.
+AHEAD = 1
 _ITEM_KEYS = frozenset(
     {
         "type",
@@ -85,7 +86,7 @@ def _arguments(item: object, defaults: Mapping[str, Any]) -> tuple[str, str, dic
         raise InvalidInput(
             f"an item must be a mapping, got {type(item).__name__}", code="e.cmd.noti.add.baditem"
         )
-    unknown = sorted(set(item) - _ITEM_KEYS)
+    unknown = [] if item.keys() <= _ITEM_KEYS else sorted(set(item) - _ITEM_KEYS)
     if unknown:
         raise InvalidInput(
             f"unknown item keys: {', '.join(map(str, unknown))}", code="e.cmd.noti.add.badfield"
@@ -137,31 +138,26 @@ def add_many(
 
     Raises:
         StoreUnavailable: Redis cannot be reached (chunks already stored stay stored; the
-            result of the call is then unknown for the rest: with two chunks stored at
-            once, the chunk after the failing one may be stored too, so retry with
-            idempotency keys, not from the failing index).
+            result of the call is then unknown for the rest: with a chunk written before
+            the one before it is read back, the chunk after the failing one may be stored
+            too, so retry with idempotency keys, not from the failing index).
         InvalidConfig: a provider's settings are broken (nothing more is stored).
     """
     result = BulkResult()
     offset = 0
-    # Chunks are validated (and their messages rendered) here while up to STORING earlier
-    # ones are stored on threads: Redis runs one chunk's scripts while the next is sent.
-    storing: collections.deque[tuple[concurrent.futures.Future[BulkResult], int]] = collections.deque()
-    with concurrent.futures.ThreadPoolExecutor(STORING, thread_name_prefix="noti-bulk") as io:
-        try:
-            for chunk in _chunks(items, chunk_size):
-                built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
-                if len(storing) == STORING:
-                    done, at = storing.popleft()
-                    result.extend(done.result(), at)
-                storing.append((io.submit(_store_chunk, notifier, built), offset))
-                offset += len(chunk)
-            while storing:
-                done, at = storing.popleft()
-                result.extend(done.result(), at)
-        finally:
-            for future, _ in storing:  # after a failure: no chunk not yet started is stored
-                future.cancel()
+    in_flight: collections.deque[tuple[_Built, int]] = collections.deque()
+    with _Writer(notifier) as writer:
+        for chunk in _chunks(items, chunk_size):
+            built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
+            writer.send(built)
+            in_flight.append((built, offset))
+            offset += len(chunk)
+            if len(in_flight) > AHEAD:
+                done, at = in_flight.popleft()
+                result.extend(_conclude(notifier, done, writer.ids()), at)
+        while in_flight:
+            done, at = in_flight.popleft()
+            result.extend(_conclude(notifier, done, writer.ids()), at)
     return result
 
 
@@ -205,12 +201,50 @@ def _build_chunk(
     return _Built(result, plain, identified, keys, messages)
 
 
-def _store_chunk(notifier: Notifier, built: _Built) -> BulkResult:
-    result, plain, identified, keys = built.result, built.plain, built.identified, built.keys
+class _Writer:
+    """Stores validated chunks. When delivery messages go to the store's Redis, a chunk's
+    ``create.lua`` calls are written at once and their replies read one chunk later
+    (:class:`CreatePipeline`), so Redis stores a chunk while the next is validated; else
+    each chunk is stored and published before the next (:meth:`Notifier.store_and_queue`).
+    """
+
+    def __init__(self, notifier: Notifier) -> None:
+        self._notifier = notifier
+        self._stored: collections.deque[list[str]] = collections.deque()
+        self._pipeline: CreatePipeline | None = None
+        if notifier.publisher.shares_store:
+            self._pipeline = notifier.runtime.store.create_pipeline(
+                idempotency_ttl_s=notifier.runtime.settings.idempotency_ttl_s
+            )
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._pipeline is not None:
+            self._pipeline.__exit__(*exc_info)
+
+    def send(self, built: _Built) -> None:
+        """Store the plain records of ``built`` (see :meth:`ids`)."""
+        records = [record for _, record in built.plain]
+        if self._pipeline is not None:
+            self._pipeline.send(records, messages=built.messages, idempotency_keys=built.keys)
+        elif records:
+            self._stored.append(self._notifier.store_and_queue(records, idempotency_keys=built.keys))
+        else:
+            self._stored.append([])
+
+    def ids(self) -> list[str]:
+        """For the oldest chunk sent and not read yet, per plain record: its id, or the id
+        its idempotency key named."""
+        return self._pipeline.ids() if self._pipeline is not None else self._stored.popleft()
+
+
+def _conclude(notifier: Notifier, built: _Built, ids: list[str]) -> BulkResult:
+    """The result of a stored chunk; its records with an identifier are stored here (each
+    needs its own script)."""
+    result, plain, identified = built.result, built.plain, built.identified
     if plain:
-        ids = notifier.store_and_queue(
-            [record for _, record in plain], idempotency_keys=keys, messages=built.messages
-        )
         repeats = [i for (_, record), i in zip(plain, ids, strict=True) if i != record.id]
         found = notifier.runtime.store.find_many(repeats)
         gone = {i for i, existing in zip(repeats, found, strict=True) if existing is None}

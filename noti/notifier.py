@@ -14,6 +14,7 @@ from noti.errors import InvalidInput, NotFound
 from noti.providers import Message, Provider
 from noti.publish import Publisher
 from noti.record import (
+    Channel,
     Notification,
     Status,
     new_id,
@@ -42,9 +43,19 @@ class Notifier:
     def __init__(self, runtime: Runtime, publisher: Publisher) -> None:
         self.runtime = runtime
         self.publisher = publisher
+        # Settings never change under a runtime: what they say per user and per channel is
+        # worked out once (bulk sends build tens of thousands of records a second).
+        self._users: dict[str | None, User] = {}
+        self._retry_max: dict[Channel, int] = {}
+        self._checking: dict[tuple[Channel, str | None], list[Provider]] = {}
 
     def user(self, name: str | None) -> User:
-        return resolve_user(self.runtime.settings, name)
+        found = self._users.get(name)
+        if found is None:
+            found = resolve_user(self.runtime.settings, name)
+            if len(self._users) < 1024:
+                self._users[name] = found
+        return found
 
     # --- adding -------------------------------------------------------------------------------
 
@@ -77,9 +88,8 @@ class Notifier:
         clean_target = validate_target(channel, target)
         clean_fields = validate_fields(channel, fields)
         level = acting.cap_level(parse_level(lv))
-        settings = self.runtime.settings
         if retry_max is None:
-            retry_max = settings.channel(channel.value).retry_max or settings.retry_max
+            retry_max = self._retry_max.get(channel) or self._default_retry_max(channel)
         elif isinstance(retry_max, bool) or not isinstance(retry_max, int) or not 1 <= retry_max <= 100:
             raise InvalidInput(
                 f"retry_max must be an integer from 1 to 100, got {retry_max!r}",
@@ -109,12 +119,28 @@ class Notifier:
             retry_policy=retry_policy.strip() if retry_policy else None,
             identifier=identifier,
         )
-        chain = self.runtime.providers.chain(channel, record.provider)
-        if any(chosen.__class__.check is not Provider.check for chosen in chain):  # else nothing to ask
+        checking = self._checking.get((channel, record.provider))
+        if checking is None:
+            checking = self._providers_checking(channel, record.provider)
+        if checking:
             message = Message.from_record(record)
-            for chosen in chain:
+            for chosen in checking:
                 chosen.check(message)
         return record
+
+    def _default_retry_max(self, channel: Channel) -> int:
+        settings = self.runtime.settings
+        found = self._retry_max[channel] = settings.channel(channel.value).retry_max or settings.retry_max
+        return found
+
+    def _providers_checking(self, channel: Channel, provider: str | None) -> list[Provider]:
+        """The providers of the chain that check a message before it is stored (those that
+        override :meth:`Provider.check`); raises as :meth:`Providers.chain` does."""
+        chain = self.runtime.providers.chain(channel, provider)
+        checking = [chosen for chosen in chain if chosen.__class__.check is not Provider.check]
+        if len(self._checking) < 1024:
+            self._checking[(channel, provider)] = checking
+        return checking
 
     def add(
         self,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
+from noti.entropy import hex64
 from noti.errors import StoreUnavailable
 from noti.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
 from noti.record import Channel
@@ -47,13 +47,9 @@ _TASK_ID, _TAG, _RECORD_ID, _BODY = "@@TASKID@@", "@@TAG@@", "@@RECORD@@", "@@BO
 _SAFE_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
 _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _EMBED]).split("@"))
 
+_FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body"}
+
 Item = tuple[str, Channel, int]
-_PLACEHOLDERS = re.compile(f"({_TASK_ID}|{_TAG}|{_RECORD_ID}|{_BODY})")
-
-
-def _split(template: str) -> list[str]:
-    """``template`` as literal pieces and whole placeholders, in order."""
-    return [piece for piece in _PLACEHOLDERS.split(template) if piece]
 
 
 def queue_key(queue: str, priority: int) -> str:
@@ -103,33 +99,39 @@ class Publisher:
 
     def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
         """The Redis list and the JSON envelope of one delivery message."""
-        priority = priority_for_level(level)
-        pieces = self._templates.get((channel, priority))
-        if pieces is None:
-            pieces = self._templates[(channel, priority)] = _split(self._template(channel, priority))
+        shape = self._shapes.get((channel, level))
+        if shape is None:
+            shape = self._shape(channel, level)
         if not _SAFE_ID.match(record_id):  # ids noti makes always match; anything else the slow way
-            return queue_key(channel.queue, priority), self._envelope(record_id, channel, priority)
-        h = os.urandom(32).hex()  # the task id and the delivery tag
-        values = {
-            _TASK_ID: f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}",
-            _TAG: f"{h[32:40]}-{h[40:44]}-4{h[45:48]}-{_VARIANT[h[48]]}{h[49:52]}-{h[52:]}",
-            _RECORD_ID: record_id,
-            _BODY: base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
+            priority = priority_for_level(level)
+            return shape[0], self._envelope(record_id, channel, priority)
+        h = hex64()  # the task id and the delivery tag
+        return shape[0], shape[1] % {
+            "task": f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}",
+            "tag": f"{h[32:40]}-{h[40:44]}-4{h[45:48]}-{_VARIANT[h[48]]}{h[49:52]}-{h[52:]}",
+            "record": record_id,
+            "body": base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
         }
-        payload = "".join([values.get(piece, piece) for piece in pieces])
-        return queue_key(channel.queue, priority), payload
 
     @cached_property
-    def _templates(self) -> dict[tuple[Channel, int], list[str]]:
-        """Per queue and priority step: the envelope cut at its placeholders."""
+    def _shapes(self) -> dict[tuple[Channel, int], tuple[str, str]]:
+        """Per channel and level: the queue list and the envelope as a %-format."""
         return {}
 
-    def _template(self, channel: Channel, priority: int) -> str:
-        """The envelope with placeholders, rendered once per queue and priority step."""
+    def _shape(self, channel: Channel, level: int) -> tuple[str, str]:
+        """The queue list and the envelope as a %-format, rendered once per queue and
+        priority step with placeholders for the ids and the body."""
+        priority = priority_for_level(level)
         text = self._envelope(_RECORD_ID, channel, priority, task_id=_TASK_ID, tag=_TAG)
         body_start = text.index('"body": "') + len('"body": "')
         body_end = text.index('"', body_start)
-        return text[:body_start] + _BODY + text[body_end:]
+        text = (text[:body_start] + _BODY + text[body_end:]).replace("%", "%%")
+        for placeholder, name in _FORMAT_NAMES.items():
+            text = text.replace(placeholder, f"%({name})s")
+        shape = (queue_key(channel.queue, priority), text)
+        if len(self._shapes) < 4096:  # levels are few; an unbounded range must not grow this
+            self._shapes[(channel, level)] = shape
+        return shape
 
     def _envelope(
         self, record_id: str, channel: Channel, priority: int, *, task_id: str = "", tag: str = ""

@@ -121,6 +121,7 @@ _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 _id_lock = threading.Lock()
 _last_ms = 0
 _last_rand = 0
+_last_prefix = ""
 
 
 def now_ms() -> int:
@@ -143,16 +144,25 @@ def new_id(at_ms: int | None = None) -> str:
     Ten characters of epoch milliseconds then sixteen of randomness (as ULID). Within one
     millisecond of one process the random part is incremented, so ids keep creation order.
     """
-    global _last_ms, _last_rand
+    global _last_ms, _last_rand, _last_prefix
     ms = now_ms() if at_ms is None else at_ms
     with _id_lock:
         if ms <= _last_ms:
-            ms = _last_ms
-            rand = _last_rand + 1
+            rand = _last_rand = _last_rand + 1
+            prefix = _last_prefix
         else:
-            rand = int.from_bytes(os.urandom(10), "big") >> 1  # headroom for increments
-        _last_ms, _last_rand = ms, rand
-    return _b32(ms, 10) + _b32(rand, 16)
+            rand = _last_rand = int.from_bytes(os.urandom(10), "big") >> 1  # headroom for increments
+            prefix = _last_prefix = _b32(ms, 10)
+            _last_ms = ms
+    return prefix + _b32(rand, 16)
+
+
+def _forget_last_id() -> None:
+    global _last_ms
+    _last_ms = 0  # a forked child draws fresh randomness, never its parent's next id
+
+
+os.register_at_fork(after_in_child=_forget_last_id)
 
 
 # --- the record --------------------------------------------------------------------------------
@@ -335,6 +345,8 @@ def parse_level(value: object) -> int:
     Raises:
         InvalidInput: ``e.cmd.noti.add.badlv`` for anything else.
     """
+    if type(value) is int and value >= LEVEL_MIN:
+        return value
     if isinstance(value, bool):
         value = repr(value)
     if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
@@ -414,7 +426,7 @@ def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, An
     """
     known = CHANNEL_FIELDS[channel]
     given = {k: v for k, v in fields.items() if v is not None}
-    unknown = sorted(set(given) - set(known))
+    unknown = [] if given.keys() <= known.keys() else sorted(set(given) - set(known))
     if unknown:
         raise _bad(
             "badfield",

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.resources
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
+import hiredis
 import redis
 from redis.commands.core import Script
 
 from noti.errors import StoreUnavailable
 
-__all__ = ["connect", "load_script", "masked_url", "run_pipelined", "translate_errors"]
+__all__ = [
+    "CommandPipeline",
+    "ScriptPipeline",
+    "run_commands",
+    "connect",
+    "load_script",
+    "masked_url",
+    "translate_errors",
+]
 
 
 def masked_url(url: str) -> str:
@@ -52,29 +62,154 @@ def load_script(client: redis.Redis, name: str, *, package: str = "noti.lua") ->
     return client.register_script(source)
 
 
-def run_pipelined(
-    client: redis.Redis, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
-) -> list[Any]:
-    """Run ``script`` once per ``(keys, args)`` in one pipelined round trip; the results.
+Call = tuple[Sequence[Any], Sequence[Any]]
+#: A command as Redis' wire protocol (hiredis, in C).
+_pack_command: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command
 
-    redis-py's own pipelined scripts cost an extra ``SCRIPT EXISTS`` round trip per
-    execute; this sends bare EVALSHAs and, only if the server lost the script (after
-    ``SCRIPT FLUSH`` or a fail-over), loads it and sends them again — every EVALSHA of the
-    batch failed then, so nothing ran twice.
+
+class CommandPipeline:
+    """Commands pipelined on one held connection: :meth:`send` writes a batch and returns
+    at once, :meth:`results` reads the replies of the oldest batch not read yet, so the
+    caller can prepare the next batch while Redis runs this one.
+
+    Commands are tuples of arguments (str, bytes or int) packed by hiredis as they are:
+    redis-py's pipeline costs about twice the client CPU per argument. Nothing is re-sent
+    after a connection error: it is raised and the connection dropped (the batches not
+    read may have run in part).
     """
-    for attempt in range(2):
-        pipe = client.pipeline(transaction=False)
-        for keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        results = pipe.execute(raise_on_error=False)
-        if attempt == 0 and any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
-            script.sha = client.script_load(script.script)
-            continue
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
-        return list(results)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._connection: Any = None
+        #: Batches sent, oldest first, with their replies once read.
+        self._batches: collections.deque[tuple[Sequence[Any], list[Any] | None]] = collections.deque()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def send(self, commands: Sequence[Any]) -> None:
+        """Write a batch of commands without waiting for the replies."""
+        if commands:
+            self._write(commands)
+        self._batches.append((commands, None))
+
+    def results(self) -> list[Any]:
+        """The replies of the oldest batch sent and not read yet, in order.
+
+        Raises:
+            redis.RedisError: the first error reply of the batch (the other commands ran),
+                or a connection failure.
+        """
+        commands, replies = self._batches.popleft()
+        replies = self._read(commands) if replies is None else replies
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    def close(self) -> None:
+        """Give the connection back (dropped if replies were left unread)."""
+        if any(replies is None and commands for commands, replies in self._batches):
+            self._drop()
+        elif self._connection is not None:
+            self._client.connection_pool.release(self._connection)
+            self._connection = None
+        self._batches.clear()
+
+    def _pack(self, command: Any) -> bytes:
+        return _pack_command(command)
+
+    def _write(self, commands: Sequence[Any]) -> None:
+        packed = [self._pack(command) for command in commands]
+        if self._connection is None:
+            self._connection = self._client.connection_pool.get_connection()
+        try:
+            self._connection.send_packed_command(packed)
+        except BaseException:
+            self._drop()
+            raise
+
+    def _read(self, commands: Sequence[Any]) -> list[Any]:
+        replies: list[Any] = []
+        try:
+            for _ in commands:
+                try:
+                    replies.append(self._connection.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            self._drop()
+            raise
+        return replies
+
+    def _drop(self) -> None:
+        self._batches.clear()
+        if self._connection is not None:
+            self._connection.disconnect()  # replies may be left unread: never reuse it
+            self._client.connection_pool.release(self._connection)
+            self._connection = None
+
+
+def run_commands(client: redis.Redis, commands: Sequence[Any]) -> list[Any]:
+    """Run ``commands`` (tuples of arguments) in one pipelined round trip; their replies.
+
+    Raises:
+        redis.RedisError: the first error reply (the other commands ran), or a connection
+            failure.
+    """
+    with CommandPipeline(client) as pipeline:
+        pipeline.send(commands)
+        return pipeline.results()
+
+
+class ScriptPipeline(CommandPipeline):
+    """Calls of one Lua script, ``(keys, args)``, pipelined as a :class:`CommandPipeline`
+    (redis-py's pipelined scripts also cost a ``SCRIPT EXISTS`` round trip per execute).
+
+    A call the server answers with NOSCRIPT (the script was never loaded, or lost to
+    ``SCRIPT FLUSH`` or a fail-over) did nothing: every batch in flight is read, the script
+    loaded, and the calls that did nothing sent again in their order, before anything newer.
+    """
+
+    def __init__(self, client: redis.Redis, script: Script) -> None:
+        super().__init__(client)
+        self._script = script
+
+    def results(self) -> list[Any]:
+        """The replies of the oldest batch of calls not read yet (see :class:`CommandPipeline`)."""
+        calls, replies = self._batches[0]
+        if replies is None:
+            replies = self._read(calls)
+            self._batches[0] = (calls, replies)
+        if any(isinstance(reply, redis.exceptions.NoScriptError) for reply in replies):
+            self._run_lost_again()
+        return super().results()
+
+    def _pack(self, command: Any) -> bytes:
+        keys, args = command
+        return _pack_command(("EVALSHA", self._script.sha, len(keys), *keys, *args))
+
+    def _run_lost_again(self) -> None:
+        """Read every batch in flight, load the script, and run the calls that met NOSCRIPT
+        again in their order (once: a second NOSCRIPT is left as the reply)."""
+        batches = [
+            (calls, self._read(calls) if replies is None else replies) for calls, replies in self._batches
+        ]
+        self._script.sha = self._client.script_load(self._script.script)
+        lost = [
+            (calls, replies, i)
+            for calls, replies in batches
+            for i, reply in enumerate(replies)
+            if isinstance(reply, redis.exceptions.NoScriptError)
+        ]
+        again = [calls[i] for calls, _, i in lost]
+        self._write(again)
+        for (_, replies, i), reply in zip(lost, self._read(again), strict=True):
+            replies[i] = reply
+        self._batches = collections.deque(batches)
 
 
 @contextlib.contextmanager

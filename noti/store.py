@@ -20,9 +20,9 @@ from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.keys import Keys
 from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
-from noti.redisconn import load_script, run_pipelined, translate_errors
+from noti.redisconn import ScriptPipeline, load_script, translate_errors
 
-__all__ = ["Claim", "ClaimState", "Finish", "Outcome", "RecordStore"]
+__all__ = ["Claim", "ClaimState", "CreatePipeline", "Finish", "Outcome", "RecordStore"]
 
 _PAGE = 500
 
@@ -89,7 +89,7 @@ class RecordStore:
         self._claim = load_script(client, "claim")
         self._finish = load_script(client, "finish")
         self._delete = load_script(client, "delete")
-        self._create = load_script(client, "create")
+        self.create_script = load_script(client, "create")
         self._schedule = load_script(client, "schedule")
         self._cancel = load_script(client, "cancel")
         self._revive = load_script(client, "revive")
@@ -118,48 +118,20 @@ class RecordStore:
         Raises:
             StoreUnavailable: Redis could not be reached (round trips already made stay stored).
         """
-        k = self.keys
-        messages = messages or {}
-        idempotency_keys = idempotency_keys or {}
-        ttl_ms = int(idempotency_ttl_s * 1000)
         ids: list[str] = []
-        with translate_errors(self.redis):
+        with self.create_pipeline(idempotency_ttl_s=idempotency_ttl_s, per_call=per_call) as creating:
             for start in range(0, len(records), per_round_trip):
-                calls: list[tuple[list[str], list[Any]]] = []
-                batch = records[start : start + per_round_trip]
-                for first in range(0, len(batch), per_call):
-                    keys: list[str] = []
-                    args: list[Any] = []
-                    for record in batch[first : first + per_call]:
-                        queue, payload = messages.get(record.id, ("", ""))
-                        idempotency_key = idempotency_keys.get(record.id)
-                        record_key = k.record(record.id)
-                        keys += [
-                            record_key,
-                            k.all_index,
-                            k.user_index(record.creator),
-                            k.status_index(int(record.status)),
-                            k.waiting_index,
-                            k.delayed,
-                            queue or record_key,
-                            k.idempotency(record.creator, idempotency_key) if idempotency_key else record_key,
-                        ]
-                        fields = to_hash(record)
-                        args += [
-                            record.id,
-                            record.created_ms,
-                            int(record.status),
-                            record.level,
-                            record.lease_until_ms,
-                            payload,
-                            ttl_ms if idempotency_key else 0,
-                            len(fields),
-                            *itertools.chain.from_iterable(fields.items()),
-                        ]
-                    calls.append((keys, args))
-                for stored in run_pipelined(self.redis, self._create, calls):
-                    ids.extend(str(i) for i in stored)
+                creating.send(
+                    records[start : start + per_round_trip],
+                    messages=messages,
+                    idempotency_keys=idempotency_keys,
+                )
+                ids.extend(creating.ids())
         return ids
+
+    def create_pipeline(self, *, idempotency_ttl_s: float = 0.0, per_call: int = 100) -> CreatePipeline:
+        """A :class:`CreatePipeline` on one connection of this store (use it as a context)."""
+        return CreatePipeline(self, idempotency_ttl_s=idempotency_ttl_s, per_call=per_call)
 
     def create(self, record: Notification) -> None:
         """Store one record (see :meth:`create_many`)."""
@@ -505,3 +477,116 @@ def _to_claim(row: list[Any]) -> Claim:
     if state is ClaimState.FINAL:
         return Claim(state, status=Status(int(row[1])))
     return Claim(state)
+
+
+class CreatePipeline:
+    """Batches of records written by ``create.lua`` on one held connection: :meth:`send`
+    writes a batch and returns at once, :meth:`ids` reads what the oldest batch not read
+    yet stored, so a bulk send prepares its next batch while Redis stores this one.
+
+    Each ``create.lua`` call stores up to ``per_call`` records sharing creator, status and
+    queue, atomically, each with its index entries and its delivery message.
+    """
+
+    def __init__(self, store: RecordStore, *, idempotency_ttl_s: float, per_call: int) -> None:
+        self._keys, self._client = store.keys, store.redis
+        self._pipeline = ScriptPipeline(store.redis, store.create_script)
+        self._ttl_ms = int(idempotency_ttl_s * 1000)
+        self._per_call = per_call
+
+    def __enter__(self) -> CreatePipeline:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._pipeline.close()
+
+    def send(
+        self,
+        records: Sequence[Notification],
+        *,
+        messages: Mapping[str, tuple[str, str]] | None = None,
+        idempotency_keys: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write ``records``, each with its delivery message ``(queue list, payload)`` when
+        ``messages`` has one for its id. A record with an entry in ``idempotency_keys`` is
+        stored only if its creator did not use that key within the time-to-live.
+
+        Raises:
+            StoreUnavailable: Redis could not be reached.
+        """
+        messages = messages or {}
+        idempotency_keys = idempotency_keys or {}
+        calls = [
+            self._create_call(group, messages, idempotency_keys)
+            for group in _create_groups(records, messages, self._per_call)
+        ]
+        with translate_errors(self._client):
+            self._pipeline.send(calls)
+
+    def ids(self) -> list[str]:
+        """Per record of the oldest batch not read yet: its id, or the id of the record its
+        idempotency key named (then it was not stored).
+
+        Raises:
+            StoreUnavailable: Redis could not be reached (the batches sent may be stored).
+        """
+        with translate_errors(self._client):
+            return [record_id for stored in self._pipeline.results() for record_id in stored]
+
+    def _create_call(
+        self,
+        records: Sequence[Notification],
+        messages: Mapping[str, tuple[str, str]],
+        idempotency_keys: Mapping[str, str],
+    ) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of one ``create.lua`` call for records sharing their
+        creator, status and queue (see the script)."""
+        k, first = self._keys, records[0]
+        hashes = [to_hash(record) for record in records]
+        shared = set(hashes[0].items()).intersection(*(h.items() for h in hashes[1:]))
+        keys = [
+            k.all_index,
+            k.user_index(first.creator),
+            k.status_index(int(first.status)),
+            k.waiting_index,
+            k.delayed,
+            messages.get(first.id, (k.all_index, ""))[0],
+        ]
+        args: list[Any] = [int(first.status), len(shared), *itertools.chain.from_iterable(shared)]
+        for record, fields in zip(records, hashes, strict=True):
+            record_key = k.record(record.id)
+            idempotency_key = idempotency_keys.get(record.id)
+            keys += [
+                record_key,
+                k.idempotency(record.creator, idempotency_key) if idempotency_key else record_key,
+            ]
+            own = fields.items() - shared
+            args += [
+                record.id,
+                record.created_ms,
+                record.level,
+                record.lease_until_ms,
+                messages.get(record.id, ("", ""))[1],
+                self._ttl_ms if idempotency_key else 0,
+                len(own),
+                *itertools.chain.from_iterable(own),
+            ]
+        return keys, args
+
+
+def _create_groups(
+    records: Sequence[Notification], messages: Mapping[str, tuple[str, str]], size: int
+) -> Iterator[Sequence[Notification]]:
+    """``records`` cut into runs of at most ``size`` that share creator, status and the
+    queue of their message (one ``create.lua`` call each)."""
+    start = 0
+    group_of = None
+    for i, record in enumerate(records):
+        message = messages.get(record.id)
+        group = (record.creator, record.status, message[0] if message else None)
+        if i - start == size or (i > start and group != group_of):
+            yield records[start:i]
+            start = i
+        group_of = group
+    if start < len(records):
+        yield records[start:]

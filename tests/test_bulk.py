@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
+
+import pytest
 
 import noti
 from noti.api import notify_many, schedule_many
+from noti.errors import StoreUnavailable
+from noti.publish import queue_key
+from noti.queues import priority_for_level
 from noti.record import Status
+from tests.conftest import ADMIN
 
 PHONE = "+8613912345678"
 
@@ -90,3 +98,115 @@ def test_refusals_and_ids_keep_their_places_across_chunks(rt: Any) -> None:
     for i in (0, 998, 1001, 1999, 2000, 2498):
         assert rt.store.get(stored[i]).fields["text"] == f"n{i}"
     assert rt.store.count() == 2500 - len(bad)
+
+
+MIXED: list[dict[str, Any]] = [
+    {"type": "sms", "to": PHONE, "text": "plain"},
+    {"type": "sms", "to": PHONE, "text": "urgent", "lv": 500},
+    {"type": "sms", "to": PHONE, "text": "later", "delay": 30},
+    {"type": "email", "to": "a@example.com", "subject": "s", "text": "t", "html": "<p>t</p>"},
+    {"type": "webhook", "to": "https://example.com/h", "content": {"n": 1, "s": "二"}},
+    {"type": "weixin", "to": "oOPENID", "tmpl": "T1", "pnb": "acct", "content": {"k": {"value": "v"}}},
+    {"type": "sms", "to": PHONE, "text": "chosen", "provider": "sandbox", "retry_max": 7},
+    {"type": "sms", "to": PHONE, "text": "policy", "retry_policy": "linear:5"},
+    {"type": "sms", "to": PHONE, "text": "plain"},
+]
+#: Fields that differ between two records made from the same item.
+_PER_RECORD = {"id", "ct", "lm", "noti_timeout_at"}
+
+
+def test_a_mixed_bulk_stores_each_record_as_a_single_notify_would(rt: Any) -> None:
+    # given items of every channel, level, delay and option, bulk-stored in small chunks
+    # (records of one script call share the hash fields they have alike, and are cut
+    # where creator, status or queue changes), and the same items sent one at a time
+    from noti.api import notifier
+    from noti.bulk import add_many
+
+    bulk = add_many(notifier(), MIXED * 3, chunk_size=4, user=ADMIN)
+    single = add_many(notifier(), MIXED, chunk_size=1, user=ADMIN)
+    assert bulk.stored == 3 * len(MIXED) and single.stored == len(MIXED)
+    k = rt.keys
+    for i, record_id in enumerate(bulk.ids):
+        twin = single.ids[i % len(MIXED)]
+        # then every record's hash is the one its twin got, field for field
+        mine, theirs = rt.redis.hgetall(k.record(record_id)), rt.redis.hgetall(k.record(twin))
+        assert {f: v for f, v in mine.items() if f not in _PER_RECORD} == {
+            f: v for f, v in theirs.items() if f not in _PER_RECORD
+        }
+        assert mine["id"] == record_id
+        record = rt.store.get(record_id)
+        # and it is in every index it belongs to, with its own scores
+        assert rt.redis.zscore(k.all_index, record_id) == record.created_ms
+        assert rt.redis.zscore(k.user_index(record.creator), record_id) == record.created_ms
+        assert rt.redis.zscore(k.status_index(1), record_id) == record.created_ms
+        assert rt.redis.zscore(k.waiting_index, record_id) == -record.level
+        delayed = rt.redis.zscore(k.delayed, record_id)
+        assert delayed == (record.lease_until_ms if "delay" in MIXED[i % len(MIXED)] else None)
+    # and every undelayed record has exactly one message, on its own priority list
+    queued = {}
+    for name in rt.redis.keys("noti.*"):
+        for raw in rt.redis.lrange(name, 0, -1):
+            from noti.transport import kombu_json
+
+            body = kombu_json(raw)
+            record_id = json.loads(base64.b64decode(body["body"]))[0][0]
+            assert record_id not in queued
+            queued[record_id] = name
+    expected = {}
+    for record_id in [*bulk.ids, *single.ids]:
+        record = rt.store.get(record_id)
+        if not record.lease_until_ms:
+            expected[record_id] = queue_key(record.channel.queue, priority_for_level(record.level))
+    assert queued == expected
+    assert queued[bulk.ids[1]] == "noti.sms:1"  # level 500, asked for by a root admin
+
+
+def test_idempotency_keys_within_one_bulk_call_and_across_calls(rt: Any) -> None:
+    items = [
+        {"type": "sms", "to": PHONE, "text": "first", "idempotency_key": "k1"},
+        {"type": "sms", "to": PHONE, "text": "other", "idempotency_key": "k2"},
+        {"type": "sms", "to": PHONE, "text": "repeat", "idempotency_key": "k1"},
+        {"type": "sms", "to": PHONE, "text": "no key"},
+    ]
+    first = notify_many(items)
+    assert first.stored == 4 and first.ids[2] == first.ids[0] and len(set(first.ids)) == 3
+    again = notify_many(items[:2])
+    assert again.ids == first.ids[:2]
+    assert rt.store.count() == 3 and rt.redis.llen("noti.sms:9") == 3
+    assert rt.store.get(str(first.ids[0])).fields == {"text": "first"}
+
+
+def test_a_connection_lost_mid_call_raises_and_leaves_no_record_without_its_message(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noti import bulk
+
+    # given a bulk call whose Redis connections are killed after its second chunk is built
+    built = 0
+    build = bulk._build_chunk
+
+    def build_then_kill(*args: Any, **kwargs: Any) -> Any:
+        nonlocal built
+        built += 1
+        if built == 2:
+            rt.redis.client_kill_filter(_type="normal", skipme=True)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(bulk, "_build_chunk", build_then_kill)
+    items = [{"type": "sms", "to": PHONE, "text": f"n{i}"} for i in range(3000)]
+    # then it fails with StoreUnavailable
+    with pytest.raises(StoreUnavailable, match="cannot reach Redis"):
+        bulk.add_many(bulk_notifier(), items, chunk_size=1000)
+    # and whatever was stored is whole: script calls (100 records each) ran entirely or not
+    # at all, each record with its message
+    stored = rt.store.count()
+    assert stored % 100 == 0 and stored <= 2000
+    assert rt.redis.llen("noti.sms:9") == stored == len(rt.redis.keys(rt.keys.record("*")))
+    # and the next call works on a fresh connection
+    assert notify_many(items[:10]).stored == 10
+
+
+def bulk_notifier() -> Any:
+    from noti.api import notifier
+
+    return notifier()

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
+from typing import Any
 
 import pytest
 
+from noti.entropy import hex64
 from noti.errors import InvalidInput
 from noti.queues import PRIORITY_STEPS, priority_for_level
 from noti.record import (
@@ -14,6 +18,7 @@ from noti.record import (
     Status,
     from_hash,
     new_id,
+    now_ms,
     parse_channel,
     parse_level,
     to_hash,
@@ -175,3 +180,51 @@ def test_level_to_priority_is_monotonic_and_uses_every_step() -> None:
     assert priority_for_level(1) == 9 and priority_for_level(1000) == 0
     assert priority_for_level(100) == 3 and priority_for_level(99) == 4 and priority_for_level(10) == 6
     assert sorted(set(steps)) == PRIORITY_STEPS
+
+
+def _in_a_forked_child(make: Any) -> list[str]:
+    """What ``make()`` returns three times in a forked child, read back through a pipe."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(write, json.dumps([make() for _ in range(3)]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        made = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    return list(made)
+
+
+def test_a_forked_child_never_makes_the_ids_its_parent_makes_next() -> None:
+    # given a parent that made an id in this millisecond (the next would be an increment)
+    new_id(at_ms=now_ms() + 60_000)
+    at = now_ms() + 60_000
+    child = _in_a_forked_child(lambda: new_id(at_ms=at))
+    parent = [new_id(at_ms=at) for _ in range(3)]
+    assert not set(child) & set(parent)
+
+
+def test_a_forked_child_never_draws_its_parents_random_digits() -> None:
+    hex64()  # the parent holds a block of random digits
+    child = _in_a_forked_child(hex64)
+    parent = [hex64() for _ in range(3)]
+    assert not set(child) & set(parent)
+    assert all(len(h) == 64 and int(h, 16) >= 0 for h in child + parent)
+
+
+def test_random_digits_are_never_handed_out_twice_across_threads() -> None:
+    drawn: list[list[str]] = [[] for _ in range(4)]
+
+    def draw(into: list[str]) -> None:
+        into.extend(hex64() for _ in range(2000))
+
+    threads = [threading.Thread(target=draw, args=(into,)) for into in drawn]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [h for into in drawn for h in into]
+    assert len(set(every)) == len(every) == 8000

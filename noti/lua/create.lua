@@ -1,46 +1,72 @@
 -- Store new records with their index entries and, when given, their delivery messages: one
 -- atomic step, so a record and its message land together or not at all. Several records
--- per call (eight keys each) keep per-call costs out of bulk sends.
--- Per record r (from 0): KEYS[8r+1] record, +2 all index, +3 creator index, +4 status index,
--- +5 waiting index, +6 delayed set, +7 the queue list of its message, +8 its idempotency key
--- (the record key again when it has none).
--- ARGV, per record from offset a (0 for the first): a+1 id, +2 created ms, +3 status,
--- +4 level, +5 due ms (0 = now), +6 the message ("" = none), +7 the idempotency key's
--- time-to-live in ms (0 = no key), +8 n, then the record's n hash fields as name, value
--- pairs (the next record starts at a + 8 + 2n).
+-- per call keep per-call costs out of bulk sends: the records of one call share their
+-- creator, status and queue, the hash fields they all have alike are sent once, and each
+-- index and the queue get one command for the whole call.
+-- KEYS: 1 all index, 2 creator index, 3 status index, 4 waiting index, 5 delayed set,
+-- 6 the queue list of the messages (any key when no record has one); then per record r
+-- (from 0): KEYS[6+2r+1] the record, KEYS[6+2r+2] its idempotency key (the record key
+-- again when it has none).
+-- ARGV: 1 status, 2 c, then c hash field name, value pairs shared by every record of the
+-- call; then per record from offset a: a+1 id, +2 created ms, +3 level, +4 due ms (0 =
+-- now), +5 the message ("" = none), +6 the idempotency key's time-to-live in ms (0 = no
+-- key), +7 n, then the record's own n hash field name, value pairs (the next record
+-- starts at a + 7 + 2n).
 -- Returns, per record, the id stored, or the id its idempotency key already names (then
 -- nothing of it is written).
-local out = {}
-local a = 0
-for r = 0, #KEYS / 8 - 1 do
-  local k = r * 8
-  local id, created = ARGV[a + 1], ARGV[a + 2]
-  local n = tonumber(ARGV[a + 8])
+local waiting = ARGV[1] == '1'
+local shared = tonumber(ARGV[2])
+local a = 2 + 2 * shared
+local out, by_time, by_level, due, messages = {}, {}, {}, {}, {}
+for r = 0, (#KEYS - 6) / 2 - 1 do
+  local record, key = KEYS[7 + 2 * r], KEYS[8 + 2 * r]
+  local id = ARGV[a + 1]
+  local n = tonumber(ARGV[a + 7])
   local existing = false
-  if ARGV[a + 7] ~= '0' then
-    existing = redis.call('GET', KEYS[k + 8])
+  if ARGV[a + 6] ~= '0' then
+    existing = redis.call('GET', key)
     if not existing then
-      redis.call('SET', KEYS[k + 8], id, 'PX', ARGV[a + 7])
+      redis.call('SET', key, id, 'PX', ARGV[a + 6])
     end
   end
   if existing then
     out[r + 1] = existing
   else
-    redis.call('HSET', KEYS[k + 1], unpack(ARGV, a + 9, a + 8 + 2 * n))
-    redis.call('ZADD', KEYS[k + 2], created, id)
-    redis.call('ZADD', KEYS[k + 3], created, id)
-    redis.call('ZADD', KEYS[k + 4], created, id)
-    if ARGV[a + 3] == '1' then
-      redis.call('ZADD', KEYS[k + 5], -tonumber(ARGV[a + 4]), id)
-      if tonumber(ARGV[a + 5]) > 0 then
-        redis.call('ZADD', KEYS[k + 6], ARGV[a + 5], id)
+    if shared > 0 then
+      redis.call('HSET', record, unpack(ARGV, 3, 2 + 2 * shared))
+    end
+    if n > 0 then
+      redis.call('HSET', record, unpack(ARGV, a + 8, a + 7 + 2 * n))
+    end
+    by_time[#by_time + 1] = ARGV[a + 2]
+    by_time[#by_time + 1] = id
+    if waiting then
+      by_level[#by_level + 1] = -tonumber(ARGV[a + 3])
+      by_level[#by_level + 1] = id
+      if ARGV[a + 4] ~= '0' then
+        due[#due + 1] = ARGV[a + 4]
+        due[#due + 1] = id
       end
     end
-    if ARGV[a + 6] ~= '' then
-      redis.call('LPUSH', KEYS[k + 7], ARGV[a + 6])
+    if ARGV[a + 5] ~= '' then
+      messages[#messages + 1] = ARGV[a + 5]
     end
     out[r + 1] = id
   end
-  a = a + 8 + 2 * n
+  a = a + 7 + 2 * n
+end
+if #by_time > 0 then
+  redis.call('ZADD', KEYS[1], unpack(by_time))
+  redis.call('ZADD', KEYS[2], unpack(by_time))
+  redis.call('ZADD', KEYS[3], unpack(by_time))
+end
+if #by_level > 0 then
+  redis.call('ZADD', KEYS[4], unpack(by_level))
+end
+if #due > 0 then
+  redis.call('ZADD', KEYS[5], unpack(due))
+end
+if #messages > 0 then
+  redis.call('LPUSH', KEYS[6], unpack(messages))
 end
 return out

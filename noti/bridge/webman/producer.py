@@ -28,7 +28,7 @@ import redis
 from noti.bridge.webman.codec import Data, QueueMessage, Reason, check_data, encode_message
 from noti.bridge.webman.layout import QueueKeys, QueueNames
 from noti.errors import BridgeError, MalformedMessage
-from noti.redisconn import translate_errors
+from noti.redisconn import CommandPipeline, translate_errors
 
 __all__ = ["Delayed", "Producer"]
 
@@ -124,13 +124,20 @@ class Producer:
             MalformedMessage: an item cannot be sent. StoreUnavailable: Redis cannot be reached.
         """
         payloads = [encode_message(self._as_message(item)) for item in items]
+        stream = self.keys.stream
         ids: list[str] = []
-        with translate_errors(self.redis):
+        # Chunk after chunk is written while Redis adds the one before; replies are read a
+        # chunk behind.
+        with translate_errors(self.redis), CommandPipeline(self.redis) as pipeline:
+            in_flight = 0
             for chunk in _chunks(payloads):
-                pipe = self.redis.pipeline(transaction=False)
-                for payload in chunk:
-                    pipe.xadd(self.keys.stream, {"message": payload})
-                ids.extend(cast(list[str], pipe.execute()))
+                pipeline.send([("XADD", stream, "*", "message", payload) for payload in chunk])
+                in_flight += 1
+                if in_flight > 1:
+                    ids.extend(pipeline.results())
+                    in_flight -= 1
+            for _ in range(in_flight):
+                ids.extend(pipeline.results())
         return ids
 
     # --- the delayed queue ------------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""ScriptPipeline: pipelined script calls on one connection, replies read later."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from noti.redisconn import ScriptPipeline
+
+# Appends its argument to a list and returns the list's new length: a call that ran twice
+# would show in the list.
+APPEND = "return redis.call('RPUSH', KEYS[1], ARGV[1])"
+
+
+def test_batches_are_read_back_in_order_while_later_ones_are_in_flight(rt: Any) -> None:
+    script = rt.redis.register_script(APPEND)
+    with ScriptPipeline(rt.redis, script) as pipeline:
+        pipeline.send([(["log"], ["a"]), (["log"], ["b"])])
+        pipeline.send([(["log"], ["c"])])
+        pipeline.send([])  # an empty batch is allowed and reads back empty
+        assert pipeline.results() == [1, 2]
+        pipeline.send([(["log"], ["d"])])
+        assert pipeline.results() == [3]
+        assert pipeline.results() == []
+        assert pipeline.results() == [4]
+    assert rt.redis.lrange("log", 0, -1) == ["a", "b", "c", "d"]
+
+
+def test_calls_the_server_lost_the_script_for_run_once_after_reloading(rt: Any) -> None:
+    script = rt.redis.register_script(APPEND)
+    with ScriptPipeline(rt.redis, script) as pipeline:
+        pipeline.send([(["log"], ["warm"])])
+        assert pipeline.results() == [1]
+        rt.redis.script_flush()
+        pipeline.send([(["log"], ["a"]), (["log"], ["b"])])
+        pipeline.send([(["log"], ["c"])])
+        assert pipeline.results() == [2, 3]
+        assert pipeline.results() == [4]
+    assert rt.redis.lrange("log", 0, -1) == ["warm", "a", "b", "c"]
+
+
+def test_an_error_reply_is_raised_after_the_other_calls_ran(rt: Any) -> None:
+    script = rt.redis.register_script(APPEND)
+    rt.redis.set("not-a-list", "x")
+    with ScriptPipeline(rt.redis, script) as pipeline:
+        pipeline.send([(["log"], ["a"]), (["not-a-list"], ["b"]), (["log"], ["c"])])
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            pipeline.results()
+        pipeline.send([(["log"], ["d"])])  # the connection is still in step
+        assert pipeline.results() == [3]
+    assert rt.redis.lrange("log", 0, -1) == ["a", "c", "d"]
+
+
+def test_a_lost_connection_is_raised_never_resent_and_never_reused(rt: Any) -> None:
+    script = rt.redis.register_script(APPEND)
+    with ScriptPipeline(rt.redis, script) as pipeline:
+        pipeline.send([(["log"], ["a"])])
+        assert pipeline.results() == [1]
+        rt.redis.client_kill_filter(_type="normal", skipme=True)  # the pipeline's connection
+        with pytest.raises(redis.ConnectionError):
+            pipeline.send([(["log"], ["b"])])
+            pipeline.results()
+        pipeline.send([(["log"], ["c"])])  # on a new connection
+        assert pipeline.results() == [2]
+    assert rt.redis.lrange("log", 0, -1) == ["a", "c"]
