@@ -127,7 +127,7 @@ class CommandPipeline:
         if self._connection is None:
             self._connection = self._client.connection_pool.get_connection()
         try:
-            self._connection.send_packed_command(packed)
+            self._connection.send_packed_command([b"".join(packed)])  # one write, not one per command
         except BaseException:
             self._drop()
             raise

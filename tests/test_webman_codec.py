@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from noti.bridge.webman import QueueKeys, QueueMessage, QueueNames, Reason, encode_message, parse_entry
 from noti.bridge.webman.codec import check_data, decode_message
@@ -15,7 +17,16 @@ from noti.bridge.webman.layout import (
     noti_consumer_name,
     php_strtolower,
 )
-from noti.bridge.webman.phpjson import PhpJsonError, decode, encode, float_repr, loose_equals, to_int, to_str
+from noti.bridge.webman.phpjson import (
+    PhpJsonError,
+    _encode_into,
+    decode,
+    encode,
+    float_repr,
+    loose_equals,
+    to_int,
+    to_str,
+)
 from noti.errors import MalformedMessage
 from tests.webman_fixtures.vectors import load, scenarios
 
@@ -161,6 +172,40 @@ def test_every_captured_message_decodes_and_encodes_to_the_same_bytes(write: dic
 )
 def test_encoding_follows_php_json_encode(value: Any, php: str) -> None:
     assert encode(value) == php
+
+
+_KEYS = st.one_of(st.sampled_from(["0", "1", "a", "/", "é"]), st.text(max_size=4), st.integers(0, 3))
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(),
+    st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(["\x7f", "/", "\\", "\ud800"])),
+    st.sampled_from(["\\u007f", "a\\ud800", "😀"]),  # text that looks like the escapes it must not be
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _encode_slowly(value: Any) -> str:
+    parts: list[str] = []
+    _encode_into(value, parts, 0)
+    return "".join(parts)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES)
+def test_the_fast_encoder_writes_or_refuses_exactly_what_the_php_rules_do(value: Any) -> None:
+    try:
+        expected = _encode_slowly(value)
+    except PhpJsonError:
+        with pytest.raises(PhpJsonError):
+            encode(value)
+    else:
+        assert encode(value) == expected
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), "\ud800", 2**64, b"bytes", {1.5: "x"}])

@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,7 +27,7 @@ from noti.bridge.webman.runner import BridgeRunner, ConsumerSpec
 from noti.bridge.webman.settings import WebmanSettings
 from noti.bridge.webman.worker import QueueWorker
 from noti.deadletter import DeadLetters
-from noti.errors import BridgeError, MalformedMessage
+from noti.errors import BridgeError, MalformedMessage, StoreUnavailable
 from tests.conftest import ADMIN, MEMBER, sandbox_outbox, wait_until
 from tests.servers import free_port, pings
 from tests.webman_fixtures.consumers import Collect
@@ -406,3 +407,74 @@ def test_remove_and_has_delayed_are_exact(bridge_url: str) -> None:
     assert not send.has_delayed("b")
     with pytest.raises(BridgeError):
         DelayedMover(send.redis, send.keys, batch=MAX_BATCH + 1)
+
+
+def test_a_tick_acks_its_entries_together_and_the_loop_acks_them_with_its_next_read(
+    bridge_url: str, rt: Any
+) -> None:
+    # given: five entries and a worker that reads three at a time
+    Collect.reset()
+    send = producer(bridge_url)
+    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
+    send.push_many([{"n": i} for i in range(5)])
+    consumer = Collect(
+        client=connect(bridge_url), dead_letters=rt.dead_letters, options={"prefetch_count": 3}
+    )
+    worker = QueueWorker(consumer)
+    # when: a tick reads the way the loop does (settling left to the next read)
+    assert worker.read_once(block_ms=10, settle=False) == 3
+    # then: its entries are consumed but still pending, until the next tick's round trip
+    assert [d["n"] for d in Collect.data()] == [0, 1, 2]
+    assert _left(send, rt) == (5, 3, 0, 0)
+    assert worker.read_once(block_ms=10, settle=False) == 2
+    assert _left(send, rt) == (2, 2, 0, 0)
+    # and a tick that settles (the default) acks and deletes all it read before returning
+    assert worker.read_once(block_ms=10) == 0
+    assert _left(send, rt) == (0, 0, 0, 0)
+
+
+def test_acks_a_lost_connection_kept_from_redis_go_with_the_next_read(bridge_url: str, rt: Any) -> None:
+    # given: a tick's entries consumed, their acks not sent yet
+    Collect.reset()
+    send = producer(bridge_url)
+    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
+    send.push_many([{"n": i} for i in range(2)])
+    consumer = Collect(
+        client=connect(bridge_url), dead_letters=rt.dead_letters, options={"prefetch_count": 5}
+    )
+    worker = QueueWorker(consumer)
+    assert worker.read_once(block_ms=10, settle=False) == 2
+    # when: the next read fails (Redis unreachable for it)
+    reachable, worker.redis = worker.redis, _unreachable()
+    with pytest.raises(StoreUnavailable):
+        worker.read_once(block_ms=10, settle=False)
+    assert _left(send, rt) == (2, 2, 0, 0)
+    # then: once Redis answers again, the next read acks and deletes them first
+    worker.redis = reachable
+    assert worker.read_once(block_ms=10) == 0
+    assert _left(send, rt) == (0, 0, 0, 0)
+    assert len(Collect.data()) == 2
+
+
+def test_a_stopping_loop_acks_what_it_consumed(bridge_url: str, rt: Any) -> None:
+    # given: a loop told to stop by the last entry it consumes (its ack not sent yet)
+    Collect.reset()
+    send = producer(bridge_url)
+    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
+    send.push_many([{"n": i} for i in range(10)])
+    stop = threading.Event()
+
+    class StopAtLast(Collect):
+        def consume(self, message: Any) -> None:
+            super().consume(message)
+            if message.data == {"n": 9}:
+                stop.set()
+
+    consumer = StopAtLast(
+        client=connect(bridge_url), dead_letters=rt.dead_letters, options={"prefetch_count": 4}
+    )
+    # when: it runs until then
+    QueueWorker(consumer).run(stop)
+    # then: every entry it consumed is acked and deleted
+    assert len(Collect.data()) == 10
+    assert _left(send, rt) == (0, 0, 0, 0)

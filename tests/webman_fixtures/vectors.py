@@ -86,13 +86,30 @@ class Normaliser:
         return out
 
     def commands(self, commands: list[list[str]]) -> list[list[str]]:
-        """Normalised, with each delayed write as PHP orders it (ZADD, then HSET of the same id)."""
+        """Normalised, with each delayed write as PHP orders it (ZADD, then HSET of the same
+        id), and the bridge's settling of a consume tick (one XACK of its entries, then one
+        XDEL of the same) as PHP's per-entry XACK, XDEL pairs."""
         out = [self.command(c) for c in commands]
         for i in range(len(out) - 1):
             first, second = out[i], out[i + 1]
             if first[0] == "HSET" and second[0] == "ZADD" and first[2] == second[3]:
                 out[i], out[i + 1] = second, first
-        return out
+        expanded: list[list[str]] = []
+        i = 0
+        while i < len(out):
+            command = out[i]
+            if command[0] == "XACK" and len(command) > 4:
+                stream, group, ids = command[1], command[2], command[3:]
+                deletes = i + 1 < len(out) and out[i + 1] == ["XDEL", stream, *ids]
+                for entry in ids:
+                    expanded.append(["XACK", stream, group, entry])
+                    if deletes:
+                        expanded.append(["XDEL", stream, entry])
+                i += 2 if deletes else 1
+                continue
+            expanded.append(command)
+            i += 1
+        return expanded
 
     def entries(self, entries: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, str]]]:
         return [(self.value(i), dict(f)) for i, f in entries]
