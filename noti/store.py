@@ -488,7 +488,12 @@ class CreatePipeline:
     queue, atomically, each with its index entries and its delivery message.
     """
 
+    #: Lua's ``unpack`` fails near 8,000 values: a call's index and queue writes stay far below.
+    MAX_PER_CALL = 1000
+
     def __init__(self, store: RecordStore, *, idempotency_ttl_s: float, per_call: int) -> None:
+        if not 1 <= per_call <= self.MAX_PER_CALL:
+            raise ValueError(f"per_call must be 1 to {self.MAX_PER_CALL}, got {per_call}")
         self._keys, self._client = store.keys, store.redis
         self._pipeline = ScriptPipeline(store.redis, store.create_script)
         self._ttl_ms = int(idempotency_ttl_s * 1000)
