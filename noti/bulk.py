@@ -14,13 +14,14 @@ thread contending for the GIL.
 from __future__ import annotations
 
 import collections
+import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from noti.delay import validate_idempotency_key
-from noti.errors import InvalidConfig, InvalidInput, NotiError
+from noti.errors import InvalidConfig, InvalidInput, NotiError, StoreUnavailable
 from noti.record import Notification
 
 if TYPE_CHECKING:
@@ -141,20 +142,32 @@ def add_many(
             result of the call is then unknown for the rest: with a chunk written before
             the one before it is read back, the chunk after the failing one may be stored
             too, so retry with idempotency keys, not from the failing index).
-        InvalidConfig: a provider's settings are broken (nothing more is stored).
+        InvalidConfig: a provider's settings are broken (the chunks before the one holding
+            that item are stored whole, nothing from it on).
     """
     result = BulkResult()
     offset = 0
     in_flight: collections.deque[tuple[_Built, int]] = collections.deque()
     with _Writer(notifier) as writer:
-        for chunk in _chunks(items, chunk_size):
-            built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
-            writer.send(built)
-            in_flight.append((built, offset))
-            offset += len(chunk)
-            if len(in_flight) > AHEAD:
-                done, at = in_flight.popleft()
-                result.extend(_conclude(notifier, done, writer.ids()), at)
+        try:
+            for chunk in _chunks(items, chunk_size):
+                built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
+                writer.send(built)
+                in_flight.append((built, offset))
+                offset += len(chunk)
+                if len(in_flight) > AHEAD:
+                    done, at = in_flight.popleft()
+                    result.extend(_conclude(notifier, done, writer.ids()), at)
+        except StoreUnavailable:
+            raise
+        except BaseException:
+            # Nothing past this chunk is stored, but the chunk written before it is finished
+            # (its records with an identifier are stored too) before the error is raised.
+            with contextlib.suppress(StoreUnavailable):
+                while in_flight:
+                    done, _ = in_flight.popleft()
+                    _conclude(notifier, done, writer.ids())
+            raise
         while in_flight:
             done, at = in_flight.popleft()
             result.extend(_conclude(notifier, done, writer.ids()), at)

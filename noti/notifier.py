@@ -50,7 +50,7 @@ class Notifier:
         self._checking: dict[tuple[Channel, str | None], list[Provider]] = {}
 
     def user(self, name: str | None) -> User:
-        found = self._users.get(name)
+        found = self._users.get(name) if name is None or type(name) is str else None
         if found is None:
             found = resolve_user(self.runtime.settings, name)
             if len(self._users) < 1024:
@@ -206,7 +206,7 @@ class Notifier:
         a thousand records per round trip. Returns the ids stored, or for a record whose
         idempotency key was used already, the id that key names (then nothing is stored).
         ``messages`` may bring the undelayed records' messages already rendered
-        (:meth:`Publisher.message`), as the bulk path does on another thread.
+        (:meth:`Publisher.message`).
 
         Raises:
             StoreUnavailable: Redis cannot be reached.

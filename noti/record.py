@@ -158,8 +158,9 @@ def new_id(at_ms: int | None = None) -> str:
 
 
 def _forget_last_id() -> None:
-    global _last_ms
+    global _last_ms, _id_lock
     _last_ms = 0  # a forked child draws fresh randomness, never its parent's next id
+    _id_lock = threading.Lock()  # another thread of the parent may have held it at the fork
 
 
 os.register_at_fork(after_in_child=_forget_last_id)

@@ -126,8 +126,11 @@ class CommandPipeline:
         packed = [self._pack(command) for command in commands]
         if self._connection is None:
             self._connection = self._client.connection_pool.get_connection()
+        # redis-py's health check (a PING every health_check_interval) would read the reply
+        # of a batch in flight as the PONG: only with nothing in flight.
+        idle = not any(replies is None and sent for sent, replies in self._batches)
         try:
-            self._connection.send_packed_command([b"".join(packed)])  # one write, not one per command
+            self._connection.send_packed_command([b"".join(packed)], check_health=idle)  # one write
         except BaseException:
             self._drop()
             raise
@@ -171,7 +174,10 @@ class ScriptPipeline(CommandPipeline):
 
     A call the server answers with NOSCRIPT (the script was never loaded, or lost to
     ``SCRIPT FLUSH`` or a fail-over) did nothing: every batch in flight is read, the script
-    loaded, and the calls that did nothing sent again in their order, before anything newer.
+    loaded, and the calls that did nothing sent again in their order, before anything newer
+    is sent. (Calls in flight that did run, when another client loaded the script in
+    between, stay ahead of them: after a flush, writes of different calls may land out of
+    order, each call still whole.)
     """
 
     def __init__(self, client: redis.Redis, script: Script) -> None:

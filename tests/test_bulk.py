@@ -210,3 +210,31 @@ def bulk_notifier() -> Any:
     from noti.api import notifier
 
     return notifier()
+
+
+def test_a_chunk_that_cannot_be_built_stops_the_call_after_the_chunk_before_is_stored_whole(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noti import bulk
+    from noti.errors import InvalidConfig
+
+    # given: a second chunk whose provider settings turn out broken
+    build = bulk._build_chunk
+    calls = 0
+
+    def build_or_fail(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise InvalidConfig("provider 'x' is misconfigured")
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(bulk, "_build_chunk", build_or_fail)
+    items: list[dict[str, Any]] = [{"type": "sms", "to": PHONE, "text": f"n{i}"} for i in range(4)]
+    items[1] = {"type": "sms", "to": PHONE, "text": "identified", "identifier": "one", "delay": 60}
+    # when: it is sent in chunks of two
+    with pytest.raises(InvalidConfig):
+        bulk.add_many(bulk_notifier(), items, chunk_size=2)
+    # then: the first chunk is stored whole, its identified record included, and nothing more
+    assert rt.store.count() == 2 and rt.delayed.size() == 1
+    assert {r.fields["text"] for r in rt.store.select()} == {"n0", "identified"}

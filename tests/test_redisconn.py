@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -65,3 +66,22 @@ def test_a_lost_connection_is_raised_never_resent_and_never_reused(rt: Any) -> N
         pipeline.send([(["log"], ["c"])])  # on a new connection
         assert pipeline.results() == [2]
     assert rt.redis.lrange("log", 0, -1) == ["a", "c"]
+
+
+def test_the_health_check_never_reads_the_reply_of_a_batch_in_flight(rt: Any, redis_url: str) -> None:
+    # given: a client that health-checks (PING) a connection idle for more than 1 ms
+    client = redis.Redis.from_url(redis_url, decode_responses=True, health_check_interval=0.001)
+    script = client.register_script(APPEND)
+    with ScriptPipeline(client, script) as pipeline:
+        pipeline.send([(["log"], ["warm"])])
+        assert pipeline.results() == [1]
+        time.sleep(0.01)
+        # when: a second batch is written while the first one's replies are unread
+        pipeline.send([(["log"], ["a"]), (["log"], ["b"])])
+        time.sleep(0.01)
+        pipeline.send([(["log"], ["c"])])
+        # then: each batch reads its own replies
+        assert pipeline.results() == [2, 3]
+        assert pipeline.results() == [4]
+    assert client.lrange("log", 0, -1) == ["warm", "a", "b", "c"]
+    client.close()

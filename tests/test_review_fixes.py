@@ -156,7 +156,7 @@ def test_sweep_uses_the_broker_even_when_it_is_another_database(rt: Any, redis_s
 
 
 def test_user_names_that_could_collide_in_keys_are_refused(rt: Any) -> None:
-    for name in ("a:b", "has space", "x" * 65):
+    for name in ("a:b", "has space", "x" * 65, ["alice"], {"alice": 1}, 7):
         with pytest.raises(InvalidInput) as info:
             noti.notify_sms(PHONE, "x", user=name)
         assert info.value.code == "e.cmd.noti.baduser"

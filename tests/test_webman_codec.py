@@ -295,3 +295,16 @@ def test_php_scalar_rules() -> None:
     assert decode("[" * 512 + "]" * 512) is not None
     assert to_int("1e3") == 1000 and to_int(" 12abc") == 12 and to_int(-2.9) == -2
     assert loose_equals("10", "1e1") and not loose_equals("abc", "ABC") and loose_equals(5, "5")
+
+
+def test_deep_values_are_encoded_or_refused_as_php_does() -> None:
+    deep: Any = "x"
+    for _ in range(400):
+        deep = {"k": [deep]}  # 800 levels: more than the fast check looks at, PHP's limit is 512
+    with pytest.raises(PhpJsonError, match="nesting deeper"):
+        encode(deep)
+    fine: Any = "x"
+    for _ in range(255):
+        fine = {"k": [fine]}  # 510 levels
+    assert encode(fine) == _encode_slowly(fine)
+    assert encode(fine).count("[") == 255

@@ -478,3 +478,58 @@ def test_a_stopping_loop_acks_what_it_consumed(bridge_url: str, rt: Any) -> None
     # then: every entry it consumed is acked and deleted
     assert len(Collect.data()) == 10
     assert _left(send, rt) == (0, 0, 0, 0)
+
+
+def test_a_long_tick_settles_as_it_goes_so_the_pending_check_never_takes_a_consumed_entry(
+    bridge_url: str, rt: Any
+) -> None:
+    # given: a pending timeout of 0 (an entry is "timed out" at once): acks may not wait
+    Collect.reset()
+    send = producer(bridge_url)
+    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
+    send.push_many([{"n": i} for i in range(4)])
+    options = {"prefetch_count": 4, "pending_timeout_s": 0}
+    worker = QueueWorker(Collect(client=connect(bridge_url), dead_letters=rt.dead_letters, options=options))
+    assert worker.settle_within_s() == 0
+    # when: a tick runs the loop's way
+    assert worker.read_once(block_ms=10, settle=False) == 4
+    # then: every entry was acked as soon as it was consumed: none is left to the check
+    assert _left(send, rt) == (0, 0, 0, 0)
+    assert worker.check_pending() == 0
+    default = QueueWorker(Collect(client=connect(bridge_url), dead_letters=rt.dead_letters))
+    assert default.settle_within_s() == 1.0  # 300 s timeout: at most a second
+
+
+def test_a_loop_that_sleeps_between_ticks_acks_before_it_sleeps(bridge_url: str, rt: Any) -> None:
+    Collect.reset()
+    send = producer(bridge_url)
+    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
+    send.push_many([{"n": i} for i in range(3)])
+    options = {"prefetch_count": 10, "consumer_interval_s": 30}
+    worker = QueueWorker(Collect(client=connect(bridge_url), dead_letters=rt.dead_letters, options=options))
+    stop = threading.Event()
+    loop = threading.Thread(target=worker.run, args=(stop,))
+    loop.start()
+    try:
+        # the loop sleeps 30 s after its first tick: the acks must not wait for the next one
+        wait_until(lambda: _left(send, rt) == (0, 0, 0, 0), timeout=10)
+        assert len(Collect.data()) == 3
+    finally:
+        stop.set()
+        loop.join(10)
+
+
+def test_a_read_refused_by_redis_is_store_unavailable(bridge_url: str, rt: Any, monkeypatch: Any) -> None:
+    worker = QueueWorker(Collect(client=connect(bridge_url), dead_letters=rt.dead_letters))
+    worker.ensure_group()
+
+    class Refusing:
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: None
+
+        def execute(self, raise_on_error: bool = True) -> list[Any]:
+            return [redis.ResponseError("LOADING Redis is loading the dataset in memory")]
+
+    monkeypatch.setattr(worker.redis, "pipeline", lambda transaction=False: Refusing())
+    with pytest.raises(StoreUnavailable, match="not ready"):
+        worker.read_once(block_ms=10)

@@ -73,6 +73,8 @@ def encode(value: Any) -> str:
     return "".join(parts)
 
 
+#: How deep :func:`_plain` looks (three Python frames a level: far below the recursion limit).
+_PLAIN_DEPTH = 64
 _C_ENCODE = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), check_circular=False).encode
 #: Escapes the C encoder writes where PHP differs or fails: DEL (PHP writes it raw) and
 #: surrogates (PHP fails on a lone one); text holding them takes the slow path.
@@ -88,7 +90,7 @@ def _plain(value: Any, depth: int) -> bool:
         return True
     if kind is int:
         return bool(INT_MIN <= value <= INT_MAX)
-    if depth >= MAX_DEPTH:
+    if depth >= _PLAIN_DEPTH:  # deep values take the slow path (it handles PHP's 512 limit)
         return False
     if kind is list or kind is tuple:
         return all(_plain(item, depth + 1) for item in value)

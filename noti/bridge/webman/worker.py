@@ -7,8 +7,9 @@
   out together, one ``XACK`` and one ``XDEL`` naming all its entries, and the loop sends
   them in the same round trip as its next read, before it (PHP: an ``XACK`` and an
   ``XDEL`` round trip per entry) — a tick costs one round trip, not 1 + 2 × prefetch. An
-  entry is thus acked a moment later than PHP would, never earlier; if the worker dies in
-  between, the pending check hands it out again, as it would after a death mid-consume.
+  entry is thus acked later than PHP would (never earlier), by at most a second and a
+  quarter of the pending timeout, so the pending check does not take it; if the worker
+  dies in between, the pending check hands it out again, as after a death mid-consume.
 * :meth:`QueueWorker.check_pending` is one pending check: PHP worker 0's lock, ``XPENDING - +
   batch``, ``XCLAIM`` of entries idle past the timeout, then ``handle_pending_timeout``; the
   entry is acked (and deleted) only when that returns, so a failure leaves it pending.
@@ -41,6 +42,8 @@ __all__ = ["Housekeeper", "QueueWorker"]
 
 log = logging.getLogger(__name__)
 
+#: Longest an auto-acked entry waits for its XACK (see QueueWorker.settle_within_s).
+_SETTLE_WITHIN_S = 1.0
 #: The pending-check lock's time-to-live, as PHP sets it.
 PENDING_LOCK_TTL_S = 300
 _MAX_BACKOFF_S = 5.0
@@ -106,7 +109,8 @@ class QueueWorker:
         The entries it auto-acks are acked (and deleted) together, in one round trip at its
         end; with ``settle=False`` (what :meth:`run` does) they go in the same round trip as
         the next tick's read, before it. Either way one tick costs one or two round trips,
-        not two per entry.
+        not two per entry. A tick that runs long settles as it goes: no entry waits for its
+        ack more than :meth:`settle_within_s` after its consume.
         """
         consumer = self.consumer
         settling, self._settling = self._settling, []
@@ -129,14 +133,20 @@ class QueueWorker:
         reply = replies[-1]
         if isinstance(reply, Exception):
             if not _is_nogroup(reply):
-                raise reply
+                with translate_errors(self.redis):  # LOADING, READONLY …: StoreUnavailable
+                    raise reply
             self._recreate_group()
             return 0
         count = 0
+        within_s = self.settle_within_s()
+        since = time.monotonic()
         for _stream, entries in cast(list[Any], reply or []):
             for message_id, fields in entries:
                 count += 1
                 self.process(message_id, fields)
+                if self._settling and time.monotonic() - since >= within_s:
+                    self._settle_or_log()
+                    since = time.monotonic()
         if settle:
             self.settle()
         return count
@@ -160,6 +170,18 @@ class QueueWorker:
             self._settling = settling + self._settling
             raise
         self._log_settle_errors(settling, replies)
+
+    def settle_within_s(self) -> float:
+        """How long an auto-acked entry may wait for its ack: a second at most, and a
+        quarter of the pending timeout, so the pending check never takes an entry that was
+        consumed already."""
+        return min(_SETTLE_WITHIN_S, self.consumer.pending_timeout_s / 4)
+
+    def _settle_or_log(self) -> None:
+        try:
+            self.settle()
+        except (NotiError, redis.RedisError) as exc:  # kept for the next try
+            log.warning("webman %s: could not ack entries yet: %s", self.consumer.names.queue, exc)
 
     def _queue_settle(self, pipe: Any, message_ids: list[str]) -> None:
         if message_ids:
@@ -318,37 +340,33 @@ class QueueWorker:
         consumer = self.consumer
         backoff = 0.1
         need_group = True
-        while not stop.is_set():
-            try:
-                if need_group:
-                    self.ensure_group()
-                    need_group = False
-                self.read_once(settle=False)
-                backoff = 0.1
-                if consumer.consumer_interval_s > 0:
-                    stop.wait(consumer.consumer_interval_s)
-            except (StoreUnavailable, redis.ConnectionError, redis.TimeoutError) as exc:
-                log.warning(
-                    "webman %s: Redis unavailable (%s); retrying in %.1f s",
-                    consumer.names.queue,
-                    exc,
-                    backoff,
-                )
-                need_group = True
-                stop.wait(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
-            except Exception:
-                log.exception("webman %s: consume tick failed; going on", consumer.names.queue)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
         try:
-            self.settle()
-        except (NotiError, redis.RedisError) as exc:
-            log.warning(
-                "webman %s: could not ack the last entries (%s); the pending check will see them",
-                consumer.names.queue,
-                exc,
-            )
+            while not stop.is_set():
+                try:
+                    if need_group:
+                        self.ensure_group()
+                        need_group = False
+                    # Between ticks the acks wait for the next read, unless the loop sleeps.
+                    self.read_once(settle=consumer.consumer_interval_s > 0)
+                    backoff = 0.1
+                    if consumer.consumer_interval_s > 0:
+                        stop.wait(consumer.consumer_interval_s)
+                except (StoreUnavailable, redis.ConnectionError, redis.TimeoutError) as exc:
+                    log.warning(
+                        "webman %s: Redis unavailable (%s); retrying in %.1f s",
+                        consumer.names.queue,
+                        exc,
+                        backoff,
+                    )
+                    need_group = True
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                except Exception:
+                    log.exception("webman %s: consume tick failed; going on", consumer.names.queue)
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+        finally:  # also when a consume raised SystemExit or KeyboardInterrupt
+            self._settle_or_log()
         self.leave_group()
 
 
