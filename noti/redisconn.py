@@ -96,8 +96,9 @@ class CommandPipeline:
             self._write(commands)
         self._batches.append((commands, None))
 
-    def results(self) -> list[Any]:
-        """The replies of the oldest batch sent and not read yet, in order.
+    def results(self, *, raise_on_error: bool = True) -> list[Any]:
+        """The replies of the oldest batch sent and not read yet, in order; an error reply
+        is its exception, raised unless ``raise_on_error`` is false (then in its place).
 
         Raises:
             redis.RedisError: the first error reply of the batch (the other commands ran),
@@ -105,9 +106,10 @@ class CommandPipeline:
         """
         commands, replies = self._batches.popleft()
         replies = self._read(commands) if replies is None else replies
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
         return replies
 
     def close(self) -> None:
@@ -156,8 +158,9 @@ class CommandPipeline:
             self._connection = None
 
 
-def run_commands(client: redis.Redis, commands: Sequence[Any]) -> list[Any]:
-    """Run ``commands`` (tuples of arguments) in one pipelined round trip; their replies.
+def run_commands(client: redis.Redis, commands: Sequence[Any], *, raise_on_error: bool = True) -> list[Any]:
+    """Run ``commands`` (tuples of arguments) in one pipelined round trip; their replies
+    (see :meth:`CommandPipeline.results`).
 
     Raises:
         redis.RedisError: the first error reply (the other commands ran), or a connection
@@ -165,7 +168,7 @@ def run_commands(client: redis.Redis, commands: Sequence[Any]) -> list[Any]:
     """
     with CommandPipeline(client) as pipeline:
         pipeline.send(commands)
-        return pipeline.results()
+        return pipeline.results(raise_on_error=raise_on_error)
 
 
 class ScriptPipeline(CommandPipeline):
@@ -184,7 +187,7 @@ class ScriptPipeline(CommandPipeline):
         super().__init__(client)
         self._script = script
 
-    def results(self) -> list[Any]:
+    def results(self, *, raise_on_error: bool = True) -> list[Any]:
         """The replies of the oldest batch of calls not read yet (see :class:`CommandPipeline`)."""
         calls, replies = self._batches[0]
         if replies is None:
@@ -192,7 +195,7 @@ class ScriptPipeline(CommandPipeline):
             self._batches[0] = (calls, replies)
         if any(isinstance(reply, redis.exceptions.NoScriptError) for reply in replies):
             self._run_lost_again()
-        return super().results()
+        return super().results(raise_on_error=raise_on_error)
 
     def _pack(self, command: Any) -> bytes:
         keys, args = command

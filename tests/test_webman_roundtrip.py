@@ -523,13 +523,11 @@ def test_a_read_refused_by_redis_is_store_unavailable(bridge_url: str, rt: Any, 
     worker = QueueWorker(Collect(client=connect(bridge_url), dead_letters=rt.dead_letters))
     worker.ensure_group()
 
-    class Refusing:
-        def __getattr__(self, name: str) -> Any:
-            return lambda *args, **kwargs: None
+    from noti.bridge.webman import worker as worker_module
 
-        def execute(self, raise_on_error: bool = True) -> list[Any]:
-            return [redis.ResponseError("LOADING Redis is loading the dataset in memory")]
+    def refused(*args: Any, **kwargs: Any) -> list[Any]:
+        return [redis.ResponseError("LOADING Redis is loading the dataset in memory")]
 
-    monkeypatch.setattr(worker.redis, "pipeline", lambda transaction=False: Refusing())
+    monkeypatch.setattr(worker_module, "run_commands", refused)
     with pytest.raises(StoreUnavailable, match="not ready"):
         worker.read_once(block_ms=10)

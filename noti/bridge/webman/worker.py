@@ -36,7 +36,7 @@ from noti.bridge.webman.codec import parse_entry
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
 from noti.bridge.webman.mover import DelayedMover
 from noti.errors import MalformedMessage, NotiError, StoreUnavailable
-from noti.redisconn import translate_errors
+from noti.redisconn import run_commands, translate_errors
 
 __all__ = ["Housekeeper", "QueueWorker"]
 
@@ -114,18 +114,17 @@ class QueueWorker:
         """
         consumer = self.consumer
         settling, self._settling = self._settling, []
+        read = (
+            *("XREADGROUP", "GROUP", consumer.names.group, consumer.consumer_name),
+            *("COUNT", consumer.prefetch_count),
+            *("BLOCK", consumer.block_time_ms if block_ms is None else block_ms),
+            *("STREAMS", self.keys.stream, ">"),
+        )
         try:
             with translate_errors(self.redis):
-                pipe = self.redis.pipeline(transaction=False)
-                self._queue_settle(pipe, settling)
-                pipe.xreadgroup(
-                    consumer.names.group,
-                    consumer.consumer_name,
-                    {self.keys.stream: ">"},
-                    count=consumer.prefetch_count,
-                    block=consumer.block_time_ms if block_ms is None else block_ms,
+                replies = run_commands(
+                    self.redis, [*self._settle_commands(settling), read], raise_on_error=False
                 )
-                replies = pipe.execute(raise_on_error=False)
         except BaseException:
             self._settling = settling + self._settling  # acking again is harmless: try next time
             raise
@@ -141,9 +140,11 @@ class QueueWorker:
         within_s = self.settle_within_s()
         since = time.monotonic()
         for _stream, entries in cast(list[Any], reply or []):
-            for message_id, fields in entries:
+            for message_id, flat in entries:  # RESP2: [id, [field, value, …]] (nil if deleted)
                 count += 1
-                self.process(message_id, fields)
+                self.process(
+                    message_id, None if flat is None else dict(zip(flat[::2], flat[1::2], strict=True))
+                )
                 if self._settling and time.monotonic() - since >= within_s:
                     self._settle_or_log()
                     since = time.monotonic()
@@ -163,9 +164,7 @@ class QueueWorker:
             return
         try:
             with translate_errors(self.redis):
-                pipe = self.redis.pipeline(transaction=False)
-                self._queue_settle(pipe, settling)
-                replies = pipe.execute(raise_on_error=False)
+                replies = run_commands(self.redis, self._settle_commands(settling), raise_on_error=False)
         except BaseException:
             self._settling = settling + self._settling
             raise
@@ -183,11 +182,16 @@ class QueueWorker:
         except (NotiError, redis.RedisError) as exc:  # kept for the next try
             log.warning("webman %s: could not ack entries yet: %s", self.consumer.names.queue, exc)
 
-    def _queue_settle(self, pipe: Any, message_ids: list[str]) -> None:
-        if message_ids:
-            pipe.xack(self.keys.stream, self.consumer.names.group, *message_ids)
-            if self.consumer.auto_delete:
-                pipe.xdel(self.keys.stream, *message_ids)
+    def _settle_commands(self, message_ids: list[str]) -> list[tuple[Any, ...]]:
+        """The XACK (and with ``auto_delete`` the XDEL) of ``message_ids``, if any."""
+        if not message_ids:
+            return []
+        commands: list[tuple[Any, ...]] = [
+            ("XACK", self.keys.stream, self.consumer.names.group, *message_ids)
+        ]
+        if self.consumer.auto_delete:
+            commands.append(("XDEL", self.keys.stream, *message_ids))
+        return commands
 
     def _log_settle_errors(self, message_ids: list[str], replies: list[Any]) -> None:
         for reply in replies:
