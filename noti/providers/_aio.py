@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 
-from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage, TemporaryFailure
+from noti.providers._http import cannot_connect, no_complete_answer, transport_failed, unencodable
 
 __all__ = ["close_session", "map_errors", "session"]
 
@@ -55,13 +55,9 @@ async def map_errors(provider: str) -> AsyncIterator[None]:
     try:
         yield
     except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-        raise ProviderOutage(f"{provider}: cannot connect: {exc}", provider=provider) from exc
+        raise cannot_connect(provider, exc) from exc
     except (aiohttp.InvalidURL, ValueError) as exc:  # we built a request aiohttp refuses
-        # never interpolate its text: it may quote the offending header value, maybe a secret
-        raise ProviderMisconfigured(
-            f"{provider}: the request could not be encoded (a header or URL value is not allowed)",
-            provider=provider,
-        ) from exc
+        raise unencodable(provider) from exc
     except (
         TimeoutError,
         aiohttp.ServerDisconnectedError,
@@ -69,9 +65,6 @@ async def map_errors(provider: str) -> AsyncIterator[None]:
         aiohttp.ClientResponseError,  # an answer that is not HTTP (raise_for_status is never used)
         aiohttp.ClientOSError,
     ) as exc:
-        raise AmbiguousOutcome(
-            f"{provider}: no complete answer ({type(exc).__name__}); it may have been sent",
-            provider=provider,
-        ) from exc
+        raise no_complete_answer(provider, exc) from exc
     except aiohttp.ClientError as exc:
-        raise TemporaryFailure(f"{provider}: {type(exc).__name__}: {exc}", provider=provider) from exc
+        raise transport_failed(provider, exc) from exc

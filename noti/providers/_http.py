@@ -29,7 +29,16 @@ import httpx
 
 from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage, TemporaryFailure
 
-__all__ = ["client", "json_object", "map_transport_errors", "retry_after_s"]
+__all__ = [
+    "cannot_connect",
+    "client",
+    "json_object",
+    "map_transport_errors",
+    "no_complete_answer",
+    "retry_after_s",
+    "transport_failed",
+    "unencodable",
+]
 
 #: Query parameters that carry credentials in some vendors' URLs (WeChat's access_token,
 #: Aliyun's signature): httpx logs request URLs at INFO, so these are masked in its log.
@@ -74,19 +83,42 @@ def client() -> httpx.Client:
         return _client
 
 
+def cannot_connect(provider: str, exc: BaseException) -> ProviderOutage:
+    """No connection to the vendor: nothing was sent (the next provider may try)."""
+    return ProviderOutage(f"{provider}: cannot connect: {exc}", provider=provider)
+
+
+def unencodable(provider: str) -> ProviderMisconfigured:
+    """The HTTP library refused the request noti built. The library's text is never
+    interpolated: it may quote the offending header value, maybe a secret."""
+    return ProviderMisconfigured(
+        f"{provider}: the request could not be encoded (a header or URL value is not allowed)",
+        provider=provider,
+    )
+
+
+def no_complete_answer(provider: str, exc: BaseException) -> AmbiguousOutcome:
+    """The request went out and no complete answer came back: it may have been sent."""
+    return AmbiguousOutcome(
+        f"{provider}: no complete answer ({type(exc).__name__}); it may have been sent",
+        provider=provider,
+    )
+
+
+def transport_failed(provider: str, exc: BaseException) -> TemporaryFailure:
+    """Any other transport failure: worth another try."""
+    return TemporaryFailure(f"{provider}: {type(exc).__name__}: {exc}", provider=provider)
+
+
 @contextmanager
 def map_transport_errors(provider: str) -> Iterator[None]:
     """Translate httpx transport failures into the outcome classes above."""
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-        raise ProviderOutage(f"{provider}: cannot connect: {exc}", provider=provider) from exc
+        raise cannot_connect(provider, exc) from exc
     except httpx.LocalProtocolError as exc:  # we built a request the HTTP library refuses
-        # never interpolate its text: it quotes the offending header value, maybe a secret
-        raise ProviderMisconfigured(
-            f"{provider}: the request could not be encoded (a header or URL value is not allowed)",
-            provider=provider,
-        ) from exc
+        raise unencodable(provider) from exc
     except (
         httpx.ReadTimeout,
         httpx.WriteTimeout,
@@ -95,12 +127,9 @@ def map_transport_errors(provider: str) -> Iterator[None]:
         httpx.DecodingError,
         httpx.StreamError,
     ) as exc:
-        raise AmbiguousOutcome(
-            f"{provider}: no complete answer ({type(exc).__name__}); it may have been sent",
-            provider=provider,
-        ) from exc
+        raise no_complete_answer(provider, exc) from exc
     except httpx.HTTPError as exc:
-        raise TemporaryFailure(f"{provider}: {type(exc).__name__}: {exc}", provider=provider) from exc
+        raise transport_failed(provider, exc) from exc
 
 
 def json_object(response: httpx.Response, provider: str) -> dict[str, Any]:
