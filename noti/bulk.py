@@ -182,7 +182,7 @@ class _Built:
     plain: list[tuple[int, Notification]]
     identified: list[tuple[int, Notification]]
     keys: dict[str, str]
-    #: The delivery messages of the plain records due now, rendered here (see store_and_queue).
+    #: The delivery messages of the plain records due now (:meth:`Notifier.delivery_messages`).
     messages: dict[str, tuple[str, str]] | None
 
 
@@ -209,8 +209,7 @@ def _build_chunk(
             result.refused.append(Refused(index, "e.cmd.noti.add.baditem", str(exc)))
     messages = None
     if notifier.publisher.shares_store:
-        message = notifier.publisher.message
-        messages = {r.id: message(r.id, r.channel, r.level) for _, r in plain if not r.lease_until_ms}
+        messages = notifier.delivery_messages(record for _, record in plain)
     return _Built(result, plain, identified, keys, messages)
 
 

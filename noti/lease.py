@@ -45,12 +45,6 @@ class LeaseKeeper:
         self._wake_at = math.inf
 
     @contextlib.contextmanager
-    def hold(self, record_id: str, owner: str, lease_ms: int) -> Iterator[None]:
-        """Keep the lease of ``record_id`` (held by ``owner``) alive for the ``with`` block."""
-        with self.hold_many([(record_id, owner, lease_ms)]):
-            yield
-
-    @contextlib.contextmanager
     def hold_many(self, leases: Sequence[tuple[str, str, int]]) -> Iterator[None]:
         """Keep the ``(record id, owner, lease ms)`` leases alive for the ``with`` block (one
         lock round for the lot: a batch of sends in flight)."""

@@ -4,7 +4,7 @@ of :mod:`noti.users` applied to every call. :mod:`noti.api` wraps it in module f
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -195,38 +195,39 @@ class Notifier:
         return existing
 
     def store_and_queue(
-        self,
-        records: Sequence[Notification],
-        *,
-        idempotency_keys: Mapping[str, str] | None = None,
-        messages: Mapping[str, tuple[str, str]] | None = None,
+        self, records: Sequence[Notification], *, idempotency_keys: Mapping[str, str] | None = None
     ) -> list[str]:
         """Store validated records and queue the undelayed ones: when the broker is the store's
         Redis, each record and its message are written by one script (together or not at all),
         a thousand records per round trip. Returns the ids stored, or for a record whose
         idempotency key was used already, the id that key names (then nothing is stored).
-        ``messages`` may bring the undelayed records' messages already rendered
-        (:meth:`Publisher.message`).
 
         Raises:
             StoreUnavailable: Redis cannot be reached.
         """
-        now_items = [(r.id, r.channel, r.level) for r in records if not r.lease_until_ms]
         store, ttl_s = self.runtime.store, self.runtime.settings.idempotency_ttl_s
         if self.publisher.shares_store:
-            if messages is None:
-                messages = {item[0]: self.publisher.message(*item) for item in now_items}
             return store.create_many(
-                records, messages=messages, idempotency_keys=idempotency_keys, idempotency_ttl_s=ttl_s
+                records,
+                messages=self.delivery_messages(records),
+                idempotency_keys=idempotency_keys,
+                idempotency_ttl_s=ttl_s,
             )
         ids = store.create_many(records, idempotency_keys=idempotency_keys, idempotency_ttl_s=ttl_s)
-        created = {
-            record_id for record_id, record in zip(ids, records, strict=True) if record_id == record.id
-        }
-        now_items = [item for item in now_items if item[0] in created]
+        now_items = [
+            (record.id, record.channel, record.level)
+            for record_id, record in zip(ids, records, strict=True)
+            if record_id == record.id and not record.lease_until_ms
+        ]
         if now_items:
             self.publisher.publish(now_items)
         return ids
+
+    def delivery_messages(self, records: Iterable[Notification]) -> dict[str, tuple[str, str]]:
+        """By record id, the delivery message ``(queue list, payload)`` of each record due now,
+        for ``create.lua`` to write with it (when the publisher shares the store)."""
+        message = self.publisher.message
+        return {r.id: message(r.id, r.channel, r.level) for r in records if not r.lease_until_ms}
 
     def notify(self, type: str, target: str, **kwargs: Any) -> str:  # noqa: A002
         """:meth:`add`, returning only the id."""

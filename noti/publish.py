@@ -30,12 +30,14 @@ from noti.entropy import hex64
 from noti.errors import StoreUnavailable
 from noti.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
 from noti.record import Channel
-from noti.redisconn import connect, masked_url, translate_errors
+from noti.redisconn import connect, masked_url, run_commands, translate_errors
 
 __all__ = ["Publisher", "queue_key"]
 
 #: kombu's retry policy for the send_task path: fail fast, the caller reports it.
 _PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
+#: LPUSHes per pipelined round trip in :meth:`Publisher.publish`.
+_PUBLISH_BATCH = 1000
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
@@ -176,12 +178,6 @@ class Publisher:
         }
         return json.dumps(envelope)
 
-    def add_to_pipeline(self, pipe: redis.client.Pipeline, items: Iterable[Item]) -> None:
-        """Queue the LPUSHes of ``items`` on ``pipe`` (only when :attr:`shares_store`)."""
-        for record_id, channel, level in items:
-            key, payload = self.message(record_id, channel, level)
-            pipe.lpush(key, payload)
-
     def publish(self, items: Iterable[Item]) -> int:
         """Send a delivery message per item; how many were sent.
 
@@ -190,17 +186,11 @@ class Publisher:
         """
         if self.writes_wire_format:
             client = self.broker_redis
-            count = 0
+            pushes = [("LPUSH", *self.message(*item)) for item in items]
             with translate_errors(client):
-                pipe = client.pipeline(transaction=False)
-                for item in items:
-                    self.add_to_pipeline(pipe, [item])
-                    count += 1
-                    if len(pipe) >= 1000:
-                        pipe.execute()
-                if len(pipe):
-                    pipe.execute()
-            return count
+                for start in range(0, len(pushes), _PUBLISH_BATCH):
+                    run_commands(client, pushes[start : start + _PUBLISH_BATCH])
+            return len(pushes)
         return self._send_tasks(items)
 
     def _send_tasks(self, items: Iterable[Item]) -> int:
