@@ -150,6 +150,15 @@ def test_unacked_entries_are_retried_by_the_pending_check(bridge_url: str, run_b
     wait_until(lambda: producer(bridge_url).redis.xpending(keys.stream, keys.names.group)["pending"] == 0)
 
 
+def _queued(url: str, count: int) -> Producer:
+    """The Collect queue with its group and ``count`` entries ``{"n": i}``; Collect reset."""
+    Collect.reset()
+    send = producer(url)
+    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
+    send.push_many([{"n": i} for i in range(count)])
+    return send
+
+
 def _pending_entry(url: str) -> tuple[Producer, str]:
     """One entry read by a PHP worker that then died: pending, never acked; its id."""
     send = producer(url)
@@ -413,10 +422,7 @@ def test_a_tick_acks_its_entries_together_and_the_loop_acks_them_with_its_next_r
     bridge_url: str, rt: Any
 ) -> None:
     # given: five entries and a worker that reads three at a time
-    Collect.reset()
-    send = producer(bridge_url)
-    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
-    send.push_many([{"n": i} for i in range(5)])
+    send = _queued(bridge_url, 5)
     consumer = Collect(
         client=connect(bridge_url), dead_letters=rt.dead_letters, options={"prefetch_count": 3}
     )
@@ -435,10 +441,7 @@ def test_a_tick_acks_its_entries_together_and_the_loop_acks_them_with_its_next_r
 
 def test_acks_a_lost_connection_kept_from_redis_go_with_the_next_read(bridge_url: str, rt: Any) -> None:
     # given: a tick's entries consumed, their acks not sent yet
-    Collect.reset()
-    send = producer(bridge_url)
-    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
-    send.push_many([{"n": i} for i in range(2)])
+    send = _queued(bridge_url, 2)
     consumer = Collect(
         client=connect(bridge_url), dead_letters=rt.dead_letters, options={"prefetch_count": 5}
     )
@@ -458,10 +461,7 @@ def test_acks_a_lost_connection_kept_from_redis_go_with_the_next_read(bridge_url
 
 def test_a_stopping_loop_acks_what_it_consumed(bridge_url: str, rt: Any) -> None:
     # given: a loop told to stop by the last entry it consumes (its ack not sent yet)
-    Collect.reset()
-    send = producer(bridge_url)
-    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
-    send.push_many([{"n": i} for i in range(10)])
+    send = _queued(bridge_url, 10)
     stop = threading.Event()
 
     class StopAtLast(Collect):
@@ -484,10 +484,7 @@ def test_a_long_tick_settles_as_it_goes_so_the_pending_check_never_takes_a_consu
     bridge_url: str, rt: Any
 ) -> None:
     # given: a pending timeout of 0 (an entry is "timed out" at once): acks may not wait
-    Collect.reset()
-    send = producer(bridge_url)
-    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
-    send.push_many([{"n": i} for i in range(4)])
+    send = _queued(bridge_url, 4)
     options = {"prefetch_count": 4, "pending_timeout_s": 0}
     worker = QueueWorker(Collect(client=connect(bridge_url), dead_letters=rt.dead_letters, options=options))
     assert worker.settle_within_s() == 0
@@ -501,10 +498,7 @@ def test_a_long_tick_settles_as_it_goes_so_the_pending_check_never_takes_a_consu
 
 
 def test_a_loop_that_sleeps_between_ticks_acks_before_it_sleeps(bridge_url: str, rt: Any) -> None:
-    Collect.reset()
-    send = producer(bridge_url)
-    send.redis.xgroup_create(send.keys.stream, send.names.group, id="0", mkstream=True)
-    send.push_many([{"n": i} for i in range(3)])
+    send = _queued(bridge_url, 3)
     options = {"prefetch_count": 10, "consumer_interval_s": 30}
     worker = QueueWorker(Collect(client=connect(bridge_url), dead_letters=rt.dead_letters, options=options))
     stop = threading.Event()
