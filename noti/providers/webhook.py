@@ -55,6 +55,7 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import aiohttp
@@ -391,7 +392,9 @@ class WebhookProvider(Provider):
         return cls(detail, **kwargs)
 
 
+@lru_cache(maxsize=1024)  # a service posts to a few endpoints: parse each once
 def _host_port(url: str) -> tuple[str | None, int]:
+    """The host and port of ``url`` as httpx reads it; ``(None, 0)`` when it has none."""
     try:
         parts = httpx.URL(url)
     except httpx.InvalidURL:
