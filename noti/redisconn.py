@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib.resources
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
@@ -22,6 +23,7 @@ __all__ = [
     "connect",
     "load_script",
     "masked_url",
+    "script_source",
     "translate_errors",
 ]
 
@@ -53,13 +55,26 @@ def connect(url: str) -> redis.Redis:
     return client
 
 
+#: A line ``--#include <name>.lua`` in a script stands for that fragment's text.
+_INCLUDE = re.compile(r"^--#include ([\w-]+\.lua)$", re.MULTILINE)
+
+
+def script_source(name: str, *, package: str = "noti.lua") -> str:
+    """The text of the Lua script ``<name>.lua`` of ``package``, its ``--#include`` lines
+    replaced by the fragments they name (from the same package; one level deep): two
+    scripts that must apply one rule share its code."""
+    files = importlib.resources.files(package)
+    source = files.joinpath(f"{name}.lua").read_text()
+    return _INCLUDE.sub(lambda line: files.joinpath(line.group(1)).read_text(), source)
+
+
 def load_script(client: redis.Redis, name: str, *, package: str = "noti.lua") -> Script:
-    """The Lua script ``<name>.lua`` of ``package`` (default ``noti/lua``) registered on ``client``.
+    """The Lua script ``<name>.lua`` of ``package`` (default ``noti/lua``, includes expanded by
+    :func:`script_source`) registered on ``client``.
 
     Scripts run by SHA and are re-sent transparently after ``SCRIPT FLUSH`` or a fail-over.
     """
-    source = importlib.resources.files(package).joinpath(f"{name}.lua").read_text()
-    return client.register_script(source)
+    return client.register_script(script_source(name, package=package))
 
 
 Call = tuple[Sequence[Any], Sequence[Any]]

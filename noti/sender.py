@@ -143,9 +143,18 @@ class Sender:
         lease = int(lease_ms if lease_ms is not None else rt.settings.lease_timeout_s * 1000)
         owner = f"{self.owner_prefix}:{uuid.uuid4().hex[:12]}"
         claims = rt.store.claim_many(record_ids, owner=owner, lease_ms=lease, creator=creator)
+        return self.sort_claims(
+            [(record_id, claim, owner, lease) for record_id, claim in zip(record_ids, claims, strict=True)]
+        )
+
+    def sort_claims(
+        self, claims: Sequence[tuple[str, Claim, str, int]]
+    ) -> tuple[list[Attempt], list[SendResult | None]]:
+        """:meth:`claim_many`'s answer for claims made elsewhere (the broker transport claims
+        as it fetches): ``(record id, claim, owner token, lease ms)`` each."""
         ready: list[Attempt] = []
         results: list[SendResult | None] = []
-        for record_id, claim in zip(record_ids, claims, strict=True):
+        for record_id, claim, owner, lease in claims:
             if claim.state is ClaimState.CLAIMED:
                 ready.append(Attempt(claim, owner, lease))
                 results.append(None)

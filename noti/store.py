@@ -22,7 +22,7 @@ from noti.keys import Keys
 from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import ScriptPipeline, load_script, translate_errors
 
-__all__ = ["Claim", "ClaimState", "CreatePipeline", "Finish", "Outcome", "RecordStore"]
+__all__ = ["Claim", "ClaimState", "CreatePipeline", "Finish", "Outcome", "RecordStore", "claim_from_row"]
 
 _PAGE = 500
 
@@ -259,7 +259,7 @@ class RecordStore:
                 keys=[*(self.keys.record(i) for i in ids), *(self.keys.suppressed(c) for c in channels)],
                 args=[now, int(lease_ms), owner, creator or "", len(ids), *channels],
             )
-        return [_to_claim(row) for row in rows]
+        return [claim_from_row(row) for row in rows]
 
     def claim(self, record_id: str, **kwargs: object) -> Claim:
         """Try to take one record (see :meth:`claim_many`)."""
@@ -461,7 +461,8 @@ def _pages(ids: Iterable[str], size: int) -> Iterator[list[str]]:
         yield page
 
 
-def _to_claim(row: list[Any]) -> Claim:
+def claim_from_row(row: list[Any]) -> Claim:
+    """The claim a ``claim_record.lua`` row describes (``claim.lua``, ``bulk_fetch.lua``)."""
     state = ClaimState(int(row[0]))
     if state is ClaimState.CLAIMED:
         flat = row[1:]

@@ -12,6 +12,11 @@ the crash semantics, and changes when the round trips happen:
   has that window for one message). Only then is any handed to Celery. A quiet queue costs
   one round trip after the BRPOP, as stock kombu; a busy one one per bulk instead of two
   per message;
+- when a :class:`DeliveryClaims` is set on the channel (noti's batch delivery sets one),
+  the same script call also claims the record of each plain ``noti.deliver`` message it
+  takes (``claim_record.lua``, the rules of ``claim.lua``) and the claims wait in
+  :attr:`BulkChannel.fetched_claims` for the batcher: a notification on a quiet queue costs
+  one round trip from the wake-up to its send, not two;
 - acks are buffered and removed from the unacked hash in one MULTI (multi-argument ZREM and
   HDEL) before the next BRPOP, when :data:`ACK_FLUSH_AT` are waiting, and before the
   channel restores its unacked messages on close.
@@ -29,10 +34,12 @@ Redis ``QoS``): kombu is pinned in pyproject.toml and tests/test_transport.py ch
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from queue import Empty
 from typing import Any
 
@@ -41,11 +48,23 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-__all__ = ["ACK_FLUSH_AT", "BULK_MAX", "BulkChannel", "BulkQoS", "BulkTransport", "kombu_json"]
+from noti.entropy import hex64
+from noti.redisconn import script_source
+
+__all__ = [
+    "ACK_FLUSH_AT",
+    "BULK_MAX",
+    "BulkChannel",
+    "BulkQoS",
+    "BulkTransport",
+    "DeliveryClaims",
+    "FetchedClaim",
+    "kombu_json",
+]
 
 log = logging.getLogger(__name__)
 
-_BULK_FETCH = importlib.resources.files("noti.lua").joinpath("bulk_fetch.lua").read_text()
+_BULK_FETCH = script_source("bulk_fetch")
 
 #: Most messages taken from one priority list per wake-up. Small enough that a burst of
 #: higher-level messages is shared by the workers instead of taken whole by one (which
@@ -55,6 +74,34 @@ _BULK_FETCH = importlib.resources.files("noti.lua").joinpath("bulk_fetch.lua").r
 BULK_MAX = 50
 #: Buffered acks that force a flush before the next BRPOP.
 ACK_FLUSH_AT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryClaims:
+    """What the fetch script needs to claim the records of the delivery messages it takes.
+
+    The records must live in the broker's Redis database (noti's default: one Redis).
+    """
+
+    #: The delivery task's name (``noti.deliver``): only its messages are claimed.
+    task: str
+    #: A record's hash key is this prefix and its id.
+    record_prefix: str
+    #: The channels, and the key of each one's opted-out set.
+    optouts: tuple[tuple[str, str], ...]
+    lease_ms: int
+    #: Each fetch's owner token is this prefix, ``:`` and 12 random hex digits.
+    owner_prefix: str
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedClaim:
+    """The claim the fetch script made for one message's record."""
+
+    owner: str
+    lease_ms: int
+    #: The ``claim_record.lua`` row (``noti.store.claim_from_row`` reads it).
+    row: list[Any]
 
 
 class BulkQoS(kombu_redis.QoS):
@@ -113,11 +160,33 @@ class BulkChannel(kombu_redis.Channel):
 
     QoS = BulkQoS
     bulk_max = BULK_MAX
+    #: Set by the consumer of delivery messages to have their records claimed as they are
+    #: fetched; None: messages are only taken.
+    delivery_claims: DeliveryClaims | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: Claims made by the fetch script, by delivery tag, until the consumer takes them.
+        self.fetched_claims: dict[str, FetchedClaim] = {}
         if self.global_keyprefix:  # kombu prefixes only the first key of a script call
             raise ValueError("noti.transport does not support the global_keyprefix transport option")
+
+    _shared_client: Any = None
+
+    @contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        """kombu builds a new ``redis.Redis`` for every command it sends outside the BRPOP
+        connection (~140 µs of CPU here, on every wake-up and ack flush); one client per
+        channel and connection pool serves them all (it takes a pooled connection per
+        command, as each new one did)."""
+        if client:
+            yield client
+            return
+        pool = self.pool  # kombu drops its pools after a fork: then a new client
+        shared = self._shared_client
+        if shared is None or shared.connection_pool is not pool:
+            shared = self._shared_client = self._create_client()
+        yield shared
 
     def _brpop_start(self, timeout: float | None = None) -> None:
         self.qos.flush_acks()
@@ -142,38 +211,64 @@ class BulkChannel(kombu_redis.Channel):
             self._flush_brpop_reauth()
         room = self.qos.can_consume_max_estimate()
         more = min(self.bulk_max, self.bulk_max if room is None else room) - 1
+        claiming = None if self._closing else self.delivery_claims
         if self._closing:  # kombu reads a pending BRPOP answer while closing: take no more
             more = 0
+        owner = "" if claiming is None else f"{claiming.owner_prefix}:{hex64()[:12]}"
         with self.conn_or_acquire() as client:
-            rest = _bulk_fetch(client, key, self.qos, time.time(), max(0, more), item)
+            rest, claims = _bulk_fetch(client, key, self.qos, max(0, more), item, claiming, owner)
         tags: list[str] = []
         payloads: list[dict[str, Any]] = []
-        for raw in (item, *rest):
+        for n, raw in enumerate((item, *rest)):
             try:
                 payload = kombu_json(raw)
-                tags.append(payload["properties"]["delivery_tag"])
+                tag = payload["properties"]["delivery_tag"]
             except Exception:  # not a kombu message: the script did not note it either
                 log.error("bulk fetch: dropped a message that is not a kombu envelope: %.200r", raw)
                 continue
+            tags.append(tag)
             payloads.append(payload)
+            if claims and claims[n][0] != -1:
+                assert claiming is not None
+                row = [bytes_to_str(value) for value in claims[n]]  # this client does not decode
+                self.fetched_claims[tag] = FetchedClaim(owner, claiming.lease_ms, row)
         self.qos.noted(tags)
-        for n, payload in enumerate(payloads):
-            try:
-                self.connection._deliver(payload, dest)
-            except Exception:  # the rest are noted: put them back now, not after the timeout
-                for undelivered in tags[n + 1 :]:
-                    self.qos.restore_by_tag(undelivered, leftmost=True)
-                raise
+        try:
+            for n, payload in enumerate(payloads):
+                try:
+                    self.connection._deliver(payload, dest)
+                except Exception:  # the rest are noted: put them back now, not after the timeout
+                    for undelivered in tags[n + 1 :]:
+                        self.qos.restore_by_tag(undelivered, leftmost=True)
+                    raise
+        finally:
+            # the consumer takes each claim as its message is delivered (synchronously); one
+            # left was not taken: its record stays leased until the lease ends, and whoever
+            # sends it then is told to look again at that time
+            if self.fetched_claims:
+                log.warning("bulk fetch: %d claim(s) not taken by a consumer", len(self.fetched_claims))
+                self.fetched_claims.clear()
         return True
 
 
-def _bulk_fetch(client: Any, key: str, qos: BulkQoS, now: float, more: int, item: Any) -> list[Any]:
-    """Run ``bulk_fetch.lua``: note ``item`` and up to ``more`` popped messages as unacked."""
+def _bulk_fetch(
+    client: Any, key: str, qos: BulkQoS, more: int, item: Any, claiming: DeliveryClaims | None, owner: str
+) -> tuple[list[Any], list[list[Any]]]:
+    """Run ``bulk_fetch.lua``: note ``item`` and up to ``more`` popped messages as unacked,
+    and with ``claiming`` claim their records for ``owner``. The popped messages, and one
+    claim row per message (``item`` first; none without ``claiming``)."""
     script = getattr(client, "_noti_bulk_fetch", None)
     if script is None:
         script = client._noti_bulk_fetch = client.register_script(_BULK_FETCH)
-    popped: list[Any] = script(keys=[key, qos.unacked_index_key, qos.unacked_key], args=[now, more, item])
-    return popped
+    now = time.time()
+    keys = [key, qos.unacked_index_key, qos.unacked_key]
+    args: list[Any] = [now, more, item]
+    if claiming is not None:
+        keys += [optout_key for _, optout_key in claiming.optouts]
+        args += [claiming.record_prefix, int(now * 1000), claiming.lease_ms, owner, claiming.task]
+        args += [channel for channel, _ in claiming.optouts]
+    popped, claims = script(keys=keys, args=args)
+    return popped, claims
 
 
 def kombu_json(raw: bytes | str) -> Any:

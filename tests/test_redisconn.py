@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from noti.redisconn import ScriptPipeline
+from noti.redisconn import ScriptPipeline, script_source
 
 # Appends its argument to a list and returns the list's new length: a call that ran twice
 # would show in the list.
@@ -85,3 +85,12 @@ def test_the_health_check_never_reads_the_reply_of_a_batch_in_flight(rt: Any, re
         assert pipeline.results() == [4]
     assert client.lrange("log", 0, -1) == ["warm", "a", "b", "c"]
     client.close()
+
+
+def test_scripts_that_share_a_rule_include_its_fragment() -> None:
+    fragment = script_source("claim_record")
+    for name in ("claim", "bulk_fetch"):
+        source = script_source(name)
+        # the include line is replaced by the fragment's text, once
+        assert "\n--#include" not in source and source.count(fragment) == 1, name
+        assert "local function claim_record(" in source

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import kombu
 import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kombu import Connection, Consumer, Exchange, Producer, Queue  # type: ignore[attr-defined]
 from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
 
-from noti.transport import ACK_FLUSH_AT, BulkChannel, BulkQoS, BulkTransport
+from noti.record import Channel, Status
+from noti.store import ClaimState, claim_from_row
+from noti.transport import ACK_FLUSH_AT, BulkChannel, BulkQoS, BulkTransport, DeliveryClaims, _bulk_fetch
 
 QUEUE = Queue("bulktest", Exchange("bulktest", type="direct"), routing_key="bulktest")
 
@@ -186,3 +194,175 @@ def test_a_global_key_prefix_is_refused(rt: Any) -> None:
     ) as c:
         with pytest.raises(ValueError, match="global_keyprefix"):
             c.channel()
+
+
+# --- claiming as it fetches (bulk_fetch.lua with DeliveryClaims) ------------------------------
+
+
+class _Unacked:
+    """What ``_bulk_fetch`` reads of a QoS: kombu's unacked keys."""
+
+    unacked_index_key = "unacked_index"
+    unacked_key = "unacked"
+
+
+def _claims(rt: Any) -> DeliveryClaims:
+    from noti.sender import Sender
+    from noti.tasks.batching import delivery_claims
+
+    claims = delivery_claims(rt, "noti.deliver", Sender(rt, owner="test"))
+    assert claims is not None
+    return claims
+
+
+def _raw(rt: Any) -> redis.Redis:
+    """A client that does not decode, as kombu's."""
+    return redis.Redis.from_url(rt.settings.redis_url)
+
+
+def _envelope(record_id: str, **changes: Any) -> tuple[str, dict[str, Any]]:
+    """The queue list and the decoded envelope of ``record_id``'s delivery message."""
+    from noti.api import notifier
+
+    key, text = notifier().publisher.message(record_id, Channel.SMS, 1)
+    envelope = json.loads(text)
+    for path, value in changes.items():
+        where = envelope
+        *parents, leaf = path.split("__")
+        for name in parents:
+            where = where[name]
+        where[leaf] = value
+    return key, envelope
+
+
+def _fetch(rt: Any, items: list[Any], owner: str = "test:1") -> list[list[Any]]:
+    """The claims of one fetch of ``items`` (the first as BRPOP's, the rest queued)."""
+    key = _envelope("x")[0]
+    client = _raw(rt)
+    client.delete(key)
+    for item in items[1:]:
+        client.lpush(key, item)
+    popped, claims = _bulk_fetch(client, key, _Unacked(), len(items) - 1, items[0], _claims(rt), owner)  # type: ignore[arg-type]
+    assert len(popped) == len(items) - 1
+    return [[bytes_to_str(v) for v in row] for row in claims]
+
+
+def test_the_fetch_claims_the_records_of_plain_delivery_messages(rt: Any) -> None:
+    from noti.api import notifier
+
+    api = notifier()
+    records = [api.store_one(api.build("sms", "+8613912345678", text=f"n{i}")) for i in range(3)]
+    items = [json.dumps(_envelope(r.id)[1]) for r in records]
+    before = time.time() * 1000
+    claims = _fetch(rt, items, owner="me:abc")
+    # each record is claimed for the owner, as claim.lua would, and its hash comes back
+    for record, row in zip(records, claims, strict=True):
+        claim = claim_from_row(row)
+        assert claim.state is ClaimState.CLAIMED and claim.record is not None
+        assert claim.record.id == record.id and claim.claims == 1
+        fields = rt.redis.hmget(rt.keys.record(record.id), "_owner", "noti_timeout_at", "_claims")
+        assert fields[0] == "me:abc" and fields[2] == "1"
+        assert int(fields[1]) >= before + rt.settings.lease_timeout_s * 1000
+    # and noted as unacked, as without claims
+    assert rt.redis.hlen("unacked") == 3 and rt.redis.zcard("unacked_index") == 3
+    # a second fetch of the same messages finds them leased
+    again = _fetch(rt, items, owner="other:def")
+    assert [claim_from_row(row).state for row in again] == [ClaimState.LEASED] * 3
+    assert rt.redis.hget(rt.keys.record(records[0].id), "_owner") == "me:abc"
+
+
+def test_the_fetch_tells_what_it_found_as_claim_lua_does(rt: Any) -> None:
+    from noti.api import notifier
+
+    api = notifier()
+    done = api.store_one(api.build("sms", "+8613912345678", text="done"))
+    rt.redis.hset(rt.keys.record(done.id), "noti_st", "10")
+    opted = api.store_one(api.build("sms", "+8613900000000", text="opted out"))
+    rt.store.suppress("sms", "+8613900000000")
+    items = [json.dumps(_envelope(i)[1]) for i in (done.id, opted.id, "0000000000000nosuchrecord")]
+    found = [claim_from_row(row) for row in _fetch(rt, items)]
+    assert found[0].state is ClaimState.FINAL and found[0].status is Status.DONE
+    assert found[1].state is ClaimState.CLAIMED and found[1].suppressed
+    assert found[2].state is ClaimState.MISSING
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"headers__eta": "2030-01-01T00:00:00+00:00"},
+        {"headers__expires": "2030-01-01T00:00:00+00:00"},
+        {"headers__task": "noti.other"},
+        {"headers": "not a table"},
+        {"properties__body_encoding": "utf-8"},
+        {"content-type": "application/x-yaml"},
+        {"body": base64.b64encode(b'[["a", "b"], {}, {}]').decode()},
+        {"body": base64.b64encode(b"[[], {}, {}]").decode()},
+        {"body": base64.b64encode(b"[[7], {}, {}]").decode()},
+        {"body": base64.b64encode(b"not json").decode()},
+        {"body": 12},
+    ],
+    ids=lambda changes: next(iter(changes)),
+)
+def test_a_message_that_is_not_a_plain_delivery_is_taken_but_not_claimed(
+    rt: Any, changes: dict[str, Any]
+) -> None:
+    from noti.api import notifier
+
+    api = notifier()
+    record = api.store_one(api.build("sms", "+8613912345678", text="later"))
+    _, envelope = _envelope(record.id, **changes)
+    plain = api.store_one(api.build("sms", "+8613912345678", text="plain"))
+    claims = _fetch(rt, [json.dumps(envelope), "not a kombu message", json.dumps(_envelope(plain.id)[1])])
+    # the odd one and the garbage are not claimed; the plain message behind them is
+    assert claims[0] == [-1] and claims[1] == [-1]
+    assert claim_from_row(claims[2]).state is ClaimState.CLAIMED
+    assert rt.redis.hget(rt.keys.record(record.id), "_owner") is None
+    # the odd one is noted unacked as any message (Celery's own path takes it); the garbage not
+    assert rt.redis.hlen("unacked") == 2
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(record_id=st.from_regex(r"[0-9A-Za-z_-]{1,64}", fullmatch=True))
+def test_the_script_reads_the_record_id_as_python_does(rt: Any, record_id: str) -> None:
+    # base64 bodies of every length decode in Lua to the id Python's envelope carries
+    rt.redis.delete(rt.keys.record(record_id))
+    rt.redis.hset(rt.keys.record(record_id), mapping={"noti_st": "1", "noti_type": "sms", "noti_target": "x"})
+    [row] = _fetch(rt, [json.dumps(_envelope(record_id)[1])])
+    assert row[0] == 1 and rt.redis.hget(rt.keys.record(record_id), "_owner") == "test:1"
+
+
+def test_claims_nobody_took_are_dropped_after_the_delivery(rt: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from noti.api import notifier
+
+    api = notifier()
+    records = [api.store_one(api.build("sms", "+8613912345678", text=f"n{i}")) for i in range(3)]
+    from noti.app import app
+
+    got: list[Any] = []
+    conn = Connection(
+        rt.settings.redis_url, transport=BulkTransport, transport_options=app.conf.broker_transport_options
+    )
+    channel = conn.channel()
+    channel.delivery_claims = _claims(rt)
+    consumer = Consumer(channel, [Queue("noti.sms")], callbacks=[lambda b, m: got.append(m)], accept=["json"])
+    consumer.qos(prefetch_count=10)
+    consumer.consume()
+    conn.drain_events(timeout=2)
+    # a consumer that does not take the claims: they are dropped, not kept
+    assert len(got) == 3 and channel.fetched_claims == {}
+    assert "3 claim(s) not taken by a consumer" in caplog.text
+    # their records stay leased until the lease ends (whoever then sends them looks again)
+    assert all(rt.redis.hget(rt.keys.record(r.id), "_owner") for r in records)
+    conn.close()
+
+
+def test_commands_share_one_client_per_connection_pool(rt: Any, conn: Connection) -> None:
+    channel = conn.channel()
+    with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+        assert first is second and first.connection_pool is channel.pool
+    given = redis.Redis.from_url(rt.settings.redis_url)
+    with channel.conn_or_acquire(given) as client:
+        assert client is given
+    channel._after_fork()  # kombu drops its pools: a new client on the new pool
+    with channel.conn_or_acquire() as third:
+        assert third is not first and third.connection_pool is channel.pool

@@ -6,8 +6,11 @@ what changes is how a worker runs them. The consumer hands each message to
 the messages of one broker fetch (up to ``delivery_batch_max``) and, once the fetch is
 handed out (the hub's ``call_soon``, so a lone message waits for nothing), flushes them:
 
-1. one claim script call for the whole batch (:meth:`Sender.claim_many`); messages of
-   records that are not ours to send (finished, leased, not due, gone) are acked at once;
+1. the records are claimed: by the broker transport as it fetched the messages (the
+   batcher sets :class:`~noti.transport.DeliveryClaims` on the channel, so the fetch script
+   claims them in the same call), else in one claim script call for the batch
+   (:meth:`Sender.claim_many`); messages of records that are not ours to send (finished,
+   leased, not due, gone) are acked at once;
 2. records whose providers answer at once (the sandbox) are sent on the consumer thread;
    the others go to the process's send loop (:mod:`noti.sendloop`), where they wait on
    the network concurrently while the consumer fetches the next batch;
@@ -36,13 +39,14 @@ from typing import Any
 from celery.worker.strategy import default as default_strategy
 
 from noti.errors import StoreUnavailable
-from noti.runtime import get_runtime
+from noti.record import Channel
+from noti.runtime import Runtime, get_runtime
 from noti.sender import Attempt, Sender, SendResult
 from noti.sendloop import send_loop
-from noti.store import Outcome
-from noti.transport import kombu_json
+from noti.store import Claim, Outcome, claim_from_row
+from noti.transport import BulkChannel, DeliveryClaims, kombu_json
 
-__all__ = ["DeliveryBatcher"]
+__all__ = ["DeliveryBatcher", "delivery_claims"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,8 @@ class _Held:
     task_id: str
     message: Any
     received: float
+    #: The claim the broker transport made as it fetched the message: (claim, owner, lease ms).
+    fetched: tuple[Claim, str, int] | None = None
     #: The seed's mark once the outcome is stored ("OK", "KO", "!!").
     mark: str = ""
     #: Acked, requeued, or handed to the send loop: no longer this flush's to settle.
@@ -79,6 +85,8 @@ class DeliveryBatcher:
         if sends_events:
             _publish_events_periodically(self.hub, eventer)
         self.owner = consumer.hostname or None
+        # what the transport is told to claim with, for the runtime it was made from
+        self._claims_for: tuple[Runtime, DeliveryClaims | None] | None = None
         self.pending: list[_Held] = []
         # outcomes recorded on the send loop, waiting for the consumer thread to ack them
         self.concluded: deque[tuple[list[_Held], bool]] = deque()
@@ -98,12 +106,40 @@ class DeliveryBatcher:
             message.reject_log_error(log, self.connection_errors, requeue=False)
             return None
         task_id = headers.get("id", "")
-        self.pending.append(_Held(record_id, task_id, message, time.monotonic()))
+        held = _Held(record_id, task_id, message, time.monotonic(), self._fetched_claim(message, record_id))
+        self.pending.append(held)
         if len(self.pending) == 1:
             self.hub.call_soon(self.flush)  # once this fetch is handed out
         elif len(self.pending) >= get_runtime().settings.delivery_batch_max:
             self.flush()
         return None
+
+    def _fetched_claim(self, message: Any, record_id: str) -> tuple[Claim, str, int] | None:
+        """The claim the transport made for ``message``'s record, if it did; and have the
+        transport claim as it fetches from now on (when the records share its database)."""
+        channel = message.channel
+        if not isinstance(channel, BulkChannel):
+            return None
+        claims = self._delivery_claims()
+        if channel.delivery_claims is not claims:
+            channel.delivery_claims = claims
+        fetched = channel.fetched_claims.pop(message.delivery_tag, None)
+        if fetched is None:
+            return None
+        try:
+            claim = claim_from_row(fetched.row)
+            if claim.record is not None and claim.record.id != record_id:
+                raise ValueError(f"it claimed {claim.record.id}")
+        except Exception as exc:  # a bug: claim it the usual way (finding it leased until then)
+            log.error("noti.deliver %s: cannot use the claim made by the fetch: %r", record_id, exc)
+            return None
+        return claim, fetched.owner, fetched.lease_ms
+
+    def _delivery_claims(self) -> DeliveryClaims | None:
+        rt = get_runtime()  # the runtime of now (tests reconfigure)
+        if self._claims_for is None or self._claims_for[0] is not rt:
+            self._claims_for = (rt, delivery_claims(rt, self.task_name, Sender(rt, owner=self.owner)))
+        return self._claims_for[1]
 
     def flush(self) -> None:
         """Claim the pending batch, send it, and record and ack what finished here."""
@@ -120,8 +156,19 @@ class DeliveryBatcher:
 
     def _deliver(self, batch: list[_Held]) -> None:
         sender = Sender(get_runtime(), owner=self.owner)  # the runtime of now (tests reconfigure)
+        # claimed by the transport as it fetched them, or to claim now (one script call)
+        fetched = [(held, held.fetched) for held in batch if held.fetched is not None]
+        to_claim = [held for held in batch if held.fetched is None] if fetched else batch
         try:
-            ready, results = sender.claim_many([held.record_id for held in batch])
+            ready, results = (
+                sender.claim_many([held.record_id for held in to_claim]) if to_claim else ([], [])
+            )
+            if fetched:
+                fetched_ready, fetched_results = sender.sort_claims(
+                    [(held.record_id, *claim) for held, claim in fetched]
+                )
+                ready += fetched_ready
+                results += fetched_results
         except StoreUnavailable as exc:
             log.warning(
                 "noti.deliver: cannot claim %d record(s) (%s); again in %.0f s",
@@ -132,7 +179,7 @@ class DeliveryBatcher:
             self.hub.call_later(CLAIM_RETRY_S, self._deliver_guarded, batch)
             return
         claimed: list[_Held] = []
-        for held, result in zip(batch, results, strict=True):
+        for held, result in zip(to_claim + [held for held, _ in fetched], results, strict=True):
             if result is None:
                 claimed.append(held)
             else:  # nothing to send: done with the message
@@ -240,6 +287,20 @@ class DeliveryBatcher:
                 result=repr(held.mark),
                 runtime=time.monotonic() - held.received,
             )
+
+
+def delivery_claims(rt: Runtime, task: str, sender: Sender) -> DeliveryClaims | None:
+    """What the broker transport needs to claim records for ``sender`` as it fetches
+    ``task`` messages; None when the records are not in the broker's database."""
+    if rt.settings.broker != rt.settings.redis_url:
+        return None
+    return DeliveryClaims(
+        task=task,
+        record_prefix=rt.keys.record(""),
+        optouts=tuple((c.value, rt.keys.suppressed(c.value)) for c in Channel),
+        lease_ms=int(rt.settings.lease_timeout_s * 1000),
+        owner_prefix=sender.owner_prefix,
+    )
 
 
 def _body(message: Any) -> Any:
