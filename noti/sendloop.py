@@ -18,7 +18,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from noti.providers import _aio
+from noti.providers import _http11
 
 __all__ = ["SEND_THREADS", "SendLoop", "send_loop"]
 
@@ -89,7 +89,7 @@ class SendLoop:
         others = [t for t in asyncio.all_tasks() if t is not current]
         if others:
             await asyncio.wait(others, timeout=timeout_s)
-        await _aio.close_session()
+        await _http11.close_pool()
 
 
 _loops: dict[int, SendLoop] = {}

@@ -55,11 +55,11 @@ RECORD_AFTER: dict[type[DeliveryError], tuple[Status, int]] = {
 }
 
 
-@pytest.fixture(autouse=True, params=["httpx", "aiohttp"])
+@pytest.fixture(autouse=True, params=["httpx", "http11"])
 def http_client(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test runs with each client: ``send`` (httpx, blocking) and ``send_async``
-    (aiohttp, what batch-mode workers use) must behave the same."""
-    if request.param == "aiohttp":
+    (noti.providers._http11, what batch-mode workers use) must behave the same."""
+    if request.param == "http11":
         from noti.sendloop import send_loop
 
         send_async = WebhookProvider.send_async

@@ -58,7 +58,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import aiohttp
 import httpx
 from pydantic import Field, SecretStr, field_validator
 from redis import Redis
@@ -73,7 +72,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.keys import Keys
-from noti.providers import _aio, _http
+from noti.providers import _http, _http11
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
 from noti.sender import mask_target
@@ -237,7 +236,7 @@ class Answer:
     """A receiver's answer, whichever HTTP client got it."""
 
     status_code: int
-    headers: Mapping[str, str]  # case-insensitive in both clients
+    headers: Mapping[str, str]  # case-insensitive (httpx) or lower-case names (_http11)
     text: str
 
 
@@ -252,10 +251,6 @@ class WebhookProvider(Provider):
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: Redis, keys: Keys) -> None:
         super().__init__(name, options, redis=redis, keys=keys)
         self._key = _secret_key(self.options.secret.get_secret_value())
-        # a connect (or pool) timeout must read as "nothing was sent" (ProviderOutage), as
-        # httpx's ConnectTimeout does: aiohttp says so only with its own connect limit
-        timeout_s = self.options.timeout_s
-        self._aio_timeout = aiohttp.ClientTimeout(total=timeout_s, connect=timeout_s * 0.9)
 
     def check(self, message: Message) -> None:
         """Raises InvalidInput: no host, or (without allow_private) a literal non-public address."""
@@ -284,23 +279,21 @@ class WebhookProvider(Provider):
         return self._receipt(message, Answer(response.status_code, response.headers, response.text))
 
     async def send_async(self, message: Message) -> Receipt:
-        """:meth:`send` with aiohttp on the running loop (the DNS check in a thread)."""
+        """:meth:`send` on the running loop with noti's HTTP/1.1 client (:mod:`._http11`; the
+        DNS check in a thread)."""
         if self.options.allow_private:
             request = self._request(message)
         else:  # resolving the target blocks
             request = await asyncio.get_running_loop().run_in_executor(None, self._request, message)
-        async with _aio.map_errors(self.name):
-            async with _aio.session().post(
+        with _http11.map_errors(self.name):
+            response = await _http11.post(
                 request.url,
-                data=request.body,
-                headers=request.headers,
-                timeout=self._aio_timeout,
-                allow_redirects=False,
+                request.body,
+                request.headers,
+                timeout_s=self.options.timeout_s,
                 server_hostname=request.server_hostname,
-            ) as response:
-                text = await response.text(errors="replace")
-                answer = Answer(response.status, response.headers, text)
-        return self._receipt(message, answer)
+            )
+        return self._receipt(message, Answer(response.status, response.headers, response.text()))
 
     def _request(self, message: Message) -> _Request:
         """The signed request for ``message`` (resolving and pinning the target's address

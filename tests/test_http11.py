@@ -1,0 +1,422 @@
+"""noti's HTTP/1.1 client for the send loop (noti/providers/_http11.py), against raw local
+servers that answer exactly the bytes a test scripts (framing, keep-alive, TLS, failures).
+The webhook provider's own tests run every receiver case through it as well."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import gzip
+import socket
+import socketserver
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage
+from noti.providers import _http11
+from noti.providers._http11 import CannotConnect, NoCompleteAnswer, Unencodable, post
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+class RawServer:
+    """A loopback server: reads each request (head and Content-Length body), records it, and
+    answers the next scripted bytes (``None``: close without answering; a float: wait that
+    long first). ``close_after`` closes each connection after its answer."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.answers: list[Any] = []
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.close_after = False
+        self.tls = tls
+        outer = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                outer.connections += 1
+                sock = self.request
+                if outer.tls is not None:
+                    try:
+                        sock = outer.tls.wrap_socket(sock, server_side=True)
+                    except (ssl.SSLError, OSError):
+                        return
+                buffer = b""
+                while True:
+                    while b"\r\n\r\n" not in buffer:
+                        data = sock.recv(65536)
+                        if not data:
+                            return
+                        buffer += data
+                    head, _, buffer = buffer.partition(b"\r\n\r\n")
+                    length = 0
+                    for line in head.split(b"\r\n")[1:]:
+                        name, _, value = line.partition(b":")
+                        if name.strip().lower() == b"content-length":
+                            length = int(value)
+                    while len(buffer) < length:
+                        buffer += sock.recv(65536)
+                    outer.requests.append(head + b"\r\n\r\n" + buffer[:length])
+                    buffer = buffer[length:]
+                    answer = outer.answers.pop(0) if outer.answers else OK
+                    if isinstance(answer, float):
+                        threading.Event().wait(answer)
+                        answer = OK
+                    if answer is None:
+                        return
+                    sock.sendall(answer)
+                    if outer.close_after:
+                        return
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+
+    def url(self, path: str = "/hook") -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}{path}"
+
+    def __enter__(self) -> RawServer:
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[RawServer]:
+    with RawServer() as running:
+        yield running
+
+
+def run(coro: Any) -> Any:
+    """Run on a fresh loop (its own connection pool), closing its connections after."""
+
+    async def main() -> Any:
+        try:
+            return await coro
+        finally:
+            await _http11.close_pool()
+
+    return asyncio.run(main())
+
+
+def send(url: str, body: bytes = b"{}", headers: dict[str, str] | None = None, **kw: Any) -> Any:
+    return run(
+        post(
+            url, body, headers or {"content-type": "application/json"}, timeout_s=kw.pop("timeout_s", 5), **kw
+        )
+    )
+
+
+# --- the request -------------------------------------------------------------------------
+
+
+def test_the_request_is_framed_with_host_length_and_agent(server: RawServer) -> None:
+    response = send(server.url("/in?x=1&y=%20"), b'{"a":1}', {"webhook-id": "r1"})
+    assert response.status == 200 and response.body == b"ok" and response.text() == "ok"
+    head, body = server.requests[0].split(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /in?x=1&y=%20 HTTP/1.1"
+    assert f"Host: 127.0.0.1:{server.port}".encode() in lines
+    assert {b"webhook-id: r1", b"User-Agent: noti", b"Content-Length: 7"} <= set(lines)
+    assert body == b'{"a":1}'
+
+
+def test_a_given_host_is_sent_instead_of_the_urls(server: RawServer) -> None:
+    # the webhook pins the checked address in the URL and keeps the name in Host
+    send(server.url(), headers={"host": "hooks.example.com", "User-Agent": "custom"})
+    lines = server.requests[0].split(b"\r\n")
+    assert b"host: hooks.example.com" in lines and not any(x.startswith(b"Host:") for x in lines)
+    assert b"User-Agent: custom" in lines and b"User-Agent: noti" not in lines
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"x-evil": "a\r\nx-injected: 1"}, {"x-evil": "a\nb"}, {"bad name": "v"}, {"x": "é"}, {"": "v"}],
+)
+def test_a_header_that_cannot_be_sent_is_refused_before_connecting(
+    server: RawServer, headers: dict[str, str]
+) -> None:
+    with pytest.raises(Unencodable):
+        send(server.url(), headers=headers)
+    assert server.connections == 0
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://127.0.0.1/x", "http:///nohost", "http://[::1/", "http://a:99999/", "not a url"]
+)
+def test_a_url_that_cannot_be_requested_is_refused(url: str) -> None:
+    with pytest.raises(Unencodable):
+        send(url)
+
+
+def test_framing_headers_of_the_caller_are_not_sent_twice(server: RawServer) -> None:
+    send(
+        server.url(), b"abc", {"Content-Length": "99", "Connection": "close", "Transfer-Encoding": "chunked"}
+    )
+    lines = server.requests[0].split(b"\r\n")
+    assert [x for x in lines if x.lower().startswith((b"content-length", b"connection", b"transfer"))] == [
+        b"Content-Length: 3"
+    ]
+
+
+# --- the answer ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "body"),
+    [
+        (b"HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello", 201, b"hello"),
+        (b"HTTP/1.1 200\r\ncontent-length: 0\r\n\r\n", 200, b""),  # no reason phrase
+        (b"HTTP/1.1 204 No Content\r\n\r\n", 204, b""),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nx-t: 1\r\n\r\n",
+            200,
+            b"hello world",
+        ),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + OK, 200, b"ok"),
+        (b"HTTP/1.1 503 Busy\r\nRetry-After: 7\r\nContent-Length: 4\r\n\r\nbusy", 503, b"busy"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok", 200, b"ok"),  # repeated, equal
+    ],
+)
+def test_answers_are_read_by_their_framing(
+    server: RawServer, answer: bytes, status: int, body: bytes
+) -> None:
+    server.answers = [answer, OK]
+    response = send(server.url())
+    assert (response.status, response.body) == (status, body)
+    # and the connection carries the next request
+    assert run(_two_posts(server.url()))[1].body == b"ok"
+
+
+async def _two_posts(url: str) -> list[Any]:
+    return [await post(url, b"1", {}, timeout_s=5), await post(url, b"2", {}, timeout_s=5)]
+
+
+def test_headers_are_lower_case_repeated_ones_joined_folded_ones_unfolded(server: RawServer) -> None:
+    server.answers = [
+        b"HTTP/1.1 429 Slow\r\nRetry-After: 3\r\nX-Multi: a\r\nx-multi: b\r\nX-Fold: one\r\n two\r\n"
+        b"Content-Type: text/plain; charset=gbk\r\nContent-Length: 4\r\n\r\n\xc4\xe3\xba\xc3"
+    ]
+    response = send(server.url())
+    assert response.headers["retry-after"] == "3" and response.headers["x-multi"] == "a, b"
+    assert response.headers["x-fold"] == "one two"
+    assert response.text() == "你好"  # decoded by its charset
+
+
+def test_a_body_framed_by_the_connections_end_is_read_and_the_connection_not_kept(server: RawServer) -> None:
+    server.answers = [b"HTTP/1.1 200 OK\r\n\r\nuntil the end"]
+    server.close_after = True
+    assert send(server.url()).body == b"until the end"
+
+
+def test_keep_alive_connections_are_reused_and_closed_ones_are_not(server: RawServer) -> None:
+    async def four() -> None:
+        for _ in range(3):
+            await post(server.url(), b"x", {}, timeout_s=5)
+        server.answers = [b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"]
+        await post(server.url(), b"x", {}, timeout_s=5)
+        await post(server.url(), b"x", {}, timeout_s=5)
+
+    run(four())
+    assert len(server.requests) == 5 and server.connections == 2
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_reused(server: RawServer) -> None:
+    server.close_after = True  # answers with a length, then drops the connection
+
+    async def twice() -> list[int]:
+        first = await post(server.url(), b"x", {}, timeout_s=5)
+        await asyncio.sleep(0.2)  # the end of the connection reaches the client
+        second = await post(server.url(), b"x", {}, timeout_s=5)
+        return [first.status, second.status]
+
+    assert run(twice()) == [200, 200] and server.connections == 2
+
+
+def test_concurrent_requests_each_get_their_own_answer(server: RawServer) -> None:
+    async def many() -> list[Any]:
+        return await asyncio.gather(*(post(server.url(f"/{i}"), b"x", {}, timeout_s=5) for i in range(20)))
+
+    assert [r.status for r in run(many())] == [200] * 20
+    assert sorted(r.split(b" ")[1] for r in server.requests) == sorted(f"/{i}".encode() for i in range(20))
+
+
+def test_a_long_body_is_cut_and_its_connection_dropped(
+    server: RawServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_http11, "MAX_BODY", 10)
+    server.answers = [
+        b"HTTP/1.1 500 Err\r\nContent-Length: 30\r\n\r\n" + b"e" * 30,
+        b"HTTP/1.1 500 Err\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n"
+        + b"c" * 8
+        + b"\r\n8\r\n"
+        + b"d" * 8
+        + b"\r\n0\r\n\r\n",
+    ]
+    assert send(server.url()).body == b"e" * 10
+    assert send(server.url()).body == b"c" * 8 + b"dd"
+
+
+def test_a_gzip_body_is_inflated(server: RawServer) -> None:
+    packed = gzip.compress(b'{"error":"bad signature"}')
+    server.answers = [
+        b"HTTP/1.1 400 Bad\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed) + packed
+    ]
+    assert send(server.url()).text() == '{"error":"bad signature"}'
+
+
+# --- failures ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SSH-2.0-OpenSSH_9.0\r\n\r\n",
+        b"HTTP/2 200\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",  # then the connection ends
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokXX0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n",  # the head never ends
+        None,  # closed without a byte
+    ],
+)
+def test_an_incomplete_or_foreign_answer_is_no_complete_answer(
+    server: RawServer, answer: bytes | None
+) -> None:
+    server.answers = [answer]
+    server.close_after = True
+    with pytest.raises(NoCompleteAnswer):
+        send(server.url())
+
+
+def test_a_head_longer_than_the_limit_is_no_complete_answer(server: RawServer) -> None:
+    server.answers = [b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (_http11.MAX_HEAD + 10) + b"\r\n\r\n"]
+    with pytest.raises(NoCompleteAnswer):
+        send(server.url())
+
+
+def test_no_answer_within_the_timeout_is_no_complete_answer(server: RawServer) -> None:
+    server.answers = [1.0]
+    with pytest.raises(NoCompleteAnswer, match="within 0.3 s"):
+        send(server.url(), timeout_s=0.3)
+    assert len(server.requests) == 1  # it was sent
+
+
+def test_a_refused_or_unresolvable_destination_is_cannot_connect() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nobody listens on it
+    with pytest.raises(CannotConnect):
+        send(f"http://127.0.0.1:{port}/")
+    with pytest.raises(CannotConnect):
+        send("http://no-such-host.invalid/")
+
+
+def test_failures_map_to_the_outcome_classes() -> None:
+    for exc, outcome in (
+        (CannotConnect("x"), ProviderOutage),
+        (NoCompleteAnswer("x"), AmbiguousOutcome),
+        (Unencodable("x"), ProviderMisconfigured),
+    ):
+        with pytest.raises(outcome), _http11.map_errors("hook"):
+            raise exc
+
+
+# --- TLS -----------------------------------------------------------------------------------
+
+
+def _certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for hooks.test and 127.0.0.1 it signed."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "noti test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    import ipaddress
+
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hooks.test")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("hooks.test"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawServer]:
+    ca, cert, key = _certificates(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))  # the system trust store, as this test's CA
+    monkeypatch.setattr(_http11, "_tls_context", None)
+    with RawServer(tls=context) as running:
+        yield running
+
+
+def test_tls_to_a_trusted_certificate_is_verified_by_name(tls_server: RawServer) -> None:
+    # the URL's address, checked against the certificate's IP entry
+    assert send(tls_server.url()).status == 200
+    # the address in the URL, the name for SNI and the host-name check (a pinned webhook)
+    assert send(tls_server.url(), server_hostname="hooks.test").status == 200
+
+
+def test_tls_to_a_certificate_of_another_name_cannot_connect(tls_server: RawServer) -> None:
+    with pytest.raises(CannotConnect):
+        send(tls_server.url(), server_hostname="other.test")
+    assert tls_server.requests == []
+
+
+def test_tls_to_an_untrusted_certificate_cannot_connect(
+    tls_server: RawServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.setattr(_http11, "_tls_context", None)
+    with pytest.raises(CannotConnect):
+        send(tls_server.url())
+    assert tls_server.requests == []
