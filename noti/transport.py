@@ -230,7 +230,7 @@ class BulkChannel(kombu_redis.Channel):
             payloads.append(payload)
             if claims and claims[n][0] != -1:
                 assert claiming is not None
-                row = [bytes_to_str(value) for value in claims[n]]  # this client does not decode
+                row = [v.decode() if type(v) is bytes else v for v in claims[n]]  # a raw client
                 self.fetched_claims[tag] = FetchedClaim(owner, claiming.lease_ms, row)
         self.qos.noted(tags)
         try:
