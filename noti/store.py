@@ -465,8 +465,8 @@ def claim_from_row(row: list[Any]) -> Claim:
     """The claim a ``claim_record.lua`` row describes (``claim.lua``, ``bulk_fetch.lua``)."""
     state = ClaimState(int(row[0]))
     if state is ClaimState.CLAIMED:
-        flat = row[1:]
-        data = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+        fields = iter(row[1:])
+        data = dict(zip(fields, fields, strict=True))
         return Claim(
             state,
             record=from_hash(data),

@@ -49,7 +49,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from noti.entropy import hex64
-from noti.redisconn import script_source
+from noti.redisconn import ScriptPipeline, script_source
 
 __all__ = [
     "ACK_FLUSH_AT",
@@ -267,7 +267,9 @@ def _bulk_fetch(
         keys += [optout_key for _, optout_key in claiming.optouts]
         args += [claiming.record_prefix, int(now * 1000), claiming.lease_ms, owner, claiming.task]
         args += [channel for channel, _ in claiming.optouts]
-    popped, claims = script(keys=keys, args=args)
+    with ScriptPipeline(client, script) as call:  # hiredis-packed: a third of redis-py's CPU
+        call.send([(keys, args)])
+        [(popped, claims)] = call.results()
     return popped, claims
 
 

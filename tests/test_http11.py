@@ -420,3 +420,16 @@ def test_tls_to_an_untrusted_certificate_cannot_connect(
     with pytest.raises(CannotConnect):
         send(tls_server.url())
     assert tls_server.requests == []
+
+
+def test_requests_beyond_the_connection_limit_wait_for_a_free_one(
+    server: RawServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_http11, "MAX_CONNECTIONS", 2)
+    server.answers = [0.1] * 6  # each answer comes after 0.1 s
+
+    async def six() -> list[Any]:
+        return await asyncio.gather(*(post(server.url(), b"x", {}, timeout_s=5) for _ in range(6)))
+
+    assert [r.status for r in run(six())] == [200] * 6
+    assert len(server.requests) == 6 and server.connections == 2  # never more than two at once

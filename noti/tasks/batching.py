@@ -212,7 +212,10 @@ class DeliveryBatcher:
     @staticmethod
     async def _send_waiting(sender: Sender, attempts: list[Attempt]) -> list[SendResult]:
         with sender.runtime.lease_keeper.hold_many([(a.record.id, a.owner, a.lease_ms) for a in attempts]):
-            outcomes = await asyncio.gather(*(sender.attempt_async(a) for a in attempts))
+            if len(attempts) == 1:  # no task of its own: it starts now, not a loop turn later
+                outcomes = [await sender.attempt_async(attempts[0])]
+            else:
+                outcomes = await asyncio.gather(*(sender.attempt_async(a) for a in attempts))
         loop = asyncio.get_running_loop()
         pairs = list(zip(attempts, outcomes, strict=True))
         return await loop.run_in_executor(None, sender.conclude_many, pairs)
