@@ -70,6 +70,7 @@ CONNECT_SHARE = 0.9
 _STATUS_LINE = re.compile(rb"HTTP/1\.([01]) (\d{3})(?: [^\r\n]*)?")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
+_CHARSET = re.compile(r"charset=\"?([\w.:-]+)", re.IGNORECASE)
 
 
 class HttpError(Exception):
@@ -100,7 +101,8 @@ class Response:
     def text(self) -> str:
         """The body as text (the ``charset`` of its content type, else UTF-8; bad bytes replaced)."""
         charset = "utf-8"
-        match = re.search(r"charset=\"?([\w.:-]+)", self.headers.get("content-type", ""), re.IGNORECASE)
+        content_type = self.headers.get("content-type", "")
+        match = _CHARSET.search(content_type) if "charset" in content_type.lower() else None
         if match:
             charset = match.group(1)
         try:

@@ -156,6 +156,10 @@ class WebhookOptions(ProviderOptions):
 _FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20\x09\x21-\x7e]*[\x21-\x7e])?)?")
 
 
+#: Compact UTF-8 JSON, one encoder for every body (json.dumps builds one per call).
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def sign(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> str:
     """The ``webhook-signature`` value of ``body`` sent as ``webhook_id`` at ``timestamp``."""
     digest = hmac.new(key, f"{webhook_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
@@ -299,14 +303,15 @@ class WebhookProvider(Provider):
         """The signed request for ``message`` (resolving and pinning the target's address
         unless ``allow_private``)."""
         opts = self.options
-        url, pinned = message.target, dict[str, str]()
+        url = message.target
+        pinned: dict[str, str] = {}
         if not opts.allow_private:
             url, pinned = self._pin_public_address(message)
         content = message.fields.get("content", {})
         if isinstance(content, str):
             body = content.encode()
         elif isinstance(content, Mapping):
-            body = json.dumps(dict(content), ensure_ascii=False, separators=(",", ":")).encode()
+            body = _COMPACT_JSON.encode(dict(content)).encode()
         else:
             raise PermanentFailure(f"{self.name}: webhook content is not a JSON object", provider=self.name)
         timestamp = int(time.time())
