@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bench._harness import write_results
+from bench._machine import describe, probe
 from bench._noti import FAST, WorkerConfig
 from bench._report import Row, format_table, rows_json
 
@@ -62,14 +63,18 @@ def main(doc: str, scenarios: Mapping[int, Scenario], name: str, argv: Sequence[
         parser.error(f"no scenario {unknown}; this runs {sorted(scenarios)}")
     reps = 1 if args.smoke else max(1, args.reps)
     config = WorkerConfig(args.processes, args.pool, args.concurrency, args.mode)
+    probes = 100 if args.smoke else 2000
+    machine = {"before": probe(probes)}
     started = time.monotonic()
     rows = run(scenarios, args.only, reps, args.smoke, config)
     elapsed = time.monotonic() - started
+    machine["after"] = probe(probes)
     title = (
         f"noti vs plain Celery: {reps} rep(s){' (smoke)' if args.smoke else ''}, noti workers {config.label}"
     )
     print(f"\n{title}, {elapsed:.0f} s; ratio = noti / baseline (median of per-repetition ratios)\n")
     print(format_table(rows))
+    print("\n" + "\n".join(describe(when, measured) for when, measured in machine.items()))
     path = write_results(
         f"{name}-smoke" if args.smoke else name,
         {
@@ -78,6 +83,7 @@ def main(doc: str, scenarios: Mapping[int, Scenario], name: str, argv: Sequence[
             "only": args.only,
             "config": config.as_json(),
             "seconds": elapsed,
+            "machine": machine,
             "rows": rows_json(rows),
         },
     )

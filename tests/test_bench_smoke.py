@@ -20,5 +20,10 @@ def test_every_benchmark_scenario_runs_in_smoke_mode() -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Celery" in result.stdout
     # every scenario reported rows (whether a tiny run meets a target says nothing)
-    rows = json.loads((ROOT / "bench" / "results" / "all-smoke.json").read_text())["rows"]
+    results = json.loads((ROOT / "bench" / "results" / "all-smoke.json").read_text())
+    rows = results["rows"]
     assert {row["scenario"] for row in rows} >= set(range(1, 10)), sorted({row["scenario"] for row in rows})
+    # and the machine's speed was probed before and after, for reading the table
+    assert "machine before:" in result.stdout and "machine after:" in result.stdout
+    for when in ("before", "after"):
+        assert results["machine"][when]["loop_us"] > 0 and results["machine"][when]["ping_us"] > 0
