@@ -139,13 +139,20 @@ class Sender:
         Returns the attempts to make, and one slot per id: the result of an id that is not
         ours to send (leased, not due, finished, foreign, missing), None for a claimed one.
         """
-        rt = self.runtime
-        lease = int(lease_ms if lease_ms is not None else rt.settings.lease_timeout_s * 1000)
-        owner = f"{self.owner_prefix}:{uuid.uuid4().hex[:12]}"
-        claims = rt.store.claim_many(record_ids, owner=owner, lease_ms=lease, creator=creator)
+        claims, owner, lease = self.claim_records(record_ids, lease_ms=lease_ms, creator=creator)
         return self.sort_claims(
             [(record_id, claim, owner, lease) for record_id, claim in zip(record_ids, claims, strict=True)]
         )
+
+    def claim_records(
+        self, record_ids: Sequence[str], *, lease_ms: int | None = None, creator: str | None = None
+    ) -> tuple[list[Claim], str, int]:
+        """The claims of ``record_ids`` (one script call), the owner token they were made
+        for, and the lease length (ms)."""
+        rt = self.runtime
+        lease = int(lease_ms if lease_ms is not None else rt.settings.lease_timeout_s * 1000)
+        owner = f"{self.owner_prefix}:{uuid.uuid4().hex[:12]}"
+        return rt.store.claim_many(record_ids, owner=owner, lease_ms=lease, creator=creator), owner, lease
 
     def sort_claims(
         self, claims: Sequence[tuple[str, Claim, str, int]]

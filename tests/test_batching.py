@@ -222,3 +222,40 @@ def test_flower_sees_one_event_per_batched_message(rt: Any, worker: Any) -> None
     mine = [e for e in seen if e["args"] in {repr([i]) for i in ids}]
     assert {e["name"] for e in mine} == {"noti.deliver"} and {e["result"] for e in mine} == {"'OK'"}
     assert all(e["uuid"] for e in mine)
+
+
+def test_claims_held_through_a_redis_outage_are_renewed_or_given_up(
+    configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    # given a batch whose claim is made but whose sorting meets Redis going away, retried
+    # after its 1 s leases ran out; meanwhile another sender takes one of its records
+    import threading
+
+    from noti.errors import StoreUnavailable
+    from noti.sender import Sender
+    from noti.tasks import batching
+
+    rt = configure(lease_timeout_s=1)
+    monkeypatch.setattr(batching, "CLAIM_RETRY_S", 1.5)
+    kept, taken = noti.notify_sms(PHONE, "kept"), noti.notify_sms(PHONE, "taken")
+    original = Sender.sort_claims
+    failed: list[list[str]] = []
+
+    def sort_claims(self: Sender, claims: Any) -> Any:
+        if not failed:
+            failed.append([c[0] for c in claims])
+            threading.Timer(1.2, lambda: rt.store.claim_many([taken], owner="thief", lease_ms=2000)).start()
+            raise StoreUnavailable("Redis is not ready: LOADING")
+        return original(self, claims)
+
+    monkeypatch.setattr(Sender, "sort_claims", sort_claims)
+    with start_worker_now():
+        wait_until(lambda: rt.store.get(kept).status is Status.DONE, timeout=30)
+        # then the record still ours was renewed and sent; the one taken was left to its
+        # new owner, and sent once that lease ended (the worker was told to look again)
+        assert [e["id"] for e in sandbox_outbox(rt)] == [kept]
+        wait_until(lambda: rt.store.get(taken).status is Status.DONE, timeout=30)
+    assert sorted(failed[0]) == sorted([kept, taken])
+    assert sorted(e["id"] for e in sandbox_outbox(rt)) == sorted([kept, taken])
+    assert rt.redis.hget(rt.keys.record(kept), "_claims") == "1"
+    assert rt.redis.hget(rt.keys.record(taken), "_claims") == "3"  # ours, the thief's, the last

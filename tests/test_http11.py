@@ -5,6 +5,7 @@ The webhook provider's own tests run every receiver case through it as well."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import gzip
 import socket
@@ -31,7 +32,8 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 class RawServer:
     """A loopback server: reads each request (head and Content-Length body), records it, and
     answers the next scripted bytes (``None``: close without answering; a float: wait that
-    long first). ``close_after`` closes each connection after its answer."""
+    long, then OK; a tuple: its parts one after the other). ``close_after`` closes each
+    connection after its answer."""
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.answers: list[Any] = []
@@ -73,7 +75,10 @@ class RawServer:
                         answer = OK
                     if answer is None:
                         return
-                    sock.sendall(answer)
+                    for part in answer if isinstance(answer, tuple) else (answer,):
+                        sock.sendall(part)  # a tuple: its parts 0.05 s apart
+                        if isinstance(answer, tuple):
+                            threading.Event().wait(0.05)
                     if outer.close_after:
                         return
 
@@ -433,3 +438,92 @@ def test_requests_beyond_the_connection_limit_wait_for_a_free_one(
 
     assert [r.status for r in run(six())] == [200] * 6
     assert len(server.requests) == 6 and server.connections == 2  # never more than two at once
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # a 200, then a 408-style answer nobody asked for before the server closes
+        OK + b"HTTP/1.1 400 Bad\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+        # a body longer than it announced
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",
+    ],
+    ids=["unsolicited answer", "longer body"],
+)
+def test_a_connection_with_bytes_nobody_asked_for_is_not_reused(server: RawServer, answer: bytes) -> None:
+    server.answers = [answer]
+
+    async def twice() -> list[int]:
+        first = await post(server.url(), b"x", {}, timeout_s=5)
+        await asyncio.sleep(0.1)  # the extra bytes reach the client
+        second = await post(server.url(), b"x", {}, timeout_s=5)
+        return [first.status, second.status]
+
+    assert run(twice()) == [200, 200] and server.connections == 2
+
+
+def test_credentials_in_the_url_are_sent_as_basic_auth(server: RawServer) -> None:
+    send(server.url().replace("http://", "http://us%40er:p%3Ass@"))
+    assert b"Authorization: Basic " + base64.b64encode(b"us@er:p:ss") in server.requests[0].split(b"\r\n")
+    # a given Authorization wins
+    send(server.url().replace("http://", "http://u:p@"), headers={"Authorization": "Bearer t"})
+    lines = server.requests[1].split(b"\r\n")
+    assert b"Authorization: Bearer t" in lines and not any(
+        x.startswith(b"Authorization: Basic") for x in lines
+    )
+
+
+def test_idle_connections_past_their_time_are_closed_for_every_destination(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_http11, "IDLE_S", 0.2)
+    with RawServer() as a, RawServer() as b, RawServer() as c:
+
+        async def main() -> list[int]:
+            for server in (a, b, c):
+                await post(server.url(), b"x", {}, timeout_s=5)
+            await asyncio.sleep(0.3)
+            await post(a.url(), b"x", {}, timeout_s=5)  # its release sweeps the pool
+            pool = _http11._pools[asyncio.get_running_loop()]
+            return sorted(port for _, _, port, _ in pool.idle)
+
+        assert run(main()) == [a.port]
+
+
+def test_no_time_left_after_waiting_for_a_connection_sends_nothing(
+    server: RawServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_http11, "MAX_CONNECTIONS", 1)
+    server.answers = [0.6]
+
+    async def two() -> list[Any]:
+        return await asyncio.gather(
+            post(server.url(), b"first", {}, timeout_s=0.4),
+            post(server.url(), b"second", {}, timeout_s=0.4),
+            return_exceptions=True,
+        )
+
+    first, second = run(two())
+    assert isinstance(first, NoCompleteAnswer) and isinstance(second, CannotConnect)
+    assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in server.requests] == [b"first"]
+
+
+def test_a_body_framed_by_the_end_of_a_coded_transfer_is_read_whole(server: RawServer) -> None:
+    server.answers = [(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\npart1-", b"part2")]
+    server.close_after = True
+    assert send(server.url()).body == b"part1-part2"
+
+
+def test_a_connection_coming_back_after_the_pool_closed_is_closed(server: RawServer) -> None:
+    server.answers = [0.2]
+
+    async def main() -> Any:
+        pool = _http11._pool()
+        request = asyncio.create_task(post(server.url(), b"x", {}, timeout_s=5))
+        await asyncio.sleep(0.05)
+        await _http11.close_pool()  # the send loop stopping while a request runs
+        await request
+        return pool
+
+    pool = asyncio.run(main())
+    assert pool.closed and pool.idle == {}

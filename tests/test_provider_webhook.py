@@ -227,6 +227,14 @@ def test_a_redirect_is_not_followed(rt: Any, receiver: WebhookReceiver) -> None:
 # --- success -----------------------------------------------------------------------------------
 
 
+def test_credentials_in_the_target_are_sent_as_basic_auth(rt: Any, receiver: WebhookReceiver) -> None:
+    # both clients send them the same way (httpx's rule)
+    record = send_record(rt, url(receiver).replace("http://", "http://hook%40user:s3cr%3At@"))
+    assert record.status is Status.DONE
+    expected = "Basic " + base64.b64encode(b"hook@user:s3cr:t").decode()
+    assert receiver.requests[0].headers["authorization"] == expected
+
+
 @pytest.mark.parametrize("status", [200, 201, 202, 204])
 def test_any_2xx_is_delivered(rt: Any, receiver: WebhookReceiver, status: int) -> None:
     receiver.script(Reply(status, b"" if status == 204 else "not json, and that is fine"))

@@ -7,8 +7,12 @@ its latency. It does only what a provider POST needs:
 
 - one request, one answer: ``POST`` with a body and a ``Content-Length``; no redirects
   (a 3xx is an answer), no cookies, no proxies, no ``Expect: 100-continue``;
-- keep-alive connections per (scheme, host, port, TLS name) and event loop, reused while
-  the server keeps them open (idle ones are dropped after :data:`IDLE_S`);
+- keep-alive connections per (scheme, host, port, TLS name) and event loop, reused only
+  while open with nothing unread on them (bytes a server sent unasked never answer the next
+  request); idle ones older than :data:`IDLE_S` are closed, for every destination;
+- a user and password in the URL are sent as ``Authorization: Basic``, as httpx does;
+- the timeout covers the whole request, a wait for a free connection included: a request
+  whose time ran out before it was written is not sent (:class:`CannotConnect`);
 - TLS with the system's trust store (``ssl.create_default_context``, which honours
   ``SSL_CERT_FILE``), SNI and host-name checks on ``server_hostname`` when the URL's host was
   replaced by its checked address;
@@ -27,6 +31,7 @@ that is not HTTP) and :class:`Unencodable` (the request cannot be written).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import re
 import ssl
@@ -121,6 +126,9 @@ class _Destination:
     #: ``POST <target> HTTP/1.1`` and ``Host:`` (unless the caller gives one).
     request_line: bytes
     host_header: bytes
+    #: ``Authorization: Basic`` from the URL's user and password, as httpx sends it (unless
+    #: the caller gives an ``Authorization``); empty when the URL has none.
+    auth_header: bytes
 
 
 @lru_cache(maxsize=1024)
@@ -137,12 +145,17 @@ def _destination(url: str) -> _Destination:
         raise Unencodable(f"not a TCP port: {parts.port}")
     host = parts.raw_host.decode("ascii").replace("%25", "%")  # an IPv6 zone id, percent-encoded
     target = parts.raw_path or b"/"
+    auth = b""
+    if parts.userinfo:
+        token = base64.b64encode(parts.username.encode() + b":" + parts.password.encode())
+        auth = b"Authorization: Basic " + token + b"\r\n"
     return _Destination(
         tls=tls,
         host=host,
         port=parts.port or (443 if tls else 80),
         request_line=b"POST " + target + b" HTTP/1.1\r\n",
         host_header=b"Host: " + parts.netloc + b"\r\n",
+        auth_header=auth,
     )
 
 
@@ -154,6 +167,10 @@ class _Pool:
     #: (an asyncio.Semaphore cost ~5 % of a busy worker's CPU for a limit rarely reached).
     active: int = 0
     freed: asyncio.Future[None] | None = None
+    #: When idle connections were last swept (loop time).
+    swept_at: float = 0.0
+    #: Set by :func:`close_pool`: connections coming back are closed, not kept.
+    closed: bool = False
     idle: dict[
         tuple[bool, str, int, str | None], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]
     ] = field(default_factory=dict)
@@ -209,7 +226,11 @@ async def post(
         await asyncio.shield(pool.freed)
     pool.active += 1
     try:
-        reader, writer = await _connect(pool, key, destination, server_hostname, timeout_s * CONNECT_SHARE)
+        connect_s = min(timeout_s * CONNECT_SHARE, deadline - loop.time())
+        reader, writer = await _connect(pool, key, destination, server_hostname, connect_s)
+        if loop.time() >= deadline:  # the wait for a slot took it all: send nothing
+            _release(pool, key, reader, writer, loop.time())
+            raise CannotConnect(f"no time left to send within {timeout_s:g} s")
         reusable = False
         try:
             async with asyncio.timeout_at(deadline):
@@ -247,6 +268,8 @@ def _request_head(destination: _Destination, headers: Mapping[str, str], length:
         lines.insert(1, destination.host_header)
     if "user-agent" not in given:
         lines.append(b"User-Agent: noti\r\n")
+    if destination.auth_header and "authorization" not in given:
+        lines.append(destination.auth_header)
     lines.append(b"Content-Length: %d\r\n\r\n" % length)
     return b"".join(lines)
 
@@ -258,14 +281,17 @@ async def _connect(
     server_hostname: str | None,
     timeout_s: float,
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A kept connection to the destination that is still open, else a new one."""
+    """A kept connection to the destination that is still open, else a new one (within
+    ``timeout_s``; none left of the request's time is :class:`CannotConnect`)."""
     idle = pool.idle.get(key)
     now = asyncio.get_running_loop().time()
     while idle:
         reader, writer, since = idle.pop()
-        if now - since < IDLE_S and not reader.at_eof() and not writer.is_closing():
+        if now - since < IDLE_S and _quiet(reader, writer):
             return reader, writer
         writer.close()
+    if timeout_s <= 0:
+        raise CannotConnect("no time left to connect (waited for a free connection)")
     try:
         async with asyncio.timeout(timeout_s):
             return await asyncio.open_connection(
@@ -281,6 +307,13 @@ async def _connect(
         raise CannotConnect(f"cannot connect: {exc}") from exc
 
 
+def _quiet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Open, not at its end, and nothing unread: bytes a server sent on an idle connection
+    (a 408 before it closes, a body longer than announced) must never be read as the
+    answer to the next request. (StreamReader has no public way to ask for its buffer.)"""
+    return not writer.is_closing() and not reader.at_eof() and not getattr(reader, "_buffer", b"")
+
+
 def _release(
     pool: _Pool,
     key: tuple[bool, str, int, str | None],
@@ -289,10 +322,29 @@ def _release(
     now: float,
 ) -> None:
     idle = pool.idle.setdefault(key, [])
-    if len(idle) >= MAX_IDLE_PER_DESTINATION or writer.is_closing():
+    if pool.closed or len(idle) >= MAX_IDLE_PER_DESTINATION or not _quiet(reader, writer):
         writer.close()
     else:
         idle.append((reader, writer, now))
+    if now - pool.swept_at >= IDLE_S:
+        _sweep(pool, now)
+
+
+def _sweep(pool: _Pool, now: float) -> None:
+    """Close the idle connections of every destination that are too old or that their
+    server ended (each list is oldest first), and forget destinations with none left."""
+    pool.swept_at = now
+    for key, idle in list(pool.idle.items()):
+        kept = []
+        for reader, writer, since in idle:
+            if now - since < IDLE_S and _quiet(reader, writer):
+                kept.append((reader, writer, since))
+            else:
+                writer.close()
+        if kept:
+            pool.idle[key] = kept
+        else:
+            del pool.idle[key]
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[Response, bool]:
@@ -338,7 +390,7 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> t
     if coding is not None:
         if coding.lower().rsplit(",", 1)[-1].strip() == "chunked":
             return await _read_chunked(reader)
-        return await reader.read(MAX_BODY), False  # framed by the connection's end
+        return await _read_to_end(reader), False  # framed by the connection's end
     length = headers.get("content-length")
     if length is None:
         return await _read_to_end(reader), False
@@ -417,6 +469,7 @@ async def close_pool() -> None:
     pool = _pools.pop(asyncio.get_running_loop(), None)
     if pool is None:
         return
+    pool.closed = True  # requests still running close their connections when they end
     writers = [writer for idle in pool.idle.values() for _, writer, _ in idle]
     pool.idle.clear()
     for writer in writers:

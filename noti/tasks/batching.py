@@ -43,7 +43,7 @@ from noti.record import Channel
 from noti.runtime import Runtime, get_runtime
 from noti.sender import Attempt, Sender, SendResult
 from noti.sendloop import send_loop
-from noti.store import Claim, Outcome, claim_from_row
+from noti.store import Claim, ClaimState, Outcome, claim_from_row
 from noti.transport import BulkChannel, DeliveryClaims, kombu_json
 
 __all__ = ["DeliveryBatcher", "delivery_claims"]
@@ -63,8 +63,9 @@ class _Held:
     task_id: str
     message: Any
     received: float
-    #: The claim the broker transport made as it fetched the message: (claim, owner, lease ms).
-    fetched: tuple[Claim, str, int] | None = None
+    #: The claim of its record, (claim, owner token, lease ms): made by the broker transport
+    #: as it fetched the message, else by the batcher (kept for a retry of the batch).
+    claim: tuple[Claim, str, int] | None = None
     #: The seed's mark once the outcome is stored ("OK", "KO", "!!").
     mark: str = ""
     #: Acked, requeued, or handed to the send loop: no longer this flush's to settle.
@@ -147,28 +148,27 @@ class DeliveryBatcher:
         if batch:
             self._deliver_guarded(batch)
 
-    def _deliver_guarded(self, batch: list[_Held]) -> None:
+    def _deliver_guarded(self, batch: list[_Held], retried: bool = False) -> None:
         try:
-            self._deliver(batch)
+            self._deliver(batch, retried)
         except Exception:  # a bug: never let it stop the consumer, and lose nothing
             log.exception("noti.deliver: a batch of %d failed; its messages are queued again", len(batch))
             self._requeue([h for h in batch if not h.taken])
 
-    def _deliver(self, batch: list[_Held]) -> None:
+    def _deliver(self, batch: list[_Held], retried: bool = False) -> None:
         sender = Sender(get_runtime(), owner=self.owner)  # the runtime of now (tests reconfigure)
-        # claimed by the transport as it fetched them, or to claim now (one script call)
-        fetched = [(held, held.fetched) for held in batch if held.fetched is not None]
-        to_claim = [held for held in batch if held.fetched is None] if fetched else batch
         try:
-            ready, results = (
-                sender.claim_many([held.record_id for held in to_claim]) if to_claim else ([], [])
+            if retried:
+                self._keep_claims(sender, batch)
+            # claimed by the transport as it fetched them, or now (one script call)
+            to_claim = [held for held in batch if held.claim is None]
+            if to_claim:
+                claims, owner, lease = sender.claim_records([held.record_id for held in to_claim])
+                for held, claim in zip(to_claim, claims, strict=True):
+                    held.claim = (claim, owner, lease)
+            ready, results = sender.sort_claims(
+                [(held.record_id, *held.claim) for held in batch if held.claim is not None]
             )
-            if fetched:
-                fetched_ready, fetched_results = sender.sort_claims(
-                    [(held.record_id, *claim) for held, claim in fetched]
-                )
-                ready += fetched_ready
-                results += fetched_results
         except StoreUnavailable as exc:
             log.warning(
                 "noti.deliver: cannot claim %d record(s) (%s); again in %.0f s",
@@ -176,10 +176,10 @@ class DeliveryBatcher:
                 exc,
                 CLAIM_RETRY_S,
             )
-            self.hub.call_later(CLAIM_RETRY_S, self._deliver_guarded, batch)
+            self.hub.call_later(CLAIM_RETRY_S, self._deliver_guarded, batch, True)
             return
         claimed: list[_Held] = []
-        for held, result in zip(to_claim + [held for held, _ in fetched], results, strict=True):
+        for held, result in zip(batch, results, strict=True):
             if result is None:
                 claimed.append(held)
             else:  # nothing to send: done with the message
@@ -199,6 +199,21 @@ class DeliveryBatcher:
             attempts = [attempt for _, attempt in inline]
             outcomes = sender.attempt_many(attempts, hold_leases=False)  # they answer at once
             self._conclude(sender, [h for h, _ in inline], list(zip(attempts, outcomes, strict=True)))
+
+    @staticmethod
+    def _keep_claims(sender: Sender, batch: list[_Held]) -> None:
+        """Before a retry: renew the leases the batch still holds (nothing renewed them while
+        Redis was away); a record whose lease went to another sender is claimed again."""
+        held = [h for h in batch if h.claim is not None and h.claim[0].state is ClaimState.CLAIMED]
+        if not held:
+            return
+        lease_ms = max(h.claim[2] for h in held if h.claim is not None)
+        kept = sender.runtime.store.renew(
+            [(h.record_id, h.claim[1]) for h in held if h.claim is not None], lease_ms=lease_ms
+        )
+        for h, still_ours in zip(held, kept, strict=True):
+            if not still_ours:
+                h.claim = None
 
     def _conclude(self, sender: Sender, held: list[_Held], outcomes: list[tuple[Attempt, Outcome]]) -> None:
         try:
