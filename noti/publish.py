@@ -30,13 +30,13 @@ from noti.entropy import hex64
 from noti.errors import StoreUnavailable
 from noti.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
 from noti.record import Channel
-from noti.redisconn import connect, masked_url, run_commands, translate_errors
+from noti.redisconn import connect, masked_url, run_batches, translate_errors
 
 __all__ = ["Publisher", "queue_key"]
 
 #: kombu's retry policy for the send_task path: fail fast, the caller reports it.
 _PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
-#: LPUSHes per pipelined round trip in :meth:`Publisher.publish`.
+#: LPUSHes per pipelined batch in :meth:`Publisher.publish`.
 _PUBLISH_BATCH = 1000
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
@@ -187,9 +187,12 @@ class Publisher:
         if self.writes_wire_format:
             client = self.broker_redis
             pushes = [("LPUSH", *self.message(*item)) for item in items]
+            batches = (
+                pushes[start : start + _PUBLISH_BATCH] for start in range(0, len(pushes), _PUBLISH_BATCH)
+            )
             with translate_errors(client):
-                for start in range(0, len(pushes), _PUBLISH_BATCH):
-                    run_commands(client, pushes[start : start + _PUBLISH_BATCH])
+                for _ in run_batches(client, batches):
+                    pass
             return len(pushes)
         return self._send_tasks(items)
 

@@ -6,7 +6,7 @@ import collections
 import contextlib
 import importlib.resources
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,6 +19,7 @@ from noti.errors import StoreUnavailable
 __all__ = [
     "CommandPipeline",
     "ScriptPipeline",
+    "run_batches",
     "run_commands",
     "connect",
     "load_script",
@@ -184,6 +185,30 @@ def run_commands(client: redis.Redis, commands: Sequence[Any], *, raise_on_error
     with CommandPipeline(client) as pipeline:
         pipeline.send(commands)
         return pipeline.results(raise_on_error=raise_on_error)
+
+
+def run_batches(
+    client: redis.Redis, batches: Iterable[Sequence[Any]], *, ahead: int = 1
+) -> Iterator[list[Any]]:
+    """Run batches of commands on one connection, writing each batch while up to ``ahead``
+    before it are still running in Redis; yields each batch's replies, in order (see
+    :meth:`CommandPipeline.results`). Batches come from ``batches`` as they are needed, so
+    a caller may build one while Redis runs the last.
+
+    Raises:
+        redis.RedisError: the first error reply (the other commands of its batch ran), or a
+            connection failure (the batches written and not read may have run in part).
+    """
+    with CommandPipeline(client) as pipeline:
+        written = 0
+        for batch in batches:
+            pipeline.send(batch)
+            written += 1
+            if written > ahead:
+                written -= 1
+                yield pipeline.results()
+        for _ in range(written):
+            yield pipeline.results()
 
 
 class ScriptPipeline(CommandPipeline):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from noti.redisconn import ScriptPipeline, script_source
+from noti.redisconn import ScriptPipeline, run_batches, script_source
 
 # Appends its argument to a list and returns the list's new length: a call that ran twice
 # would show in the list.
@@ -94,3 +94,27 @@ def test_scripts_that_share_a_rule_include_its_fragment() -> None:
         # the include line is replaced by the fragment's text, once
         assert "\n--#include" not in source and source.count(fragment) == 1, name
         assert "local function claim_record(" in source
+
+
+def test_run_batches_writes_ahead_and_yields_each_batchs_replies_in_order(rt: Any) -> None:
+    built: list[int] = []
+
+    def batches() -> Any:
+        for n in range(4):
+            built.append(n)
+            yield [("RPUSH", "order", f"{n}.{i}") for i in range(3)]
+
+    seen = []
+    for replies in run_batches(rt.redis, batches(), ahead=1):
+        seen.append((len(built), replies))
+    # the second batch was built (and written) before the first one's replies were read
+    assert [at for at, _ in seen] == [2, 3, 4, 4]
+    assert [replies for _, replies in seen] == [[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12]]
+    assert rt.redis.lrange("order", 0, 2) == ["0.0", "0.1", "0.2"]
+
+
+def test_run_batches_raises_an_error_reply_after_its_batch_ran(rt: Any) -> None:
+    rt.redis.set("text", "x")
+    with pytest.raises(redis.ResponseError):
+        list(run_batches(rt.redis, [[("INCR", "text"), ("SET", "after", "1")]]))
+    assert rt.redis.get("after") == "1"

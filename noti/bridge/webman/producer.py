@@ -28,7 +28,7 @@ import redis
 from noti.bridge.webman.codec import Data, QueueMessage, Reason, check_data, encode_message
 from noti.bridge.webman.layout import QueueKeys, QueueNames
 from noti.errors import BridgeError, MalformedMessage
-from noti.redisconn import CommandPipeline, translate_errors
+from noti.redisconn import run_batches, translate_errors
 
 __all__ = ["Delayed", "Producer"]
 
@@ -125,20 +125,11 @@ class Producer:
         """
         payloads = [encode_message(self._as_message(item)) for item in items]
         stream = self.keys.stream
-        ids: list[str] = []
-        # Chunk after chunk is written while Redis adds the one before; replies are read a
-        # chunk behind.
-        with translate_errors(self.redis), CommandPipeline(self.redis) as pipeline:
-            in_flight = 0
-            for chunk in _chunks(payloads):
-                pipeline.send([("XADD", stream, "*", "message", payload) for payload in chunk])
-                in_flight += 1
-                if in_flight > 1:
-                    ids.extend(pipeline.results())
-                    in_flight -= 1
-            for _ in range(in_flight):
-                ids.extend(pipeline.results())
-        return ids
+        batches = (
+            [("XADD", stream, "*", "message", payload) for payload in chunk] for chunk in _chunks(payloads)
+        )
+        with translate_errors(self.redis):  # a chunk is written while Redis adds the one before
+            return [message_id for replies in run_batches(self.redis, batches) for message_id in replies]
 
     # --- the delayed queue ------------------------------------------------------------------
 
