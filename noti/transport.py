@@ -49,7 +49,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from noti.entropy import hex64
-from noti.redisconn import ScriptPipeline, script_source
+from noti.redisconn import ScriptPipeline, load_script
 
 __all__ = [
     "ACK_FLUSH_AT",
@@ -64,7 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_BULK_FETCH = script_source("bulk_fetch")
 
 #: Most messages taken from one priority list per wake-up. Small enough that a burst of
 #: higher-level messages is shared by the workers instead of taken whole by one (which
@@ -257,9 +256,9 @@ def _bulk_fetch(
     """Run ``bulk_fetch.lua``: note ``item`` and up to ``more`` popped messages as unacked,
     and with ``claiming`` claim their records for ``owner``. The popped messages, and one
     claim row per message (``item`` first; none without ``claiming``)."""
-    script = getattr(client, "_noti_bulk_fetch", None)
+    script = getattr(client, "_noti_bulk_fetch", None)  # the channel's one client keeps it
     if script is None:
-        script = client._noti_bulk_fetch = client.register_script(_BULK_FETCH)
+        script = client._noti_bulk_fetch = load_script(client, "bulk_fetch")
     now = time.time()
     keys = [key, qos.unacked_index_key, qos.unacked_key]
     args: list[Any] = [now, more, item]

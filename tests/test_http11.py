@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime
 import gzip
 import socket
 import socketserver
@@ -17,14 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage
 from noti.providers import _http11
 from noti.providers._http11 import CannotConnect, NoCompleteAnswer, Unencodable, post
+from tests.fakes.smtp import make_certificates
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
@@ -347,58 +343,12 @@ def test_failures_map_to_the_outcome_classes() -> None:
 # --- TLS -----------------------------------------------------------------------------------
 
 
-def _certificates(directory: Path) -> tuple[Path, Path, Path]:
-    """A CA and a server certificate for hooks.test and 127.0.0.1 it signed."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "noti test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    import ipaddress
-
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hooks.test")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(2)
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("hooks.test"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return paths
-
-
 @pytest.fixture
 def tls_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RawServer]:
-    ca, cert, key = _certificates(tmp_path)
+    certs = make_certificates(tmp_path)  # for 127.0.0.1 and localhost
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    monkeypatch.setenv("SSL_CERT_FILE", str(ca))  # the system trust store, as this test's CA
+    context.load_cert_chain(certs.cert_file, certs.key_file)
+    monkeypatch.setenv("SSL_CERT_FILE", certs.ca_file)  # the system trust store, as this test's CA
     monkeypatch.setattr(_http11, "_tls_context", None)
     with RawServer(tls=context) as running:
         yield running
@@ -408,7 +358,7 @@ def test_tls_to_a_trusted_certificate_is_verified_by_name(tls_server: RawServer)
     # the URL's address, checked against the certificate's IP entry
     assert send(tls_server.url()).status == 200
     # the address in the URL, the name for SNI and the host-name check (a pinned webhook)
-    assert send(tls_server.url(), server_hostname="hooks.test").status == 200
+    assert send(tls_server.url(), server_hostname="localhost").status == 200
 
 
 def test_tls_to_a_certificate_of_another_name_cannot_connect(tls_server: RawServer) -> None:
