@@ -51,7 +51,9 @@ __all__ = [
     "NoCompleteAnswer",
     "Response",
     "Unencodable",
+    "Destination",
     "close_pool",
+    "parse_destination",
     "map_errors",
     "post",
 ]
@@ -117,7 +119,7 @@ class Response:
 
 
 @dataclass(frozen=True, slots=True)
-class _Destination:
+class Destination:
     """Where a URL's requests go, and the start of their request head."""
 
     tls: bool
@@ -131,9 +133,14 @@ class _Destination:
     auth_header: bytes
 
 
-@lru_cache(maxsize=1024)
-def _destination(url: str) -> _Destination:
-    """Parse ``url`` once (as httpx does, like the webhook's target check)."""
+@lru_cache(maxsize=1024)  # a service posts to a few endpoints: parse each once
+def parse_destination(url: str) -> Destination:
+    """Where ``url``'s requests go (parsed as httpx does, once per URL; the webhook's
+    target check reads its host the same way).
+
+    Raises:
+        Unencodable: not an http(s) URL with a host and a TCP port.
+    """
     try:
         parts = httpx.URL(url)
     except httpx.InvalidURL as exc:
@@ -149,7 +156,7 @@ def _destination(url: str) -> _Destination:
     if parts.userinfo:
         token = base64.b64encode(parts.username.encode() + b":" + parts.password.encode())
         auth = b"Authorization: Basic " + token + b"\r\n"
-    return _Destination(
+    return Destination(
         tls=tls,
         host=host,
         port=parts.port or (443 if tls else 80),
@@ -214,7 +221,7 @@ async def post(
         NoCompleteAnswer: the request may have arrived; no complete answer came back.
         Unencodable: the URL or a header cannot be written.
     """
-    destination = _destination(url)
+    destination = parse_destination(url)
     head = _request_head(destination, headers, len(body))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -253,7 +260,7 @@ async def post(
     return response
 
 
-def _request_head(destination: _Destination, headers: Mapping[str, str], length: int) -> bytes:
+def _request_head(destination: Destination, headers: Mapping[str, str], length: int) -> bytes:
     lines = [destination.request_line]
     given = set()
     for name, value in headers.items():
@@ -277,7 +284,7 @@ def _request_head(destination: _Destination, headers: Mapping[str, str], length:
 async def _connect(
     pool: _Pool,
     key: tuple[bool, str, int, str | None],
-    destination: _Destination,
+    destination: Destination,
     server_hostname: str | None,
     timeout_s: float,
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -55,7 +55,6 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import httpx
@@ -390,14 +389,11 @@ class WebhookProvider(Provider):
         return cls(detail, **kwargs)
 
 
-@lru_cache(maxsize=1024)  # a service posts to a few endpoints: parse each once
 def _host_port(url: str) -> tuple[str | None, int]:
-    """The host and port of ``url`` as httpx reads it; ``(None, 0)`` when it has none."""
+    """The host and port of ``url`` as the HTTP client reads it (parsed once per URL);
+    ``(None, 0)`` when it has no usable one."""
     try:
-        parts = httpx.URL(url)
-    except httpx.InvalidURL:
+        destination = _http11.parse_destination(url)
+    except _http11.Unencodable:
         return None, 0
-    if parts.scheme not in ("http", "https") or not parts.host:
-        return None, 0
-    host = parts.raw_host.decode("ascii").replace("%25", "%")  # an IPv6 zone id, percent-encoded
-    return host, parts.port or (443 if parts.scheme == "https" else 80)
+    return destination.host, destination.port
