@@ -13,7 +13,7 @@ test:
 # Every benchmark scenario against plain Celery in the same run, one table (bench/__main__.py).
 # BENCH_ARGS="--smoke" for tiny sizes; "--reps 1 --only 3,5" etc.
 bench:
-	@NOTI_EXTRAS=test scripts/venv.sh
+	@NOTI_EXTRAS=test,bench scripts/venv.sh
 	.venv/bin/python -m bench $(BENCH_ARGS)
 
 venv:

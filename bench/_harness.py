@@ -115,27 +115,28 @@ class Worker:
     """A ``celery worker`` subprocess in its own process group.
 
     ``launcher`` is the module run with ``python -m`` (``celery``, or a wrapper such as
-    ``bench._counting_worker`` followed by its own arguments).
+    ``bench._counting_worker`` followed by its own arguments). :meth:`command` starts any
+    other worker program (a peer library's consumer) the same way.
     """
 
     def __init__(
         self, app: str, env: dict[str, str], *args: str, launcher: Sequence[str] = ("celery",)
     ) -> None:
+        celery_args = ["-A", app, "worker", "-l", "WARNING", "--without-mingle", "--without-gossip"]
+        self._start([sys.executable, "-m", *launcher, *celery_args, *args], env)
+
+    @classmethod
+    def command(cls, argv: Sequence[str], env: dict[str, str]) -> Worker:
+        """``argv`` (run from the repository's root, with ``env`` added to this process's
+        environment) as a worker: its own process group, its output in a log file."""
+        worker = cls.__new__(cls)
+        worker._start(argv, env)
+        return worker
+
+    def _start(self, argv: Sequence[str], env: dict[str, str]) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="noti-bench-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                *launcher,
-                "-A",
-                app,
-                "worker",
-                "-l",
-                "WARNING",
-                "--without-mingle",
-                "--without-gossip",
-                *args,
-            ],
+            list(argv),
             env={**os.environ, **env},
             cwd=ROOT,
             stdout=self.log,

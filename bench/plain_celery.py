@@ -8,18 +8,13 @@ and latency probes. ``BENCH_BROKER_URL`` names the broker (and the Redis the tas
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import http.client
 import os
-import threading
 import time
-from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 from celery import Celery, Task
+
+from bench._signed_post import post as signed_post
 
 app = Celery("plain", broker=os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/15"))
 app.conf.update(
@@ -31,7 +26,6 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 _redis = redis.Redis.from_url(app.conf.broker_url)
-_local = threading.local()
 DONE_KEY, LAG_KEY = "bench:done", "bench:lag"
 
 
@@ -68,41 +62,8 @@ def use_broker(url: str) -> None:
     _redis = redis.Redis.from_url(url)
 
 
-def _key() -> bytes:
-    secret = os.environ.get("BENCH_WEBHOOK_SECRET", "whsec_")
-    encoded = secret.removeprefix("whsec_")
-    return base64.b64decode(encoded + "=" * (-len(encoded) % 4))
-
-
-def _connection(url: str) -> tuple[http.client.HTTPConnection, str]:
-    parts = urlsplit(url)
-    conn: http.client.HTTPConnection | None = getattr(_local, "conn", None)
-    if conn is None:
-        conn = _local.conn = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=10)
-    return conn, parts.path or "/"
-
-
 @app.task(name="plain.post", bind=True)
 def post(self: Task, url: str, body: str) -> None:
     """The I/O baseline: one signed POST (Standard Webhooks headers, as noti sends them) on this
     thread's keep-alive connection."""
-    conn, path = _connection(url)
-    data = body.encode()
-    webhook_id, ts = str(self.request.id), int(time.time())
-    digest = hmac.new(_key(), f"{webhook_id}.{ts}.".encode() + data, hashlib.sha256).digest()
-    headers: dict[str, Any] = {
-        "content-type": "application/json",
-        "webhook-id": webhook_id,
-        "webhook-timestamp": str(ts),
-        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
-    }
-    try:
-        conn.request("POST", path, data, headers)
-        response = conn.getresponse()
-        response.read()
-    except (http.client.HTTPException, OSError):
-        conn.close()
-        _local.conn = None
-        raise
-    if response.status != 200:
-        raise RuntimeError(f"HTTP {response.status}")
+    signed_post(url, body, str(self.request.id))

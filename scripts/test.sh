@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `make test`: install noti with its test extras into ./.venv, make sure redis-server exists
+# `make test`: install noti with its test extras (and the bench peers, for the benchmarks' smoke test) into ./.venv, make sure redis-server exists
 # (the tests start their own on a free loopback port), and run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NOTI_EXTRAS=test scripts/venv.sh
+NOTI_EXTRAS=test,bench scripts/venv.sh
 
 if [ -z "${NOTI_TEST_REDIS_URL:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
