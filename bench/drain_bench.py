@@ -6,10 +6,13 @@
    configuration, against ``celery worker -P threads -c 50`` doing one signed POST per task
    on a per-thread keep-alive ``http.client`` connection.
 
+The peers the issue names are drained in the same repetitions (:mod:`bench.peers`; noti
+must be ahead of each): dramatiq and huey in scenario 3, taskiq and dramatiq in scenario 4.
+
 Each run fills the queue first, then starts the workers, and times from the first
 delivered to the N-th (:mod:`bench._drain`). Afterwards every record must be in status 10
 and the sandbox outbox / fake server must have seen exactly N (else the row fails).
-Repetitions are interleaved: noti, plain Celery, noti, …
+Repetitions are interleaved: noti, plain Celery, the peers, noti, …
 
     .venv/bin/python -m bench.drain_bench [--only 3,4] [--reps 3] [--smoke]
 """
@@ -19,11 +22,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+from functools import partial
 from typing import Any
 
 import redis
 
-from bench import plain_celery
+from bench import peers, plain_celery
 from bench._celery_fill import fill
 from bench._counting_worker import INTERVAL_S, total
 from bench._drain import Drain, DrainFailed, time_drain
@@ -57,6 +61,17 @@ __all__ = [
 
 SIZES = {3: (20_000, 2_000), 4: (5_000, 300)}  # (full, smoke)
 HTTP_THREADS = 50
+#: The peers each scenario drains beside noti (the issue's "ahead of …"), with how they run.
+PEERS = {
+    3: {
+        "dramatiq": "2 processes x 8 threads, prefetch 256, INCR-only actor",
+        "huey": "huey_consumer -k process -w 2, INCR-only task",
+    },
+    4: {
+        "taskiq": "2 workers x 100 async tasks, one aiohttp keep-alive POST each",
+        "dramatiq": "2 processes x 25 threads, one keep-alive http.client POST per message",
+    },
+}
 
 
 def _noti_prefill(url: str, items: list[dict[str, Any]]) -> tuple[Any, list[str | None]]:
@@ -178,10 +193,14 @@ def scenario_3(
     errors: list[str] = []
     ours: list[Drain | None] = []
     theirs: list[Drain | None] = []
+    others: dict[str, list[Drain | None]] = {peer: [] for peer in PEERS[3]}
     with redis_server() as url:
         for rep in range(reps):
             ours.append(attempt(errors, f"noti rep {rep + 1}", lambda: noti_drain_sandbox(url, n, config)))
             theirs.append(attempt(errors, f"celery rep {rep + 1}", lambda: celery_drain_noop(url, n)))
+            for peer, drains in others.items():
+                drain_noop = partial(peers.load(peer).drain_noop, url, n)
+                drains.append(attempt(errors, f"{peer} rep {rep + 1}", drain_noop))
     if ctx is not None:
         ctx.setdefault("drains", {}).update(noti_sandbox=ours, celery_noop=theirs)
     row = Row(
@@ -197,7 +216,7 @@ def scenario_3(
         extra={"noti": [d and d.as_json() for d in ours], "baseline": [d and d.as_json() for d in theirs]},
         error="; ".join(errors) or None,
     )
-    return [row]
+    return [row, *_peer_rows(row, others, PEERS[3])]
 
 
 def scenario_4(
@@ -208,14 +227,18 @@ def scenario_4(
     errors: list[str] = []
     ours: list[Drain | None] = []
     theirs: list[Drain | None] = []
+    others: dict[str, list[Drain | None]] = {peer: [] for peer in PEERS[4]}
     with redis_server() as url, FakeHttp(SECRET) as fake:
         for rep in range(reps):
             ours.append(attempt(errors, f"noti rep {rep + 1}", lambda: noti_drain_http(url, n, fake, config)))
             theirs.append(attempt(errors, f"celery rep {rep + 1}", lambda: celery_drain_http(url, n, fake)))
+            for peer, drains in others.items():
+                drain_http = partial(peers.load(peer).drain_http, url, n, fake)
+                drains.append(attempt(errors, f"{peer} rep {rep + 1}", drain_http))
     if ctx is not None:
         ctx.setdefault("drains", {}).update(noti_http=ours, celery_http=theirs)
     notes = []
-    for side, drains in (("noti's drains", ours), ("the baseline's", theirs)):
+    for side, drains in (("noti's drains", ours), ("the baseline's", theirs), *others.items()):
         fake_us = [d.per_item_us(d.other_cpu_s) for d in drains if d is not None and d.timed]
         if fake_us:
             notes.append(
@@ -236,7 +259,26 @@ def scenario_4(
         extra={"noti": [d and d.as_json() for d in ours], "baseline": [d and d.as_json() for d in theirs]},
         error="; ".join(errors) or None,
     )
-    return [row]
+    return [row, *_peer_rows(row, others, PEERS[4])]
+
+
+def _peer_rows(row: Row, others: dict[str, list[Drain | None]], labels: dict[str, str]) -> list[Row]:
+    """One row per peer: noti's drains of ``row`` against that peer's, noti ahead to pass."""
+    return [
+        Row(
+            row.scenario,
+            f"{row.name.split(' [')[0]} vs {peer}",
+            row.unit,
+            row.noti,
+            f"ahead of {peer}",
+            baseline=_rates(drains),
+            baseline_name=f"{peer} {peers.version(peer)}: {labels[peer]}",
+            check=lambda r: (r.ratio or 0) > 1,
+            extra={"baseline": [d and d.as_json() for d in drains]},
+            error=row.error,
+        )
+        for peer, drains in others.items()
+    ]
 
 
 def _has_uvloop() -> bool:

@@ -6,8 +6,11 @@
    producer (Celery has no batch publish). The loop runs 10,000 (smoke: 1,000): its cost per
    message is constant, and 50,000 would take ~30 s a repetition.
 
-Repetitions are interleaved (noti, Celery, noti, …) on one private Redis, flushed before
-each run. :func:`round_trips_per_call` counts the producer's Redis round trips (scenario 9).
+The peers the issue names are measured in the same repetitions (:mod:`bench.peers`): huey's
+one-at-a-time enqueue (scenario 1's long-term anchor) and RQ's ``enqueue_many`` (scenario 2:
+noti must do >= 2x). Repetitions are interleaved (noti, Celery, peers, noti, …) on one
+private Redis, flushed before each run. :func:`round_trips_per_call` counts the producer's
+Redis round trips (scenario 9).
 
     .venv/bin/python -m bench.enqueue_bench [--only 1,2] [--reps 3] [--smoke]
 """
@@ -22,7 +25,7 @@ from typing import Any
 
 import redis
 
-from bench import plain_celery
+from bench import peers, plain_celery
 from bench._harness import redis_server
 from bench._noti import FAST, PHONE, WorkerConfig, noti_env, point_driver, write_config
 from bench._report import Row, attempt
@@ -113,16 +116,23 @@ def round_trips_per_call(call: Callable[[int], object], n: int) -> float:
     return count / n
 
 
-def _interleaved(
-    reps: int, runs: dict[str, tuple[Callable[[int], float], int]], errors: list[str]
-) -> dict[str, list[float]]:
+#: ``run(url, n)``: enqueue ``n`` on the redis-server at ``url``, return the rate.
+Run = Callable[[str, int], float]
+
+
+def _in_driver(run: Callable[[int], float]) -> Run:
+    """A noti or plain-Celery run (this process is pointed at the server by :func:`setup`)."""
+    return lambda url, n: run(n)
+
+
+def _interleaved(reps: int, runs: dict[str, tuple[Run, int]], errors: list[str]) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in runs}
     with redis_server() as url:
         flush = setup(url)
         for rep in range(reps):
             for name, (run, size) in runs.items():
                 flush.flushall()
-                rate = attempt(errors, f"{name} rep {rep + 1}", partial(run, size))
+                rate = attempt(errors, f"{name} rep {rep + 1}", partial(run, url, size))
                 if rate is not None:
                     samples[name].append(rate)
     return samples
@@ -133,7 +143,17 @@ def scenario_1(
 ) -> list[Row]:
     n = SIZES[1][smoke]
     errors: list[str] = []
-    s = _interleaved(reps, {"notify": (noti_notify, n), "delay": (celery_delay, n)}, errors)
+    huey = peers.load("huey")
+    s = _interleaved(
+        reps,
+        {
+            "notify": (_in_driver(noti_notify), n),
+            "delay": (_in_driver(celery_delay), n),
+            "huey": (huey.enqueue, n),
+        },
+        errors,
+    )
+    error = "; ".join(errors) or None
     return [
         Row(
             1,
@@ -144,8 +164,18 @@ def scenario_1(
             baseline=s["delay"],
             baseline_name="plain Celery .delay() of a no-op task, same phone and text",
             check=lambda r: (r.ratio or 0) >= 1.5,
-            error="; ".join(errors) or None,
-        )
+            error=error,
+        ),
+        Row(
+            1,
+            "notify() vs huey's enqueue (the anchor)",
+            "/s",
+            s["notify"],
+            "long-term anchor",
+            baseline=s["huey"],
+            baseline_name=f"huey {peers.version('huey')}: a no-op task called one at a time (RedisHuey)",
+            error=error,
+        ),
     ]
 
 
@@ -154,7 +184,17 @@ def scenario_2(
 ) -> list[Row]:
     n, loop = SIZES[2][smoke], SIZES["loop"][smoke]
     errors: list[str] = []
-    s = _interleaved(reps, {"many": (noti_notify_many, n), "loop": (celery_loop_publish, loop)}, errors)
+    rq = peers.load("rq")
+    s = _interleaved(
+        reps,
+        {
+            "many": (_in_driver(noti_notify_many), n),
+            "loop": (_in_driver(celery_loop_publish), loop),
+            "rq": (rq.enqueue_many, n),
+        },
+        errors,
+    )
+    error = "; ".join(errors) or None
     return [
         Row(
             2,
@@ -167,8 +207,19 @@ def scenario_2(
                 f"plain Celery apply_async on one producer in Producer.batch() (pipelined), {loop:,} messages"
             ),
             check=lambda r: r.median >= 25_000 and (r.ratio or 0) >= 5,
-            error="; ".join(errors) or None,
-        )
+            error=error,
+        ),
+        Row(
+            2,
+            f"notify_many({n:,}) vs RQ enqueue_many",
+            "/s",
+            s["many"],
+            ">= 2x RQ",
+            baseline=s["rq"],
+            baseline_name=f"RQ {peers.version('rq')}: Queue.enqueue_many of {n:,} no-op jobs",
+            check=lambda r: (r.ratio or 0) >= 2,
+            error=error,
+        ),
     ]
 
 

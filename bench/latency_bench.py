@@ -11,7 +11,8 @@ deadlines, each carrying its send time ``t0 = time.time()``:
   20 ms").
 
 Baseline: plain Celery ``lag.delay(t0)`` on ``celery worker -P prefork -c 2``, the task
-recording ``time.time() - t0``, at the same rate.
+recording ``time.time() - t0``, at the same rate. The peers the issue quotes (huey, dramatiq:
+:mod:`bench.peers`) run the same ``lag`` task in the same repetitions, for context.
 
     .venv/bin/python -m bench.latency_bench [--reps 3] [--smoke]
 """
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from bench import plain_celery
+from bench import peers, plain_celery
 from bench._harness import percentile, redis_server, running, wait_for
 from bench._noti import (
     FAST,
@@ -48,6 +49,11 @@ from bench.fake_http import FakeHttp
 __all__ = ["celery_latency", "noti_latency", "paced", "scenario_5"]
 
 RATE = 200
+#: The peers measured beside noti, with how their workers run.
+PEERS = {
+    "huey": "2 worker processes, a task recording time.time()-t0",
+    "dramatiq": "2 processes x 8 threads, prefetch 256, an actor recording time.time()-t0",
+}
 WARMUP = 50
 SETTLE_S = 30.0
 
@@ -155,14 +161,16 @@ def scenario_5(
 ) -> list[Row]:
     """p50 and p99 for the sandbox and the 20 ms HTTP provider, against plain Celery."""
     seconds = 1.0 if smoke else 10.0
-    errors: dict[str, list[str]] = {"sandbox": [], "http": [], "celery": []}
-    runs: dict[str, list[dict[str, Any]]] = {"sandbox": [], "http": [], "celery": []}
+    names = ["sandbox", "http", "celery", *PEERS]
+    errors: dict[str, list[str]] = {name: [] for name in names}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with redis_server() as url, FakeHttp(SECRET) as fake:
         for rep in range(reps):
             for name, run in (
                 ("sandbox", lambda: noti_latency(url, "sandbox", seconds, config)),
                 ("celery", lambda: celery_latency(url, seconds)),
                 ("http", lambda: noti_latency(url, "http", seconds, config, fake)),
+                *((peer, partial(peers.load(peer).latency, url, seconds)) for peer in PEERS),
             ):
                 result = attempt(errors[name], f"{name} rep {rep + 1}", run)
                 if result is not None:
@@ -199,6 +207,20 @@ def scenario_5(
                     extra=extra if provider == "sandbox" and p == 50 else {},
                     error=errors_of(errors, provider, "celery"),
                     **common,
+                )
+            )
+    for peer, label in PEERS.items():
+        for p in (50, 99):
+            rows.append(
+                Row(
+                    5,
+                    f"latency sandbox p{p} vs {peer}",
+                    "ms",
+                    pct("sandbox", p),
+                    "(context)",
+                    baseline=pct(peer, p),
+                    baseline_name=f"{peer} {peers.version(peer)}: {label}",
+                    error=errors_of(errors, "sandbox", peer),
                 )
             )
     return rows

@@ -13,8 +13,10 @@ Every module is also the app its worker program loads, configured from the envir
 
 - ``noop(phone, text)``: nothing (the enqueue scenarios 1 and 2);
 - ``incr()``: ``INCR bench:done`` (the drain of scenario 3, like plain Celery's);
-- ``post(url, body)``: one signed POST to the fake 20 ms provider (scenario 4;
-  :mod:`bench._signed_post`);
+- ``post(url, body, …)``: one signed POST to the fake 20 ms provider (scenario 4;
+  :mod:`bench._signed_post`), with a webhook id the driver knows (the task's own id where
+  the library hands it to the task, else one passed as an argument), so the fake server's
+  ids can be checked;
 - ``lag(t0)``: ``RPUSH bench:lag time.time() - t0`` (latency, scenario 5).
 
 And the driver functions the scenarios call (``url`` is the scenario's redis-server, no
@@ -32,7 +34,11 @@ database; each function flushes its own database first and stops what it started
 
 from __future__ import annotations
 
-__all__ = ["DATABASES", "DONE_KEY", "LAG_KEY", "broker_url"]
+import importlib
+from importlib import metadata
+from types import ModuleType
+
+__all__ = ["DATABASES", "DONE_KEY", "LAG_KEY", "broker_url", "load", "version"]
 
 #: Each peer's database on the scenario's redis-server (noti uses 0, plain Celery 1).
 DATABASES = {"rq": 2, "huey": 3, "dramatiq": 4, "taskiq": 5}
@@ -42,3 +48,16 @@ DONE_KEY, LAG_KEY = "bench:done", "bench:lag"
 def broker_url(url: str, peer: str) -> str:
     """``peer``'s Redis URL on the scenario's server ``url``."""
     return f"{url}/{DATABASES[peer]}"
+
+
+def load(peer: str) -> ModuleType:
+    """The module of ``peer`` (imported when a scenario needs it: ``python -m bench --only 7``
+    runs without the peer libraries)."""
+    if peer not in DATABASES:
+        raise ValueError(f"no peer {peer!r}; the peers are {sorted(DATABASES)}")
+    return importlib.import_module(f"{__name__}.{peer}")
+
+
+def version(peer: str) -> str:
+    """The installed version of ``peer``'s library, for the table's notes."""
+    return metadata.version(peer)
