@@ -1,0 +1,41 @@
+"""Worker processes freeze their start-up objects out of the collector's full collections."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import BASE_ENV, ROOT
+
+SCRIPT = """
+import gc
+from celery.signals import worker_process_init, worker_ready
+import noti.app
+
+assert gc.get_freeze_count() == 0
+worker_ready.send(sender=None)
+frozen = gc.get_freeze_count()
+print(frozen)
+junk = [[] for _ in range(1000)]
+worker_process_init.send(sender=None)
+print(gc.get_freeze_count())
+"""
+
+
+def test_a_worker_freezes_what_it_holds_once_started_and_only_once() -> None:
+    # given a process with noti's app loaded (a fresh one: freezing is for good)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        env={**os.environ, **BASE_ENV},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    # when the worker is ready, its objects are moved to the permanent generation
+    first, second = (int(line) for line in result.stdout.split())
+    assert first > 10_000
+    # and a second signal in the same process (a pool child's init) freezes nothing more
+    assert second == first
