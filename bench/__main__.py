@@ -1,4 +1,5 @@
-"""``make bench``: every scenario of the performance issue, noti against plain Celery in one run.
+"""``make bench``: every scenario of the performance issue, noti against plain Celery and the
+peer libraries the issue names (:mod:`bench.peers`) in one run.
 
     .venv/bin/python -m bench [--reps 3] [--only 1,3,5] [--smoke]
         [--processes 2] [--pool solo] [--concurrency 1] [--mode batch]

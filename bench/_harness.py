@@ -112,28 +112,11 @@ def repoint(app: Any, broker_url: str) -> None:
 
 
 class Worker:
-    """A ``celery worker`` subprocess in its own process group.
+    """A worker program in its own process group, its output in a log file: ``argv`` run
+    from the repository's root with ``env`` added to this process's environment.
+    :meth:`celery` builds a ``celery worker`` command line."""
 
-    ``launcher`` is the module run with ``python -m`` (``celery``, or a wrapper such as
-    ``bench._counting_worker`` followed by its own arguments). :meth:`command` starts any
-    other worker program (a peer library's consumer) the same way.
-    """
-
-    def __init__(
-        self, app: str, env: dict[str, str], *args: str, launcher: Sequence[str] = ("celery",)
-    ) -> None:
-        celery_args = ["-A", app, "worker", "-l", "WARNING", "--without-mingle", "--without-gossip"]
-        self._start([sys.executable, "-m", *launcher, *celery_args, *args], env)
-
-    @classmethod
-    def command(cls, argv: Sequence[str], env: dict[str, str]) -> Worker:
-        """``argv`` (run from the repository's root, with ``env`` added to this process's
-        environment) as a worker: its own process group, its output in a log file."""
-        worker = cls.__new__(cls)
-        worker._start(argv, env)
-        return worker
-
-    def _start(self, argv: Sequence[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: Sequence[str], env: dict[str, str]) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="noti-bench-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             list(argv),
@@ -144,6 +127,16 @@ class Worker:
             start_new_session=True,
         )
         self._terminated = False
+
+    @classmethod
+    def celery(
+        cls, app: str, env: dict[str, str], *args: str, launcher: Sequence[str] = ("celery",)
+    ) -> Worker:
+        """``celery -A app worker`` (warnings only, no mingle or gossip) with ``args``;
+        ``launcher`` is the module run with ``python -m`` (``celery``, or a wrapper such as
+        ``bench._counting_worker`` followed by its own arguments)."""
+        celery_args = ["-A", app, "worker", "-l", "WARNING", "--without-mingle", "--without-gossip"]
+        return cls([sys.executable, "-m", *launcher, *celery_args, *args], env)
 
     def rss_mb(self) -> float:
         """Resident memory of the worker and its children, MiB."""

@@ -34,9 +34,14 @@ SMS_QUEUE, WEBHOOK_QUEUE = "noti.sms", "noti.webhook"
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """How noti's workers run on the one "host": ``processes`` × ``celery worker -P pool``."""
+    """How noti's workers run on the one "host": ``processes`` × ``celery worker -P pool``.
 
-    processes: int = 2
+    The default is the configuration README recommends: two ``-P solo`` batch-mode
+    processes per core (a process's consumer waits on its Redis round trips part of the
+    time; a second one per core fills it: on this 2-core machine 4 processes drained ~15–20 %
+    faster than 2, sandbox and 20 ms HTTP alike, with the same latency)."""
+
+    processes: int = 4
     pool: str = "solo"
     concurrency: int = 1
     mode: str = "batch"
@@ -109,7 +114,7 @@ def start_workers(
     if config.pool != "solo":
         args += ["-c", str(config.concurrency)]
     return [
-        Worker("noti", {**env, **config.env()}, *args, "-n", f"w{i + 1}@%h", launcher=launcher)
+        Worker.celery("noti", {**env, **config.env()}, *args, "-n", f"w{i + 1}@%h", launcher=launcher)
         for i in range(config.processes)
     ]
 

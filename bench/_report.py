@@ -14,7 +14,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["Row", "attempt", "errors_of", "format_table", "median_ratio", "rows_json"]
+__all__ = [
+    "Row",
+    "attempt",
+    "errors_of",
+    "format_table",
+    "median_ratio",
+    "paired_ratio",
+    "present",
+    "rows_json",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +44,18 @@ def errors_of(errors: dict[str, list[str]], *keys: str) -> str | None:
     """The failures noted under ``keys`` of ``errors`` (one list per kind of run), or None."""
     found = [e for key in keys for e in errors.get(key, [])]
     return "; ".join(found) or None
+
+
+def present(samples: Sequence[float | None]) -> list[float]:
+    """The samples of the repetitions that measured something (a failed one is None)."""
+    return [x for x in samples if x is not None]
+
+
+def paired_ratio(ours: Sequence[float | None], theirs: Sequence[float | None]) -> float | None:
+    """Median over the repetitions both sides measured of ours/theirs (lists indexed by
+    repetition, None where a run failed); None when no repetition has both."""
+    pairs = [o / t for o, t in zip(ours, theirs, strict=True) if o is not None and t]
+    return statistics.median(pairs) if pairs else None
 
 
 def median_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float | None:

@@ -69,9 +69,8 @@ def main(doc: str, scenarios: Mapping[int, Scenario], name: str, argv: Sequence[
     rows = run(scenarios, args.only, reps, args.smoke, config)
     elapsed = time.monotonic() - started
     machine["after"] = probe(probes)
-    title = (
-        f"noti vs plain Celery: {reps} rep(s){' (smoke)' if args.smoke else ''}, noti workers {config.label}"
-    )
+    smoke = " (smoke)" if args.smoke else ""
+    title = f"noti vs plain Celery and the peers: {reps} rep(s){smoke}, noti workers {config.label}"
     print(f"\n{title}, {elapsed:.0f} s; ratio = noti / baseline (median of per-repetition ratios)\n")
     print(format_table(rows))
     print("\n" + "\n".join(describe(when, measured) for when, measured in machine.items()))

@@ -28,7 +28,7 @@ import redis
 from bench import peers, plain_celery
 from bench._harness import redis_server
 from bench._noti import FAST, PHONE, WorkerConfig, noti_env, point_driver, write_config
-from bench._report import Row, attempt
+from bench._report import Row, attempt, errors_of, paired_ratio, present
 from bench._runner import main
 
 __all__ = [
@@ -118,6 +118,9 @@ def round_trips_per_call(call: Callable[[int], object], n: int) -> float:
 
 #: ``run(url, n)``: enqueue ``n`` on the redis-server at ``url``, return the rate.
 Run = Callable[[str, int], float]
+#: Scenario 1 shows every peer's one-at-a-time enqueue for context (huey's is the issue's
+#: long-term anchor); scenario 2 needs noti >= 2x RQ's enqueue_many.
+PEERS = {1: {"huey": None, "rq": None, "dramatiq": None, "taskiq": None}, 2: {"rq": 2.0}}
 
 
 def _in_driver(run: Callable[[int], float]) -> Run:
@@ -125,102 +128,75 @@ def _in_driver(run: Callable[[int], float]) -> Run:
     return lambda url, n: run(n)
 
 
-def _interleaved(reps: int, runs: dict[str, tuple[Run, int]], errors: list[str]) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in runs}
+def _peer(peer: str, function: str) -> Run:
+    """``bench.peers.<peer>.<function>`` (imported when it runs: a missing library fails
+    that peer's runs only)."""
+    return lambda url, n: float(getattr(peers.load(peer), function)(url, n))
+
+
+def _interleaved(
+    reps: int, runs: dict[str, tuple[Run, int]]
+) -> tuple[dict[str, list[float | None]], dict[str, list[str]]]:
+    """Each run once per repetition, in turn, on one server flushed before each; the rates
+    by run and repetition (None where it failed) and each run's failures."""
+    samples: dict[str, list[float | None]] = {name: [] for name in runs}
+    errors: dict[str, list[str]] = {name: [] for name in runs}
     with redis_server() as url:
         flush = setup(url)
         for rep in range(reps):
             for name, (run, size) in runs.items():
                 flush.flushall()
-                rate = attempt(errors, f"{name} rep {rep + 1}", partial(run, url, size))
-                if rate is not None:
-                    samples[name].append(rate)
-    return samples
+                samples[name].append(attempt(errors[name], f"{name} rep {rep + 1}", partial(run, url, size)))
+    return samples, errors
 
 
 def scenario_1(
     reps: int, smoke: bool, config: WorkerConfig = FAST, ctx: dict[str, Any] | None = None
 ) -> list[Row]:
     n = SIZES[1][smoke]
-    errors: list[str] = []
-    huey = peers.load("huey")
-    s = _interleaved(
-        reps,
-        {
-            "notify": (_in_driver(noti_notify), n),
-            "delay": (_in_driver(celery_delay), n),
-            "huey": (huey.enqueue, n),
-        },
-        errors,
+    runs = {"noti": (_in_driver(noti_notify), n), "celery": (_in_driver(celery_delay), n)}
+    runs |= {peer: (_peer(peer, "enqueue"), n) for peer in PEERS[1]}
+    s, errors = _interleaved(reps, runs)
+    name = f"notify() x {n:,}, one at a time"
+    row = Row(
+        1,
+        name,
+        "/s",
+        present(s["noti"]),
+        ">= 1.5x .delay()",
+        baseline=present(s["celery"]),
+        baseline_name="plain Celery .delay() of a no-op task, same phone and text",
+        check=lambda r: (r.ratio or 0) >= 1.5,
+        ratio=paired_ratio(s["noti"], s["celery"]),
+        error=errors_of(errors, "noti", "celery"),
     )
-    error = "; ".join(errors) or None
-    return [
-        Row(
-            1,
-            f"notify() x {n:,}, one at a time",
-            "/s",
-            s["notify"],
-            ">= 1.5x .delay()",
-            baseline=s["delay"],
-            baseline_name="plain Celery .delay() of a no-op task, same phone and text",
-            check=lambda r: (r.ratio or 0) >= 1.5,
-            error=error,
-        ),
-        Row(
-            1,
-            "notify() vs huey's enqueue (the anchor)",
-            "/s",
-            s["notify"],
-            "long-term anchor",
-            baseline=s["huey"],
-            baseline_name=f"huey {peers.version('huey')}: a no-op task called one at a time (RedisHuey)",
-            error=error,
-        ),
-    ]
+    theirs = {peer: s[peer] for peer in PEERS[1]}
+    return [row, *peers.rows(1, "notify()", "/s", s["noti"], theirs, "enqueue", PEERS[1], errors)]
 
 
 def scenario_2(
     reps: int, smoke: bool, config: WorkerConfig = FAST, ctx: dict[str, Any] | None = None
 ) -> list[Row]:
     n, loop = SIZES[2][smoke], SIZES["loop"][smoke]
-    errors: list[str] = []
-    rq = peers.load("rq")
-    s = _interleaved(
-        reps,
-        {
-            "many": (_in_driver(noti_notify_many), n),
-            "loop": (_in_driver(celery_loop_publish), loop),
-            "rq": (rq.enqueue_many, n),
-        },
-        errors,
+    runs = {"noti": (_in_driver(noti_notify_many), n), "celery": (_in_driver(celery_loop_publish), loop)}
+    runs |= {peer: (_peer(peer, "enqueue_many"), n) for peer in PEERS[2]}
+    s, errors = _interleaved(reps, runs)
+    row = Row(
+        2,
+        f"notify_many({n:,})",
+        "/s",
+        present(s["noti"]),
+        ">= 25,000/s, >= 5x loop",
+        baseline=present(s["celery"]),
+        baseline_name=(
+            f"plain Celery apply_async on one producer in Producer.batch() (pipelined), {loop:,} messages"
+        ),
+        check=lambda r: r.median >= 25_000 and (r.ratio or 0) >= 5,
+        ratio=paired_ratio(s["noti"], s["celery"]),
+        error=errors_of(errors, "noti", "celery"),
     )
-    error = "; ".join(errors) or None
-    return [
-        Row(
-            2,
-            f"notify_many({n:,})",
-            "/s",
-            s["many"],
-            ">= 25,000/s, >= 5x loop",
-            baseline=s["loop"],
-            baseline_name=(
-                f"plain Celery apply_async on one producer in Producer.batch() (pipelined), {loop:,} messages"
-            ),
-            check=lambda r: r.median >= 25_000 and (r.ratio or 0) >= 5,
-            error=error,
-        ),
-        Row(
-            2,
-            f"notify_many({n:,}) vs RQ enqueue_many",
-            "/s",
-            s["many"],
-            ">= 2x RQ",
-            baseline=s["rq"],
-            baseline_name=f"RQ {peers.version('rq')}: Queue.enqueue_many of {n:,} no-op jobs",
-            check=lambda r: (r.ratio or 0) >= 2,
-            error=error,
-        ),
-    ]
+    theirs = {peer: s[peer] for peer in PEERS[2]}
+    return [row, *peers.rows(2, row.name, "/s", s["noti"], theirs, "enqueue_many", PEERS[2], errors)]
 
 
 SCENARIOS = {1: scenario_1, 2: scenario_2}

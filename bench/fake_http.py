@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["FakeHttp", "Stats", "serve"]
 
@@ -103,8 +103,8 @@ class HttpProtocol(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (uvloop's are not asyncio.Transport subclasses)
+        self.transport = cast(asyncio.Transport, transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -287,6 +287,20 @@ class FakeHttp:
 
     def reset(self) -> None:
         self._get("/reset")
+
+    def expect(self, n: int, ids: set[str] | None = None) -> None:
+        """Raise :class:`~bench._drain.DrainFailed` unless exactly ``n`` POSTs arrived since the
+        last :meth:`reset`, every one correctly signed (and, with ``ids``, their webhook-ids
+        are exactly ``ids``)."""
+        from bench._drain import DrainFailed
+
+        stats = self.stats()
+        seen = [a[0] for a in stats["arrivals"]]
+        if stats["good"] != n or stats["bad"] or stats["unsigned"] or len(seen) != n:
+            counts = {k: v for k, v in stats.items() if k != "arrivals"}
+            raise DrainFailed(f"the fake server saw {len(seen)} POSTs for {n}: {counts}")
+        if ids is not None and set(seen) != ids:
+            raise DrainFailed(f"the fake server saw other webhook-ids than expected ({len(set(seen) - ids)})")
 
     @property
     def pid(self) -> int:

@@ -11,8 +11,9 @@ deadlines, each carrying its send time ``t0 = time.time()``:
   20 ms").
 
 Baseline: plain Celery ``lag.delay(t0)`` on ``celery worker -P prefork -c 2``, the task
-recording ``time.time() - t0``, at the same rate. The peers the issue quotes (huey, dramatiq:
-:mod:`bench.peers`) run the same ``lag`` task in the same repetitions, for context.
+recording ``time.time() - t0``, at the same rate. The peers (huey and dramatiq, which the
+issue quotes, and taskiq: :mod:`bench.peers`) run the same ``lag`` task in the same
+repetitions, for context.
 
     .venv/bin/python -m bench.latency_bench [--reps 3] [--smoke]
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -41,38 +41,17 @@ from bench._noti import (
     start_workers,
     write_config,
 )
-from bench._report import Row, attempt, errors_of
+from bench._probes import RATE, SETTLE_S, WARMUP, lag_latency, paced
+from bench._report import Row, attempt, errors_of, paired_ratio, present
 from bench._runner import main
 from bench.drain_bench import _plain, plain_worker
 from bench.fake_http import FakeHttp
 
-__all__ = ["celery_latency", "noti_latency", "paced", "scenario_5"]
+__all__ = ["celery_latency", "noti_latency", "scenario_5"]
 
-RATE = 200
-#: The peers measured beside noti, with how their workers run.
-PEERS = {
-    "huey": "2 worker processes, a task recording time.time()-t0",
-    "dramatiq": "2 processes x 8 threads, prefetch 256, an actor recording time.time()-t0",
-}
-WARMUP = 50
-SETTLE_S = 30.0
-
-
-def paced(rate: float, seconds: float, send: Callable[[int], None]) -> float:
-    """Call ``send(i)`` ``rate`` times a second for ``seconds``, on absolute deadlines; returns
-    how far behind schedule the sender fell at worst (s)."""
-    count = int(rate * seconds)
-    start = time.perf_counter()
-    behind = 0.0
-    for i in range(count):
-        due = start + i / rate
-        wait = due - time.perf_counter()
-        if wait > 0:
-            time.sleep(wait)
-        else:
-            behind = max(behind, -wait)
-        send(i)
-    return behind
+#: The peers whose latency is shown beside noti's, for context (the issue quotes huey's and
+#: dramatiq's; taskiq's worker blocks on its list as huey's does).
+PEERS: dict[str, float | None] = {"huey": None, "dramatiq": None, "taskiq": None}
 
 
 def noti_latency(
@@ -140,20 +119,8 @@ def _provider_times(runtime: Any, fake: FakeHttp | None) -> dict[str, tuple[floa
 def celery_latency(url: str, seconds: float) -> dict[str, Any]:
     """The baseline: ``lag.delay(t0)`` at 200/s on ``celery worker -P prefork -c 2``."""
     client = _plain(url)
-    lag = plain_celery.lag
-    key = plain_celery.LAG_KEY
-    with running([plain_worker(url, "-P", "prefork", "-c", "2")]):
-        for _ in range(WARMUP):
-            lag.delay(time.time())
-        wait_for(lambda: client.llen(key) >= WARMUP, 60, 0.02)
-        client.delete(key)
-        count = int(RATE * seconds)
-        behind = paced(RATE, seconds, lambda i: lag.delay(time.time()))
-        wait_for(lambda: client.llen(key) >= count, SETTLE_S, 0.02)
-    values = [float(x) * 1000 for x in client.lrange(key, 0, -1)]
-    if len(values) != count:
-        raise AssertionError(f"{count} sent, {len(values)} ran")
-    return {"ms": values, "behind_s": behind, "coarse": False}
+    workers = [plain_worker(url, "-P", "prefork", "-c", "2")]
+    return lag_latency(client, workers, plain_celery.lag.delay, seconds, "plain Celery")
 
 
 def scenario_5(
@@ -163,26 +130,25 @@ def scenario_5(
     seconds = 1.0 if smoke else 10.0
     names = ["sandbox", "http", "celery", *PEERS]
     errors: dict[str, list[str]] = {name: [] for name in names}
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    runs: dict[str, list[dict[str, Any] | None]] = {name: [] for name in names}
     with redis_server() as url, FakeHttp(SECRET) as fake:
         for rep in range(reps):
             for name, run in (
-                ("sandbox", lambda: noti_latency(url, "sandbox", seconds, config)),
-                ("celery", lambda: celery_latency(url, seconds)),
-                ("http", lambda: noti_latency(url, "http", seconds, config, fake)),
-                *((peer, partial(peers.load(peer).latency, url, seconds)) for peer in PEERS),
+                ("sandbox", partial(noti_latency, url, "sandbox", seconds, config)),
+                ("celery", partial(celery_latency, url, seconds)),
+                ("http", partial(noti_latency, url, "http", seconds, config, fake)),
+                *((peer, partial(_peer_latency, peer, url, seconds)) for peer in PEERS),
             ):
-                result = attempt(errors[name], f"{name} rep {rep + 1}", run)
-                if result is not None:
-                    runs[name].append(result)
+                runs[name].append(attempt(errors[name], f"{name} rep {rep + 1}", run))
+    done = {name: present(rs) for name, rs in runs.items()}
 
-    def pct(name: str, p: float) -> list[float]:
-        return [percentile(r["ms"], p) for r in runs[name]]
+    def pct(name: str, p: float) -> list[float | None]:
+        return [None if r is None else percentile(r["ms"], p) for r in runs[name]]
 
     notes = [f"{int(RATE * seconds):,} samples per run at {RATE}/s after {WARMUP} warm-up sends"]
-    if any(r["coarse"] for r in runs["sandbox"]):
+    if any(r["coarse"] for r in done["sandbox"]):
         notes.append("sandbox outbox entries had no 't': latency from 'at' (whole ms)")
-    worst = max((r["behind_s"] for rs in runs.values() for r in rs), default=0.0)
+    worst = max((r["behind_s"] for rs in done.values() for r in rs), default=0.0)
     if worst > 0.05:
         notes.append(f"a sender fell {worst * 1000:.0f} ms behind its schedule")
     notes.append("http: to the request's arrival at the fake server (excludes its 20 ms answer time)")
@@ -191,7 +157,7 @@ def scenario_5(
         "baseline_name": "plain Celery prefork -c 2, .delay(t0) of a task recording time.time()-t0",
         "notes": notes,
     }
-    extra = {k: [_summary(r) for r in v] for k, v in runs.items()}
+    extra = {k: [r and _summary(r) for r in v] for k, v in runs.items()}
     rows = []
     for provider, label, limits in (("sandbox", "sandbox", (2, 8)), ("http", "20 ms HTTP", (3, 10))):
         for p, limit in zip((50, 99), limits, strict=True):
@@ -200,30 +166,29 @@ def scenario_5(
                     5,
                     f"latency {label} p{p} [{config.label}]",
                     "ms",
-                    pct(provider, p),
+                    present(pct(provider, p)),
                     f"<= {limit} ms" + (" (+20)" if provider == "http" else ""),
-                    baseline=pct("celery", p),
+                    baseline=present(pct("celery", p)),
                     check=partial(_within, limit),
+                    ratio=paired_ratio(pct(provider, p), pct("celery", p)),
                     extra=extra if provider == "sandbox" and p == 50 else {},
                     error=errors_of(errors, provider, "celery"),
                     **common,
                 )
             )
-    for peer, label in PEERS.items():
-        for p in (50, 99):
-            rows.append(
-                Row(
-                    5,
-                    f"latency sandbox p{p} vs {peer}",
-                    "ms",
-                    pct("sandbox", p),
-                    "(context)",
-                    baseline=pct(peer, p),
-                    baseline_name=f"{peer} {peers.version(peer)}: {label}",
-                    error=errors_of(errors, "sandbox", peer),
-                )
-            )
+    theirs_errors = {"noti": errors["sandbox"], **{peer: errors[peer] for peer in PEERS}}
+    for p in (50, 99):
+        theirs = {peer: pct(peer, p) for peer in PEERS}
+        name = f"latency sandbox p{p}"
+        rows += peers.rows(5, name, "ms", pct("sandbox", p), theirs, "latency", PEERS, theirs_errors)
     return rows
+
+
+def _peer_latency(peer: str, url: str, seconds: float) -> dict[str, Any]:
+    """``bench.peers.<peer>.latency`` (imported when it runs: a missing library fails that
+    peer's runs only)."""
+    result: dict[str, Any] = peers.load(peer).latency(url, seconds)
+    return result
 
 
 def _within(limit: float, row: Row) -> bool:

@@ -14,6 +14,7 @@ import time
 import redis
 from celery import Celery, Task
 
+from bench._probes import DONE_KEY, LAG_KEY
 from bench._signed_post import post as signed_post
 
 app = Celery("plain", broker=os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/15"))
@@ -26,7 +27,6 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 _redis = redis.Redis.from_url(app.conf.broker_url)
-DONE_KEY, LAG_KEY = "bench:done", "bench:lag"
 
 
 @app.task(name="plain.noop")

@@ -141,7 +141,7 @@ def celery_consume(url: str, n: int) -> float:
     client.delete(CELERY_QUEUE, "unacked", "unacked_index")
     harness.repoint(celery_app, url)
     fill(noop, [(i,) for i in range(n)], queue=CELERY_QUEUE)
-    worker = harness.Worker(
+    worker = harness.Worker.celery(
         "bench.webman_bench:celery_app",
         {"CELERY_BROKER_URL": url},
         *("-P", "solo", "-Q", CELERY_QUEUE, "--without-heartbeat"),

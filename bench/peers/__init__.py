@@ -12,7 +12,8 @@ Every module is also the app its worker program loads, configured from the envir
 ``BENCH_WEBHOOK_SECRET`` (what the fake HTTP provider checks the signatures with). Its tasks:
 
 - ``noop(phone, text)``: nothing (the enqueue scenarios 1 and 2);
-- ``incr()``: ``INCR bench:done`` (the drain of scenario 3, like plain Celery's);
+- ``incr()``: ``INCR bench:done`` (the drains of scenario 3, like plain Celery's;
+  :mod:`bench._probes`);
 - ``post(url, body, …)``: one signed POST to the fake 20 ms provider (scenario 4;
   :mod:`bench._signed_post`), with a webhook id the driver knows (the task's own id where
   the library hands it to the task, else one passed as an argument), so the fake server's
@@ -25,24 +26,29 @@ database; each function flushes its own database first and stops what it started
 - ``enqueue(url, n) -> float``: ``n`` ``noop`` enqueued one at a time, per second;
 - ``enqueue_many(url, n) -> float`` (RQ): ``n`` in one bulk call, per second;
 - ``drain_noop(url, n) -> Drain``: ``n`` ``incr`` queued, then the workers started and the
-  drain timed (:func:`bench._drain.time_drain`), checked (``bench:done == n``, queue empty);
+  drain timed (:func:`bench._probes.counted_drain`), checked (``bench:done == n``, queue
+  empty, acks done);
 - ``drain_http(url, n, fake) -> Drain``: the same with ``post`` to ``fake.url``, checked
   by the fake server's counts;
 - ``latency(url, seconds) -> dict``: ``lag`` sent at 200/s for ``seconds`` with the workers
-  running, as ``bench.latency_bench.celery_latency`` does.
+  running, as :func:`bench._probes.lag_latency` measures plain Celery.
+
+Each module also has ``SETUP``: how each of those runs is configured, for the table.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from types import ModuleType
 
-__all__ = ["DATABASES", "DONE_KEY", "LAG_KEY", "broker_url", "load", "version"]
+from bench._report import Row, errors_of, paired_ratio, present
+
+__all__ = ["DATABASES", "broker_url", "load", "rows", "version"]
 
 #: Each peer's database on the scenario's redis-server (noti uses 0, plain Celery 1).
 DATABASES = {"rq": 2, "huey": 3, "dramatiq": 4, "taskiq": 5}
-DONE_KEY, LAG_KEY = "bench:done", "bench:lag"
 
 
 def broker_url(url: str, peer: str) -> str:
@@ -61,3 +67,56 @@ def load(peer: str) -> ModuleType:
 def version(peer: str) -> str:
     """The installed version of ``peer``'s library, for the table's notes."""
     return metadata.version(peer)
+
+
+def rows(
+    scenario: int,
+    name: str,
+    unit: str,
+    ours: Sequence[float | None],
+    theirs: Mapping[str, Sequence[float | None]],
+    run: str,
+    needs: Mapping[str, float | None],
+    errors: Mapping[str, list[str]],
+) -> list[Row]:
+    """One row per peer: noti's samples ``ours`` against the peer's ``theirs[peer]`` (both
+    indexed by repetition, None where a run failed), from the peer's ``run`` function.
+
+    ``needs[peer]`` is the issue's target: 1.0 for "ahead of" (noti's rate above the
+    peer's), a factor such as 2.0 for ">= 2x", None for a peer shown for context. A row's
+    error is noti's or that peer's failure (``errors["noti"]``, ``errors[peer]``), no other.
+    """
+    result = []
+    for peer, samples in theirs.items():
+        need = needs[peer]
+        target = "(context)" if need is None else f"ahead of {peer}" if need == 1 else f">= {need:g}x {peer}"
+        result.append(
+            Row(
+                scenario,
+                f"{name} vs {peer}",
+                unit,
+                present(ours),
+                target,
+                baseline=present(samples),
+                baseline_name=_describe(peer, run),
+                check=None if need is None else _at_least(need),
+                ratio=paired_ratio(ours, samples),
+                error=errors_of(dict(errors), "noti", peer),
+            )
+        )
+    return result
+
+
+def _at_least(need: float) -> Callable[[Row], bool]:
+    """The check of a peer row: "ahead" (need 1) is strictly faster, else at least ``need``x."""
+    if need == 1:
+        return lambda row: (row.ratio or 0) > 1
+    return lambda row: (row.ratio or 0) >= need
+
+
+def _describe(peer: str, run: str) -> str:
+    """``peer``'s version and how its ``run`` is set up (its module's ``SETUP``)."""
+    try:
+        return f"{peer} {version(peer)}: {load(peer).SETUP[run]}"
+    except (ImportError, metadata.PackageNotFoundError) as exc:
+        return f"{peer}: not available ({exc})"

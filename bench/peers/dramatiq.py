@@ -7,14 +7,23 @@ Pipelines, Retries) is kept as a team would have it; Prometheus is no longer amo
 defaults in 2.x, so nothing opens a port. The broker's Lua script does every enqueue, fetch
 (up to the prefetch) and ack in one round trip each.
 
-Workers: ``--processes 2`` (the machine's cores) with dramatiq's default 8 threads for the
-INCR drain and the latency probes (:data:`NOOP_THREADS`), 25 threads for the 20 ms POSTs
-(:data:`HTTP_THREADS`, the issue's "dramatiq 2 × 25 threads"); 1 thread drained the INCRs no
-faster than 8. Each process prefetches :data:`PREFETCH` messages (the documented
-``dramatiq_queue_prefetch`` setting; default: twice the threads, in-progress ones included):
-with the default, the consumer thread keeps finding its prefetch full and backs off (5 ms,
-doubling), and the INCR drain ran at half the rate; the HTTP drain, bound by its 50 POSTs in
-flight, and the latency probes were the same either way.
+Workers, each process prefetching :data:`PREFETCH` messages (the documented
+``dramatiq_queue_prefetch`` setting; with the default, twice the threads, the consumer
+keeps finding its prefetch full and backs off, 5 ms doubling, and the counting drain ran at
+half the rate). The process and thread counts are the best of those tried here (two
+processes per core: each waits on Redis round trips much of the time):
+
+- counting drain and latency: :data:`PROCESSES` processes × :data:`THREADS` threads; on
+  20,000: 2 × 8 5,900–10,500/s (bimodal), 3 × 8 8,400–10,100/s, 4 × 8 8,400–9,400/s,
+  4 × 4 9,600–10,100/s, 6 × 2 8,900–10,000/s, 4 × 2 10,200–11,200/s;
+- 20 ms HTTP drain: :data:`HTTP_PROCESSES` × :data:`HTTP_THREADS` threads, one keep-alive
+  ``http.client`` connection per thread (the issue quoted 2 × 25, which caps at 50 POSTs in
+  flight, 2,500/s); on 5,000: 2 × 25 2,260/s, 2 × 50 3,460–3,990/s, 2 × 100 3,340–4,720/s,
+  2 × 200 2,150–2,490/s, 4 × 25 3,660–4,440/s, 6 × 50 4,100–4,440/s, 4 × 100
+  4,130–4,580/s, 4 × 50 4,700–5,080/s.
+
+The drains wait for dramatiq's acks (its ``.msgs`` hash empty) before stopping the workers:
+the fake server counts a POST before the worker that sent it has acked it.
 """
 
 from __future__ import annotations
@@ -31,12 +40,13 @@ import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from bench._drain import Drain, DrainFailed, time_drain
-from bench._harness import Worker, running, wait_for
+from bench._drain import Drain, DrainFailed
+from bench._harness import Worker
 from bench._noti import PHONE, SECRET
+from bench._probes import DONE_KEY, LAG_KEY, counted_drain, lag_latency, timed_drain
 from bench._signed_post import post as signed_post
 from bench.fake_http import FakeHttp
-from bench.peers import DONE_KEY, LAG_KEY, broker_url
+from bench.peers import broker_url
 
 __all__ = [
     "drain_http",
@@ -51,10 +61,20 @@ __all__ = [
     "worker",
 ]
 
-NOOP_THREADS = 8
-HTTP_THREADS = 25
+PROCESSES, THREADS = 4, 2
+HTTP_PROCESSES, HTTP_THREADS = 4, 50
 PREFETCH = 256
 CHUNK = 1000
+#: How each run is set up, for the table's notes.
+SETUP = {
+    "enqueue": "actor.send() one at a time (RedisBroker)",
+    "drain_noop": f"{PROCESSES} processes x {THREADS} threads, prefetch {PREFETCH}, INCR-only actor",
+    "drain_http": (
+        f"{HTTP_PROCESSES} processes x {HTTP_THREADS} threads, prefetch {PREFETCH}, "
+        "one keep-alive http.client POST per message"
+    ),
+    "latency": f"{PROCESSES} processes x {THREADS} threads, an actor recording time.time()-t0",
+}
 
 _url = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/4")
 broker = RedisBroker(url=_url)  # type: ignore[no-untyped-call]
@@ -106,12 +126,21 @@ def use_broker(url: str) -> redis.Redis:
     return client
 
 
-def worker(url: str, threads: int) -> Worker:
-    """``dramatiq bench.peers.dramatiq --processes 2 --threads <threads>`` on ``url``, with
+def worker(url: str, processes: int, threads: int) -> Worker:
+    """``dramatiq bench.peers.dramatiq --processes P --threads T`` on ``url``, with
     ``dramatiq_queue_prefetch=``:data:`PREFETCH`."""
-    argv = [sys.executable, "-m", "dramatiq", __name__, "--processes", "2", "--threads", str(threads)]
+    argv = [
+        sys.executable,
+        "-m",
+        "dramatiq",
+        __name__,
+        "--processes",
+        str(processes),
+        "--threads",
+        str(threads),
+    ]
     env = {"BENCH_BROKER_URL": url, "BENCH_WEBHOOK_SECRET": SECRET, "dramatiq_queue_prefetch": str(PREFETCH)}
-    return Worker.command(argv, env)
+    return Worker(argv, env)
 
 
 def _fill(actor: dramatiq.Actor[Any, Any], args_list: Sequence[Sequence[Any]]) -> None:
@@ -119,7 +148,7 @@ def _fill(actor: dramatiq.Actor[Any, Any], args_list: Sequence[Sequence[Any]]) -
     but pipelined: each message is built by ``actor.message()`` and stored the way the
     broker's ``enqueue`` Lua command does (HSET ``<ns>:<queue>.msgs`` under a fresh
     ``redis_message_id``, RPUSH the id on ``<ns>:<queue>``)."""
-    queue = f"{broker.namespace}:{actor.queue_name}"
+    queue = _queue(actor)
     pipe = broker.client.pipeline(transaction=False)
     for args in args_list:
         message_id = str(uuid.uuid4())
@@ -131,9 +160,17 @@ def _fill(actor: dramatiq.Actor[Any, Any], args_list: Sequence[Sequence[Any]]) -
     pipe.execute()
 
 
+def _queue(actor: dramatiq.Actor[Any, Any]) -> str:
+    return f"{broker.namespace}:{actor.queue_name}"
+
+
+def _acked(client: redis.Redis, actor: dramatiq.Actor[Any, Any]) -> bool:
+    """Nothing of ``actor``'s queue waits for an ack (every message's entry is gone)."""
+    return client.hlen(f"{_queue(actor)}.msgs") == 0
+
+
 def _check_empty(client: redis.Redis, actor: dramatiq.Actor[Any, Any]) -> None:
-    queue = f"{broker.namespace}:{actor.queue_name}"
-    left, unacked = client.llen(queue), client.hlen(f"{queue}.msgs")
+    left, unacked = client.llen(_queue(actor)), client.hlen(f"{_queue(actor)}.msgs")
     if left or unacked:
         raise DrainFailed(f"dramatiq left {left} messages queued, {unacked} not acknowledged")
 
@@ -146,61 +183,40 @@ def enqueue(url: str, n: int) -> float:
     for i in range(n):
         noop.send(PHONE, f"message {i}")
     rate = n / (time.perf_counter() - started)
-    queued = client.llen(f"{broker.namespace}:{noop.queue_name}")
+    queued = client.llen(_queue(noop))
     if queued != n + 1:
         raise AssertionError(f"dramatiq queued {queued} messages for {n + 1} sends")
     return rate
 
 
 def drain_noop(url: str, n: int) -> Drain:
-    """``n`` INCR messages on 2 processes × :data:`NOOP_THREADS` threads: fill, start, time."""
+    """``n`` INCR messages on :data:`PROCESSES` × :data:`THREADS`: fill, start, time, verify."""
     client = use_broker(broker_url(url, "dramatiq"))
     _fill(incr, [()] * n)
-    workers = [worker(broker_url(url, "dramatiq"), NOOP_THREADS)]
-    with running(workers):
-        drain = time_drain(lambda: int(client.get(DONE_KEY) or 0), n, workers=workers, redis_client=client)
-    done = int(client.get(DONE_KEY) or 0)
-    if done != n:
-        raise DrainFailed(f"dramatiq ran {done} INCR messages for {n}")
+    workers = [worker(broker_url(url, "dramatiq"), PROCESSES, THREADS)]
+    drain = counted_drain(client, n, workers, "dramatiq", settled=lambda: _acked(client, incr))
     _check_empty(client, incr)
     return drain
 
 
 def drain_http(url: str, n: int, fake: FakeHttp) -> Drain:
-    """``n`` POST messages to ``fake`` on 2 processes × :data:`HTTP_THREADS` threads."""
-    from bench.drain_bench import _check_fake
-
+    """``n`` POST messages to ``fake`` on :data:`HTTP_PROCESSES` × :data:`HTTP_THREADS`."""
     client = use_broker(broker_url(url, "dramatiq"))
     fake.reset()
     ids = [str(uuid.uuid4()) for _ in range(n)]
     _fill(post, [(fake.url, json.dumps({"n": i, "text": "hello"}), ids[i]) for i in range(n)])
-    workers = [worker(broker_url(url, "dramatiq"), HTTP_THREADS)]
-    with running(workers):
-        drain = time_drain(fake.count, n, workers=workers, redis_client=client, others=[fake.pid])
-    _check_fake(fake, n, set(ids))
+    workers = [worker(broker_url(url, "dramatiq"), HTTP_PROCESSES, HTTP_THREADS)]
+    drain = timed_drain(
+        fake.count, n, workers, client, others=[fake.pid], settled=lambda: _acked(client, post)
+    )
+    fake.expect(n, set(ids))
     _check_empty(client, post)
     return drain
 
 
 def latency(url: str, seconds: float) -> dict[str, Any]:
-    """``lag.send(t0)`` at 200/s for ``seconds`` on 2 processes × :data:`NOOP_THREADS` threads,
-    after 50 warm-up sends, as ``bench.latency_bench.celery_latency`` does; latencies in ms."""
-    from bench.latency_bench import RATE, SETTLE_S, WARMUP, paced
-
+    """``lag.send(t0)`` at 200/s for ``seconds`` on :data:`PROCESSES` × :data:`THREADS`;
+    latencies in ms."""
     client = use_broker(broker_url(url, "dramatiq"))
-
-    def send(i: int) -> None:
-        lag.send(time.time())
-
-    with running([worker(broker_url(url, "dramatiq"), NOOP_THREADS)]):
-        for i in range(WARMUP):
-            send(i)
-        wait_for(lambda: client.llen(LAG_KEY) >= WARMUP, 60, 0.02)
-        client.delete(LAG_KEY)
-        count = int(RATE * seconds)
-        behind = paced(RATE, seconds, send)
-        wait_for(lambda: client.llen(LAG_KEY) >= count, SETTLE_S, 0.02)
-    values = [float(x) * 1000 for x in client.lrange(LAG_KEY, 0, -1)]
-    if len(values) != count:
-        raise AssertionError(f"dramatiq: {count} sent, {len(values)} ran")
-    return {"ms": values, "behind_s": behind, "coarse": False}
+    workers = [worker(broker_url(url, "dramatiq"), PROCESSES, THREADS)]
+    return lag_latency(client, workers, lag.send, seconds, "dramatiq")

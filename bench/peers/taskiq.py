@@ -10,12 +10,15 @@ one ``redis.asyncio`` client per worker process, the POSTs through one kept-aliv
 ``aiohttp.ClientSession`` per worker process (both created lazily by the first task, closed
 on ``WORKER_SHUTDOWN``).
 
-Workers (:func:`worker`): ``--workers 2`` (the machine's cores) with ``--max-async-tasks``
-:data:`MAX_ASYNC_TASKS` per process, taskiq's default, spelled out: 200 POSTs in flight, so
-the 20 ms provider would allow 10,000/s, more than two cores can issue (the drains are
-CPU-bound; 50 or 200 drained no faster). ``--max-prefetch`` stays at its default 0: the list
-broker fetches one message per ``BRPOP`` whatever it is, and 100 drained no faster either.
-``--log-level WARNING``, because taskiq logs every task it executes at INFO.
+Workers (:func:`worker`): ``--workers`` :data:`WORKERS` (the machine's cores) with
+``--max-async-tasks`` :data:`MAX_ASYNC_TASKS` per process, taskiq's default, spelled out:
+200 POSTs in flight, so the 20 ms provider would allow 10,000/s, more than two cores can
+issue (the drains are CPU-bound, at 1.5–1.7 cores: 50 or 200 async tasks drained no faster,
+nor did 3 or 4 workers: 4,040–4,510/s and 6,570–6,840/s for 2, 3 and 4 alike). uvloop is
+installed (``taskiq[uv]``), which taskiq's worker uses when present (3,700 → 4,600/s on the
+HTTP drain). ``--max-prefetch`` stays at its default 0: the list broker fetches one message
+per ``BRPOP`` whatever it is, and 100 drained no faster either. ``--log-level WARNING``,
+because taskiq logs every task it executes at INFO.
 
 The driver sends with ``task.kicker().with_broker(b).kiq(...)``: ``b`` is a
 ``ListQueueBroker`` of the driver's own event loop on the scenario's server (started with
@@ -41,12 +44,13 @@ from taskiq import AsyncTaskiqDecoratedTask, TaskiqEvents, TaskiqState
 from taskiq.message import BrokerMessage
 from taskiq_redis import ListQueueBroker
 
-from bench._drain import Drain, DrainFailed, time_drain
+from bench._drain import Drain, DrainFailed
 from bench._harness import Worker, running
 from bench._noti import PHONE, SECRET
+from bench._probes import DONE_KEY, LAG_KEY, RATE, SETTLE_S, WARMUP, counted_drain, timed_drain
 from bench._signed_post import signed_headers
 from bench.fake_http import FakeHttp
-from bench.peers import DONE_KEY, LAG_KEY, broker_url
+from bench.peers import broker_url
 
 __all__ = [
     "broker",
@@ -61,9 +65,20 @@ __all__ = [
     "worker",
 ]
 
+WORKERS = 2
 MAX_ASYNC_TASKS = 100
 CONNECTIONS_PER_HOST = 100
 CHUNK = 1000
+#: How each run is set up, for the table's notes.
+SETUP = {
+    "enqueue": "task.kiq() awaited one at a time in one event loop (ListQueueBroker)",
+    "drain_noop": f"taskiq worker --workers {WORKERS} --max-async-tasks {MAX_ASYNC_TASKS}, async INCR task",
+    "drain_http": (
+        f"taskiq worker --workers {WORKERS} --max-async-tasks {MAX_ASYNC_TASKS}, "
+        "one aiohttp keep-alive POST per task"
+    ),
+    "latency": f"taskiq worker --workers {WORKERS}, an async task recording time.time()-t0",
+}
 
 _url = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/5")
 broker = ListQueueBroker(_url)
@@ -126,10 +141,10 @@ async def lag(t0: float) -> None:
 
 
 def worker(url: str) -> Worker:
-    """``taskiq worker bench.peers.taskiq:broker --workers 2`` on ``url`` (see the module)."""
-    argv = [sys.executable, "-m", "taskiq", "worker", f"{__name__}:broker", "--workers", "2"]
+    """``taskiq worker bench.peers.taskiq:broker`` on ``url`` (see the module)."""
+    argv = [sys.executable, "-m", "taskiq", "worker", f"{__name__}:broker", "--workers", str(WORKERS)]
     argv += ["--max-async-tasks", str(MAX_ASYNC_TASKS), "--log-level", "WARNING"]
-    return Worker.command(argv, {"BENCH_BROKER_URL": url, "BENCH_WEBHOOK_SECRET": SECRET})
+    return Worker(argv, {"BENCH_BROKER_URL": url, "BENCH_WEBHOOK_SECRET": SECRET})
 
 
 def _flushed(url: str) -> redis.Redis:
@@ -216,35 +231,27 @@ def drain_noop(url: str, n: int) -> Drain:
     """``n`` INCR tasks on :func:`worker`: fill, start the workers, time the drain, verify."""
     client = _flushed(url)
     _fill(client, incr, [()] * n)
-    workers = [worker(broker_url(url, "taskiq"))]
-    with running(workers):
-        drain = time_drain(lambda: int(client.get(DONE_KEY) or 0), n, workers=workers, redis_client=client)
-    done = int(client.get(DONE_KEY) or 0)
-    if done != n:
-        raise DrainFailed(f"taskiq ran {done} INCR tasks for {n}")
+    drain = counted_drain(client, n, [worker(broker_url(url, "taskiq"))], "taskiq")
     _check_empty(client)
     return drain
 
 
 def drain_http(url: str, n: int, fake: FakeHttp) -> Drain:
     """``n`` POST tasks to ``fake`` on :func:`worker`, checked by the fake server's counts."""
-    from bench.drain_bench import _check_fake
-
     client = _flushed(url)
     fake.reset()
     ids = [str(uuid.uuid4()) for _ in range(n)]
     _fill(client, post, [(fake.url, json.dumps({"n": i, "text": "hello"}), ids[i]) for i in range(n)])
-    workers = [worker(broker_url(url, "taskiq"))]
-    with running(workers):
-        drain = time_drain(fake.count, n, workers=workers, redis_client=client, others=[fake.pid])
-    _check_fake(fake, n, set(ids))
+    drain = timed_drain(fake.count, n, [worker(broker_url(url, "taskiq"))], client, others=[fake.pid])
+    fake.expect(n, set(ids))
     _check_empty(client)
     return drain
 
 
 async def _paced(rate: float, seconds: float, send: Callable[[int], Coroutine[Any, Any, Any]]) -> float:
-    """``bench.latency_bench.paced`` in an event loop: await ``send(i)`` ``rate`` times a
-    second for ``seconds`` on absolute deadlines; how far behind schedule it fell at worst (s)."""
+    """``bench._probes.paced`` in an event loop (taskiq sends from one): await ``send(i)``
+    ``rate`` times a second for ``seconds`` on absolute deadlines; how far behind schedule
+    it fell at worst (s)."""
     count = int(rate * seconds)
     start = time.perf_counter()
     behind = 0.0
@@ -269,9 +276,7 @@ async def _until(predicate: Callable[[], bool], timeout: float) -> None:
 
 def latency(url: str, seconds: float) -> dict[str, Any]:
     """``lag.kiq(t0)`` at 200/s for ``seconds`` on :func:`worker`, after 50 warm-up kiqs, as
-    ``bench.latency_bench.celery_latency`` does, all in one event loop; latencies in ms."""
-    from bench.latency_bench import RATE, SETTLE_S, WARMUP
-
+    ``bench._probes.lag_latency`` does, all in one event loop; latencies in ms."""
     client = _flushed(url)
     count = int(RATE * seconds)
 
