@@ -24,6 +24,7 @@ __all__ = [
     "counted_drain",
     "lag_latency",
     "paced",
+    "settled",
     "timed_drain",
 ]
 
@@ -58,17 +59,22 @@ def timed_drain(
     client: Any,
     *,
     others: Sequence[int] = (),
-    settled: Callable[[], bool] | None = None,
+    before_stop: Callable[[Drain], object] | None = None,
 ) -> Drain:
     """Time the drain of ``n`` by ``count()`` (:func:`~bench._drain.time_drain`) on the
-    started ``workers``, and stop them on the way out; with ``settled``, first wait until
-    it holds (the workers' bookkeeping, such as acks, done), so that what they leave behind
-    can be checked."""
+    started ``workers``, and stop them on the way out; ``before_stop(drain)`` runs while
+    they still run (wait for their acks, read their round-trip counters)."""
     with running(workers):
         drain = time_drain(count, n, workers=workers, redis_client=client, others=others)
-        if settled is not None:
-            wait_for(settled, SETTLE_S, 0.02)
+        if before_stop is not None:
+            before_stop(drain)
     return drain
+
+
+def settled(predicate: Callable[[], bool]) -> Callable[[Drain], None]:
+    """A ``before_stop`` that waits (up to :data:`SETTLE_S`) until ``predicate()`` holds: the
+    workers' bookkeeping, such as acks, done, so what they leave behind can be checked."""
+    return lambda drain: wait_for(predicate, SETTLE_S, 0.02)
 
 
 def counted_drain(client: Any, n: int, workers: Sequence[Worker], what: str, **kw: Any) -> Drain:

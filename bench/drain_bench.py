@@ -32,8 +32,8 @@ import redis
 from bench import peers, plain_celery
 from bench._celery_fill import fill
 from bench._counting_worker import INTERVAL_S, total
-from bench._drain import Drain, DrainFailed, time_drain
-from bench._harness import Worker, redis_server, running
+from bench._drain import Drain, DrainFailed
+from bench._harness import Worker, redis_server
 from bench._noti import (
     FAST,
     PHONE,
@@ -48,7 +48,7 @@ from bench._noti import (
     start_workers,
     write_config,
 )
-from bench._probes import DONE_KEY
+from bench._probes import counted_drain, timed_drain
 from bench._report import Row, attempt, errors_of, paired_ratio, present
 from bench._runner import main
 from bench.fake_http import FakeHttp
@@ -90,9 +90,9 @@ def noti_drain_sandbox(
     items = [{"type": "sms", "to": PHONE, "text": f"drain {i}"} for i in range(n)]
     runtime, ids = _noti_prefill(url, items)
     workers = start_workers(config, noti_env(url, write_config()), SMS_QUEUE, counting=counting)
-    with running(workers):
-        drain = time_drain(lambda: done_count(runtime), n, workers=workers, redis_client=runtime.redis)
-        _count_round_trips(drain, counting)
+    drain = timed_drain(
+        lambda: done_count(runtime), n, workers, runtime.redis, before_stop=_counter(counting)
+    )
     check_done(runtime, ids)
     sent = runtime.redis.llen(runtime.keys.sandbox_outbox("sandbox"))
     if sent != n:
@@ -108,22 +108,25 @@ def noti_drain_http(
     items = [{"type": "webhook", "to": fake.url, "content": {"n": i, "text": "hello"}} for i in range(n)]
     runtime, ids = _noti_prefill(url, items)
     workers = start_workers(config, noti_env(url, write_config()), WEBHOOK_QUEUE, counting=counting)
-    with running(workers):
-        drain = time_drain(
-            lambda: done_count(runtime), n, workers=workers, redis_client=runtime.redis, others=[fake.pid]
-        )
-        _count_round_trips(drain, counting)
+    count = partial(done_count, runtime)
+    drain = timed_drain(count, n, workers, runtime.redis, others=[fake.pid], before_stop=_counter(counting))
     check_done(runtime, ids)
     fake.expect(n, set(map(str, ids)))
     return drain
 
 
-def _count_round_trips(drain: Drain, counting: str | None) -> None:
-    """With ``counting``, set the drain's round trips per notification, read while the workers
-    still run (so their shutdown is not counted), once their reporters have caught up."""
-    if counting is not None:
+def _counter(counting: str | None) -> Callable[[Drain], None] | None:
+    """With ``counting``, the ``before_stop`` that sets the drain's round trips per
+    notification, read while the workers still run (so their shutdown is not counted), once
+    their reporters have caught up."""
+    if counting is None:
+        return None
+
+    def count(drain: Drain) -> None:
         time.sleep(3 * INTERVAL_S)
         drain.round_trips = total(counting) / drain.total
+
+    return count
 
 
 def _plain(url: str) -> redis.Redis:
@@ -146,12 +149,9 @@ def celery_drain_noop(url: str, n: int, *, counting: str | None = None) -> Drain
     client = _plain(url)
     fill(plain_celery.incr, [()] * n)
     workers = [plain_worker(url, "-P", "prefork", "-c", "2", counting=counting)]
-    with running(workers):
-        drain = time_drain(lambda: int(client.get(DONE_KEY) or 0), n, workers=workers, redis_client=client)
-        _count_round_trips(drain, counting)
-    done = int(client.get(DONE_KEY) or 0)
-    if done != n or client.llen("celery"):
-        raise DrainFailed(f"plain Celery ran {done} tasks for {n}; {client.llen('celery')} left queued")
+    drain = counted_drain(client, n, workers, "plain Celery", before_stop=_counter(counting))
+    if client.llen("celery"):
+        raise DrainFailed(f"plain Celery left {client.llen('celery')} tasks queued")
     return drain
 
 
@@ -161,8 +161,7 @@ def celery_drain_http(url: str, n: int, fake: FakeHttp) -> Drain:
     fake.reset()
     fill(plain_celery.post, [(fake.url, json.dumps({"n": i, "text": "hello"})) for i in range(n)])
     workers = [plain_worker(url, "-P", "threads", "-c", str(HTTP_THREADS))]
-    with running(workers):
-        drain = time_drain(fake.count, n, workers=workers, redis_client=client, others=[fake.pid])
+    drain = timed_drain(fake.count, n, workers, client, others=[fake.pid])
     fake.expect(n)
     return drain
 
@@ -182,12 +181,6 @@ def _interleaved(
         for name, run in runs.items():
             drains[name].append(attempt(errors[name], f"{name} rep {rep + 1}", run))
     return drains, errors
-
-
-def _peer_drain(peer: str, function: str, *args: Any) -> Callable[[], Drain]:
-    """``bench.peers.<peer>.<function>(*args)`` (imported when it runs: a missing library
-    fails that peer's runs only)."""
-    return lambda: getattr(peers.load(peer), function)(*args)  # type: ignore[no-any-return]
 
 
 def _rows(
@@ -232,7 +225,7 @@ def scenario_3(
         runs = {
             "noti": partial(noti_drain_sandbox, url, n, config),
             "celery": partial(celery_drain_noop, url, n),
-            **{peer: _peer_drain(peer, "drain_noop", url, n) for peer in PEERS[3]},
+            **{peer: peers.runner(peer, "drain_noop", url, n) for peer in PEERS[3]},
         }
         drains, errors = _interleaved(reps, runs)
     if ctx is not None:
@@ -260,7 +253,7 @@ def scenario_4(
         runs = {
             "noti": partial(noti_drain_http, url, n, fake, config),
             "celery": partial(celery_drain_http, url, n, fake),
-            **{peer: _peer_drain(peer, "drain_http", url, n, fake) for peer in PEERS[4]},
+            **{peer: peers.runner(peer, "drain_http", url, n, fake) for peer in PEERS[4]},
         }
         drains, errors = _interleaved(reps, runs)
     if ctx is not None:

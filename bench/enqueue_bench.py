@@ -128,12 +128,6 @@ def _in_driver(run: Callable[[int], float]) -> Run:
     return lambda url, n: run(n)
 
 
-def _peer(peer: str, function: str) -> Run:
-    """``bench.peers.<peer>.<function>`` (imported when it runs: a missing library fails
-    that peer's runs only)."""
-    return lambda url, n: float(getattr(peers.load(peer), function)(url, n))
-
-
 def _interleaved(
     reps: int, runs: dict[str, tuple[Run, int]]
 ) -> tuple[dict[str, list[float | None]], dict[str, list[str]]]:
@@ -155,7 +149,7 @@ def scenario_1(
 ) -> list[Row]:
     n = SIZES[1][smoke]
     runs = {"noti": (_in_driver(noti_notify), n), "celery": (_in_driver(celery_delay), n)}
-    runs |= {peer: (_peer(peer, "enqueue"), n) for peer in PEERS[1]}
+    runs |= {peer: (peers.runner(peer, "enqueue"), n) for peer in PEERS[1]}
     s, errors = _interleaved(reps, runs)
     name = f"notify() x {n:,}, one at a time"
     row = Row(
@@ -179,7 +173,7 @@ def scenario_2(
 ) -> list[Row]:
     n, loop = SIZES[2][smoke], SIZES["loop"][smoke]
     runs = {"noti": (_in_driver(noti_notify_many), n), "celery": (_in_driver(celery_loop_publish), loop)}
-    runs |= {peer: (_peer(peer, "enqueue_many"), n) for peer in PEERS[2]}
+    runs |= {peer: (peers.runner(peer, "enqueue_many"), n) for peer in PEERS[2]}
     s, errors = _interleaved(reps, runs)
     row = Row(
         2,

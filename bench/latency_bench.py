@@ -137,7 +137,7 @@ def scenario_5(
                 ("sandbox", partial(noti_latency, url, "sandbox", seconds, config)),
                 ("celery", partial(celery_latency, url, seconds)),
                 ("http", partial(noti_latency, url, "http", seconds, config, fake)),
-                *((peer, partial(_peer_latency, peer, url, seconds)) for peer in PEERS),
+                *((peer, peers.runner(peer, "latency", url, seconds)) for peer in PEERS),
             ):
                 runs[name].append(attempt(errors[name], f"{name} rep {rep + 1}", run))
     done = {name: present(rs) for name, rs in runs.items()}
@@ -182,13 +182,6 @@ def scenario_5(
         name = f"latency sandbox p{p}"
         rows += peers.rows(5, name, "ms", pct("sandbox", p), theirs, "latency", PEERS, theirs_errors)
     return rows
-
-
-def _peer_latency(peer: str, url: str, seconds: float) -> dict[str, Any]:
-    """``bench.peers.<peer>.latency`` (imported when it runs: a missing library fails that
-    peer's runs only)."""
-    result: dict[str, Any] = peers.load(peer).latency(url, seconds)
-    return result
 
 
 def _within(limit: float, row: Row) -> bool:

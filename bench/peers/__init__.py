@@ -42,10 +42,11 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from types import ModuleType
+from typing import Any
 
 from bench._report import Row, errors_of, paired_ratio, present
 
-__all__ = ["DATABASES", "broker_url", "load", "rows", "version"]
+__all__ = ["DATABASES", "broker_url", "load", "rows", "runner", "version"]
 
 #: Each peer's database on the scenario's redis-server (noti uses 0, plain Celery 1).
 DATABASES = {"rq": 2, "huey": 3, "dramatiq": 4, "taskiq": 5}
@@ -62,6 +63,12 @@ def load(peer: str) -> ModuleType:
     if peer not in DATABASES:
         raise ValueError(f"no peer {peer!r}; the peers are {sorted(DATABASES)}")
     return importlib.import_module(f"{__name__}.{peer}")
+
+
+def runner(peer: str, function: str, *args: Any) -> Callable[..., Any]:
+    """``bench.peers.<peer>.<function>`` with ``args`` first, imported only when called: a
+    missing library fails that peer's runs (reported in its rows), not the scenario."""
+    return lambda *more: getattr(load(peer), function)(*args, *more)
 
 
 def version(peer: str) -> str:

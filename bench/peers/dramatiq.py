@@ -43,7 +43,7 @@ from dramatiq.brokers.redis import RedisBroker
 from bench._drain import Drain, DrainFailed
 from bench._harness import Worker
 from bench._noti import PHONE, SECRET
-from bench._probes import DONE_KEY, LAG_KEY, counted_drain, lag_latency, timed_drain
+from bench._probes import DONE_KEY, LAG_KEY, counted_drain, lag_latency, settled, timed_drain
 from bench._signed_post import post as signed_post
 from bench.fake_http import FakeHttp
 from bench.peers import broker_url
@@ -194,7 +194,7 @@ def drain_noop(url: str, n: int) -> Drain:
     client = use_broker(broker_url(url, "dramatiq"))
     _fill(incr, [()] * n)
     workers = [worker(broker_url(url, "dramatiq"), PROCESSES, THREADS)]
-    drain = counted_drain(client, n, workers, "dramatiq", settled=lambda: _acked(client, incr))
+    drain = counted_drain(client, n, workers, "dramatiq", before_stop=settled(lambda: _acked(client, incr)))
     _check_empty(client, incr)
     return drain
 
@@ -207,7 +207,7 @@ def drain_http(url: str, n: int, fake: FakeHttp) -> Drain:
     _fill(post, [(fake.url, json.dumps({"n": i, "text": "hello"}), ids[i]) for i in range(n)])
     workers = [worker(broker_url(url, "dramatiq"), HTTP_PROCESSES, HTTP_THREADS)]
     drain = timed_drain(
-        fake.count, n, workers, client, others=[fake.pid], settled=lambda: _acked(client, post)
+        fake.count, n, workers, client, others=[fake.pid], before_stop=settled(lambda: _acked(client, post))
     )
     fake.expect(n, set(ids))
     _check_empty(client, post)
