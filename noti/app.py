@@ -151,9 +151,13 @@ def _bulk_fetch_on_workers(sender: Any = None, **_: Any) -> None:
         app.conf.broker_transport = "noti.transport:BulkTransport"
 
 
+#: Set once this process has frozen its start-up objects.
+_frozen = False
+
+
 @worker_ready.connect
 @worker_process_init.connect
-def freeze_startup_objects(**_: Any) -> None:
+def _freeze_startup_objects(**_: Any) -> None:
     """Move everything a worker process holds once started (modules, classes, Celery's and
     noti's long-lived objects) to the collector's permanent generation.
 
@@ -170,9 +174,6 @@ def freeze_startup_objects(**_: Any) -> None:
     if not _frozen:
         _frozen = True
         gc.freeze()
-
-
-_frozen = False
 
 
 @worker_process_shutdown.connect

@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-__all__ = ["hex64"]
+__all__ = ["hex64", "owner_token"]
 
 _BLOCK_BYTES = 4096
 _local = threading.local()
@@ -40,3 +40,9 @@ def hex64() -> str:
     except AttributeError:
         _local.slices = _slices()
         return next(_local.slices)  # type: ignore[no-any-return]
+
+
+def owner_token(prefix: str) -> str:
+    """A claim's owner token: ``prefix`` (the sender: host and pid, or a worker's name), ``:``
+    and 12 random hex digits. A record's lease is kept and finished only by this token."""
+    return f"{prefix}:{hex64()[:12]}"

@@ -14,11 +14,11 @@ import logging
 import os
 import socket
 import time
-import uuid
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from noti.deadletter import DeadLetter
+from noti.entropy import owner_token
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -150,9 +150,14 @@ class Sender:
         """The claims of ``record_ids`` (one script call), the owner token they were made
         for, and the lease length (ms)."""
         rt = self.runtime
-        lease = int(lease_ms if lease_ms is not None else rt.settings.lease_timeout_s * 1000)
-        owner = f"{self.owner_prefix}:{uuid.uuid4().hex[:12]}"
+        lease = self.lease_ms if lease_ms is None else int(lease_ms)
+        owner = owner_token(self.owner_prefix)
         return rt.store.claim_many(record_ids, owner=owner, lease_ms=lease, creator=creator), owner, lease
+
+    @property
+    def lease_ms(self) -> int:
+        """How long a claim holds a record (``lease_timeout_s``), in ms."""
+        return int(self.runtime.settings.lease_timeout_s * 1000)
 
     def sort_claims(
         self, claims: Sequence[tuple[str, Claim, str, int]]

@@ -94,6 +94,11 @@ class RecordStore:
         self._cancel = load_script(client, "cancel")
         self._revive = load_script(client, "revive")
         self._renew = load_script(client, "renew")
+        #: Each channel and the key of its opted-out set: what a claim checks (the claim
+        #: script, and the broker transport's fetch when it claims).
+        self.optouts: tuple[tuple[str, str], ...] = tuple(
+            (c.value, keys.suppressed(c.value)) for c in Channel
+        )
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -253,10 +258,10 @@ class RecordStore:
         if not ids:
             return []
         now = now_ms() if at_ms is None else at_ms
-        channels = [c.value for c in Channel]
+        channels, sets = zip(*self.optouts, strict=True)
         with translate_errors(self.redis):
             rows = self._claim(
-                keys=[*(self.keys.record(i) for i in ids), *(self.keys.suppressed(c) for c in channels)],
+                keys=[*(self.keys.record(i) for i in ids), *sets],
                 args=[now, int(lease_ms), owner, creator or "", len(ids), *channels],
             )
         return [claim_from_row(row) for row in rows]

@@ -48,7 +48,7 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-from noti.entropy import hex64
+from noti.entropy import owner_token
 from noti.redisconn import ScriptPipeline, load_script
 
 __all__ = [
@@ -89,7 +89,7 @@ class DeliveryClaims:
     #: The channels, and the key of each one's opted-out set.
     optouts: tuple[tuple[str, str], ...]
     lease_ms: int
-    #: Each fetch's owner token is this prefix, ``:`` and 12 random hex digits.
+    #: Each fetch claims for a new :func:`~noti.entropy.owner_token` of this prefix.
     owner_prefix: str
 
 
@@ -164,13 +164,13 @@ class BulkChannel(kombu_redis.Channel):
     delivery_claims: DeliveryClaims | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: The one client of :meth:`conn_or_acquire` (kombu's __init__ already sends commands).
+        self._shared_client: Any = None
         super().__init__(*args, **kwargs)
         #: Claims made by the fetch script, by delivery tag, until the consumer takes them.
         self.fetched_claims: dict[str, FetchedClaim] = {}
         if self.global_keyprefix:  # kombu prefixes only the first key of a script call
             raise ValueError("noti.transport does not support the global_keyprefix transport option")
-
-    _shared_client: Any = None
 
     @contextmanager
     def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
@@ -210,10 +210,10 @@ class BulkChannel(kombu_redis.Channel):
             self._flush_brpop_reauth()
         room = self.qos.can_consume_max_estimate()
         more = min(self.bulk_max, self.bulk_max if room is None else room) - 1
-        claiming = None if self._closing else self.delivery_claims
+        claiming = self.delivery_claims
         if self._closing:  # kombu reads a pending BRPOP answer while closing: take no more
-            more = 0
-        owner = "" if claiming is None else f"{claiming.owner_prefix}:{hex64()[:12]}"
+            more, claiming = 0, None
+        owner = "" if claiming is None else owner_token(claiming.owner_prefix)
         with self.conn_or_acquire() as client:
             rest, claims = _bulk_fetch(client, key, self.qos, max(0, more), item, claiming, owner)
         tags: list[str] = []

@@ -16,6 +16,9 @@
 -- base64, no eta and no expiry (those take Celery's own path), one record id (as noti
 -- makes them) as its only argument. Its claim is the claim_record row (claim_record.lua); any other message gets
 -- {-1}.
+-- The record keys are built here (ARGV[4] .. id), not declared in KEYS: a message's record
+-- id is known only once the script has read it. Fine on one Redis, not on Redis Cluster
+-- (which noti does not support).
 -- Returns {popped, claims}: the messages popped, in the order kombu would have taken
 -- them, and one claim per message (the one BRPOP took first), empty when not claiming.
 --#include claim_record.lua

@@ -12,7 +12,8 @@
 --   {0}                     no such record
 -- optouts maps a channel to the key of its opted-out set.
 local function claim_record(key, now, lease_until, owner, creator, optouts)
-  local st, lease, made_by, holder = unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', 'noti_c', '_owner'))
+  local st, lease, made_by, holder, kind, target =
+    unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', 'noti_c', '_owner', 'noti_type', 'noti_target'))
   if not st then
     return {0}
   elseif creator ~= '' and made_by ~= creator then
@@ -28,7 +29,6 @@ local function claim_record(key, now, lease_until, owner, creator, optouts)
   redis.call('HINCRBY', key, '_claims', 1)
   redis.call('HINCRBY', key, '_inflight', 1)
   local row = redis.call('HGETALL', key)
-  local kind, target = unpack(redis.call('HMGET', key, 'noti_type', 'noti_target'))
   local set = optouts[kind]
   if set and redis.call('SISMEMBER', set, target) == 1 then
     row[#row + 1] = '_suppressed'

@@ -9,7 +9,7 @@ handed out (the hub's ``call_soon``, so a lone message waits for nothing), flush
 1. the records are claimed: by the broker transport as it fetched the messages (the
    batcher sets :class:`~noti.transport.DeliveryClaims` on the channel, so the fetch script
    claims them in the same call), else in one claim script call for the batch
-   (:meth:`Sender.claim_many`); messages of records that are not ours to send (finished,
+   (:meth:`Sender.claim_records`); messages of records that are not ours to send (finished,
    leased, not due, gone) are acked at once;
 2. records whose providers answer at once (the sandbox) are sent on the consumer thread;
    the others go to the process's send loop (:mod:`noti.sendloop`), where they wait on
@@ -39,7 +39,6 @@ from typing import Any
 from celery.worker.strategy import default as default_strategy
 
 from noti.errors import StoreUnavailable
-from noti.record import Channel
 from noti.runtime import Runtime, get_runtime
 from noti.sender import Attempt, Sender, SendResult
 from noti.sendloop import send_loop
@@ -315,8 +314,8 @@ def delivery_claims(rt: Runtime, task: str, sender: Sender) -> DeliveryClaims | 
     return DeliveryClaims(
         task=task,
         record_prefix=rt.keys.record(""),
-        optouts=tuple((c.value, rt.keys.suppressed(c.value)) for c in Channel),
-        lease_ms=int(rt.settings.lease_timeout_s * 1000),
+        optouts=rt.store.optouts,
+        lease_ms=sender.lease_ms,
         owner_prefix=sender.owner_prefix,
     )
 
