@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -322,7 +323,7 @@ class WebhookProvider(Provider):
             "webhook-timestamp": str(timestamp),
             "webhook-signature": sign(self._key, message.id, timestamp, body),
         }
-        server_hostname = httpx.URL(message.target).host if pinned else None
+        server_hostname = _parsed(message.target).host if pinned else None
         return _Request(url, headers, body, server_hostname)
 
     def _receipt(self, message: Message, answer: Answer) -> Receipt:
@@ -359,8 +360,7 @@ class WebhookProvider(Provider):
                 provider=self.name,
                 vendor_code="ssrf",
             )
-        url = httpx.URL(message.target)
-        return str(url.copy_with(host=address)), {"host": url.netloc.decode("ascii")}
+        return _pinned(message.target, address), {"host": _parsed(message.target).netloc.decode("ascii")}
 
     def _error(self, response: Answer) -> DeliveryError:
         """The outcome class of a non-2xx answer (see :data:`ERRORS`)."""
@@ -387,6 +387,18 @@ class WebhookProvider(Provider):
             retry_after = _http.retry_after_s(response, 0.0) if "retry-after" in response.headers else None
             return cls(detail, retry_after_s=retry_after, **kwargs)
         return cls(detail, **kwargs)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(target: str) -> httpx.URL:
+    """``target`` parsed, once per URL (a webhook goes to few URLs, each many times)."""
+    return httpx.URL(target)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pinned(target: str, address: str) -> str:
+    """``target`` with its host replaced by the checked ``address``."""
+    return str(_parsed(target).copy_with(host=address))
 
 
 def _host_port(url: str) -> tuple[str | None, int]:
