@@ -433,11 +433,25 @@ def test_idle_connections_past_their_time_are_closed_for_every_destination(
             for server in (a, b, c):
                 await post(server.url(), b"x", {}, timeout_s=5)
             await asyncio.sleep(0.3)
-            await post(a.url(), b"x", {}, timeout_s=5)  # its release sweeps the pool
+            await post(a.url(), b"x", {}, timeout_s=5)  # the others were swept meanwhile
             pool = _http11._pools[asyncio.get_running_loop()]
             return sorted(port for _, _, port, _ in pool.idle)
 
         assert run(main()) == [a.port]
+
+
+def test_a_quiet_client_closes_its_idle_connections_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_http11, "IDLE_S", 0.2)
+    with RawServer() as a:
+
+        async def main() -> tuple[int, int]:
+            await post(a.url(), b"x", {}, timeout_s=5)
+            pool = _http11._pools[asyncio.get_running_loop()]
+            kept = len(pool.idle)
+            await asyncio.sleep(0.5)  # no further request
+            return kept, len(pool.idle)
+
+        assert run(main()) == (1, 0)
 
 
 def test_no_time_left_after_waiting_for_a_connection_sends_nothing(

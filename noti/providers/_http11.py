@@ -43,7 +43,7 @@ from functools import lru_cache
 
 import httpx
 
-from noti.providers._http import cannot_connect, no_complete_answer, transport_failed, unencodable
+from noti.providers._http import cannot_connect, no_complete_answer, unencodable
 
 __all__ = [
     "CannotConnect",
@@ -174,8 +174,8 @@ class _Pool:
     #: (an asyncio.Semaphore cost ~5 % of a busy worker's CPU for a limit rarely reached).
     active: int = 0
     freed: asyncio.Future[None] | None = None
-    #: When idle connections were last swept (loop time).
-    swept_at: float = 0.0
+    #: The timer of the next sweep of idle connections, armed while any are kept.
+    sweeper: asyncio.TimerHandle | None = None
     #: Set by :func:`close_pool`: connections coming back are closed, not kept.
     closed: bool = False
     idle: dict[
@@ -230,7 +230,11 @@ async def post(
     while pool.active >= MAX_CONNECTIONS:
         if pool.freed is None or pool.freed.done():
             pool.freed = loop.create_future()
-        await asyncio.shield(pool.freed)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.shield(pool.freed)
+        except TimeoutError as exc:
+            raise CannotConnect(f"no free connection within {timeout_s:g} s") from exc
     pool.active += 1
     try:
         connect_s = min(timeout_s * CONNECT_SHARE, deadline - loop.time())
@@ -294,7 +298,7 @@ async def _connect(
     now = asyncio.get_running_loop().time()
     while idle:
         reader, writer, since = idle.pop()
-        if now - since < IDLE_S and _quiet(reader, writer):
+        if _usable(reader, writer, since, now):
             return reader, writer
         writer.close()
     if timeout_s <= 0:
@@ -314,6 +318,11 @@ async def _connect(
         raise CannotConnect(f"cannot connect: {exc}") from exc
 
 
+def _usable(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, since: float, now: float) -> bool:
+    """An idle connection (kept since ``since``) may carry another request at ``now``."""
+    return now - since < IDLE_S and _quiet(reader, writer)
+
+
 def _quiet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
     """Open, not at its end, and nothing unread: bytes a server sent on an idle connection
     (a 408 before it closes, a body longer than announced) must never be read as the
@@ -328,23 +337,26 @@ def _release(
     writer: asyncio.StreamWriter,
     now: float,
 ) -> None:
-    idle = pool.idle.setdefault(key, [])
-    if pool.closed or len(idle) >= MAX_IDLE_PER_DESTINATION or not _quiet(reader, writer):
+    kept = len(pool.idle.get(key, ()))
+    if pool.closed or kept >= MAX_IDLE_PER_DESTINATION or not _quiet(reader, writer):
         writer.close()
-    else:
-        idle.append((reader, writer, now))
-    if now - pool.swept_at >= IDLE_S:
-        _sweep(pool, now)
+        return
+    pool.idle.setdefault(key, []).append((reader, writer, now))
+    if pool.sweeper is None:
+        pool.sweeper = asyncio.get_running_loop().call_later(IDLE_S, _sweep, pool)
 
 
-def _sweep(pool: _Pool, now: float) -> None:
+def _sweep(pool: _Pool) -> None:
     """Close the idle connections of every destination that are too old or that their
-    server ended (each list is oldest first), and forget destinations with none left."""
-    pool.swept_at = now
+    server ended, forget destinations with none left, and sweep again when the oldest one
+    kept is due (a quiet worker closes them too, without a request to trigger it)."""
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    pool.sweeper = None
     for key, idle in list(pool.idle.items()):
         kept = []
         for reader, writer, since in idle:
-            if now - since < IDLE_S and _quiet(reader, writer):
+            if _usable(reader, writer, since, now):
                 kept.append((reader, writer, since))
             else:
                 writer.close()
@@ -352,6 +364,9 @@ def _sweep(pool: _Pool, now: float) -> None:
             pool.idle[key] = kept
         else:
             del pool.idle[key]
+    if pool.idle and not pool.closed:  # when the oldest kept one is due
+        oldest = min(since for idle in pool.idle.values() for _, _, since in idle)
+        pool.sweeper = loop.call_at(oldest + IDLE_S, _sweep, pool)
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[Response, bool]:
@@ -467,8 +482,6 @@ def map_errors(provider: str) -> Iterator[None]:
         raise unencodable(provider) from exc
     except NoCompleteAnswer as exc:
         raise no_complete_answer(provider, exc) from exc
-    except HttpError as exc:
-        raise transport_failed(provider, exc) from exc
 
 
 async def close_pool() -> None:
@@ -477,6 +490,8 @@ async def close_pool() -> None:
     if pool is None:
         return
     pool.closed = True  # requests still running close their connections when they end
+    if pool.sweeper is not None:
+        pool.sweeper.cancel()
     writers = [writer for idle in pool.idle.values() for _, writer, _ in idle]
     pool.idle.clear()
     for writer in writers:
