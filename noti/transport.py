@@ -16,7 +16,9 @@ the crash semantics, and changes when the round trips happen:
   the same script call also claims the record of each plain ``noti.deliver`` message it
   takes (``claim_record.lua``, the rules of ``claim.lua``) and the claims wait in
   :attr:`BulkChannel.fetched_claims` for the batcher: a notification on a quiet queue costs
-  one round trip from the wake-up to its send, not two;
+  one round trip from the wake-up to its send, not two. A claim the batcher did not take
+  (its message refused or put back) is given back (``release.lua``), so the redelivered
+  message is sent at once, not after the lease;
 - acks are buffered and removed from the unacked hash in one MULTI (multi-argument ZREM and
   HDEL) before the next BRPOP, when :data:`ACK_FLUSH_AT` are waiting, and before the
   channel restores its unacked messages on close.
@@ -242,12 +244,40 @@ class BulkChannel(kombu_redis.Channel):
                     raise
         finally:
             # the consumer takes each claim as its message is delivered (synchronously); one
-            # left was not taken: its record stays leased until the lease ends, and whoever
-            # sends it then is told to look again at that time
+            # left was not taken (a message refused, or put back): its claim is given back
             if self.fetched_claims:
                 log.warning("bulk fetch: %d claim(s) not taken by a consumer", len(self.fetched_claims))
-                self.fetched_claims.clear()
+                untaken, self.fetched_claims = self.fetched_claims, {}
+                assert claiming is not None
+                self._give_back(claiming, list(untaken.values()))
         return True
+
+    def _give_back(self, claiming: DeliveryClaims, untaken: list[FetchedClaim]) -> None:
+        """End the leases of claims no consumer took (``release.lua``), so their messages,
+        redelivered, are sent at once rather than after the lease; if Redis does not answer,
+        the leases simply run out."""
+        held = [claim for claim in untaken if int(claim.row[0]) == 1]  # the others took nothing
+        if not held:
+            return
+        try:
+            ids = [_claimed_id(claim.row) for claim in held]
+            with self.conn_or_acquire() as client:
+                script = getattr(client, "_noti_release", None)
+                if script is None:
+                    script = client._noti_release = load_script(client, "release")
+                script(
+                    keys=[claiming.record_prefix + record_id for record_id in ids],
+                    args=[int(time.time() * 1000), *(claim.owner for claim in held)],
+                    client=client,
+                )
+        except Exception:  # noqa: BLE001 - the leases end on their own
+            log.exception("bulk fetch: could not give back %d claim(s); their leases run out", len(held))
+
+
+def _claimed_id(row: list[Any]) -> str:
+    """The record id in a claimed ``claim_record.lua`` row (``1`` then the hash's fields)."""
+    fields = iter(row[1:])
+    return str(dict(zip(fields, fields, strict=True))["id"])
 
 
 def _bulk_fetch(

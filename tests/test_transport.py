@@ -351,9 +351,38 @@ def test_claims_nobody_took_are_dropped_after_the_delivery(rt: Any, caplog: pyte
     # a consumer that does not take the claims: they are dropped, not kept
     assert len(got) == 3 and channel.fetched_claims == {}
     assert "3 claim(s) not taken by a consumer" in caplog.text
-    # their records stay leased until the lease ends (whoever then sends them looks again)
+    # their records keep the owner of the claim (given back, see the next test)
     assert all(rt.redis.hget(rt.keys.record(r.id), "_owner") for r in records)
     conn.close()
+
+
+def test_claims_nobody_took_are_given_back_so_the_redelivery_sends_at_once(rt: Any) -> None:
+    from noti.api import notifier
+    from noti.app import app
+    from noti.record import now_ms
+
+    # given three stored records whose messages a consumer receives without taking the claims
+    api = notifier()
+    records = [api.store_one(api.build("sms", "+8613912345678", text=f"n{i}")) for i in range(3)]
+    conn = Connection(
+        rt.settings.redis_url, transport=BulkTransport, transport_options=app.conf.broker_transport_options
+    )
+    channel = conn.channel()
+    channel.delivery_claims = _claims(rt)
+    got: list[Any] = []
+    consumer = Consumer(channel, [Queue("noti.sms")], callbacks=[lambda b, m: got.append(m)], accept=["json"])
+    consumer.qos(prefetch_count=10)
+    consumer.consume()
+    conn.drain_events(timeout=2)
+    conn.close()
+    assert len(got) == 3
+    # then their leases ended and the claims are not counted (towards the poison limit)
+    for record in records:
+        lease, inflight = rt.redis.hmget(rt.keys.record(record.id), "noti_timeout_at", "_inflight")
+        assert int(lease) <= now_ms() and int(inflight) == 0
+    # and another sender claims them now, not after the lease
+    claims = rt.store.claim_many([r.id for r in records], owner="other", lease_ms=30_000)
+    assert [c.state for c in claims] == [ClaimState.CLAIMED] * 3
 
 
 def test_commands_share_one_client_per_connection_pool(rt: Any, conn: Connection) -> None:
