@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -19,9 +20,11 @@ from noti.delay import Pump
 from noti.keys import Keys
 from noti.publish import Publisher
 from noti.queues import (
+    ADOPT_INTERVAL_S,
     EVENTS_QUEUE,
     INTAKE_QUEUE,
     MAINTENANCE_QUEUE,
+    ForeignPriorities,
     all_queues,
     priority_for_level,
     transport_options,
@@ -94,16 +97,23 @@ app.add_defaults(lambda: celery_config(get_runtime().settings))
 class DelayPump(bootsteps.StartStopStep):
     """Worker bootstep: runs the delayed-set pump (one active copy across all workers). The
     same lock holder also looks for waiting events without a live processor every few seconds,
-    so event processing never depends on beat alone to recover."""
+    so event processing never depends on beat alone to recover, and, on a Redis broker, moves
+    the messages foreign Celery producers queued at priority lists noti does not read
+    (:class:`~noti.queues.ForeignPriorities`) to its own."""
 
     def create(self, worker: Any) -> Pump:
         runtime = get_runtime()
         publisher = Publisher(worker.app, store_url=runtime.settings.redis_url, store_redis=runtime.redis)
+        periodic: list[tuple[float, Callable[[], object]]] = [
+            (EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)
+        ]
+        if publisher.writes_wire_format:
+            periodic.append((ADOPT_INTERVAL_S, ForeignPriorities(publisher.broker_redis).adopt))
         return Pump(
             runtime.delayed,
             publisher.publish,
             interval_s=runtime.settings.pump_interval_s,
-            periodic=[(EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)],
+            periodic=periodic,
         )
 
 
