@@ -97,7 +97,7 @@ def point_driver(env: dict[str, str]) -> Any:
     returns the runtime."""
     os.environ.update(env)
     import noti.runtime
-    from noti.app import app
+    from noti.celery.app import app
 
     runtime = noti.runtime.configure()
     repoint(app, runtime.settings.broker)

@@ -44,7 +44,7 @@ STARTED_AFTER = 200  # level-1 delivered before the urgent ones are added
 
 def _prefetch_per_process(runtime: Any, config: WorkerConfig, env: dict[str, str]) -> tuple[int, str]:
     """Prefetch count per worker process: asked of the live workers, else from the settings."""
-    from noti.app import app
+    from noti.celery.app import app
 
     try:
         stats = app.control.inspect(timeout=2.0, limit=config.processes).stats() or {}
@@ -53,7 +53,7 @@ def _prefetch_per_process(runtime: Any, config: WorkerConfig, env: dict[str, str
             return max(counts), "inspect stats"
     except Exception:  # noqa: BLE001 - fall back to the settings
         pass
-    code = "from noti.app import app; print(app.conf.worker_prefetch_multiplier)"
+    code = "from noti.celery.app import app; print(app.conf.worker_prefetch_multiplier)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, **env, **config.env()},

@@ -11,8 +11,6 @@ Workers run ``celery -A noti worker``; beat runs ``celery -A noti beat``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from noti.api import (
     cancel,
     clean,
@@ -74,12 +72,3 @@ __all__ = [
     "schedule_many",
     "send",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # `celery -A noti` looks for `noti.celery`; build the app only when asked for.
-    if name == "celery":
-        from noti.app import app
-
-        return app
-    raise AttributeError(f"module 'noti' has no attribute {name!r}")

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from noti.bulk import BulkResult, add_many
+from noti.celery.publish import Publisher
 from noti.notifier import Notifier
-from noti.publish import Publisher
 from noti.record import Notification
 from noti.redrive import Redrive
 from noti.runtime import get_runtime
@@ -47,7 +47,7 @@ _notifier: Notifier | None = None
 
 def notifier() -> Notifier:
     """The :class:`Notifier` of this process's runtime and the noti Celery app."""
-    from noti.app import app
+    from noti.celery.app import app
 
     global _notifier
     runtime = get_runtime()

@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     #: arrives. Per process for ``solo``; divided among ``worker_concurrency`` otherwise.
     delivery_window: int = Field(default=128, ge=1, le=100_000)
     #: Fetch many messages per broker wake-up and batch the unacked bookkeeping
-    #: (:mod:`noti.transport`); off: kombu's stock Redis transport.
+    #: (:mod:`noti.celery.transport`); off: kombu's stock Redis transport.
     broker_bulk_fetch: bool = True
     #: How often the delayed pump looks for due records (seconds).
     pump_interval_s: float = Field(default=0.2, gt=0, le=10)

@@ -9,10 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from noti import upkeep
+from noti.celery.publish import Publisher
 from noti.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.errors import InvalidInput, NotFound
 from noti.providers import Message, Provider
-from noti.publish import Publisher
 from noti.record import (
     Channel,
     Notification,

@@ -3,9 +3,9 @@ Root members only (``e.cmd.noti.dead.nopvg``)."""
 
 from __future__ import annotations
 
+from noti.celery.publish import Publisher
 from noti.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound
-from noti.publish import Publisher
 from noti.record import Notification
 from noti.runtime import Runtime
 from noti.users import User, resolve_user

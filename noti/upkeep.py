@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-from noti.publish import Publisher, queue_key
-from noti.queues import PRIORITY_STEPS
+from noti.celery.publish import Publisher, queue_key
+from noti.celery.queues import PRIORITY_STEPS
 from noti.record import Channel, Notification, now_ms
 from noti.redisconn import translate_errors
 from noti.runtime import Runtime

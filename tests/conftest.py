@@ -76,7 +76,7 @@ def redis_url(redis_server: str) -> str:
 
     noti.config.get_settings.cache_clear()
     noti.runtime.configure()
-    from noti.app import app
+    from noti.celery.app import app
 
     assert app.conf.broker_url == url  # the app's configuration is read now, once
     return url
@@ -123,7 +123,7 @@ def start_worker_now(rt: Any) -> Callable[[], Any]:
     """The ``worker``, started when the test says: ``with start_worker_now(): ...``."""
     from celery.contrib.testing.worker import start_worker
 
-    from noti.app import app
+    from noti.celery.app import app
 
     def _start() -> Any:
         return start_worker(

@@ -11,7 +11,7 @@ from tests.conftest import BASE_ENV, ROOT
 SCRIPT = """
 import gc
 from celery.signals import worker_process_init, worker_ready
-import noti.app
+import noti.celery.app
 
 assert gc.get_freeze_count() == 0
 worker_ready.send(sender=None)

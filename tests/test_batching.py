@@ -1,4 +1,4 @@
-"""Batch delivery (noti/tasks/batching.py): real workers, real Redis, every notification
+"""Batch delivery (noti/celery/tasks/batching.py): real workers, real Redis, every notification
 still a ``noti.deliver`` Celery message."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_duplicate_messages_of_one_record_send_it_once(rt: Any, worker: Any) -> 
 
 
 def test_malformed_messages_are_refused_and_the_rest_delivered(rt: Any, worker: Any) -> None:
-    from noti.app import app
+    from noti.celery.app import app
 
     good = [noti.notify_sms(PHONE, f"ok {i}") for i in range(3)]
     for args in ([], [1], ["a", "b"], [{"id": "x"}]):
@@ -102,7 +102,7 @@ def test_malformed_messages_are_refused_and_the_rest_delivered(rt: Any, worker: 
 
 
 def test_a_message_with_an_eta_takes_celerys_own_path(rt: Any, worker: Any) -> None:
-    from noti.tasks.deliver import deliver
+    from noti.celery.tasks.deliver import deliver
 
     record = notifier().build("sms", PHONE, text="later")
     rt.store.create(record)  # no message yet
@@ -199,7 +199,7 @@ def test_a_batch_that_breaks_loses_nothing(
 def test_flower_sees_one_event_per_batched_message(rt: Any, worker: Any) -> None:
     import threading
 
-    from noti.app import app
+    from noti.celery.app import app
 
     seen: list[dict[str, Any]] = []
     ready = threading.Event()
@@ -231,9 +231,9 @@ def test_claims_held_through_a_redis_outage_are_renewed_or_given_up(
     # after its 1 s leases ran out; meanwhile another sender takes one of its records
     import threading
 
+    from noti.celery.tasks import batching
     from noti.errors import StoreUnavailable
     from noti.sender import Sender
-    from noti.tasks import batching
 
     rt = configure(lease_timeout_s=1)
     monkeypatch.setattr(batching, "CLAIM_RETRY_S", 1.5)

@@ -10,9 +10,9 @@ import pytest
 
 import noti
 from noti.api import notify_many, schedule_many
+from noti.celery.publish import queue_key
+from noti.celery.queues import priority_for_level
 from noti.errors import StoreUnavailable
-from noti.publish import queue_key
-from noti.queues import priority_for_level
 from noti.record import Status
 from tests.conftest import ADMIN
 
@@ -146,7 +146,7 @@ def test_a_mixed_bulk_stores_each_record_as_a_single_notify_would(rt: Any) -> No
     queued = {}
     for name in rt.redis.keys("noti.*"):
         for raw in rt.redis.lrange(name, 0, -1):
-            from noti.transport import kombu_json
+            from noti.celery.transport import kombu_json
 
             body = kombu_json(raw)
             record_id = json.loads(base64.b64decode(body["body"]))[0][0]

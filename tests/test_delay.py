@@ -171,7 +171,7 @@ def test_a_lost_queue_message_is_swept_back_and_delivered_once(rt: Any) -> None:
     assert sweep_lost(rt, api.publisher, older_than_s=0, at_ms=now_ms() + 61_000) == 0
     from celery.contrib.testing.worker import start_worker
 
-    from noti.app import app
+    from noti.celery.app import app
 
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"):
         done(rt, record_id)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import noti
-from noti.app import app
-from noti.publish import Publisher
+from noti.celery.app import app
+from noti.celery.publish import Publisher
 from noti.record import Channel, Status
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
 
@@ -107,7 +107,7 @@ def test_a_message_for_a_leased_record_is_looked_at_again_when_the_lease_ends(rt
 
 
 def test_the_notify_task_creates_and_delivers(rt: Any, worker: Any) -> None:
-    from noti.tasks import notify as notify_task
+    from noti.celery.tasks import notify as notify_task
 
     notify_task.delay(type="sms", target=PHONE, text="from a task", lv=3, user=ADMIN)
     sent = wait_until(lambda: sandbox_outbox(rt))
@@ -118,8 +118,8 @@ def test_the_notify_task_creates_and_delivers(rt: Any, worker: Any) -> None:
 def test_the_notify_task_refuses_bad_input_and_stores_nothing(rt: Any, worker: Any) -> None:
     from celery.signals import task_failure
 
+    from noti.celery.tasks import notify as notify_task
     from noti.errors import InvalidInput
-    from noti.tasks import notify as notify_task
 
     failures: dict[str, BaseException] = {}
 

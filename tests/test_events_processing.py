@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from celery.signals import task_postrun
 
-import noti.tasks.events as event_tasks
+import noti.celery.tasks.events as event_tasks
 import tests.test_events_tasks as listener_tasks
-from noti.app import app
+from noti.celery.app import app
+from noti.celery.queues import EVENTS_QUEUE
 from noti.events import Event, Events, EventStatus, add_listener, dispatch, events
-from noti.queues import EVENTS_QUEUE
 from noti.record import Status
 from tests.conftest import ADMIN, ALICE, sandbox_outbox, wait_until
 

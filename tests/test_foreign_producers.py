@@ -3,7 +3,7 @@
 A host project's Celery app writes the priority lists of *its* transport options: with
 kombu's defaults (steps 0, 3, 6, 9; separator ``"\\x06\\x16"``) ``priority=9`` lands in
 ``noti.intake\\x06\\x169``, a list no noti worker reads (the interop issue's data loss). The
-workers' pump adopts those messages onto noti's own lists (``noti.queues.ForeignPriorities``).
+workers' pump adopts those messages onto noti's own lists (``noti.celery.queues.ForeignPriorities``).
 Each test drives a real foreign Celery app against the test Redis and real noti workers.
 """
 
@@ -17,8 +17,8 @@ import pytest
 import redis
 from celery import Celery
 
-from noti.publish import queue_key
-from noti.queues import ADOPT_BATCH, INTAKE_QUEUE, KOMBU_DEFAULT_SEPARATOR, ForeignPriorities
+from noti.celery.publish import queue_key
+from noti.celery.queues import ADOPT_BATCH, INTAKE_QUEUE, KOMBU_DEFAULT_SEPARATOR, ForeignPriorities
 from noti.record import Channel
 from tests.conftest import sandbox_outbox, wait_until
 

@@ -6,9 +6,9 @@ import base64
 import json
 from typing import Any
 
-from noti.app import app
-from noti.publish import Publisher
-from noti.queues import DELIVER_TASK, priority_for_level
+from noti.celery.app import app
+from noti.celery.publish import Publisher
+from noti.celery.queues import DELIVER_TASK, priority_for_level
 from noti.record import Channel
 
 VOLATILE_HEADERS = {"id", "root_id", "origin"}

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from noti.celery.queues import PRIORITY_STEPS, priority_for_level
 from noti.entropy import hex64
 from noti.errors import InvalidInput
-from noti.queues import PRIORITY_STEPS, priority_for_level
 from noti.record import (
     Channel,
     Notification,

@@ -138,7 +138,7 @@ def test_a_send_slower_than_the_lease_is_not_taken_over(configure: Any, worker: 
 def test_sweep_uses_the_broker_even_when_it_is_another_database(rt: Any, redis_server: str) -> None:
     from celery import Celery
 
-    from noti.publish import Publisher
+    from noti.celery.publish import Publisher
     from noti.upkeep import sweep_lost
 
     broker_url = f"{redis_server}/2"

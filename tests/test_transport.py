@@ -1,4 +1,4 @@
-"""The bulk-fetch broker transport (noti/transport.py) against a real Redis and real kombu."""
+"""The bulk-fetch broker transport (noti/celery/transport.py) against a real Redis and real kombu."""
 
 from __future__ import annotations
 
@@ -17,15 +17,22 @@ from kombu import Connection, Consumer, Exchange, Producer, Queue  # type: ignor
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 
+from noti.celery.transport import (
+    ACK_FLUSH_AT,
+    BulkChannel,
+    BulkQoS,
+    BulkTransport,
+    DeliveryClaims,
+    _bulk_fetch,
+)
 from noti.record import Channel, Status
 from noti.store import ClaimState, claim_from_row
-from noti.transport import ACK_FLUSH_AT, BulkChannel, BulkQoS, BulkTransport, DeliveryClaims, _bulk_fetch
 
 QUEUE = Queue("bulktest", Exchange("bulktest", type="direct"), routing_key="bulktest")
 
 
 def test_the_kombu_internals_it_overrides_are_the_pinned_ones() -> None:
-    # noti.transport mirrors kombu 5.7.0's Channel._brpop_read: a kombu upgrade must be
+    # noti.celery.transport mirrors kombu 5.7.0's Channel._brpop_read: a kombu upgrade must be
     # checked against it (pyproject.toml pins kombu)
     assert kombu.__version__ == "5.7.0"
     for name in ("_brpop_read", "_brpop_start", "_flush_brpop_reauth", "conn_or_acquire"):
@@ -154,9 +161,9 @@ def test_a_bulk_takes_from_the_highest_priority_list_only(rt: Any, conn: Connect
 
 
 def test_workers_consume_through_it(rt: Any, worker: Any) -> None:
-    from noti.app import app
+    from noti.celery.app import app
 
-    assert app.conf.broker_transport == "noti.transport:BulkTransport"
+    assert app.conf.broker_transport == "noti.celery.transport:BulkTransport"
     consumer = worker.consumer
     assert isinstance(consumer.connection.transport, BulkTransport)
 
@@ -207,8 +214,8 @@ class _Unacked:
 
 
 def _claims(rt: Any) -> DeliveryClaims:
+    from noti.celery.tasks.batching import delivery_claims
     from noti.sender import Sender
-    from noti.tasks.batching import delivery_claims
 
     claims = delivery_claims(rt, "noti.deliver", Sender(rt, owner="test"))
     assert claims is not None
@@ -336,7 +343,7 @@ def test_claims_nobody_took_are_dropped_after_the_delivery(rt: Any, caplog: pyte
 
     api = notifier()
     records = [api.store_one(api.build("sms", "+8613912345678", text=f"n{i}")) for i in range(3)]
-    from noti.app import app
+    from noti.celery.app import app
 
     got: list[Any] = []
     conn = Connection(
@@ -358,7 +365,7 @@ def test_claims_nobody_took_are_dropped_after_the_delivery(rt: Any, caplog: pyte
 
 def test_claims_nobody_took_are_given_back_so_the_redelivery_sends_at_once(rt: Any) -> None:
     from noti.api import notifier
-    from noti.app import app
+    from noti.celery.app import app
     from noti.record import now_ms
 
     # given three stored records whose messages a consumer receives without taking the claims

@@ -12,7 +12,7 @@ Its return value (made JSON-safe) is kept in the event's return data. The call i
 at-least-once: a processor killed during it calls it again on resume, with the same
 ``key`` (also the task's ``request.id``), so a task that must not repeat can deduplicate on
 it. Listener tasks must be registered in the worker's noti app: define them with
-``@shared_task`` (or ``@noti.celery.task``) in a module the worker imports
+``@shared_task`` (or ``@app.task`` of noti's app, ``noti.celery.app.app``) in a module the worker imports
 (``celery -A noti worker -I myapp.listeners``). noti's and Celery's own tasks are refused.
 """
 
@@ -199,14 +199,14 @@ def _variables(tree: Any) -> set[str]:
 
 @functools.cache
 def _import_task_modules() -> None:
-    from noti.app import app
+    from noti.celery.app import app
 
     app.loader.import_default_modules()
 
 
 def find_task(name: str) -> Any | None:
     """The task called ``name`` in this process's noti app, or None."""
-    from noti.app import app
+    from noti.celery.app import app
 
     _import_task_modules()
     return app.tasks.get(name)

@@ -53,8 +53,8 @@ def queue_processor() -> None:
     """
     from kombu.exceptions import OperationalError
 
-    from noti.app import app
-    from noti.queues import EVENTS_QUEUE
+    from noti.celery.app import app
+    from noti.celery.queues import EVENTS_QUEUE
 
     try:
         app.send_task(PROCESS_TASK, queue=EVENTS_QUEUE, routing_key=EVENTS_QUEUE, retry_policy=_PUBLISH_RETRY)

@@ -1,4 +1,4 @@
--- The bulk transport's fetch (noti/transport.py): note the message BRPOP took, pop up to n
+-- The bulk transport's fetch (noti/celery/transport.py): note the message BRPOP took, pop up to n
 -- more from the same list, and note each of them, in one atomic step, so no message is
 -- ever out of both the list and kombu's unacked bookkeeping. Optionally, in the same step,
 -- claim the record of each plain delivery message, so the worker's first round trip after

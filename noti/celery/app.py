@@ -14,12 +14,9 @@ from typing import Any
 from celery import Celery, bootsteps
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
 
-from noti.beat import beat_schedule
-from noti.config import Settings
-from noti.delay import Pump
-from noti.keys import Keys
-from noti.publish import Publisher
-from noti.queues import (
+from noti.celery.beat import beat_schedule
+from noti.celery.publish import Publisher
+from noti.celery.queues import (
     ADOPT_INTERVAL_S,
     EVENTS_QUEUE,
     INTAKE_QUEUE,
@@ -29,6 +26,9 @@ from noti.queues import (
     priority_for_level,
     transport_options,
 )
+from noti.config import Settings
+from noti.delay import Pump
+from noti.keys import Keys
 from noti.runtime import get_runtime
 
 __all__ = ["app", "celery_config"]
@@ -89,7 +89,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 app = Celery(
     "noti",
     set_as_current=False,
-    include=["noti.tasks.deliver", "noti.tasks.intake", "noti.tasks.maintenance", "noti.tasks.events"],
+    include=[
+        "noti.celery.tasks.deliver",
+        "noti.celery.tasks.intake",
+        "noti.celery.tasks.maintenance",
+        "noti.celery.tasks.events",
+    ],
 )
 app.add_defaults(lambda: celery_config(get_runtime().settings))
 
@@ -99,7 +104,7 @@ class DelayPump(bootsteps.StartStopStep):
     same lock holder also looks for waiting events without a live processor every few seconds,
     so event processing never depends on beat alone to recover, and, on a Redis broker, moves
     the messages foreign Celery producers queued at priority lists noti does not read
-    (:class:`~noti.queues.ForeignPriorities`) to its own."""
+    (:class:`~noti.celery.queues.ForeignPriorities`) to its own."""
 
     def create(self, worker: Any) -> Pump:
         runtime = get_runtime()
@@ -155,10 +160,10 @@ app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = 
 
 @worker_init.connect
 def _bulk_fetch_on_workers(sender: Any = None, **_: Any) -> None:
-    """Workers consume through :mod:`noti.transport`; producers, beat and Flower keep kombu's
+    """Workers consume through :mod:`noti.celery.transport`; producers, beat and Flower keep kombu's
     Redis transport (the URL stays ``redis://``, which Flower's broker view needs)."""
     if sender is not None and sender.app is app and get_runtime().settings.broker_bulk_fetch:
-        app.conf.broker_transport = "noti.transport:BulkTransport"
+        app.conf.broker_transport = "noti.celery.transport:BulkTransport"
 
 
 #: Set once this process has frozen its start-up objects.

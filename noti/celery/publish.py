@@ -26,9 +26,9 @@ import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
+from noti.celery.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
 from noti.entropy import hex64
 from noti.errors import StoreUnavailable
-from noti.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
 from noti.record import Channel
 from noti.redisconn import connect, masked_url, run_batches, translate_errors
 

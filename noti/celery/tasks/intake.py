@@ -12,7 +12,7 @@ from typing import Any
 
 from celery import Task
 
-from noti.app import app
+from noti.celery.app import app
 
 __all__ = ["notify"]
 

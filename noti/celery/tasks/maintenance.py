@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from noti import upkeep
-from noti.app import app
+from noti.celery.app import app
 
 __all__ = ["clean", "sweep_lost", "trim_dead_letters"]
 

@@ -1,4 +1,4 @@
-"""Celery queues and priority steps (publishing is :mod:`noti.publish`).
+"""Celery queues and priority steps (publishing is :mod:`noti.celery.publish`).
 
 One queue per channel (``noti.sms``, ``noti.weixin``, ``noti.email``, ``noti.webhook``), plus
 ``noti.intake`` (the ``noti.notify`` task of applications that only know task names) and

@@ -172,7 +172,7 @@ class BulkChannel(kombu_redis.Channel):
         #: Claims made by the fetch script, by delivery tag, until the consumer takes them.
         self.fetched_claims: dict[str, FetchedClaim] = {}
         if self.global_keyprefix:  # kombu prefixes only the first key of a script call
-            raise ValueError("noti.transport does not support the global_keyprefix transport option")
+            raise ValueError("noti.celery.transport does not support the global_keyprefix transport option")
 
     @contextmanager
     def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
@@ -306,13 +306,13 @@ def kombu_json(raw: bytes | str) -> Any:
     """JSON decoded as kombu decodes it (``kombu.utils.json.loads``). kombu builds a decoder
     per call for its ``__type__`` hook; text without ``"__type__"`` decodes the same with
     plain ``json.loads``, about three times faster. Used for envelopes here and for
-    ``noti.deliver`` bodies in :mod:`noti.tasks.batching`."""
+    ``noti.deliver`` bodies in :mod:`noti.celery.tasks.batching`."""
     text = bytes_to_str(raw)
     return json.loads(text) if '"__type__"' not in text else loads(text)
 
 
 class BulkTransport(kombu_redis.Transport):
     """kombu's Redis transport with :class:`BulkChannel`; select it with the Celery setting
-    ``broker_transport = "noti.transport:BulkTransport"`` (noti's app does, on workers)."""
+    ``broker_transport = "noti.celery.transport:BulkTransport"`` (noti's app does, on workers)."""
 
     Channel = BulkChannel

@@ -1,7 +1,7 @@
 """Celery tasks. Applications may call ``noti.tasks.notify.delay(type=…, target=…, …)``."""
 
-from noti.tasks.deliver import deliver
-from noti.tasks.intake import notify
-from noti.tasks.maintenance import clean
+from noti.celery.tasks.deliver import deliver
+from noti.celery.tasks.intake import notify
+from noti.celery.tasks.maintenance import clean
 
 __all__ = ["clean", "deliver", "notify"]

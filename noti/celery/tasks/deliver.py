@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Task
 
-from noti.app import app
+from noti.celery.app import app
 from noti.errors import StoreUnavailable
 from noti.runtime import get_runtime
 from noti.sender import Sender
@@ -20,7 +20,7 @@ class DeliverTask(Task):
 
     def start_strategy(self, app: Any, consumer: Any, **kwargs: Any) -> Any:
         if get_runtime().settings.delivery_mode == "batch" and consumer.hub is not None:
-            from noti.tasks.batching import DeliveryBatcher
+            from noti.celery.tasks.batching import DeliveryBatcher
 
             return DeliveryBatcher(self, app, consumer, **kwargs)
         return super().start_strategy(app, consumer, **kwargs)
@@ -36,7 +36,7 @@ class DeliverTask(Task):
 )
 def deliver(self: Task, record_id: str) -> str:
     """Claim the record, send it through its provider and store the outcome (task mode;
-    batch mode runs the same steps in :mod:`noti.tasks.batching`).
+    batch mode runs the same steps in :mod:`noti.celery.tasks.batching`).
 
     Returns the seed's mark: ``OK``, ``KO`` or ``!!`` (nothing to do). When Redis does not
     answer, the message is retried in 5 s (a short countdown, far below the visibility

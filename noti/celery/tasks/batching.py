@@ -7,7 +7,7 @@ the messages of one broker fetch (up to ``delivery_batch_max``) and, once the fe
 handed out (the hub's ``call_soon``, so a lone message waits for nothing), flushes them:
 
 1. the records are claimed: by the broker transport as it fetched the messages (the
-   batcher sets :class:`~noti.transport.DeliveryClaims` on the channel, so the fetch script
+   batcher sets :class:`~noti.celery.transport.DeliveryClaims` on the channel, so the fetch script
    claims them in the same call), else in one claim script call for the batch
    (:meth:`Sender.claim_records`); messages of records that are not ours to send (finished,
    leased, not due, gone) are acked at once;
@@ -38,12 +38,12 @@ from typing import Any
 
 from celery.worker.strategy import default as default_strategy
 
+from noti.celery.transport import BulkChannel, DeliveryClaims, kombu_json
 from noti.errors import StoreUnavailable
 from noti.runtime import Runtime, get_runtime
 from noti.sender import Attempt, Sender, SendResult
 from noti.sendloop import send_loop
 from noti.store import Claim, ClaimState, Outcome, claim_from_row
-from noti.transport import BulkChannel, DeliveryClaims, kombu_json
 
 __all__ = ["DeliveryBatcher", "delivery_claims"]
 
@@ -273,7 +273,7 @@ class DeliveryBatcher:
         while self.in_flight and time.monotonic() < deadline:
             time.sleep(0.01)  # _on_sent removes each batch once it is handed back
         for channel in self._ack_concluded():
-            flush = getattr(channel.qos, "flush_acks", None)  # noti.transport buffers acks
+            flush = getattr(channel.qos, "flush_acks", None)  # noti.celery.transport buffers acks
             if flush is not None:
                 flush()
 
@@ -321,7 +321,7 @@ def delivery_claims(rt: Runtime, task: str, sender: Sender) -> DeliveryClaims | 
 
 
 def _body(message: Any) -> Any:
-    """The decoded body (:func:`~noti.transport.kombu_json` for JSON, else kombu's decode,
+    """The decoded body (:func:`~noti.celery.transport.kombu_json` for JSON, else kombu's decode,
     which also enforces the accepted content types)."""
     body = message.body
     if message.content_type == "application/json" and isinstance(body, bytes | str):

@@ -1,0 +1,20 @@
+"""The Celery layer: the app and its configuration (``app``), the workers' broker transport
+(``transport``), queues and priority steps (``queues``), publishing delivery messages
+(``publish``), the beat schedule (``beat``) and the tasks (``tasks/``).
+
+Everything below it (the record store, leases, retries, delays, dead letters, providers)
+imports nothing from here. ``celery -A noti`` finds the app as ``noti.celery.celery``;
+building it reads the settings, so it is built on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "celery":  # what `celery -A noti` (and `-A noti.celery`) looks for
+        from noti.celery.app import app
+
+        return app
+    raise AttributeError(f"module 'noti.celery' has no attribute {name!r}")
