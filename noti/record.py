@@ -197,6 +197,8 @@ class Notification:
     retry_policy: str | None = None
     #: Debounce identifier it was scheduled under (see :mod:`noti.delay`).
     identifier: str | None = None
+    #: When Celery's ``revoke`` of its task id made it invalid (-1) before any send; None = never.
+    revoked_ms: int | None = None
 
 
 def _integer(value: str | None, default: int = 0) -> int:
@@ -234,6 +236,8 @@ def to_hash(record: Notification) -> dict[str, str]:
         out["noti_retry_policy"] = record.retry_policy
     if record.identifier:
         out["noti_ident"] = record.identifier
+    if record.revoked_ms is not None:
+        out["noti_revoked_at"] = str(record.revoked_ms)
     names = CHANNEL_FIELDS[record.channel]
     for name, value in record.fields.items():
         if value is None:
@@ -250,6 +254,7 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         if key in data:
             fields[name] = json.loads(data[key]) if name in JSON_FIELDS else data[key]
     expi = data.get("expi")
+    revoked = data.get("noti_revoked_at")
     return Notification(
         id=data["id"],
         channel=channel,
@@ -270,6 +275,7 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         msgid=data.get(msgid_field(channel)) or None,
         retry_policy=data.get("noti_retry_policy") or None,
         identifier=data.get("noti_ident") or None,
+        revoked_ms=int(revoked) if revoked else None,
     )
 
 
@@ -303,6 +309,7 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
     out["noti_sent_by"] = record.sent_by
     out["noti_retry_policy"] = record.retry_policy
     out["noti_ident"] = record.identifier
+    out["noti_revoked_at"] = record.revoked_ms
     out["expi"] = record.expires_ms
     return out
 

@@ -62,6 +62,8 @@ class SendResult:
     target: str = ""
     status: Status | None = None
     errmsg: str = ""
+    #: The outcome recorded (None when nothing was attempted).
+    outcome: Outcome | None = None
 
     def line(self) -> str:
         """The seed's one-line report: ``OK [sms]ID >> target:``."""
@@ -309,6 +311,7 @@ class Sender:
                     record.target,
                     outcome.status,
                     outcome.errmsg,
+                    outcome if ok else None,
                 )
             )
         return results

@@ -22,7 +22,17 @@ from noti.keys import Keys
 from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import ScriptPipeline, load_script, translate_errors
 
-__all__ = ["Claim", "ClaimState", "CreatePipeline", "Finish", "Outcome", "RecordStore", "claim_from_row"]
+__all__ = [
+    "REVOKED_CODE",
+    "Claim",
+    "ClaimState",
+    "CreatePipeline",
+    "Finish",
+    "Outcome",
+    "RecordStore",
+    "Revoked",
+    "claim_from_row",
+]
 
 _PAGE = 500
 
@@ -69,6 +79,19 @@ class Outcome:
     error_class: str = ""
 
 
+class Revoked(enum.Enum):
+    """What :meth:`RecordStore.revoke` did to a record."""
+
+    REVOKED = 1  #: it waited; now invalid (-1) with ``noti_revoked_at``
+    MISSING = 0  #: no such record
+    HELD = 2  #: another sender holds its lease: that sender decides
+    FINAL = 3  #: not waiting any more (done, failed, invalid or revoked before)
+
+
+#: The code at the start of a revoked record's ``noti_errmsg``.
+REVOKED_CODE = "e.cmd.noti.revoked"
+
+
 @dataclass(frozen=True, slots=True)
 class Finish:
     """One send's outcome to record, fenced by the lease ``owner`` that claimed it."""
@@ -92,6 +115,7 @@ class RecordStore:
         self.create_script = load_script(client, "create")
         self._schedule = load_script(client, "schedule")
         self._cancel = load_script(client, "cancel")
+        self._revoke = load_script(client, "revoke")
         self._revive = load_script(client, "revive")
         self._renew = load_script(client, "renew")
         #: Each channel and the key of its opted-out set: what a claim checks (the claim
@@ -332,6 +356,31 @@ class RecordStore:
         with translate_errors(self.redis):
             applied = self._finish(keys=[*keys, *(k.record(item.record_id) for item in items)], args=args)
         return [bool(x) for x in applied]
+
+    def revoke(
+        self, record_ids: Sequence[str], *, reason: str, owner: str = "", at_ms: int | None = None
+    ) -> list[Revoked]:
+        """Revoke waiting records (Celery's ``revoke`` of their task ids): each becomes invalid
+        (-1) with ``noti_revoked_at`` set, in one atomic script call, and is never sent or
+        queued again. A record whose lease another sender than ``owner`` holds is left to it.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        if not record_ids:
+            return []
+        k = self.keys
+        keys = [
+            k.waiting_index,
+            k.delayed,
+            k.status_index(int(Status.INVALID)),
+            k.status_index(int(Status.WAITING)),
+        ]
+        now = now_ms() if at_ms is None else at_ms
+        errmsg = f"{REVOKED_CODE}: {reason}"
+        with translate_errors(self.redis):
+            codes = self._revoke(keys=[*keys, *(k.record(i) for i in record_ids)], args=[now, errmsg, owner])
+        return [Revoked(int(code)) for code in codes]
 
     def delete(self, record_id: str) -> Notification | None:
         """Remove a record and its index entries; the removed record, or None if there was none."""

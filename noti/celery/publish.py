@@ -106,10 +106,10 @@ class Publisher:
             shape = self._shape(channel, level)
         if not _SAFE_ID.match(record_id):  # ids noti makes always match; anything else the slow way
             priority = priority_for_level(level)
-            return shape[0], self._envelope(record_id, channel, priority)
-        h = hex64()  # the task id and the delivery tag
+            return shape[0], self._envelope(record_id, channel, priority, task_id=record_id)
+        h = hex64()  # the delivery tag
         return shape[0], shape[1] % {
-            "task": f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}",
+            "task": record_id,
             "tag": f"{h[32:40]}-{h[40:44]}-4{h[45:48]}-{_VARIANT[h[48]]}{h[49:52]}-{h[52:]}",
             "record": record_id,
             "body": base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
@@ -204,6 +204,7 @@ class Publisher:
                     self._app.send_task(
                         DELIVER_TASK,
                         args=[record_id],
+                        task_id=record_id,
                         queue=channel.queue,
                         routing_key=channel.queue,
                         priority=priority_for_level(level),

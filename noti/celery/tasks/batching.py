@@ -21,9 +21,15 @@ handed out (the hub's ``call_soon``, so a lone message waits for nothing), flush
 A message is acked only once its record's outcome is stored, so a crash loses nothing: its
 messages come back after the visibility timeout and the claim keeps anything from being sent
 twice. The prefetch window (``delivery_window``) bounds the sends in flight. Messages with an
-ETA or an expiry take Celery's own path. Flower sees one ``task-succeeded`` event per message
-(with the task's name and record id, and ``OK``/``KO``/``!!`` as its result); the worker's
-task events are published every 0.1 s rather than once per event-loop turn.
+ETA or an expiry take Celery's own path.
+
+Celery's tools see each notification as a task whose id is its record id
+(:mod:`noti.celery.report`): ``inspect`` lists what the batcher holds, Flower gets received,
+started and one true outcome event (succeeded, failed, retried, revoked), and task signals
+fire per notification when someone listens. The worker's task events are published every
+0.1 s rather than once per event-loop turn. A message whose task id Celery's ``revoke``
+named is not sent: its record is revoked (:meth:`~noti.store.RecordStore.revoke`) and the
+message acked.
 """
 
 from __future__ import annotations
@@ -33,17 +39,18 @@ import concurrent.futures
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
+from celery.worker import state as worker_state
 from celery.worker.strategy import default as default_strategy
 
+from noti.celery.report import DeliveryReport, HeldRequest
 from noti.celery.transport import BulkChannel, DeliveryClaims, kombu_json
 from noti.errors import StoreUnavailable
 from noti.runtime import Runtime, get_runtime
 from noti.sender import Attempt, Sender, SendResult
 from noti.sendloop import send_loop
-from noti.store import Claim, ClaimState, Outcome, claim_from_row
+from noti.store import Claim, ClaimState, Outcome, Revoked, claim_from_row
 
 __all__ = ["DeliveryBatcher", "delivery_claims"]
 
@@ -54,21 +61,34 @@ log = logging.getLogger(__name__)
 CLAIM_RETRY_S = 5.0
 
 
-@dataclass(slots=True)
-class _Held:
-    """One received message waiting for its record's outcome."""
+class _Held(HeldRequest):
+    """One received message waiting for its record's outcome (what ``inspect`` lists)."""
 
-    record_id: str
-    task_id: str
-    message: Any
-    received: float
-    #: The claim of its record, (claim, owner token, lease ms): made by the broker transport
-    #: as it fetched the message, else by the batcher (kept for a retry of the batch).
-    claim: tuple[Claim, str, int] | None = None
-    #: The seed's mark once the outcome is stored ("OK", "KO", "!!").
-    mark: str = ""
-    #: Acked, requeued, or handed to the send loop: no longer this flush's to settle.
-    taken: bool = False
+    __slots__ = ("claim", "mark", "taken")
+
+    def __init__(
+        self,
+        task_id: str,
+        record_id: str,
+        message: Any,
+        received: float,
+        report: DeliveryReport,
+        claim: tuple[Claim, str, int] | None = None,
+    ) -> None:
+        super().__init__(task_id, record_id, message, received, report)
+        #: The claim of its record, (claim, owner token, lease ms): made by the broker
+        #: transport as it fetched the message, else by the batcher (kept for a retry).
+        self.claim = claim
+        #: The seed's mark once the outcome is stored ("OK", "KO", "!!").
+        self.mark = ""
+        #: Acked, requeued, or handed to the send loop: no longer this flush's to settle.
+        self.taken = False
+
+    @property
+    def retries(self) -> int:
+        """Attempts made before this one (from the claimed record)."""
+        record = self.claim[0].record if self.claim is not None else None
+        return record.retry if record is not None else 0
 
 
 class DeliveryBatcher:
@@ -79,17 +99,22 @@ class DeliveryBatcher:
         self.task_name = task.name
         self.hub = consumer.hub
         self.connection_errors = consumer.connection_errors
-        eventer = consumer.event_dispatcher
-        sends_events = eventer is not None and eventer.enabled and task.send_events
-        self.send_event = eventer.send if sends_events else None
-        if sends_events:
-            _publish_events_periodically(self.hub, eventer)
+        self.report = DeliveryReport(task, consumer)
+        if self.report.sends_events:
+            _publish_events_periodically(self.hub, consumer.event_dispatcher)
         self.owner = consumer.hostname or None
+        #: Celery's per-worker rate-limit buckets (``celery control rate_limit`` replaces them:
+        #: read at each use, never kept).
+        self._buckets = consumer.task_buckets
+        self._rate_limits = not app.conf.worker_disable_rate_limits
+        #: Messages waiting for their rate limit's tokens, oldest first.
+        self.limited: deque[_Held] = deque()
+        self._release_timer: Any = None
         # what the transport is told to claim with, for the runtime it was made from
         self._claims_for: tuple[Runtime, DeliveryClaims | None] | None = None
         self.pending: list[_Held] = []
         # outcomes recorded on the send loop, waiting for the consumer thread to ack them
-        self.concluded: deque[tuple[list[_Held], bool]] = deque()
+        self.concluded: deque[tuple[list[_Held], list[SendResult] | None]] = deque()
         self.in_flight: set[concurrent.futures.Future[list[SendResult]]] = set()
 
     def __call__(self, message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> None:
@@ -105,14 +130,36 @@ class DeliveryBatcher:
             log.error("noti.deliver %s: refused a malformed message: %s", headers.get("id"), exc)
             message.reject_log_error(log, self.connection_errors, requeue=False)
             return None
-        task_id = headers.get("id", "")
-        held = _Held(record_id, task_id, message, time.monotonic(), self._fetched_claim(message, record_id))
+        task_id = headers.get("id") or record_id
+        claim = self._fetched_claim(message, record_id)
+        held = _Held(task_id, record_id, message, time.monotonic(), self.report, claim)
+        self.report.reserved(held)
+        if self.limited or (self._rate_limits and self._buckets[self.task_name] is not None):
+            self.limited.append(held)
+            if self._release_timer is None:
+                self._release_limited()
+            return None
         self.pending.append(held)
         if len(self.pending) == 1:
             self.hub.call_soon(self.flush)  # once this fetch is handed out
         elif len(self.pending) >= get_runtime().settings.delivery_batch_max:
             self.flush()
         return None
+
+    def _release_limited(self) -> None:
+        """Send the rate-limited messages the bucket has tokens for (one token each, as
+        Celery takes them), and come back when the next token is due. Their claims may have
+        waited past their leases: the batch renews or re-takes them first."""
+        self._release_timer = None
+        bucket = self._buckets[self.task_name] if self._rate_limits else None
+        released: list[_Held] = []
+        while self.limited and (bucket is None or bucket.can_consume(1)):
+            released.append(self.limited.popleft())
+        if released:
+            self._deliver_guarded(released, True)
+        if self.limited and bucket is not None:
+            wait_s = max(bucket.expected_time(1), 0.001)
+            self._release_timer = self.hub.call_later(wait_s, self._release_limited)
 
     def _fetched_claim(self, message: Any, record_id: str) -> tuple[Claim, str, int] | None:
         """The claim the transport made for ``message``'s record, if it did; and have the
@@ -183,9 +230,13 @@ class DeliveryBatcher:
                 claimed.append(held)
             else:  # nothing to send: done with the message
                 self._settled([held], [result])
+        pairs = list(zip(claimed, ready, strict=True))
+        if worker_state.revoked:
+            pairs = self._drop_revoked(sender, pairs)
+        self.report.started([(held, held.retries) for held, _ in pairs])
         inline: list[tuple[_Held, Attempt]] = []
         waiting: list[tuple[_Held, Attempt]] = []
-        for held, attempt in zip(claimed, ready, strict=True):
+        for held, attempt in pairs:
             (inline if sender.inline(attempt.record) else waiting).append((held, attempt))
         if waiting:
             future = send_loop().submit(self._send_waiting(sender, [a for _, a in waiting]))
@@ -198,6 +249,26 @@ class DeliveryBatcher:
             attempts = [attempt for _, attempt in inline]
             outcomes = sender.attempt_many(attempts, hold_leases=False)  # they answer at once
             self._conclude(sender, [h for h, _ in inline], list(zip(attempts, outcomes, strict=True)))
+
+    def _drop_revoked(
+        self, sender: Sender, pairs: list[tuple[_Held, Attempt]]
+    ) -> list[tuple[_Held, Attempt]]:
+        """Revoke the claimed records whose task ids Celery's ``revoke`` named (this worker
+        holds their leases, so the revoke is its to make), ack their messages; the rest."""
+        revoked = [(held, attempt) for held, attempt in pairs if held.id in worker_state.revoked]
+        if not revoked:
+            return pairs
+        try:
+            for held, attempt in revoked:
+                done = sender.runtime.store.revoke([held.record_id], reason="revoked", owner=attempt.owner)
+                if done[0] is not Revoked.REVOKED:  # not ours after all: sent as usual
+                    continue
+                held.taken = True
+                held.message.ack_log_error(log, self.connection_errors)
+                self.report.revoked(held, held.retries)
+        except StoreUnavailable as exc:  # the send goes ahead: a revoke is best effort there
+            log.warning("noti.deliver: could not revoke (%s)", exc)
+        return [(held, attempt) for held, attempt in pairs if not held.taken]
 
     @staticmethod
     def _keep_claims(sender: Sender, batch: list[_Held]) -> None:
@@ -237,14 +308,15 @@ class DeliveryBatcher:
     def _on_sent(self, held: list[_Held], future: concurrent.futures.Future[list[SendResult]]) -> None:
         """On the send loop: hand the batch back to the consumer thread (the hub's
         ``call_soon`` is thread-safe and wakes it)."""
-        stored = not future.cancelled() and future.exception() is None
-        if stored:
-            for h, result in zip(held, future.result(), strict=True):
+        results: list[SendResult] | None = None
+        if not future.cancelled() and future.exception() is None:
+            results = future.result()
+            for h, result in zip(held, results, strict=True):
                 h.mark = result.mark
         else:
             exc = "cancelled" if future.cancelled() else future.exception()
             log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(held), exc)
-        self.concluded.append((held, stored))
+        self.concluded.append((held, results))
         self.in_flight.discard(future)
         self.hub.call_soon(self._ack_concluded)
 
@@ -253,15 +325,15 @@ class DeliveryBatcher:
         channels acked on."""
         channels: dict[int, Any] = {}
         while self.concluded:
-            held, stored = self.concluded.popleft()
-            if not stored:
+            held, results = self.concluded.popleft()
+            if results is None:
                 self._requeue(held)
                 continue
-            for h in held:
+            for h, result in zip(held, results, strict=True):
                 try:
                     h.message.ack_log_error(log, self.connection_errors)
                     channels[id(h.message.channel)] = h.message.channel
-                    self._event_done(h)
+                    self.report.concluded(h, result.outcome, h.retries)
                 except Exception:  # e.g. the broker refused the ack flush: the message comes
                     log.exception("noti.deliver %s: could not ack", h.record_id)  # back; claim refuses it
         return set(channels.values())
@@ -269,6 +341,9 @@ class DeliveryBatcher:
     def drain(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) for the sends in flight, then ack them: called when
         the consumer stops, while its channel is still open."""
+        if self.limited:  # not sent yet: back to the queue, for the next worker
+            limited, self.limited = list(self.limited), deque()
+            self._requeue(limited)
         deadline = time.monotonic() + timeout_s
         while self.in_flight and time.monotonic() < deadline:
             time.sleep(0.01)  # _on_sent removes each batch once it is handed back
@@ -281,29 +356,18 @@ class DeliveryBatcher:
         for h, result in zip(held, results, strict=True):
             h.mark, h.taken = result.mark, True
             h.message.ack_log_error(log, self.connection_errors)
-            self._event_done(h)
+            self.report.concluded(h, result.outcome, h.retries)
 
     def _requeue(self, held: list[_Held]) -> None:
         """Put the messages back: their records are leased, so the claim of the redelivery
         schedules a look at the lease's end (:meth:`Sender.claim_many`)."""
         for h in held:
             h.taken = True
+            self.report.concluded(h, None, h.retries)  # received again after the requeue
             try:
                 h.message.reject_log_error(log, self.connection_errors, requeue=True)
             except Exception:  # it comes back after the visibility timeout instead
                 log.exception("noti.deliver %s: could not requeue", h.record_id)
-
-    def _event_done(self, held: _Held) -> None:
-        if self.send_event is not None:  # one event, with what task-received would have said
-            self.send_event(
-                "task-succeeded",
-                uuid=held.task_id,
-                name=self.task_name,
-                args=repr([held.record_id]),
-                kwargs="{}",
-                result=repr(held.mark),
-                runtime=time.monotonic() - held.received,
-            )
 
 
 def delivery_claims(rt: Runtime, task: str, sender: Sender) -> DeliveryClaims | None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Ignore, Retry
 
 from noti.celery.app import app
-from noti.errors import StoreUnavailable
+from noti.celery.report import delivery_result, outcome_error
+from noti.errors import NotiError, StoreUnavailable
+from noti.record import Status
 from noti.runtime import get_runtime
 from noti.sender import Sender
 
@@ -33,17 +37,32 @@ class DeliverTask(Task):
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=12,
+    throws=(NotiError,),
 )
-def deliver(self: Task, record_id: str) -> str:
+def deliver(self: Task, record_id: str) -> dict[str, str]:
     """Claim the record, send it through its provider and store the outcome (task mode;
-    batch mode runs the same steps in :mod:`noti.celery.tasks.batching`).
+    batch mode runs the same steps in :mod:`noti.celery.tasks.batching` and reports them
+    the same way, :mod:`noti.celery.report`).
 
-    Returns the seed's mark: ``OK``, ``KO`` or ``!!`` (nothing to do). When Redis does not
-    answer, the message is retried in 5 s (a short countdown, far below the visibility
+    Returns the delivery (:func:`~noti.celery.report.delivery_result`); raises the outcome's
+    error (:func:`~noti.celery.report.outcome_error`) when the record failed or went invalid,
+    and Celery's ``Retry`` when the next attempt is scheduled (the delayed set sends it again
+    under the same task id; nothing is re-published here). A message whose record is not
+    its to send (a duplicate, another worker's, already final) is ignored. When Redis does
+    not answer, the message is retried in 5 s (a short countdown, far below the visibility
     timeout) up to 12 times; the record stays waiting meanwhile.
     """
     sender = Sender(get_runtime(), owner=f"{self.request.hostname or 'worker'}")
     try:
-        return sender.deliver(record_id).mark
+        outcome = sender.deliver(record_id).outcome
     except StoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=5) from exc
+    if outcome is None:
+        raise Ignore()
+    if outcome.status is Status.DONE:
+        return delivery_result(record_id, outcome)
+    error = outcome_error(outcome)
+    if outcome.status is Status.WAITING:
+        due = datetime.fromtimestamp(outcome.not_before_ms / 1000, tz=UTC)
+        raise Retry(str(error), exc=error, when=due)
+    raise error

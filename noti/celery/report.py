@@ -1,0 +1,275 @@
+"""What Celery's own tools see of each notification a batch worker delivers.
+
+Batch mode runs no Celery ``Request`` per message (that is where its speed comes from), so
+the batcher tells Celery's tools itself, per notification, what a Request would have told
+them, under the task id of the message (the record id: :mod:`noti.celery.publish`):
+
+- the worker's request registry (``celery.worker.state``): a message is *reserved* when it
+  is received and *active* while its record is being sent, so ``celery inspect active`` /
+  ``reserved`` / ``query_task``, ``inspect stats`` and Flower's Active column are true;
+- task events for Flower: ``task-received`` and ``task-started`` when the record is claimed
+  for sending, then exactly one of ``task-succeeded`` (delivered; the result names the
+  provider and its message id), ``task-failed`` (noti's exception with its code: a
+  permanent failure, retries exhausted, a provider misconfigured), ``task-retried`` (why,
+  and when the next attempt is due; that attempt is received again under the same id) or
+  ``task-revoked``. A message whose record is not this worker's to send (a duplicate, one
+  another worker holds, one already final) sends none, so Flower's Processed counts the
+  attempts the record store counts. Events go to the dispatcher's buffer and are published
+  in bulk (``task.multi``) by the batcher's flush timer;
+- Celery's task signals (``task_prerun``, ``task_success``, ``task_failure``,
+  ``task_retry``, ``task_revoked``, ``task_postrun``), sent by the task, with the task's
+  request context pushed, exactly as the task-mode path sends them. Whether anyone listens
+  is checked once per batch: with no receiver connected they cost nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from billiard.einfo import ExceptionInfo
+from celery import signals, states
+from celery.exceptions import TaskRevokedError
+from celery.worker import state as worker_state
+
+from noti.errors import (
+    NotiError,
+    PermanentFailure,
+    ProviderMisconfigured,
+    RecipientOptedOut,
+    RetriesExhausted,
+)
+from noti.record import Status
+from noti.store import Outcome
+
+__all__ = ["DeliveryReport", "HeldRequest", "delivery_result", "outcome_error"]
+
+#: The error class of a final outcome (``Outcome.error_class``) → the exception Celery's tools
+#: show for it.
+_ERRORS: dict[str, type[NotiError]] = {
+    "exhausted": RetriesExhausted,
+    "invalid": PermanentFailure,
+    "opted_out": RecipientOptedOut,
+    "config": ProviderMisconfigured,
+    "unexpected": PermanentFailure,
+    "poison": PermanentFailure,
+}
+
+
+def outcome_error(outcome: Outcome) -> NotiError:
+    """The exception that stands for a failed (0) or invalid (-1) outcome, or for a retry."""
+    cls = _ERRORS.get(
+        outcome.error_class, NotiError if outcome.status is Status.WAITING else PermanentFailure
+    )
+    return cls(outcome.errmsg)
+
+
+def delivery_result(record_id: str, outcome: Outcome) -> dict[str, str]:
+    """A delivered notification's task result: its id, the provider that took it and the
+    provider's message id (``""`` when the provider returns none)."""
+    fields = dict(outcome.fields)
+    msgid = next((value for name, value in outcome.fields if name.endswith("msgid")), "")
+    return {"id": record_id, "provider": fields.get("noti_sent_by", ""), "msgid": msgid}
+
+
+class HeldRequest:
+    """A message a batch worker holds, as ``celery inspect`` and ``revoke`` read a Request."""
+
+    __slots__ = ("__weakref__", "id", "record_id", "message", "received", "time_start", "report")
+
+    def __init__(self, task_id: str, record_id: str, message: Any, received: float, report: DeliveryReport):
+        self.id = task_id
+        self.record_id = record_id
+        self.message = message
+        #: ``time.monotonic()`` when the message was received.
+        self.received = received
+        #: ``time.time()`` when its send started (None while only reserved).
+        self.time_start: float | None = None
+        self.report = report
+
+    @property
+    def name(self) -> str:
+        return self.report.task.name  # type: ignore[no-any-return]
+
+    @property
+    def task(self) -> Any:
+        """The task (``revoke`` reads its result backend)."""
+        return self.report.task
+
+    def info(self, safe: bool = False) -> dict[str, Any]:
+        headers = self.message.headers
+        return {
+            "id": self.id,
+            "name": self.name,
+            "args": headers.get("argsrepr") if safe else [self.record_id],
+            "kwargs": headers.get("kwargsrepr") if safe else {},
+            "type": self.name,
+            "hostname": self.report.hostname,
+            "time_start": self.time_start,
+            "acknowledged": self.message.acknowledged,
+            "delivery_info": self.message.delivery_info,
+            "worker_pid": os.getpid(),
+        }
+
+    def terminate(self, pool: Any, signal: Any = None) -> None:
+        """A send in progress cannot be cut short (a provider may already have it); its
+        record was revoked before the send if the revoke came in time."""
+
+    def humaninfo(self) -> str:
+        return f"{self.name}[{self.id}]"
+
+
+class DeliveryReport:
+    """Tells the worker's registry, Flower (events) and signal receivers about the batch
+    worker's notifications (see the module)."""
+
+    def __init__(self, task: Any, consumer: Any) -> None:
+        self.task = task
+        self.hostname = consumer.hostname
+        eventer = consumer.event_dispatcher
+        self._send_event = (
+            eventer.send if eventer is not None and eventer.enabled and task.send_events else None
+        )
+
+    @property
+    def sends_events(self) -> bool:
+        return self._send_event is not None
+
+    def reserved(self, held: HeldRequest) -> None:
+        """``held`` was received: ``inspect reserved`` lists it."""
+        worker_state.task_reserved(held)
+
+    def started(self, batch: Sequence[tuple[HeldRequest, int]]) -> None:
+        """The records of ``batch`` (each with the attempts already made) are being sent."""
+        now = time.time()
+        send = self._send_event
+        for held, retries in batch:
+            held.time_start = now
+            worker_state.task_accepted(held)
+            if send is not None:
+                headers = held.message.headers
+                send(
+                    "task-received",
+                    uuid=held.id,
+                    name=self.task.name,
+                    args=headers.get("argsrepr") or repr([held.record_id]),
+                    kwargs=headers.get("kwargsrepr") or "{}",
+                    root_id=headers.get("root_id") or held.id,
+                    parent_id=headers.get("parent_id"),
+                    retries=retries,
+                    eta=None,
+                    expires=None,
+                )
+                send("task-started", uuid=held.id)
+        if signals.task_prerun.receivers:
+            for held, retries in batch:
+                with self._context(held, retries):
+                    signals.task_prerun.send(
+                        sender=self.task, task_id=held.id, task=self.task, args=[held.record_id], kwargs={}
+                    )
+
+    def concluded(self, held: HeldRequest, outcome: Outcome | None, retries: int) -> None:
+        """``held``'s send ended with ``outcome`` (None: nothing was sent, the record was
+        not this worker's to send). Its message is acked."""
+        worker_state.task_ready(held, successful=outcome is not None and outcome.status is Status.DONE)
+        if outcome is None:
+            return
+        runtime = time.monotonic() - held.received
+        send = self._send_event
+        if outcome.status is Status.DONE:
+            result = delivery_result(held.record_id, outcome)
+            if send is not None:
+                send("task-succeeded", uuid=held.id, result=json.dumps(result), runtime=runtime)
+            if signals.task_success.receivers:
+                with self._context(held, retries):
+                    signals.task_success.send(sender=self.task, result=result)
+            self._postrun(held, retries, result, states.SUCCESS)
+            return
+        error = outcome_error(outcome)
+        if outcome.status is Status.WAITING:
+            due = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(outcome.not_before_ms / 1000))
+            reason = f"{error!r}; next attempt at {due}"
+            if send is not None:
+                send("task-retried", uuid=held.id, exception=reason, traceback="")
+            if signals.task_retry.receivers:
+                with self._context(held, retries) as request:
+                    signals.task_retry.send(sender=self.task, request=request, reason=reason, einfo=None)
+            self._postrun(held, retries, reason, states.RETRY)
+            return
+        if send is not None:
+            send("task-failed", uuid=held.id, exception=repr(error), traceback="")
+        if signals.task_failure.receivers:
+            try:  # receivers (error trackers) read the traceback of einfo
+                raise error
+            except NotiError:
+                einfo = ExceptionInfo()
+            with self._context(held, retries):
+                signals.task_failure.send(
+                    sender=self.task,
+                    task_id=held.id,
+                    exception=error,
+                    args=[held.record_id],
+                    kwargs={},
+                    traceback=einfo.traceback,
+                    einfo=einfo,
+                )
+        self._postrun(held, retries, error, states.FAILURE)
+
+    def revoked(self, held: HeldRequest, retries: int) -> None:
+        """``held``'s record was revoked before its send: nothing was sent."""
+        worker_state.task_ready(held)
+        if self._send_event is not None:
+            self._send_event("task-revoked", uuid=held.id, terminated=False, signum=None, expired=False)
+        if signals.task_revoked.receivers:
+            with self._context(held, retries) as request:
+                signals.task_revoked.send(
+                    sender=self.task, request=request, terminated=False, signum=None, expired=False
+                )
+        self._postrun(held, retries, TaskRevokedError(held.id), states.REVOKED)
+
+    def _postrun(self, held: HeldRequest, retries: int, retval: Any, state: str) -> None:
+        if signals.task_postrun.receivers:
+            with self._context(held, retries):
+                signals.task_postrun.send(
+                    sender=self.task,
+                    task_id=held.id,
+                    task=self.task,
+                    args=[held.record_id],
+                    kwargs={},
+                    retval=retval,
+                    state=state,
+                )
+
+    def _context(self, held: HeldRequest, retries: int) -> _PushedRequest:
+        return _PushedRequest(self.task, held, retries, self.hostname)
+
+
+class _PushedRequest:
+    """The task's request context while a signal about ``held`` is sent (receivers read
+    ``sender.request``, as they do in task mode)."""
+
+    __slots__ = ("task", "held", "retries", "hostname")
+
+    def __init__(self, task: Any, held: HeldRequest, retries: int, hostname: str) -> None:
+        self.task, self.held, self.retries, self.hostname = task, held, retries, hostname
+
+    def __enter__(self) -> Any:
+        headers = self.held.message.headers
+        self.task.push_request(
+            id=self.held.id,
+            args=[self.held.record_id],
+            kwargs={},
+            retries=self.retries,
+            root_id=headers.get("root_id") or self.held.id,
+            parent_id=headers.get("parent_id"),
+            hostname=self.hostname,
+            delivery_info=self.held.message.delivery_info,
+            is_eager=False,
+        )
+        return self.task.request
+
+    def __exit__(self, *exc: object) -> None:
+        self.task.pop_request()

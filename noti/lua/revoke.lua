@@ -1,0 +1,32 @@
+-- Revoke records (Celery's revoke of a notification's task id): a waiting record becomes
+-- invalid (-1) with noti_revoked_at set, so nothing sends it, re-queues it or sweeps it back
+-- later. A record another sender holds the lease of is left to that sender (it revokes it
+-- itself if the revoke reached it before its send; a send in progress cannot be undone).
+-- KEYS[1] waiting index, KEYS[2] delayed set, KEYS[3] status index of -1, KEYS[4] status
+-- index of 1, KEYS[5..] the records.
+-- ARGV[1] now (ms), ARGV[2] errmsg, ARGV[3] owner token of the caller's own claims ("" = none).
+-- Returns one value per record: 1 revoked, 0 no such record, 2 another sender holds it,
+-- 3 not waiting any more (done, failed, invalid or already revoked).
+local now, errmsg, owner = ARGV[1], ARGV[2], ARGV[3]
+local out = {}
+for i = 5, #KEYS do
+  local key = KEYS[i]
+  local st, lease, holder, id = unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', '_owner', 'id'))
+  if not st then
+    out[#out + 1] = 0
+  elseif st ~= '1' then
+    out[#out + 1] = 3
+  elseif holder and holder ~= owner and (tonumber(lease) or 0) > tonumber(now) then
+    out[#out + 1] = 2
+  else
+    redis.call('HSET', key, 'noti_st', '-1', 'noti_errmsg', errmsg, 'noti_timeout_at', 0, 'lm', now,
+      'noti_revoked_at', now)
+    redis.call('HDEL', key, '_owner', '_inflight')
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[4], id)
+    redis.call('ZADD', KEYS[3], now, id)
+    out[#out + 1] = 1
+  end
+end
+return out

@@ -1,0 +1,224 @@
+"""Celery's own tools see each notification as one task whose id is its record id, in the
+default (batch) worker mode: Flower's events and state machine, ``inspect``, ``revoke``,
+``rate_limit`` and the task signals. Real Redis, a real in-process worker."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from celery import signals, states
+from celery.events.state import State
+
+import noti
+from noti.celery.app import app
+from noti.record import Status
+from tests.conftest import sandbox_outbox, wait_until
+
+PHONE = "+8613912345678"
+FINAL = (Status.DONE, Status.FAILED, Status.INVALID)
+
+
+@contextmanager
+def task_events() -> Iterator[list[dict[str, Any]]]:
+    """Every event the workers send while the block runs (as Flower receives them)."""
+    seen: list[dict[str, Any]] = []
+    ready, stop = threading.Event(), threading.Event()
+
+    def capture() -> None:
+        with app.connection_for_read() as conn:
+            receiver = app.events.Receiver(conn, handlers={"*": seen.append})
+            ready.set()
+            while not stop.is_set():
+                try:
+                    receiver.capture(limit=None, timeout=0.5, wakeup=False)
+                except Exception:  # the timeout ends a capture round
+                    pass
+
+    thread = threading.Thread(target=capture, daemon=True)
+    thread.start()
+    assert ready.wait(5)
+    time.sleep(0.3)  # the subscription is in place
+    try:
+        yield seen
+    finally:
+        time.sleep(0.5)  # the worker publishes its buffered events every 0.1 s
+        stop.set()
+        thread.join(5)
+
+
+def _tasks(seen: list[dict[str, Any]]) -> State:
+    state = State()
+    for event in seen:
+        state.event(event)
+    return state
+
+
+def _received(seen: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(e["uuid"] for e in seen if e["type"] == "task-received")
+
+
+def _final(rt: Any, ids: list[str]) -> bool:
+    return all(rt.store.get(i).status in FINAL for i in ids)
+
+
+def test_flower_sees_each_notification_with_its_true_outcome(configure: Any, start_worker_now: Any) -> None:
+    # given providers that deliver, refuse for good, fail once, and always fail for a while
+    rt = configure(
+        providers={
+            "reject": {"kind": "sandbox", "fail": "always", "error": "permanent"},
+            "flaky": {"kind": "sandbox", "fail_first": 1},
+            "down": {"kind": "sandbox", "fail": "always"},
+        },
+        retry_seconds=0.2,
+        retry_max=2,
+    )
+    # when one notification goes to each through a running worker
+    with task_events() as seen, start_worker_now():
+        ok = noti.notify_sms(PHONE, "ok")
+        bad = noti.notify_sms(PHONE, "bad", provider="reject")
+        flaky = noti.notify_sms(PHONE, "flaky", provider="flaky")
+        down = noti.notify_sms(PHONE, "down", provider="down")
+        ids = [ok, bad, flaky, down]
+        wait_until(lambda: _final(rt, ids), timeout=30)
+        wait_until(
+            lambda: {e["uuid"] for e in seen if e["type"] in ("task-succeeded", "task-failed")} >= set(ids)
+        )
+    # then Celery's event state machine (Flower's) shows each under its record id, truthfully
+    tasks = _tasks(seen).tasks
+    assert tasks[ok].state == states.SUCCESS and tasks[ok].name == "noti.deliver"
+    assert json.loads(tasks[ok].result) == {"id": ok, "provider": "sandbox", "msgid": f"sandbox-{ok}"}
+    assert tasks[bad].state == states.FAILURE
+    assert "PermanentFailure" in tasks[bad].exception and "e.noti.delivery.permanent" in tasks[bad].exception
+    assert tasks[flaky].state == states.SUCCESS and tasks[flaky].retried and tasks[flaky].retries == 1
+    assert tasks[down].state == states.FAILURE and "e.cmd.noti.send.reachMaxRetry" in tasks[down].exception
+    # and Processed (task-received) counts the attempts the record store counts
+    received = _received(seen)
+    assert received[ok] == 1 and received[bad] == 1 and received[flaky] == 2
+    assert received[down] == rt.store.get(down).retry == 2
+    types = Counter(e["type"] for e in seen if e.get("uuid") in ids)
+    assert types["task-succeeded"] == 2 and types["task-failed"] == 2 and types["task-retried"] == 2
+    assert types["task-started"] == types["task-received"] == 6
+
+
+def test_task_signals_fire_per_notification_with_its_request(configure: Any, start_worker_now: Any) -> None:
+    rt = configure(providers={"reject": {"kind": "sandbox", "fail": "always", "error": "permanent"}})
+    fired: list[tuple[str, str | None, str | None]] = []
+
+    def receiver(name: str) -> Callable[..., None]:
+        def on_signal(sender: Any = None, **kwargs: Any) -> None:
+            task_id = kwargs.get("task_id") or getattr(kwargs.get("request"), "id", None)
+            fired.append((name, task_id, sender.request.id))
+
+        return on_signal
+
+    handlers = {
+        signals.task_prerun: receiver("prerun"),
+        signals.task_success: receiver("success"),
+        signals.task_failure: receiver("failure"),
+        signals.task_postrun: receiver("postrun"),
+    }
+    for signal, handler in handlers.items():
+        signal.connect(handler, weak=False)
+    try:
+        with start_worker_now():
+            ok = noti.notify_sms(PHONE, "ok")
+            bad = noti.notify_sms(PHONE, "bad", provider="reject")
+            wait_until(lambda: _final(rt, [ok, bad]) and len(fired) >= 6, timeout=20)
+    finally:
+        for signal, handler in handlers.items():
+            signal.disconnect(handler)
+    mine = [f for f in fired if f[2] in (ok, bad)]
+    assert sorted(mine) == sorted(
+        [
+            ("prerun", ok, ok),
+            ("success", None, ok),
+            ("postrun", ok, ok),
+            ("prerun", bad, bad),
+            ("failure", bad, bad),
+            ("postrun", bad, bad),
+        ]
+    )
+
+
+def test_inspect_lists_notifications_in_flight_and_counts_them(configure: Any, start_worker_now: Any) -> None:
+    # given sends that take 3 s each at the provider
+    rt = configure(
+        providers={"slow": {"kind": "sandbox", "delay_ms": 3000}}, channels={"sms": {"provider": "slow"}}
+    )
+    with start_worker_now():
+        ids = [noti.notify_sms(PHONE, f"slow {i}") for i in range(3)]
+        inspect = app.control.inspect(timeout=2)
+        # when the sends are in flight, then inspect active lists them by record id
+        active = wait_until(
+            lambda: {t["id"] for ts in (inspect.active() or {}).values() for t in ts} >= set(ids), timeout=10
+        )
+        assert active
+        [(_, found)] = (inspect.query_task(*ids) or {}).items()
+        assert {task_id: info[0] for task_id, info in found.items()} == dict.fromkeys(ids, "active")
+        wait_until(lambda: _final(rt, ids), timeout=20)
+        stats = inspect.stats() or {}
+        assert sum(s["total"].get("noti.deliver", 0) for s in stats.values()) >= 3
+        assert not [t for ts in (inspect.active() or {}).values() for t in ts]
+
+
+def test_a_revoked_notification_is_never_sent(configure: Any, start_worker_now: Any) -> None:
+    rt = configure()
+    with task_events() as seen, start_worker_now():
+        # given a notification due in 1.5 s, and one sent now
+        later = noti.notify_sms(PHONE, "revoke me", delay=1.5)
+        # when Celery's revoke names its record id before it is due (a broadcast: repeated
+        # until the worker, just started, answers)
+        wait_until(lambda: app.control.revoke(later, reply=True, timeout=1), timeout=10)
+        now = noti.notify_sms(PHONE, "keep me")
+        # then it is revoked on its record, never sent, and Flower shows it revoked
+        wait_until(lambda: rt.store.get(later).status is Status.INVALID, timeout=15)
+        wait_until(lambda: rt.store.get(now).status is Status.DONE, timeout=15)
+        time.sleep(2)  # past its time: the pump must not queue it again
+    record = rt.store.get(later)
+    assert record.revoked_ms and record.errmsg.startswith("e.cmd.noti.revoked")
+    assert [e["fields"]["text"] for e in sandbox_outbox(rt)] == ["keep me"]
+    tasks = _tasks(seen).tasks
+    assert tasks[later].state == states.REVOKED and tasks[now].state == states.SUCCESS
+    assert rt.redis.zscore(rt.keys.delayed, later) is None
+
+
+def test_celery_rate_limit_is_honoured_by_the_batch_worker(configure: Any, start_worker_now: Any) -> None:
+    rt = configure()
+    with start_worker_now():
+        # given a rate limit of 5 sends a second set with Celery's own control command
+        replies = app.control.rate_limit("noti.deliver", "5/s", reply=True, timeout=2)
+        assert replies and all("ok" in next(iter(r.values())) for r in replies)
+        try:
+            # when 10 notifications are queued at once
+            ids = [noti.notify_sms(PHONE, f"limited {i}") for i in range(10)]
+            wait_until(lambda: _final(rt, ids), timeout=30)
+        finally:
+            app.control.rate_limit("noti.deliver", None, reply=True, timeout=2)
+    # then they went out at that pace: 10 sends at 5/s span at least ~1.8 s
+    sent_at = sorted(e["t"] for e in sandbox_outbox(rt))
+    assert len(sent_at) == 10 and sent_at[-1] - sent_at[0] >= 1.5
+
+
+@pytest.mark.parametrize("mode", ["task"])
+def test_task_mode_reports_the_same_truth(configure: Any, start_worker_now: Any, mode: str) -> None:
+    rt = configure(
+        delivery_mode=mode,
+        providers={"reject": {"kind": "sandbox", "fail": "always", "error": "permanent"}},
+    )
+    with task_events() as seen, start_worker_now():
+        ok = noti.notify_sms(PHONE, "ok")
+        bad = noti.notify_sms(PHONE, "bad", provider="reject")
+        wait_until(lambda: _final(rt, [ok, bad]), timeout=20)
+        wait_until(
+            lambda: {e["uuid"] for e in seen if e["type"] in ("task-succeeded", "task-failed")} >= {ok, bad}
+        )
+    tasks = _tasks(seen).tasks
+    assert tasks[ok].state == states.SUCCESS and "sandbox" in tasks[ok].result
+    assert tasks[bad].state == states.FAILURE and "PermanentFailure" in tasks[bad].exception
