@@ -45,17 +45,20 @@ class WorkerConfig:
     pool: str = "solo"
     concurrency: int = 1
     mode: str = "batch"
+    #: Task events on (``worker_send_task_events``), as a Flower user runs noti.
+    events: bool = True
 
     @property
     def label(self) -> str:
         conc = "" if self.pool == "solo" else f" -c {self.concurrency}"
-        return f"{self.processes}x{self.pool}{conc} {self.mode}"
+        return f"{self.processes}x{self.pool}{conc} {self.mode}" + ("" if self.events else ", events off")
 
     def env(self) -> dict[str, str]:
         return {
             "NOTI_DELIVERY_MODE": self.mode,
             "NOTI_WORKER_POOL": self.pool,
             "NOTI_WORKER_CONCURRENCY": str(self.concurrency),
+            "NOTI_WORKER_TASK_EVENTS": "true" if self.events else "false",
         }
 
     def as_json(self) -> dict[str, Any]:

@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     #: Worker pool and concurrency used when ``celery worker`` is given none on its command line.
     worker_pool: Literal["threads", "prefork", "solo", "gevent", "eventlet"] = "threads"
     worker_concurrency: int = Field(default=8, ge=1, le=1000)
+    #: Workers send task events (Flower's task list and counters, ``celery events``): on by
+    #: default; off saves their cost per notification (``make bench`` prints both).
+    worker_task_events: bool = True
     #: How workers run ``noti.deliver`` messages. ``batch``: the consumer gathers the messages
     #: of each broker fetch, claims them in one script call, sends (answer-at-once providers
     #: on its thread, the others concurrently on a per-process asyncio loop) and records the

@@ -70,7 +70,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": prefetch,
         "worker_pool": settings.worker_pool,
         "worker_concurrency": settings.worker_concurrency,
-        "worker_send_task_events": True,
+        "worker_send_task_events": settings.worker_task_events,
         "task_send_sent_event": True,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "worker_hijack_root_logger": False,
