@@ -131,6 +131,10 @@ class Settings(BaseSettings):
     dead_letter_max_len: int = Field(default=10_000, ge=1)
     dead_letter_max_age_s: float = Field(default=7 * 86400, gt=0)
     dead_letter_hook: str | None = None
+    #: Application hooks run by the worker around each delivery: ``"package.module:Class"``, a
+    #: :class:`noti.handlers.NotificationHandler` subclass (retry decider, on_success,
+    #: on_retry, on_failure, on_dead_letter).
+    handlers: str | None = None
 
     #: Events (:mod:`noti.events`). The processor hands over to a fresh one after this long…
     event_processor_max_runtime_s: float = Field(default=300.0, gt=0)

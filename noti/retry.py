@@ -28,6 +28,7 @@ a Celery ETA message (see :mod:`noti.delay`).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -36,6 +37,7 @@ from noti.errors import (
     DeliveryError,
     InvalidConfig,
     InvalidInput,
+    NotiError,
     PermanentFailure,
     ProviderMisconfigured,
     RateLimited,
@@ -47,7 +49,10 @@ from noti.errors import (
 from noti.record import Notification, Status
 from noti.store import Outcome
 
-__all__ = ["RetryPolicy", "decide", "delivered"]
+__all__ = ["RetryDecider", "RetryPolicy", "decide", "delivered", "outcome_error"]
+
+#: A retry decider (:meth:`noti.handlers.NotificationHandler.decide_retry`, wrapped): given
+#: the record, the error and the attempt number, seconds to wait, ``"stop"``, or None.
 
 UNEXPECTED_CODE = "e.cmd.noti.send.unexpected"
 #: Wait before trying again when Redis failed inside a provider (not an attempt).
@@ -143,8 +148,19 @@ def delivered(
     return Outcome(Status.DONE, "ok", retry, expires_ms=now_ms + keep_ms, fields=tuple(fields))
 
 
-def decide(record: Notification, error: BaseException, *, policy: RetryPolicy, now_ms: int) -> Outcome:
-    """The record's next state after ``error`` ended an attempt."""
+RetryDecider = Callable[[Notification, DeliveryError, int], "float | Literal['stop'] | None"]
+
+
+def decide(
+    record: Notification,
+    error: BaseException,
+    *,
+    policy: RetryPolicy,
+    now_ms: int,
+    decider: RetryDecider | None = None,
+) -> Outcome:
+    """The record's next state after ``error`` ended an attempt. When the policy would try a
+    delivery error again, ``decider`` may set the wait or stop the retries."""
     if isinstance(error, StoreUnavailable):  # Redis hiccup inside a provider: not the message's fault
         wait_ms = int(STORE_RETRY_S * 1000)
         return Outcome(Status.WAITING, _errmsg(str(error)), record.retry, not_before_ms=now_ms + wait_ms)
@@ -159,14 +175,39 @@ def decide(record: Notification, error: BaseException, *, policy: RetryPolicy, n
         return Outcome(Status.FAILED, _errmsg(str(error)), record.retry, error_class="config")
     if isinstance(error, DeliveryError):
         attempts = record.retry + 1
-        if attempts >= record.retry_max:
-            message = f"{RetriesExhausted.code}: after {attempts} attempts, last error {error}"
+        choice = (
+            decider(record, error, attempts) if decider is not None and attempts < record.retry_max else None
+        )
+        if attempts >= record.retry_max or choice == "stop":
+            why = "retries stopped by the handler" if choice == "stop" else f"after {attempts} attempts"
+            message = f"{RetriesExhausted.code}: {why}, last error {error}"
             return Outcome(Status.FAILED, _errmsg(message), attempts, error_class="exhausted")
         wait_s = policy.delay_s(attempts)
         if isinstance(error, TemporaryFailure) and error.retry_after_s is not None:
             wait_s = max(wait_s, error.retry_after_s)
+        if isinstance(choice, float):
+            wait_s = choice
         return Outcome(
             Status.WAITING, _errmsg(str(error)), attempts, not_before_ms=now_ms + int(wait_s * 1000)
         )
     detail = f"{UNEXPECTED_CODE}: {type(error).__name__}: {error}"
     return Outcome(Status.INVALID, _errmsg(detail), record.retry, error_class="unexpected")
+
+
+#: The error class of a final outcome (``Outcome.error_class``) → the error that stands for it.
+_OUTCOME_ERRORS: dict[str, type[NotiError]] = {
+    "exhausted": RetriesExhausted,
+    "invalid": PermanentFailure,
+    "opted_out": RecipientOptedOut,
+    "config": ProviderMisconfigured,
+    "unexpected": PermanentFailure,
+    "poison": PermanentFailure,
+}
+
+
+def outcome_error(outcome: Outcome) -> NotiError:
+    """The error that stands for a failed (0) or invalid (-1) outcome, or for a retry (a
+    ``TemporaryFailure``), with the outcome's message (its code first)."""
+    if outcome.status is Status.WAITING:
+        return TemporaryFailure(outcome.errmsg)
+    return _OUTCOME_ERRORS.get(outcome.error_class, PermanentFailure)(outcome.errmsg)

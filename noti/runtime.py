@@ -14,6 +14,7 @@ from typing import Any
 from noti.config import Settings, get_settings, load_settings
 from noti.deadletter import DeadLetters, load_hook
 from noti.delay import DelayedQueue
+from noti.handlers import NotificationHandler, load_handler
 from noti.keys import Keys
 from noti.lease import LeaseKeeper
 from noti.providers import ProviderSet
@@ -41,6 +42,16 @@ class Runtime:
             max_age_s=settings.dead_letter_max_age_s,
             hook=load_hook(settings.dead_letter_hook),
         )
+
+    @functools.cached_property
+    def handler(self) -> NotificationHandler | None:
+        """The application's delivery hooks (``NOTI_HANDLERS``), built on first use: by the
+        worker at start-up, so a bad setting stops it there.
+
+        Raises:
+            InvalidConfig: the setting names nothing usable.
+        """
+        return load_handler(self.settings.handlers)
 
     @functools.cached_property
     def rate_limiter(self) -> RateLimiter:

@@ -16,8 +16,10 @@ import socket
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from noti.deadletter import DeadLetter
+from noti.delay import MAX_DELAY_S
 from noti.entropy import owner_token
 from noti.errors import (
     AmbiguousOutcome,
@@ -30,9 +32,10 @@ from noti.errors import (
     StaleCredential,
     StoreUnavailable,
 )
+from noti.handlers import STOP, NotificationHandler, call_hook
 from noti.providers import Message, Provider, Receipt
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
-from noti.retry import RetryPolicy, decide, delivered
+from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.runtime import Runtime
 from noti.store import Claim, ClaimState, Finish, Outcome
 
@@ -299,8 +302,11 @@ class Sender:
             record = attempt.record
             if not ok:
                 log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
-            elif item.letter is not None:
-                rt.dead_letters.notify_hook(item.letter)
+            else:
+                if item.letter is not None:
+                    rt.dead_letters.notify_hook(item.letter)
+                if rt.handler is not None:
+                    _run_hooks(rt.handler, record, outcome, item.letter)
             mark = "OK" if outcome.status is Status.DONE else "KO"
             results.append(
                 SendResult(
@@ -376,7 +382,7 @@ class Sender:
             return RetryPolicy.from_settings(self.runtime.settings)
 
     def _failed(self, record: Notification, exc: Exception, policy: RetryPolicy) -> Outcome:
-        outcome = decide(record, exc, policy=policy, now_ms=now_ms())
+        outcome = decide(record, exc, policy=policy, now_ms=now_ms(), decider=self._retry_decider())
         if isinstance(exc, NotiError):
             log.info(
                 "deliver %s [%s] to %s: %s -> st=%d",
@@ -389,6 +395,34 @@ class Sender:
         else:
             log.error("deliver %s: provider raised an unexpected error", record.id, exc_info=exc)
         return outcome
+
+    def _retry_decider(self) -> RetryDecider | None:
+        """The handler's ``decide_retry`` (``NOTI_HANDLERS``) as :func:`~noti.retry.decide`
+        takes it: a failing hook or an answer that is not a wait or ``STOP`` leaves the
+        decision to the policy."""
+        handler = self.runtime.handler
+        if handler is None:
+            return None
+
+        def decide_retry(
+            record: Notification, error: DeliveryError, attempt: int
+        ) -> float | Literal["stop"] | None:
+            choice = call_hook(handler, "decide_retry", record.id, record, error, attempt)
+            if choice is STOP:
+                return "stop"
+            if (
+                isinstance(choice, int | float)
+                and not isinstance(choice, bool)
+                and 0 <= choice <= MAX_DELAY_S
+            ):
+                return float(choice)
+            if choice is not None:
+                log.warning(
+                    "deliver %s: decide_retry answered %r; the retry policy decides", record.id, choice
+                )
+            return None
+
+        return decide_retry
 
     def _delivered(self, record: Notification, receipt: Receipt) -> Outcome:
         log.info(
@@ -503,3 +537,19 @@ class Sender:
                 return wait_s
             time.sleep(wait_s)
         return SHORT_WAIT_S
+
+
+def _run_hooks(
+    handler: NotificationHandler, record: Notification, outcome: Outcome, letter: DeadLetter | None
+) -> None:
+    """Tell the application's handler about a recorded outcome (each hook's failure is logged)."""
+    if outcome.status is Status.DONE:
+        fields = dict(outcome.fields)
+        sent_by = fields.get("noti_sent_by", "")
+        call_hook(handler, "on_success", record.id, record, sent_by, fields.get(msgid_field(record.channel)))
+    elif outcome.status is Status.WAITING:
+        call_hook(handler, "on_retry", record.id, record, outcome_error(outcome), outcome.not_before_ms)
+    else:
+        call_hook(handler, "on_failure", record.id, record, outcome_error(outcome))
+        if letter is not None:
+            call_hook(handler, "on_dead_letter", record.id, letter, record)

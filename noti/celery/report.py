@@ -35,36 +35,12 @@ from celery import signals, states
 from celery.exceptions import TaskRevokedError
 from celery.worker import state as worker_state
 
-from noti.errors import (
-    NotiError,
-    PermanentFailure,
-    ProviderMisconfigured,
-    RecipientOptedOut,
-    RetriesExhausted,
-)
+from noti.errors import NotiError
 from noti.record import Status
+from noti.retry import outcome_error
 from noti.store import Outcome
 
-__all__ = ["DeliveryReport", "HeldRequest", "delivery_result", "outcome_error"]
-
-#: The error class of a final outcome (``Outcome.error_class``) → the exception Celery's tools
-#: show for it.
-_ERRORS: dict[str, type[NotiError]] = {
-    "exhausted": RetriesExhausted,
-    "invalid": PermanentFailure,
-    "opted_out": RecipientOptedOut,
-    "config": ProviderMisconfigured,
-    "unexpected": PermanentFailure,
-    "poison": PermanentFailure,
-}
-
-
-def outcome_error(outcome: Outcome) -> NotiError:
-    """The exception that stands for a failed (0) or invalid (-1) outcome, or for a retry."""
-    cls = _ERRORS.get(
-        outcome.error_class, NotiError if outcome.status is Status.WAITING else PermanentFailure
-    )
-    return cls(outcome.errmsg)
+__all__ = ["DeliveryReport", "HeldRequest", "delivery_result"]
 
 
 def delivery_result(record_id: str, outcome: Outcome) -> dict[str, str]:

@@ -9,9 +9,10 @@ from celery import Task
 from celery.exceptions import Ignore, Retry
 
 from noti.celery.app import app
-from noti.celery.report import delivery_result, outcome_error
+from noti.celery.report import delivery_result
 from noti.errors import NotiError, StoreUnavailable
 from noti.record import Status
+from noti.retry import outcome_error
 from noti.runtime import get_runtime
 from noti.sender import Sender
 
