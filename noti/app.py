@@ -13,7 +13,7 @@ from typing import Any
 from celery import Celery, bootsteps
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
 
-from noti.beat import beat_schedule
+from noti.beat import beat_schedule, redbeat_config
 from noti.config import Settings
 from noti.delay import Pump
 from noti.keys import Keys
@@ -73,13 +73,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_hijack_root_logger": False,
         "timezone": "UTC",
         "enable_utc": True,
-        "beat_scheduler": "redbeat.RedBeatScheduler",
+        "beat_scheduler": "noti.scheduler:Scheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": 5,
-        "redbeat_redis_url": settings.redis_url,
-        "redbeat_redis_options": {"retry_period": 60},
-        "redbeat_key_prefix": Keys(settings.key_prefix).beat_prefix,
-        "redbeat_lock_timeout": 30,
+        **redbeat_config(settings.redis_url, key_prefix=Keys(settings.key_prefix).beat_prefix),
     }
 
 
