@@ -16,8 +16,9 @@
 * An entry PHP would drop or choke on goes to :meth:`Consumer.handle_malformed` (logged and
   dead-lettered), then is acked and deleted: never silently, never left to jam the queue.
 * :meth:`QueueWorker.run` survives what stops a PHP worker in silence: a Redis restart (it
-  waits with a back-off capped at 5 s, logging the outage and the recovery once each) and a deleted stream or group (``NOGROUP``: it recreates the group
-  with start id ``0`` and logs it).
+  waits with a back-off capped at 5 s, logging the outage and the recovery once each) and a
+  deleted stream or group (``NOGROUP``: it recreates the group with start id ``0`` and logs
+  it).
 * :class:`Housekeeper` runs the delayed-task mover (under noti's per-queue mover lock) and the
   pending checks of one queue.
 """
