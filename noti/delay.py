@@ -22,12 +22,14 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from noti.errors import InvalidInput
+from noti.errors import InvalidInput, StoreUnavailable
 from noti.keys import Keys
 from noti.record import Channel, now_ms
-from noti.redisconn import load_script, translate_errors
+from noti.redisconn import Outage, load_script, translate_errors
 
 __all__ = ["DelayedQueue", "Pump", "due_ms", "validate_idempotency_key", "validate_identifier"]
 
@@ -165,7 +167,11 @@ class DelayedQueue:
 
 class Pump:
     """Runs :meth:`DelayedQueue.pump_once` every ``interval_s`` in a thread, while holding the
-    pump lock. ``start()`` / ``stop()`` may be called again after a stop."""
+    pump lock. ``start()`` / ``stop()`` may be called again after a stop.
+
+    While Redis or the broker is unavailable it waits (an :class:`~noti.redisconn.Outage`:
+    the outage and the recovery are logged once each, tries at most every 2 s), then goes on;
+    the lock, if it expired meanwhile, is taken again by whichever worker gets it first."""
 
     LOCK_TTL_S = 10.0
 
@@ -185,6 +191,7 @@ class Pump:
         self._last_run = [0.0] * len(self._periodic)
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
+        self._outage = Outage("delay pump", logger=log)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -206,6 +213,8 @@ class Pump:
                 self._last_run[n] = now
                 try:
                     job()
+                except (StoreUnavailable, RedisConnectionError, RedisTimeoutError):
+                    raise  # an outage: the pump waits for Redis
                 except Exception:
                     log.exception("delay pump: periodic job %r failed", job)
 
@@ -227,8 +236,14 @@ class Pump:
             except LockError:
                 log.warning("delay pump: lost the pump lock; another worker pumps now")
                 owned = False
-            except Exception:  # keep pumping through Redis hiccups and broker errors
+            except (StoreUnavailable, RedisConnectionError, RedisTimeoutError) as exc:
+                # Redis (or the broker) is down: wait for it, saying so once
+                self._stop_event.wait(self._outage.failed(exc))
+                continue
+            except Exception:  # a bug in a pass must not stop the pump
                 log.exception("delay pump: pass failed; trying again")
+            else:
+                self._outage.ok()
             self._stop_event.wait(self._interval_s if owned else self.LOCK_TTL_S / 4)
         if owned:
             try:

@@ -5,19 +5,27 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib.resources
+import logging
 import re
+import socket
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Self
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import hiredis
 import redis
+from redis.backoff import ExponentialBackoff
 from redis.commands.core import Script
+from redis.retry import Retry
 
 from noti.errors import StoreUnavailable
 
 __all__ = [
     "CommandPipeline",
+    "Outage",
+    "OutageRetry",
     "ScriptPipeline",
     "run_batches",
     "run_commands",
@@ -25,8 +33,11 @@ __all__ = [
     "load_script",
     "masked_url",
     "script_source",
+    "split_password",
     "translate_errors",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def masked_url(url: str) -> str:
@@ -39,10 +50,23 @@ def masked_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def split_password(url: str) -> tuple[str, str | None]:
+    """``url`` without its password, and the password (None when it has none): for a setting
+    that must not show a secret (Celery masks a mapping key naming a password, not a URL)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url, None
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=f"{user}{netloc}")), unquote(parts.password)
+
+
 def connect(url: str) -> redis.Redis:
     """A client for ``url`` (decoded responses, explicit timeouts, a thread-safe pool).
 
-    No connection is made until the first command.
+    No connection is made until the first command. A failed command is not retried (redis-py's
+    ``from_url`` default): callers get :class:`StoreUnavailable` at once through
+    :func:`translate_errors`, and a long-running loop waits with an :class:`Outage`.
     """
     client: redis.Redis = redis.Redis.from_url(
         url,
@@ -261,6 +285,132 @@ class ScriptPipeline(CommandPipeline):
         self._batches = collections.deque(batches)
 
 
+def _reason(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its class name when it has none)."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class Outage:
+    """What one long-running part of a process (a loop, or a client's connections) knows of a
+    Redis outage: it logs the first failure and the recovery, once each (the failures in
+    between at debug level), and gives the capped exponential back-off before the next try.
+
+    The one place for noti's outage back-off and logging: :class:`OutageRetry` reports to one
+    from inside redis-py, and the worker's loops (delay pump, webman bridge, event lock
+    renewal) call :meth:`failed` / :meth:`ok` themselves. Thread-safe. Never copied:
+    redis-py deep-copies a client's ``Retry`` into each of its connections, and every copy
+    must report to the same outage.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        cap_s: float = 2.0,
+        base_s: float = 0.1,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        #: Who waits, as the log lines name it (``"beat"``, ``"delay pump"``).
+        self.what = what
+        self.cap_s = cap_s
+        self.base_s = base_s
+        self._backoff = ExponentialBackoff(cap=cap_s, base=base_s)
+        self._log = logger or log
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._failures = 0
+        self._giving_up = threading.Event()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Outage:
+        return self
+
+    @property
+    def down(self) -> bool:
+        """True from the first failure until the next success."""
+        return self._since is not None
+
+    @property
+    def giving_up(self) -> bool:
+        """True once :meth:`give_up` was called: the next failure is final."""
+        return self._giving_up.is_set()
+
+    def give_up(self) -> None:
+        """Stop waiting (the process is stopping): an :class:`OutageRetry` raises the next
+        failure instead of retrying it."""
+        self._giving_up.set()
+
+    def failed(self, exc: BaseException) -> float:
+        """Note a failed try; the seconds to wait before the next one (capped at ``cap_s``)."""
+        with self._lock:
+            first = self._since is None
+            if first:
+                self._since = time.monotonic()
+            self._failures += 1
+            failures = self._failures
+        if first:
+            self._log.warning(
+                "%s: Redis unavailable (%s); waiting for it, trying again at least every %g s",
+                self.what,
+                _reason(exc),
+                self.cap_s,
+            )
+        else:
+            self._log.debug("%s: Redis still unavailable (%s)", self.what, _reason(exc))
+        return float(self._backoff.compute(failures))
+
+    def ok(self) -> None:
+        """Note a successful try: logs the recovery if Redis was unavailable."""
+        if self._since is None:
+            return
+        with self._lock:
+            since, failures = self._since, self._failures
+            self._since, self._failures = None, 0
+        if since is not None:
+            self._log.warning(
+                "%s: Redis is back after %.1f s (%d failed tries); carrying on",
+                self.what,
+                time.monotonic() - since,
+                failures,
+            )
+
+
+class OutageRetry(Retry):
+    """redis-py's :class:`~redis.retry.Retry` with an :class:`Outage`'s back-off, reporting to it:
+    a client built with it (``retry=``, ``retry_on_error=[ConnectionError, TimeoutError]``)
+    waits through an outage (forever with ``retries=-1``) inside each command, and the
+    process logs the outage and the recovery once. After :meth:`Outage.give_up` a failure is
+    raised at once, so a stopping process is not held by a dead Redis."""
+
+    def __init__(self, outage: Outage, *, retries: int = -1) -> None:
+        super().__init__(
+            ExponentialBackoff(cap=outage.cap_s, base=outage.base_s),
+            retries,
+            (redis.ConnectionError, redis.TimeoutError, socket.timeout),
+        )
+        self.outage = outage
+
+    def __repr__(self) -> str:
+        times = "forever" if self._retries < 0 else f"{self._retries} times"
+        return f"<OutageRetry {self.outage.what!r}: {times}, back-off up to {self.outage.cap_s:g} s>"
+
+    def call_with_retry(
+        self,
+        do: Callable[[], Any],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> Any:
+        def failed(error: Exception, *count: int) -> None:
+            fail(error, *count)
+            self.outage.failed(error)
+            if self.outage.giving_up:
+                raise error
+
+        result = super().call_with_retry(do, failed, is_retryable, with_failure_count)
+        self.outage.ok()
+        return result
+
+
 @contextlib.contextmanager
 def translate_errors(client: redis.Redis) -> Iterator[None]:
     """Turn Redis connection failures into :class:`StoreUnavailable` with one clear line."""
@@ -268,8 +418,7 @@ def translate_errors(client: redis.Redis) -> Iterator[None]:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         where = getattr(client, "noti_url", "Redis")
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise StoreUnavailable(f"cannot reach Redis at {where}: {reason}") from exc
+        raise StoreUnavailable(f"cannot reach Redis at {where}: {_reason(exc)}") from exc
     except redis.ResponseError as exc:
         if str(exc).startswith(("LOADING ", "MASTERDOWN ", "READONLY ", "BUSY ")):
             raise StoreUnavailable(f"Redis is not ready: {exc}") from exc

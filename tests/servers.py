@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import redis
 
-__all__ = ["free_port", "pings", "redis_server"]
+__all__ = ["RedisProcess", "free_port", "pings", "redis_server"]
 
 INSTALL_HINT = "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
 
@@ -76,3 +76,47 @@ def redis_server(*args: str) -> Iterator[str]:
         proc.terminate()
         proc.wait(10)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class RedisProcess:
+    """A ``redis-server`` on a fixed loopback port and data directory with AOF on, which a test
+    can SIGKILL and start again with its data (see shared/redis-ha-facts.md §5)."""
+
+    def __init__(self, workdir: str, *args: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise FileNotFoundError(INSTALL_HINT)
+        self._binary = binary
+        self.workdir = workdir
+        self.port = free_port()
+        self._args = args
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, client: redis.Redis, timeout_s: float = 10.0) -> None:
+        """Start the server and wait until ``client`` (on its port) gets PONG."""
+        self.proc = subprocess.Popen(
+            [
+                self._binary,
+                *("--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.workdir),
+                *("--save", "", "--appendonly", "yes", "--appendfsync", "everysec"),
+                *("--loglevel", "warning"),
+                *self._args,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout_s
+        while not pings(client):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL the server (what a crash or an OOM kill does)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)

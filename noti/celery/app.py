@@ -14,7 +14,7 @@ from typing import Any
 from celery import Celery, bootsteps
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
 
-from noti.celery.beat import beat_schedule
+from noti.celery.beat import beat_schedule, redbeat_config
 from noti.celery.publish import Publisher
 from noti.celery.queues import (
     ADOPT_INTERVAL_S,
@@ -76,13 +76,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_hijack_root_logger": False,
         "timezone": "UTC",
         "enable_utc": True,
-        "beat_scheduler": "redbeat.RedBeatScheduler",
+        "beat_scheduler": "noti.celery.beat:Scheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": 5,
-        "redbeat_redis_url": settings.redis_url,
-        "redbeat_redis_options": {"retry_period": 60},
-        "redbeat_key_prefix": Keys(settings.key_prefix).beat_prefix,
-        "redbeat_lock_timeout": 30,
+        **redbeat_config(settings.redis_url, key_prefix=Keys(settings.key_prefix).beat_prefix),
     }
 
 

@@ -3,15 +3,39 @@
 Beat uses RedBeat: the schedule and a lock live in Redis, so a second beat process waits
 as a hot standby instead of firing every job twice. Each run expires after one interval, so
 a backlog of missed runs never piles up behind a stopped worker.
+
+RedBeat's client waits through a Redis outage (:func:`redbeat_config`): every command, the
+lock's extend included, is retried forever with a back-off capped at
+:data:`OUTAGE_BACKOFF_CAP_S`, and the outage and the recovery are logged once each. The
+holder resumes its tick where it stopped and an overdue entry fires once; a standby keeps
+waiting for the lock. :class:`Scheduler` (Celery's ``beat_scheduler``) stops waiting when
+beat is told to stop: closing first tells the client to stop waiting; a lock it cannot
+release is left to expire (``redbeat_lock_timeout``), and a standby takes over then. A lock
+lost while beat waited (it expired, and another beat took it) still makes the next tick
+raise ``LockNotOwnedError``, and beat exits for its supervisor to restart it: it never fires
+alongside the new holder.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from noti.config import Settings
+import redis
+from redbeat import RedBeatScheduler
 
-__all__ = ["beat_schedule"]
+from noti.config import Settings
+from noti.redisconn import Outage, OutageRetry, split_password
+
+__all__ = ["OUTAGE_BACKOFF_CAP_S", "Scheduler", "beat_schedule", "redbeat_config"]
+
+log = logging.getLogger(__name__)
+
+#: Longest wait between two tries of RedBeat's client while Redis is unavailable (seconds).
+OUTAGE_BACKOFF_CAP_S = 2.0
+#: RedBeat's lock lives this long without an extend (beat ticks at least every 5 s): how
+#: soon a standby takes over from a beat that died, or that stopped during an outage.
+LOCK_TIMEOUT_S = 30
 
 
 def _every(task: str, seconds: float) -> dict[str, Any]:
@@ -29,3 +53,49 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "noti-events-sweep": _every("noti.events.sweep", settings.event_sweep_interval_s),
         "noti-events-clean": _every("noti.events.clean", settings.clean_interval_s),
     }
+
+
+def redbeat_config(redis_url: str, *, key_prefix: str) -> dict[str, Any]:
+    """The ``redbeat_*`` Celery settings for the Redis at ``redis_url``.
+
+    The password goes in ``redbeat_redis_options["password"]``, not in the URL: Celery masks
+    the value of a key naming a password wherever it shows the configuration (``celery
+    inspect conf``, Flower), but masks URLs only in the broker and backend settings.
+    """
+    url, password = split_password(redis_url)
+    options: dict[str, Any] = {
+        # redis-py retries inside every command, the lock's EVALSHA and the pipelines
+        # included (RedBeat's retry_period wraps only first-level calls: redbeat PR #314)
+        "retry": OutageRetry(Outage("beat", cap_s=OUTAGE_BACKOFF_CAP_S)),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        "socket_timeout": 5,
+        "socket_connect_timeout": 2,
+    }
+    if password is not None:
+        options["password"] = password
+    return {
+        "redbeat_redis_url": url,
+        "redbeat_redis_options": options,
+        "redbeat_key_prefix": key_prefix,
+        "redbeat_lock_timeout": LOCK_TIMEOUT_S,
+    }
+
+
+class Scheduler(RedBeatScheduler):
+    """RedBeat's scheduler that gives up waiting for Redis once it is closing."""
+
+    def close(self) -> None:
+        retry = self.app.conf.redbeat_redis_options.get("retry")
+        if isinstance(retry, OutageRetry):
+            retry.outage.give_up()
+        try:
+            super().close()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            self.lock = None
+            log.warning(
+                "beat: Redis unavailable while stopping (%s); the beat lock was not released "
+                "and expires within %d s",
+                exc,
+                self.lock_timeout,
+            )
+            super().close()  # the rest of Celery's close, lock-free now

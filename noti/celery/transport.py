@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from queue import Empty
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
@@ -147,13 +148,31 @@ class BulkQoS(kombu_redis.QoS):
         super().restore_unacked(client)
 
     def restore_unacked_once(self, stderr: Any = None) -> Any:
+        """Give this channel's unacked messages back to their queues when it closes (kombu's),
+        and never fail: this runs in teardown (the channel's close, kombu's ``collect`` after
+        a lost connection, a finalizer), where an exception stops the worker. A message that
+        cannot be given back stays in the unacked hash, and ``restore_visible`` queues it again
+        after the visibility timeout."""
         # kombu calls restore_unacked only when something is still unacked: flush the
         # buffered acks on every close
         try:
             self.flush_acks()
         except Exception:  # closing anyway: those messages come back after the visibility timeout
             pass
-        return super().restore_unacked_once(stderr)
+        try:
+            return super().restore_unacked_once(stderr)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            left = len(self._delivered)
+            self._delivered.clear()  # kombu's next call asserts nothing is left once restored
+            self._acks.clear()
+            log.warning(
+                "broker channel closed without Redis (%s: %s): %d unacked message(s) stay in the "
+                "unacked hash and are queued again after the visibility timeout",
+                type(exc).__name__,
+                exc,
+                left,
+            )
+            return None
 
 
 class BulkChannel(kombu_redis.Channel):
@@ -183,11 +202,25 @@ class BulkChannel(kombu_redis.Channel):
         if client:
             yield client
             return
-        pool = self.pool  # kombu drops its pools after a fork: then a new client
         shared = self._shared_client
+        if self._pool is None and self._torn_down():
+            # kombu's collect/close dropped the pools and the transport's connection: a new
+            # pool would read the host from a connection that is gone (kombu#582). The client
+            # built before (its pool reconnects on use) can still give messages back.
+            if shared is None:
+                raise redis.ConnectionError("the broker connection was torn down")
+            yield shared
+            return
+        pool = self.pool  # kombu drops its pools after a fork: then a new client
         if shared is None or shared.connection_pool is not pool:
             shared = self._shared_client = self._create_client()
         yield shared
+
+    def _torn_down(self) -> bool:
+        """The transport was closed under this channel (``Connection._do_close_transport``
+        sets its ``client`` to None)."""
+        transport = self.connection
+        return transport is None or getattr(transport, "client", None) is None
 
     def _brpop_start(self, timeout: float | None = None) -> None:
         self.qos.flush_acks()

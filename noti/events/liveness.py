@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import redis
 
 from noti.keys import Keys
-from noti.redisconn import load_script, translate_errors
+from noti.redisconn import Outage, load_script, translate_errors
 
 __all__ = ["Holder", "ProcessorLock", "read_holder"]
 
@@ -112,6 +112,7 @@ class ProcessorLock:
     def _renew_loop(self) -> None:
         interval_s = self.ttl_ms / 3000
         failures_since_ok = 0.0
+        outage = Outage(f"event processor {self.holder.name}: lock renewal", logger=log)
         while not self._stop.wait(interval_s):
             try:
                 if not int(self._renew(keys=[self.keys.event_lock], args=[self.value, self.ttl_ms])):
@@ -119,6 +120,19 @@ class ProcessorLock:
                     self._lost.set()
                     return
                 failures_since_ok = 0.0
+                outage.ok()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # logged once; past the lock's time-to-live another processor may hold it
+                failures_since_ok += interval_s
+                outage.failed(exc)
+                if failures_since_ok * 1000 >= self.ttl_ms:
+                    log.warning(
+                        "event processor %s: could not renew the liveness lock for %.1f s; taking it as lost",
+                        self.holder.name,
+                        failures_since_ok,
+                    )
+                    self._lost.set()
+                    return
             except redis.RedisError:
                 failures_since_ok += interval_s
                 log.warning(

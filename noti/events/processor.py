@@ -153,8 +153,15 @@ class Processor:
             reason = self._loop(lock, started)
         except LockLost:
             reason = StopReason.LOST
-        except StoreUnavailable:
-            log.warning("event processor %s: Redis or the broker failed; stopping", name, exc_info=True)
+        except StoreUnavailable as exc:
+            # Its lock expires unrenewed; once Redis is back the sweep (the delay pump's worker
+            # every 2 s, beat's noti.events.sweep) queues a processor, which takes this event again
+            log.warning(
+                "event processor %s: Redis or the broker failed (%s); stopping, a new processor "
+                "resumes once Redis is back",
+                name,
+                exc,
+            )
             reason = StopReason.UNAVAILABLE
         except Exception:
             log.exception("event processor %s: unexpected error; stopping", name)

@@ -16,8 +16,9 @@
 * An entry PHP would drop or choke on goes to :meth:`Consumer.handle_malformed` (logged and
   dead-lettered), then is acked and deleted: never silently, never left to jam the queue.
 * :meth:`QueueWorker.run` survives what stops a PHP worker in silence: a Redis restart (it
-  reconnects with back-off) and a deleted stream or group (``NOGROUP``: it recreates the group
-  with start id ``0`` and logs it).
+  waits with a back-off capped at 5 s, logging the outage and the recovery once each) and a
+  deleted stream or group (``NOGROUP``: it recreates the group with start id ``0`` and logs
+  it).
 * :class:`Housekeeper` runs the delayed-task mover (under noti's per-queue mover lock) and the
   pending checks of one queue.
 """
@@ -36,7 +37,7 @@ from noti.bridge.webman.codec import parse_entry
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
 from noti.bridge.webman.mover import DelayedMover
 from noti.errors import MalformedMessage, NotiError, StoreUnavailable
-from noti.redisconn import run_commands, translate_errors
+from noti.redisconn import Outage, run_commands, translate_errors
 
 __all__ = ["Housekeeper", "QueueWorker"]
 
@@ -342,6 +343,7 @@ class QueueWorker:
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set, through Redis restarts and deleted groups."""
         consumer = self.consumer
+        outage = Outage(f"webman {consumer.names.queue}", cap_s=_MAX_BACKOFF_S, logger=log)
         backoff = 0.1
         need_group = True
         try:
@@ -352,19 +354,13 @@ class QueueWorker:
                         need_group = False
                     # Between ticks the acks wait for the next read, unless the loop sleeps.
                     self.read_once(settle=consumer.consumer_interval_s > 0)
+                    outage.ok()
                     backoff = 0.1
                     if consumer.consumer_interval_s > 0:
                         stop.wait(consumer.consumer_interval_s)
                 except (StoreUnavailable, redis.ConnectionError, redis.TimeoutError) as exc:
-                    log.warning(
-                        "webman %s: Redis unavailable (%s); retrying in %.1f s",
-                        consumer.names.queue,
-                        exc,
-                        backoff,
-                    )
                     need_group = True
-                    stop.wait(backoff)
-                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                    stop.wait(outage.failed(exc))
                 except Exception:
                     log.exception("webman %s: consume tick failed; going on", consumer.names.queue)
                     stop.wait(backoff)
@@ -419,17 +415,24 @@ class Housekeeper:
         consumer = self.consumer
         next_check = self._monotonic() + consumer.pending_check_interval_s
         interval = max(consumer.delayed_interval_s, 0.05)
+        outage = Outage(f"webman {consumer.names.queue} housekeeping", cap_s=_MAX_BACKOFF_S, logger=log)
         while not stop.is_set():
             try:
                 self.move_once()
                 if self._monotonic() >= next_check:
                     next_check = self._monotonic() + consumer.pending_check_interval_s
                     self.worker.check_pending()
-            except (StoreUnavailable, redis.RedisError) as exc:
+            except (StoreUnavailable, redis.ConnectionError, redis.TimeoutError) as exc:
+                self._owns_lock = False
+                stop.wait(outage.failed(exc))
+                continue
+            except redis.RedisError as exc:
                 log.warning("webman %s: housekeeping failed (%s); retrying", consumer.names.queue, exc)
                 self._owns_lock = False
             except Exception:
                 log.exception("webman %s: housekeeping failed; retrying", consumer.names.queue)
+            else:
+                outage.ok()
             stop.wait(interval if self._owns_lock or self.mover is None else self._lock_ttl_s / 4)
         if self._owns_lock:
             try:
