@@ -256,6 +256,8 @@ def _conclude(notifier: Notifier, built: _Built, ids: list[str]) -> BulkResult:
     """The result of a stored chunk; its records with an identifier are stored here (each
     needs its own script)."""
     result, plain, identified = built.result, built.plain, built.identified
+    if plain and built.messages is not None:
+        notifier.published([record for _, record in plain], ids, built.messages)
     if plain:
         repeats = [i for (_, record), i in zip(plain, ids, strict=True) if i != record.id]
         found = notifier.runtime.store.find_many(repeats)

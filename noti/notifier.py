@@ -207,12 +207,12 @@ class Notifier:
         """
         store, ttl_s = self.runtime.store, self.runtime.settings.idempotency_ttl_s
         if self.publisher.shares_store:
-            return store.create_many(
-                records,
-                messages=self.delivery_messages(records),
-                idempotency_keys=idempotency_keys,
-                idempotency_ttl_s=ttl_s,
+            messages = self.delivery_messages(records)
+            stored = store.create_many(
+                records, messages=messages, idempotency_keys=idempotency_keys, idempotency_ttl_s=ttl_s
             )
+            self.published(records, stored, messages)
+            return stored
         ids = store.create_many(records, idempotency_keys=idempotency_keys, idempotency_ttl_s=ttl_s)
         now_items = [
             (record.id, record.channel, record.level)
@@ -222,6 +222,16 @@ class Notifier:
         if now_items:
             self.publisher.publish(now_items)
         return ids
+
+    def published(
+        self, records: Sequence[Notification], stored: Sequence[str], messages: Mapping[str, tuple[str, str]]
+    ) -> None:
+        """After ``create.lua`` stored ``records`` (``stored``: the id each call answered),
+        tell the publisher which of their messages went out (a record whose idempotency key
+        named another one wrote none)."""
+        self.publisher.published(
+            messages[r.id] for r, i in zip(records, stored, strict=True) if i == r.id and r.id in messages
+        )
 
     def delivery_messages(self, records: Iterable[Notification]) -> dict[str, tuple[str, str]]:
         """By record id, the delivery message ``(queue list, payload)`` of each record due now,

@@ -222,3 +222,35 @@ def test_task_mode_reports_the_same_truth(configure: Any, start_worker_now: Any,
     tasks = _tasks(seen).tasks
     assert tasks[ok].state == states.SUCCESS and "sandbox" in tasks[ok].result
     assert tasks[bad].state == states.FAILURE and "PermanentFailure" in tasks[bad].exception
+
+
+def test_publish_signals_fire_for_what_notify_and_notify_many_queue(rt: Any) -> None:
+    before: list[dict[str, Any]] = []
+    after: list[dict[str, Any]] = []
+
+    def on_before(sender: Any = None, headers: Any = None, **kwargs: Any) -> None:
+        headers["traceparent"] = f"00-{headers['id']}-01"  # what a tracing integration does
+        before.append({"sender": sender, "id": headers["id"], "routing_key": kwargs["routing_key"]})
+
+    def on_after(sender: Any = None, headers: Any = None, **kwargs: Any) -> None:
+        after.append({"sender": sender, "id": headers["id"], "body": kwargs["body"]})
+
+    signals.before_task_publish.connect(on_before, weak=False)
+    signals.after_task_publish.connect(on_after, weak=False)
+    try:
+        one = noti.notify_sms(PHONE, "one")
+        many = noti.notify_many([{"type": "sms", "to": PHONE, "text": f"m{i}"} for i in range(3)]).ids
+        noti.notify_sms(PHONE, "again", idempotency_key="k1")
+        noti.notify_sms(PHONE, "again", idempotency_key="k1")  # stores and publishes nothing
+        later = noti.notify_sms(PHONE, "later", delay=60)  # published by the pump when due, not now
+    finally:
+        signals.before_task_publish.disconnect(on_before)
+        signals.after_task_publish.disconnect(on_after)
+    ids = [one, *many]
+    assert [b["id"] for b in before[:4]] == ids and all(b["sender"] == "noti.deliver" for b in before)
+    assert {b["routing_key"] for b in before} == {"noti.sms"}
+    assert [a["id"] for a in after[:4]] == ids and after[0]["body"][0] == [one]
+    assert len(after) == 5 and later not in {a["id"] for a in after}
+    # the receiver's header went out with the message
+    [payload] = [p for p in rt.redis.lrange("noti.sms:9", 0, -1) if one in p]
+    assert json.loads(payload)["headers"]["traceparent"] == f"00-{one}-01"

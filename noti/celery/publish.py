@@ -6,8 +6,13 @@ kombu's wire format itself: the same JSON envelope Celery's ``send_task`` produc
 list. That lets a record and its message go to Redis in one MULTI round trip (``notify``)
 and lets bulk sends pipeline thousands of messages, where Celery builds and sends each
 message on its own (~1 ms apiece). ``tests/test_publish.py`` pins the envelope against
-Celery's own. What is skipped: Celery's ``before/after_task_publish`` signals and the
-``task-sent`` event (Flower still sees tasks received, started and succeeded).
+Celery's own. The task id of each message is its record id. Celery's
+``before_task_publish`` (with the message's headers, which a receiver may change: tracing
+context goes there) and ``after_task_publish`` fire per message as Celery fires them, but
+only while a receiver is connected: with none, messages are built from a template. A message
+built for a record that is then not stored (its idempotency key named another record) had
+its ``before_task_publish`` but gets no ``after_task_publish``. What is
+skipped: the ``task-sent`` event (Flower sees each task from its ``task-received``).
 
 On any other broker (RabbitMQ), messages go through ``send_task``.
 """
@@ -23,7 +28,7 @@ from functools import cached_property
 from typing import Any
 
 import redis
-from celery import Celery
+from celery import Celery, signals
 from kombu.exceptions import OperationalError
 
 from noti.celery.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
@@ -100,7 +105,10 @@ class Publisher:
         return str(anon_nodename())
 
     def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
-        """The Redis list and the JSON envelope of one delivery message."""
+        """The Redis list and the JSON envelope of one delivery message (``before_task_publish``
+        has fired for it when a receiver is connected)."""
+        if signals.before_task_publish.receivers:
+            return self._signalled(record_id, channel, level)
         shape = self._shapes.get((channel, level))
         if shape is None:
             shape = self._shape(channel, level)
@@ -114,6 +122,39 @@ class Publisher:
             "record": record_id,
             "body": base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
         }
+
+    def _signalled(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
+        """The message built field by field, with ``before_task_publish`` sent for it as
+        Celery sends it (its receivers may change the headers before they are written)."""
+        priority = priority_for_level(level)
+        envelope = json.loads(self._envelope(record_id, channel, priority, task_id=record_id))
+        signals.before_task_publish.send(
+            sender=DELIVER_TASK,
+            body=([record_id], {}, _EMBED),
+            exchange="",
+            routing_key=channel.queue,
+            headers=envelope["headers"],
+            properties=envelope["properties"],
+            declare=[],
+            retry_policy=None,
+        )
+        return queue_key(channel.queue, priority), json.dumps(envelope)
+
+    def published(self, messages: Iterable[tuple[str, str]]) -> None:
+        """Send ``after_task_publish`` for messages now in Redis (``(queue list, envelope)``
+        pairs), if a receiver is connected."""
+        if not signals.after_task_publish.receivers:
+            return
+        for _, payload in messages:
+            envelope = json.loads(payload)
+            headers, delivery = envelope["headers"], envelope["properties"]["delivery_info"]
+            signals.after_task_publish.send(
+                sender=DELIVER_TASK,
+                body=tuple(json.loads(base64.b64decode(envelope["body"]))),
+                headers=headers,
+                exchange=delivery["exchange"],
+                routing_key=delivery["routing_key"],
+            )
 
     @cached_property
     def _shapes(self) -> dict[tuple[Channel, int], tuple[str, str]]:
@@ -193,6 +234,7 @@ class Publisher:
             with translate_errors(client):
                 for _ in run_batches(client, batches):
                     pass
+            self.published((queue, payload) for _, queue, payload in pushes)
             return len(pushes)
         return self._send_tasks(items)
 
