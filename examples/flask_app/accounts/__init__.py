@@ -30,7 +30,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__)
     app.config.from_mapping(
         CELERY={
-            "broker_url": os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0"),
+            # not CELERY_BROKER_URL: Celery lets that variable override every app's broker, noti's too
+            "broker_url": os.environ.get("ACCOUNTS_BROKER_URL", "redis://127.0.0.1:6379/0"),
             "task_ignore_result": True,
         },
     )
