@@ -74,7 +74,7 @@ def _delivered(rt: Any, count: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def host_broker(redis_server: str) -> str:
     """The examples' own Celery broker: a database noti does not use."""
-    url = f"{redis_server}/2"
+    url = f"{redis_server}/3"  # /1 is noti's, /2 test_review_fixes's
     redis.Redis.from_url(url).flushdb()
     return url
 
