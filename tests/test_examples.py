@@ -279,19 +279,3 @@ def test_flask_login_code_is_sent_by_the_worker_from_the_celery_task(
     assert (sms["type"], sms["target"]) == ("sms", PHONE)
     assert re.fullmatch(r"Your login code is \d{6}", sms["fields"]["text"])
     assert host_broker_client.dbsize() == 0
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="noti bug: Celery's Settings.broker_url prefers os.environ['CELERY_BROKER_URL'] to the "
-    "broker noti configures (NOTI_BROKER_URL / NOTI_REDIS_URL), so a host project's variable moves noti's "
-    "messages to the host's broker",
-)
-def test_a_host_projects_celery_broker_url_variable_leaves_notis_broker_alone(
-    redis_url: str, host_broker: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from noti.app import app
-
-    monkeypatch.setenv("CELERY_BROKER_URL", host_broker)
-
-    assert app.conf.broker_url == redis_url

@@ -7,11 +7,14 @@ so importing noti reads nothing and connects to nothing.
 from __future__ import annotations
 
 import gc
+import logging
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, bootsteps
+from celery.app.utils import Settings as Settings_
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
 
 from noti.celery.beat import beat_schedule, redbeat_config
@@ -29,6 +32,7 @@ from noti.celery.queues import (
 from noti.config import Settings
 from noti.delay import Pump
 from noti.keys import Keys
+from noti.redisconn import masked_url
 from noti.runtime import get_runtime
 
 __all__ = ["app", "celery_config"]
@@ -83,7 +87,64 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-app = Celery(
+class _OwnSettings(Settings_):
+    """Celery's settings object for noti's app, reading the broker and the result backend
+    from noti's own configuration only.
+
+    Celery's ``Settings`` prefers ``CELERY_BROKER_URL`` (``_READ_URL``, ``_WRITE_URL``) and
+    ``CELERY_RESULT_BACKEND`` from the environment to any configured value. Those variables
+    belong to the host project's Celery app (the usual names in Django and Flask
+    deployments): read by noti's app they would put its messages on another Redis than its
+    records. noti's come from ``NOTI_*`` (:func:`celery_config`); a worker that finds such a
+    variable says once that it ignores it (:func:`_warn_of_celery_variables`)."""
+
+    @property
+    def broker_url(self) -> Any:
+        return self.first("broker_url", "broker_host")
+
+    @property
+    def broker_read_url(self) -> Any:
+        return self.get("broker_read_url") or self.broker_url
+
+    @property
+    def broker_write_url(self) -> Any:
+        return self.get("broker_write_url") or self.broker_url
+
+    @property
+    def result_backend(self) -> Any:
+        return self.first("result_backend", "CELERY_RESULT_BACKEND")
+
+
+def _own(conf: Any) -> Any:
+    """``conf`` made an :class:`_OwnSettings` (a settings view takes attribute writes as
+    settings, hence ``object.__setattr__``)."""
+    object.__setattr__(conf, "__class__", _OwnSettings)
+    return conf
+
+
+#: The environment variables of a host project's Celery app that noti's app ignores.
+IGNORED_CELERY_VARIABLES = (
+    "CELERY_BROKER_URL",
+    "CELERY_BROKER_READ_URL",
+    "CELERY_BROKER_WRITE_URL",
+    "CELERY_RESULT_BACKEND",
+)
+
+
+class NotiCelery(Celery):
+    """noti's Celery app: its settings come from noti's configuration only (:class:`_OwnSettings`),
+    and no fix-up (Django's) attaches to it: noti's worker needs no host project's settings."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, fixups=[], **kwargs)
+        _own(self._conf)  # the pending settings, filled in place on first read
+
+    def _load_config(self) -> Any:
+        # the settings object Celery builds when the configuration is first read
+        return _own(super()._load_config())
+
+
+app = NotiCelery(
     "noti",
     set_as_current=False,
     include=[
@@ -153,6 +214,21 @@ app.steps["consumer"].add(DeliveryDrain)
 from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its registration
 
 app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = true
+
+
+@worker_init.connect
+def _warn_of_celery_variables(sender: Any = None, **_: Any) -> None:
+    """Say once, in noti's worker log, which host-project Celery variables it ignores."""
+    if sender is None or sender.app is not app:
+        return
+    found = [name for name in IGNORED_CELERY_VARIABLES if os.environ.get(name)]
+    if found:
+        logging.getLogger(__name__).warning(
+            "noti ignores %s: they configure another Celery app; noti's broker is %s (NOTI_REDIS_URL "
+            "or NOTI_BROKER_URL), where its records are",
+            ", ".join(found),
+            masked_url(str(app.conf.broker_url)),
+        )
 
 
 @worker_init.connect

@@ -1,0 +1,53 @@
+"""noti's Celery app inside a host project's environment: the host's ``CELERY_*`` variables
+and Django settings do not reach it (the interop issue's containment point, in part)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+import noti
+from noti.celery.app import IGNORED_CELERY_VARIABLES, app
+from noti.record import Status
+from tests.conftest import wait_until
+
+PHONE = "+8613912345678"
+
+
+@pytest.fixture
+def host_broker(redis_server: str) -> Any:
+    """A database of the test Redis that stands for the host project's own broker."""
+    url = f"{redis_server}/4"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
+@pytest.mark.parametrize("name", IGNORED_CELERY_VARIABLES)
+def test_a_host_projects_celery_variables_do_not_move_notis_broker(
+    redis_url: str, host_broker: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(name, host_broker)
+    assert app.conf.broker_url == app.conf.broker_read_url == app.conf.broker_write_url == redis_url
+    assert app.conf.result_backend != host_broker
+    with app.connection_for_write() as conn:
+        assert conn.as_uri().endswith(redis_url.rsplit(":", 1)[1].split("/")[0] + "/1")
+
+
+def test_a_worker_under_a_host_projects_environment_delivers_through_notis_redis(
+    rt: Any, spawn_worker: Any, host_broker: str
+) -> None:
+    # given a noti worker started with a Django project's variables in its environment
+    env = {"CELERY_BROKER_URL": host_broker, "DJANGO_SETTINGS_MODULE": "no_such_project.settings"}
+    worker = spawn_worker("", env=env)
+    # when a notification is queued, then noti's worker delivers it from noti's Redis
+    record_id = noti.notify_sms(PHONE, "hello")
+    wait_until(lambda: rt.store.get(record_id).status is Status.DONE, timeout=20)
+    # and the host's broker saw nothing; the worker said once what it ignores
+    assert redis.Redis.from_url(host_broker).dbsize() == 0
+    log = worker.output()
+    assert log.count("noti ignores CELERY_BROKER_URL") == 1, log[-2000:]
+    assert "no_such_project" not in log
