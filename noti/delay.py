@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import cast
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -137,6 +138,18 @@ class DelayedQueue:
             score = self.redis.zscore(self.keys.delayed, record_id)
         return None if score is None else int(score)
 
+    def soonest(self, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` waiting ids with their due ms, soonest first.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        with translate_errors(self.redis):
+            rows = cast(
+                list[tuple[str, float]], self.redis.zrange(self.keys.delayed, 0, limit - 1, withscores=True)
+            )
+        return [(str(member), int(score)) for member, score in rows]
+
     def size(self) -> int:
         with translate_errors(self.redis):
             return int(self.redis.zcard(self.keys.delayed))
@@ -192,6 +205,8 @@ class Pump:
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
         self._outage = Outage("delay pump", logger=log)
+        #: Whether this pump holds the pump lock (the one that pumps, of all workers).
+        self.holding = False
 
     def start(self) -> None:
         if self._thread is not None:
@@ -229,13 +244,14 @@ class Pump:
                     lock.reacquire()
                 else:
                     owned = lock.acquire(blocking=False)
+                self.holding = owned
                 if owned:
                     while self._delayed.pump_once(self._publish) >= 500:
                         pass
                     self._run_periodic()
             except LockError:
                 log.warning("delay pump: lost the pump lock; another worker pumps now")
-                owned = False
+                owned = self.holding = False
             except (StoreUnavailable, RedisConnectionError, RedisTimeoutError) as exc:
                 # Redis (or the broker) is down: wait for it, saying so once
                 self._stop_event.wait(self._outage.failed(exc))
@@ -245,6 +261,7 @@ class Pump:
             else:
                 self._outage.ok()
             self._stop_event.wait(self._interval_s if owned else self.LOCK_TTL_S / 4)
+        self.holding = False
         if owned:
             try:
                 lock.release()

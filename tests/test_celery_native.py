@@ -254,3 +254,22 @@ def test_publish_signals_fire_for_what_notify_and_notify_many_queue(rt: Any) -> 
     # the receiver's header went out with the message
     [payload] = [p for p in rt.redis.lrange("noti.sms:9", 0, -1) if one in p]
     assert json.loads(payload)["headers"]["traceparent"] == f"00-{one}-01"
+
+
+def test_inspect_scheduled_lists_delayed_notifications_once(rt: Any, spawn_worker: Any) -> None:
+    # given two workers (one holds the pump lock) and notifications due later
+    spawn_worker("", name="a")
+    spawn_worker("", name="b")
+    later = [noti.notify_sms(PHONE, f"later {i}", delay=60 + i) for i in range(3)]
+    inspect = app.control.inspect(timeout=2)
+
+    def listed() -> list[dict[str, Any]]:
+        return [entry for entries in (inspect.scheduled() or {}).values() for entry in entries]
+
+    # then inspect scheduled lists each once, soonest first, under its record id
+    entries = wait_until(lambda: len(listed()) == 3 and listed(), timeout=20)
+    assert [e["request"]["id"] for e in entries] == later
+    assert all(e["request"]["name"] == "noti.deliver" and e["eta"] for e in entries)
+    # and stats count them on the pump's worker
+    stats = inspect.stats() or {}
+    assert sorted(s["noti"].get("delayed", -1) for s in stats.values()) == [-1, 3]

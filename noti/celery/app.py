@@ -172,12 +172,16 @@ class DelayPump(bootsteps.StartStopStep):
         ]
         if publisher.writes_wire_format:
             periodic.append((ADOPT_INTERVAL_S, ForeignPriorities(publisher.broker_redis).adopt))
-        return Pump(
+        pump = Pump(
             runtime.delayed,
             publisher.publish,
             interval_s=runtime.settings.pump_interval_s,
             periodic=periodic,
         )
+        from noti.celery.control import serve_pump  # registers noti's inspect answers: workers only
+
+        serve_pump(pump)  # inspect scheduled / stats answer for its delayed set
+        return pump
 
 
 #: How often the pump's worker checks that waiting events have a processor.

@@ -1,0 +1,91 @@
+"""noti's answers to Celery's remote control, for noti's workers only.
+
+Celery's ``inspect scheduled`` lists the ETA tasks a worker holds in memory; noti keeps no
+such task (delays and retry back-offs wait in Redis, :mod:`noti.delay`). Here it also lists
+the notifications waiting in noti's delayed set, soonest first (up to
+:data:`SCHEDULED_LIMIT`), under their record ids, each as the ``noti.deliver`` task it will
+be. The set is shared by all workers, so only the worker whose pump holds the pump lock
+answers with it. ``inspect stats`` gains a ``noti`` section: the notifications this worker
+holds (``reserved``) and is sending (``active``), and, from the pump's worker, the size of
+the delayed set.
+
+Celery's command table is one per process: for another app's worker in the same process
+the commands answer as Celery's own.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from celery.worker import control as celery_control
+from celery.worker import state as worker_state
+
+from noti.celery.queues import DELIVER_TASK
+from noti.delay import Pump
+from noti.runtime import get_runtime
+
+__all__ = ["SCHEDULED_LIMIT", "serve_pump"]
+
+#: Most delayed notifications ``inspect scheduled`` lists.
+SCHEDULED_LIMIT = 100
+
+_celery_scheduled = celery_control.Panel.data["scheduled"]
+_celery_stats = celery_control.Panel.data["stats"]
+#: The pump of this worker process (set by noti's worker bootstep).
+_pump: Pump | None = None
+
+
+def serve_pump(pump: Pump | None) -> None:
+    """Answer for ``pump``'s delayed set while it holds the pump lock (None: stop)."""
+    global _pump
+    _pump = pump
+
+
+def _ours(state: Any) -> bool:
+    from noti.celery.app import app
+
+    return state.app is app
+
+
+@celery_control.inspect_command(alias="dump_schedule")  # type: ignore[untyped-decorator]
+def scheduled(state: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """Celery's scheduled tasks, and on the pump's worker noti's delayed notifications."""
+    entries: list[dict[str, Any]] = list(_celery_scheduled(state, **kwargs))
+    if not _ours(state) or _pump is None or not _pump.holding:
+        return entries
+    for record_id, due_ms in get_runtime().delayed.soonest(SCHEDULED_LIMIT):
+        entries.append(
+            {
+                "eta": datetime.fromtimestamp(due_ms / 1000, tz=UTC).isoformat(),
+                "priority": None,
+                "request": {
+                    "id": record_id,
+                    "name": DELIVER_TASK,
+                    "args": [record_id],
+                    "kwargs": {},
+                    "type": DELIVER_TASK,
+                    "hostname": state.hostname,
+                    "time_start": None,
+                    "acknowledged": False,
+                    "delivery_info": None,
+                    "worker_pid": os.getpid(),
+                },
+            }
+        )
+    return entries
+
+
+@celery_control.inspect_command()  # type: ignore[untyped-decorator]
+def stats(state: Any, **kwargs: Any) -> dict[str, Any]:
+    """Celery's worker statistics, with noti's counts on noti's workers."""
+    answer: dict[str, Any] = _celery_stats(state, **kwargs)
+    if _ours(state):
+        active = [r for r in worker_state.active_requests if r.name == DELIVER_TASK]
+        reserved = [r for r in worker_state.reserved_requests if r.name == DELIVER_TASK]
+        counts = {"reserved": len(reserved) - len(active), "active": len(active)}
+        if _pump is not None and _pump.holding:
+            counts["delayed"] = get_runtime().delayed.size()
+        answer = {**answer, "noti": counts}
+    return answer
