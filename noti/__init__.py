@@ -23,6 +23,7 @@ from noti.api import (
     notify_sms,
     notify_webhook,
     notify_weixin,
+    revoke,
     schedule_many,
     send,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "notify_sms",
     "notify_webhook",
     "notify_weixin",
+    "revoke",
     "schedule_many",
     "send",
 ]

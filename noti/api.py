@@ -6,7 +6,7 @@ the rules of :mod:`noti.users`; the CLI adds nothing to them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "notify_webhook",
     "notify_weixin",
     "redrive",
+    "revoke",
     "schedule_many",
     "send",
 ]
@@ -150,6 +151,11 @@ def schedule_many(
 def cancel(ident: str, *, user: str | None = None) -> Notification:
     """Cancel a scheduled notification by id or identifier (see :meth:`Notifier.cancel`)."""
     return notifier().cancel(ident, user=user)
+
+
+def revoke(record_ids: Sequence[str] = (), **kwargs: Any) -> list[str]:
+    """Revoke waiting notifications by id, or in bulk (see :meth:`Notifier.revoke`)."""
+    return notifier().revoke(record_ids, **kwargs)
 
 
 def get(record_id: str, *, user: str | None = None) -> Notification:

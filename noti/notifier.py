@@ -27,10 +27,13 @@ from noti.record import (
 from noti.retry import RetryPolicy
 from noti.runtime import Runtime
 from noti.sender import Sender, SendResult
-from noti.store import ClaimState
+from noti.store import ClaimState, Revoked
 from noti.users import User, resolve_user
 
 __all__ = ["Notifier"]
+
+#: Records revoked per script call by :meth:`Notifier.revoke`.
+_REVOKE_BATCH = 500
 
 SEND_TIMEOUT_DEFAULT_S = 10.0
 SEND_TIMEOUT_MAX_S = 600.0
@@ -356,6 +359,56 @@ class Notifier:
                 code="e.cmd.noti.cancel.queued",
             )
         return record
+
+    def revoke(
+        self,
+        record_ids: Sequence[str] = (),
+        *,
+        user: str | None = None,
+        creator: str | None = None,
+        channel: str | None = None,
+        below_level: int | None = None,
+        every: bool = False,
+    ) -> list[str]:
+        """Revoke waiting notifications, queued or delayed: each becomes invalid (-1) with
+        ``noti_revoked_at`` and is never sent, re-queued or swept back (the messages already
+        queued for them are taken and dropped by the workers). Either ``record_ids``, or with
+        ``every`` all waiting records of ``creator`` (yours unless you are a root member: then
+        anyone's, or everyone's when None), optionally only of ``channel`` and below level
+        ``below_level``. A record a worker is sending right now is left to finish. The ids
+        revoked.
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.revoke.what``: neither ids nor ``every``, or both.
+            NotFound: ``e.cmd.noti.revoke.not_found``. PermissionDenied: ``e.cmd.noti.revoke.nopvg``.
+        """
+        acting = self.user(user)
+        store = self.runtime.store
+        if bool(record_ids) == every:
+            raise InvalidInput(
+                "name record ids, or ask for every waiting record", code="e.cmd.noti.revoke.what"
+            )
+        if record_ids:
+            records = store.find_many(list(record_ids))
+            for record_id, record in zip(record_ids, records, strict=True):
+                if record is None:
+                    raise NotFound(f"no notification {record_id!r}", code="e.cmd.noti.revoke.not_found")
+                acting.require_access(
+                    record.creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications"
+                )
+            chosen = list(record_ids)
+        else:
+            owner = acting.scope(creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications")
+            kind = parse_channel(channel).value if channel is not None else None
+            ceiling = parse_level(below_level) if below_level is not None else None
+            chosen = store.waiting_ids(creator=owner, channel=kind, below_level=ceiling)
+        revoked: list[str] = []
+        reason = f"revoked by {acting.name}"
+        for start in range(0, len(chosen), _REVOKE_BATCH):
+            batch = chosen[start : start + _REVOKE_BATCH]
+            done = store.revoke(batch, reason=reason)
+            revoked += [i for i, result in zip(batch, done, strict=True) if result is Revoked.REVOKED]
+        return revoked
 
     # --- sending in this process --------------------------------------------------------------
 

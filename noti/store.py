@@ -357,6 +357,36 @@ class RecordStore:
             applied = self._finish(keys=[*keys, *(k.record(item.record_id) for item in items)], args=args)
         return [bool(x) for x in applied]
 
+    def waiting_ids(
+        self, *, creator: str | None = None, channel: str | None = None, below_level: int | None = None
+    ) -> list[str]:
+        """Ids of the waiting records (queued or delayed), oldest first, of ``creator`` and
+        ``channel`` (None: any) and with a level below ``below_level`` (None: any).
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        found: list[str] = []
+        start = 0
+        while True:
+            with translate_errors(self.redis):
+                ids = cast(list[str], self.redis.zrange(self.keys.waiting_index, start, start + _PAGE - 1))
+                pipe = self.redis.pipeline(transaction=False)
+                for record_id in ids:
+                    pipe.hmget(self.keys.record(record_id), "noti_c", "noti_type", "noti_lv", "noti_st")
+                rows = cast(list[list[str | None]], pipe.execute())
+            for record_id, (made_by, kind, level, status) in zip(ids, rows, strict=True):
+                if status != "1" or (creator is not None and made_by != creator):
+                    continue
+                if channel is not None and kind != channel:
+                    continue
+                if below_level is not None and int(level or 1) >= below_level:
+                    continue
+                found.append(record_id)
+            if len(ids) < _PAGE:
+                return found
+            start += _PAGE
+
     def revoke(
         self, record_ids: Sequence[str], *, reason: str, owner: str = "", at_ms: int | None = None
     ) -> list[Revoked]:

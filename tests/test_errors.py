@@ -74,6 +74,7 @@ def test_public_api_is_pinned() -> None:
             "notify_sms",
             "notify_webhook",
             "notify_weixin",
+            "revoke",
             "schedule_many",
             "send",
         ]

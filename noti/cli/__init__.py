@@ -15,7 +15,7 @@ from noti.cli._options import CliContext
 from noti.cli.dead import dead
 from noti.cli.delayed import delayed
 from noti.cli.events import event, listener
-from noti.cli.notify import add, clean, delete, get, list_, send
+from noti.cli.notify import add, clean, delete, get, list_, revoke, send
 from noti.cli.numpool import pool
 from noti.cli.providers import providers
 from noti.cli.webman import webman
@@ -40,6 +40,7 @@ for command in (
     send,
     list_,
     delete,
+    revoke,
     clean,
     delayed,
     dead,

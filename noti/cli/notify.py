@@ -302,3 +302,44 @@ def clean(ctx: CliContext, /, limit: int | None, keep: str, quiet: bool) -> None
         for record in removed:
             click.echo(rm_line(record))
         click.echo(f"{len(removed)} removed", err=True)
+
+
+@click.command("revoke")
+@click.argument("record_ids", metavar="[ID...]", nargs=-1)
+@click.option(
+    "-all", "--all", "every", is_flag=True, help="Every waiting notification (with the filters below)."
+)
+@click.option("-u", "--user", "creator", help="With -all: only those USER created (others: root members).")
+@click.option(
+    "-type", "--type", "channel", metavar="TYPE", help="With -all: only this channel (sms, email, …)."
+)
+@click.option("-below-lv", "--below-lv", "below_level", type=int, help="With -all: only levels below N.")
+@click.option("-Q", "--quiet", is_flag=True, help="Print nothing.")
+@pass_cli
+def revoke(
+    ctx: CliContext,
+    /,
+    record_ids: tuple[str, ...],
+    every: bool,
+    creator: str | None,
+    channel: str | None,
+    below_level: int | None,
+    quiet: bool,
+) -> None:
+    """Revoke waiting notifications, queued or delayed, so they are never sent: by id (as
+    `celery control revoke ID` does), or a backlog with -all. Each becomes invalid (-1),
+    marked revoked; the messages already queued for them are dropped by the workers."""
+    if not every and (creator or channel or below_level is not None):
+        raise click.UsageError("-u, -type and -below-lv go with -all")
+    revoked = ctx.api.revoke(
+        list(record_ids),
+        user=ctx.user,
+        creator=creator,
+        channel=channel,
+        below_level=below_level,
+        every=every,
+    )
+    if not quiet:
+        for record_id in revoked:
+            click.echo(f"revoked {record_id}")
+        click.echo(f"{len(revoked)} revoked", err=True)
