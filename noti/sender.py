@@ -30,6 +30,7 @@ from noti.errors import (
     StaleCredential,
     StoreUnavailable,
 )
+from noti.privacy import mask_target
 from noti.providers import Message, Provider, Receipt
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryPolicy, decide, delivered
@@ -89,13 +90,6 @@ class Attempt:
 StepResult = Receipt | DeliveryError | float
 #: A failover plan (:meth:`Sender._failover`): yields the sends to make, returns the receipt.
 Plan = Generator[tuple[Provider, Message], StepResult, Receipt]
-
-
-def mask_target(target: str) -> str:
-    """A target fit for logs: personal data (phone, openid, address) mostly hidden."""
-    if len(target) <= 4:
-        return "*" * len(target)
-    return target[:3] + "*" * max(3, len(target) - 5) + target[-2:]
 
 
 class Sender:
