@@ -23,7 +23,8 @@ def mask_target(target: str) -> str:
     """A target fit for logs and task views: personal data (phone, openid, address) mostly
     hidden. A phone number keeps its country and carrier prefix and its last four digits
     (``+8613912345678`` → ``+86139****5678``, ``13912345678`` → ``139****5678``); any other
-    target keeps three characters at the start and two at the end."""
+    target keeps three characters at the start and two at the end (one and one when it is
+    shorter than ten), and at least three are hidden."""
     if _PHONE.match(target):
         hidden = max(_PHONE_HIDDEN_MIN, len(target) - _PHONE_SHOWN_START_MAX - _PHONE_SHOWN_END)
         start = len(target) - hidden - _PHONE_SHOWN_END
@@ -31,4 +32,5 @@ def mask_target(target: str) -> str:
             return target[:start] + "*" * hidden + target[-_PHONE_SHOWN_END:]
     if len(target) <= 4:
         return "*" * len(target)
-    return target[:3] + "*" * max(3, len(target) - 5) + target[-2:]
+    start, end = (3, 2) if len(target) >= 10 else (1, 1)
+    return target[:start] + "*" * max(3, len(target) - start - end) + target[-end:]
