@@ -92,7 +92,9 @@ def test_a_delivered_record_is_success_with_provider_and_msgid(rt: Any, worker: 
     record_id = noti.notify_sms(PHONE, "delivered")
     wait_until(lambda: state_of(record_id) == states.SUCCESS)
     expected = {"id": record_id, "provider": "sandbox", "msgid": f"sandbox-{record_id}"}
-    assert app.AsyncResult(record_id).get(timeout=10) == expected
+    result = app.AsyncResult(record_id)
+    assert result.get(timeout=10) == expected
+    assert abs(result.date_done.timestamp() * 1000 - rt.store.get(record_id).modified_ms) < 1
 
 
 def test_a_waiting_record_is_pending_until_it_is_attempted(rt: Any) -> None:
@@ -156,3 +158,14 @@ def test_results_of_records_are_never_written(rt: Any) -> None:
     app.backend.mark_as_revoked(record_id, "revoked")
     assert sorted(rt.redis.scan_iter("*")) == before
     assert state_of(record_id) == states.PENDING
+
+
+def test_a_celery_worker_process_answers_get_and_failures(rt: Any, spawn_worker: Any) -> None:
+    # given a real `celery -A noti worker` subprocess
+    spawn_worker("", "-P", "solo")
+    # then a good call returns its record id and a bad one raises InvalidInput with its code
+    record_id = intake().delay(type="sms", target=PHONE, text="from a process").get(timeout=20)
+    assert rt.store.get(record_id).fields == {"text": "from a process"}
+    with pytest.raises(InvalidInput) as info:
+        intake().delay(type="sms", target=PHONE, text="x", lv="high").get(timeout=20)
+    assert info.value.code == "e.cmd.noti.add.badlv"

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import states
@@ -116,7 +117,8 @@ def record_meta(record_id: str, row: Sequence[str | None], at_ms: int) -> dict[s
     """The Celery task meta of a record, from the values of ``_FIELDS`` (see the module)."""
     data = dict(zip(_FIELDS, row, strict=True))
     status = Status(int(data["noti_st"] or 1))
-    date_done = int(data["lm"] or 0) / 1000 or None
+    modified_ms = int(data["lm"] or 0)
+    date_done = datetime.fromtimestamp(modified_ms / 1000, UTC).isoformat() if modified_ms else None
     if status is Status.DONE:
         channel = Channel(str(data["noti_type"]))
         result = {"id": record_id, "provider": data["noti_sent_by"], "msgid": data[msgid_field(channel)]}
