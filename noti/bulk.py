@@ -181,6 +181,7 @@ class _Built:
     result: BulkResult
     plain: list[tuple[int, Notification]]
     identified: list[tuple[int, Notification]]
+    #: By record id, the Redis key of its idempotency key (:meth:`Keys.idempotency`).
     keys: dict[str, str]
     #: The delivery messages of the plain records due now (:meth:`Notifier.delivery_messages`).
     messages: dict[str, tuple[str, str]] | None
@@ -199,7 +200,8 @@ def _build_chunk(
             key = args.pop("idempotency_key", None)
             record = notifier.build(kind, target, user=user, **args)
             if key is not None:
-                keys[record.id] = validate_idempotency_key(key, identifier=record.identifier)
+                key = validate_idempotency_key(key, identifier=record.identifier)
+                keys[record.id] = notifier.runtime.keys.idempotency(record.creator, key)
             (identified if record.identifier is not None else plain).append((index, record))
         except InvalidConfig:
             raise

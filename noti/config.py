@@ -125,6 +125,11 @@ class Settings(BaseSettings):
     sweep_after_s: float = Field(default=300.0, gt=0)
     dead_letter_trim_interval_s: float = Field(default=3600.0, gt=0)
 
+    #: Mask what Celery shows of ``noti.notify`` calls (``argsrepr``/``kwargsrepr``: worker
+    #: logs, task events, Flower, ``inspect``; and the target in its failure messages):
+    #: targets as ``+86139****5678``, message bodies as their length. Off: shown in clear.
+    mask_in_celery: bool = True
+
     #: How long an idempotency key of ``notify(..., idempotency_key=…)`` is remembered.
     idempotency_ttl_s: float = Field(default=7 * 86400, gt=0)
     #: Dead letters: stream size and age caps, and an optional hook ("module:function").

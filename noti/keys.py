@@ -16,6 +16,12 @@ key                             type     holds
 ``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.deadletter`)
 ``noti:idem:<user>:<key>``      STRING   record id a user created for an idempotency key (TTL)
 ``noti:ident:<user>:<ident>``   STRING   record id scheduled under a debounce identifier (TTL)
+``noti:task:<task id>``         STRING   record id the ``noti.notify`` Celery task ``<task id>``
+                                         created: that task's idempotency key (written with
+                                         the record, TTL = ``NOTI_IDEMPOTENCY_TTL_S``) and
+                                         its result (:mod:`noti.celery.backend`)
+``noti:task:<task id>:failed``  STRING   how that task failed (JSON: state, exception),
+                                         written only when it fails (TTL = ``result_expires``)
 ``noti:lock:<name>``            STRING   a lease lock (token, PX expiry)
 ``noti:rate:<provider>``        HASH     the provider's token bucket (tokens, ts)
 ``noti:suppressed:<channel>``   SET      targets that opted out of a channel
@@ -105,6 +111,14 @@ class Keys:
 
     def identifier(self, user: str, identifier: str) -> str:
         return f"{self.prefix}ident:{user}:{identifier}"
+
+    def task(self, task_id: str) -> str:
+        """The record id a ``noti.notify`` task created: its idempotency key, whoever the user."""
+        return f"{self.prefix}task:{task_id}"
+
+    def task_failure(self, task_id: str) -> str:
+        """How a ``noti.notify`` task failed (its Celery result, written only on failure)."""
+        return f"{self.prefix}task:{task_id}:failed"
 
     def rate_bucket(self, provider: str) -> str:
         return f"{self.prefix}rate:{provider}"

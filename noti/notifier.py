@@ -151,6 +151,7 @@ class Notifier:
         target: str,
         *,
         idempotency_key: str | None = None,
+        task_id: str | None = None,
         **kwargs: Any,
     ) -> Notification:
         """Validate, store and queue one notification; the stored record.
@@ -160,6 +161,9 @@ class Notifier:
         content and restarts its delay (the record keeps its id); once it has been queued,
         a new record is made. With ``idempotency_key``, a second call with the same key
         (within ``NOTI_IDEMPOTENCY_TTL_S``) stores nothing and returns the first record.
+        ``task_id`` (the ``noti.notify`` Celery task's id) is an idempotency key of its own
+        kind: ``noti:task:<id>``, the same whoever the user, so the task's result backend
+        finds the record from the task id alone (:mod:`noti.celery.backend`).
 
         Raises:
             InvalidInput: bad input; nothing is stored.
@@ -168,9 +172,17 @@ class Notifier:
         record = self.build(type, target, **kwargs)
         if idempotency_key is not None:
             validate_idempotency_key(idempotency_key, identifier=record.identifier)
-        return self.store_one(record, idempotency_key=idempotency_key)
+        if task_id is not None:
+            validate_idempotency_key(task_id, identifier=record.identifier)
+            if idempotency_key is not None:
+                raise InvalidInput(
+                    "give an idempotency_key or a task_id, not both", code="e.cmd.noti.add.badkey"
+                )
+        return self.store_one(record, idempotency_key=idempotency_key, task_id=task_id)
 
-    def store_one(self, record: Notification, *, idempotency_key: str | None = None) -> Notification:
+    def store_one(
+        self, record: Notification, *, idempotency_key: str | None = None, task_id: str | None = None
+    ) -> Notification:
         """Store and queue a record :meth:`build` made (see :meth:`add`); the stored record.
 
         Raises:
@@ -185,14 +197,18 @@ class Notifier:
             )
             _, record_id = store.schedule(record, key, ttl_ms=ttl_ms)
             return store.get(record_id)
-        keys = {record.id: idempotency_key} if idempotency_key is not None else None
+        keys = None
+        if task_id is not None:
+            keys = {record.id: store.keys.task(task_id)}
+        elif idempotency_key is not None:
+            keys = {record.id: store.keys.idempotency(record.creator, idempotency_key)}
         record_id = self.store_and_queue([record], idempotency_keys=keys)[0]
         if record_id == record.id:
             return record
         existing = store.find(record_id)
         if existing is None:
             raise NotFound(
-                f"idempotency key {idempotency_key!r} names record {record_id}, which was deleted",
+                f"idempotency key {idempotency_key or task_id!r} names record {record_id}, which was deleted",
                 code="e.cmd.noti.add.keyused",
             )
         return existing
@@ -202,8 +218,9 @@ class Notifier:
     ) -> list[str]:
         """Store validated records and queue the undelayed ones: when the broker is the store's
         Redis, each record and its message are written by one script (together or not at all),
-        a thousand records per round trip. Returns the ids stored, or for a record whose
-        idempotency key was used already, the id that key names (then nothing is stored).
+        a thousand records per round trip. ``idempotency_keys`` maps a record id to the Redis
+        key of its idempotency key. Returns the ids stored, or for a record whose idempotency
+        key was used already, the id that key names (then nothing is stored).
 
         Raises:
             StoreUnavailable: Redis cannot be reached.

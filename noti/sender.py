@@ -33,6 +33,7 @@ from noti.errors import (
     StoreUnavailable,
 )
 from noti.handlers import STOP, NotificationHandler, call_hook
+from noti.privacy import mask_target
 from noti.providers import Message, Provider, Receipt
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
@@ -94,13 +95,6 @@ class Attempt:
 StepResult = Receipt | DeliveryError | float
 #: A failover plan (:meth:`Sender._failover`): yields the sends to make, returns the receipt.
 Plan = Generator[tuple[Provider, Message], StepResult, Receipt]
-
-
-def mask_target(target: str) -> str:
-    """A target fit for logs: personal data (phone, openid, address) mostly hidden."""
-    if len(target) <= 4:
-        return "*" * len(target)
-    return target[:3] + "*" * max(3, len(target) - 5) + target[-2:]
 
 
 class Sender:

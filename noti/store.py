@@ -138,7 +138,8 @@ class RecordStore:
     ) -> list[str]:
         """Store ``records``, each with its index entries and, when ``messages`` has one for
         its id, its delivery message ``(queue list, payload)``. A record with an entry in
-        ``idempotency_keys`` is stored only if its creator did not use that key in the last
+        ``idempotency_keys`` (the Redis key: :meth:`Keys.idempotency` of its creator, or
+        :meth:`Keys.task`) is stored only if that key was not used in the last
         ``idempotency_ttl_s``. ``create.lua`` stores ``per_call`` records atomically per call;
         calls are pipelined ``per_round_trip`` records at a time.
 
@@ -598,8 +599,9 @@ class CreatePipeline:
         idempotency_keys: Mapping[str, str] | None = None,
     ) -> None:
         """Write ``records``, each with its delivery message ``(queue list, payload)`` when
-        ``messages`` has one for its id. A record with an entry in ``idempotency_keys`` is
-        stored only if its creator did not use that key within the time-to-live.
+        ``messages`` has one for its id. A record with an entry in ``idempotency_keys`` (a
+        Redis key, see :meth:`RecordStore.create_many`) is stored only if that key was not
+        used within the time-to-live.
 
         Raises:
             StoreUnavailable: Redis could not be reached.
@@ -646,10 +648,7 @@ class CreatePipeline:
         for record, fields in zip(records, hashes, strict=True):
             record_key = k.record(record.id)
             idempotency_key = idempotency_keys.get(record.id)
-            keys += [
-                record_key,
-                k.idempotency(record.creator, idempotency_key) if idempotency_key else record_key,
-            ]
+            keys += [record_key, idempotency_key or record_key]
             own = fields.items() - shared
             args += [
                 record.id,

@@ -27,29 +27,29 @@ FINAL = (Status.DONE, Status.FAILED, Status.INVALID)
 
 @contextmanager
 def task_events() -> Iterator[list[dict[str, Any]]]:
-    """Every event the workers send while the block runs (as Flower receives them)."""
+    """Every event the workers send while the block runs (as Flower receives them). One
+    subscription for the whole block: events are a Redis pub/sub fan-out, so anything
+    published while nobody is subscribed is gone."""
     seen: list[dict[str, Any]] = []
-    ready, stop = threading.Event(), threading.Event()
+    ready = threading.Event()
+    receivers: list[Any] = []
 
     def capture() -> None:
         with app.connection_for_read() as conn:
             receiver = app.events.Receiver(conn, handlers={"*": seen.append})
+            receivers.append(receiver)
             ready.set()
-            while not stop.is_set():
-                try:
-                    receiver.capture(limit=None, timeout=0.5, wakeup=False)
-                except Exception:  # the timeout ends a capture round
-                    pass
+            receiver.capture(limit=None, timeout=None, wakeup=False)
 
     thread = threading.Thread(target=capture, daemon=True)
     thread.start()
     assert ready.wait(5)
-    time.sleep(0.3)  # the subscription is in place
+    time.sleep(0.5)  # the subscription is in place
     try:
         yield seen
     finally:
         time.sleep(0.5)  # the worker publishes its buffered events every 0.1 s
-        stop.set()
+        receivers[0].should_stop = True
         thread.join(5)
 
 

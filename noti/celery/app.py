@@ -56,7 +56,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": transport,
         "visibility_timeout": settings.visibility_timeout_s,
-        "result_backend": None,
+        # noti.notify's results and every record's state, read from noti's own keys and
+        # records (no second copy); the other tasks keep ignoring their results
+        "result_backend": "noti.celery.backend:RecordBackend",
         "task_ignore_result": True,
         "task_serializer": "json",
         "result_serializer": "json",

@@ -9,28 +9,40 @@ answers with it. ``inspect stats`` gains a ``noti`` section: the notifications t
 holds (``reserved``) and is sending (``active``), and, from the pump's worker, the size of
 the delayed set.
 
+``revoke`` (``celery control revoke <record id>``, Flower's button): before Celery's own
+handling, the worker revokes the named records that wait (queued or delayed) in the record
+store and sends ``task-revoked`` for each, so Flower shows a notification revoked while it
+waited in the delayed set too. Every worker gets the broadcast; the one whose revoke took
+effect reports it. A record a worker holds is revoked by that worker before its send.
+
 Celery's command table is one per process: for another app's worker in the same process
 the commands answer as Celery's own.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import UTC, datetime
 from typing import Any
 
+from celery import signals
+from celery.app.task import Context
 from celery.worker import control as celery_control
 from celery.worker import state as worker_state
+from kombu.utils.functional import maybe_list
 
 from noti.celery.queues import DELIVER_TASK
 from noti.delay import Pump
 from noti.runtime import get_runtime
+from noti.store import Revoked
 
 __all__ = ["SCHEDULED_LIMIT", "serve_pump"]
 
 #: Most delayed notifications ``inspect scheduled`` lists.
 SCHEDULED_LIMIT = 100
 
+_celery_revoke = celery_control.Panel.data["revoke"]
 _celery_scheduled = celery_control.Panel.data["scheduled"]
 _celery_stats = celery_control.Panel.data["stats"]
 #: The pump of this worker process (set by noti's worker bootstep).
@@ -49,7 +61,7 @@ def _ours(state: Any) -> bool:
     return state.app is app
 
 
-@celery_control.inspect_command(alias="dump_schedule")  # type: ignore[untyped-decorator]
+@celery_control.inspect_command(alias="dump_schedule")
 def scheduled(state: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """Celery's scheduled tasks, and on the pump's worker noti's delayed notifications."""
     entries: list[dict[str, Any]] = list(_celery_scheduled(state, **kwargs))
@@ -77,7 +89,7 @@ def scheduled(state: Any, **kwargs: Any) -> list[dict[str, Any]]:
     return entries
 
 
-@celery_control.inspect_command()  # type: ignore[untyped-decorator]
+@celery_control.inspect_command()
 def stats(state: Any, **kwargs: Any) -> dict[str, Any]:
     """Celery's worker statistics, with noti's counts on noti's workers."""
     answer: dict[str, Any] = _celery_stats(state, **kwargs)
@@ -89,3 +101,28 @@ def stats(state: Any, **kwargs: Any) -> dict[str, Any]:
             counts["delayed"] = get_runtime().delayed.size()
         answer = {**answer, "noti": counts}
     return answer
+
+
+@celery_control.control_command(variadic="task_id", signature="[id1 [id2 [... [idN]]]]")
+def revoke(state: Any, task_id: Any, terminate: bool = False, signal: Any = None, **kwargs: Any) -> Any:
+    """Celery's revoke, after revoking the named notifications that wait in the store."""
+    if _ours(state):
+        ids = [str(i) for i in maybe_list(task_id) or []]
+        try:
+            done = get_runtime().store.revoke(ids, reason="revoked") if ids else []
+        except Exception:  # Celery's own handling still flags them for this worker
+            logging.getLogger(__name__).exception("revoke: could not revoke %d record(s)", len(ids))
+            done = []
+        eventer = state.consumer.event_dispatcher
+        revoked = [i for i, result in zip(ids, done, strict=False) if result is Revoked.REVOKED]
+        for record_id in revoked:
+            if eventer is not None and eventer.enabled:
+                eventer.send("task-revoked", uuid=record_id, terminated=False, signum=None, expired=False)
+            if signals.task_revoked.receivers:
+                from noti.celery.tasks.deliver import deliver
+
+                request = Context(id=record_id, task=DELIVER_TASK, args=[record_id], kwargs={})
+                signals.task_revoked.send(
+                    sender=deliver, request=request, terminated=False, signum=None, expired=False
+                )
+    return _celery_revoke(state, task_id, terminate=terminate, signal=signal, **kwargs)

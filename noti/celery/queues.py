@@ -55,6 +55,7 @@ __all__ = [
     "PRIORITY_STEPS",
     "ForeignPriorities",
     "all_queues",
+    "level_for_priority",
     "priority_for_level",
     "queue_names",
 ]
@@ -77,6 +78,12 @@ def priority_for_level(level: int) -> int:
     """The kombu priority step (0 = served first) for a ``noti_lv``."""
     band = bisect.bisect_right(_BAND_FLOORS, max(1, level)) - 1
     return PRIORITY_STEPS[-1] - band
+
+
+def level_for_priority(priority: int) -> int:
+    """The lowest ``noti_lv`` of Celery priority step ``priority`` (0-9, 0 served first): the
+    level whose notifications :func:`priority_for_level` puts at that step (9 → 1, 0 → 1000)."""
+    return _BAND_FLOORS[PRIORITY_STEPS[-1] - priority]
 
 
 def queue_names() -> list[str]:

@@ -1,0 +1,240 @@
+"""The Celery result backend of noti: task states read from noti's own records.
+
+``result_backend = "noti.celery.backend:RecordBackend"``. A notification's state already
+lives in its record (``noti_st``, the lease, the attempts), so the backend reads it instead
+of storing a second copy: no extra Redis write per notification, and a state that can never
+disagree with the record. Two kinds of task id are answered:
+
+* **a record id** (the task id of its ``noti.deliver`` messages)::
+
+    no record                                     PENDING
+    waiting, never attempted (or waiting its time) PENDING
+    waiting, a sender holds its lease now          STARTED
+    waiting after >= 1 failed attempt              RETRY    (TemporaryFailure: last error)
+    done (10)                                      SUCCESS  {"id", "provider", "msgid"}
+    failed (0)                                     FAILURE  RetriesExhausted (or the class
+                                                            its errmsg's code names)
+    invalid (-1)                                   FAILURE  PermanentFailure (likewise)
+    invalid with ``noti_revoked_at``               REVOKED  TaskRevokedError
+
+* **a ``noti.notify`` task id**: the key ``noti:task:<id>`` (the task's idempotency key,
+  written with the record by ``create.lua``) names the record it created → SUCCESS, result =
+  the record id. A task that failed (bad input: nothing stored) or was revoked left its
+  failure in ``noti:task:<id>:failed``, written once, on failure only, with the time-to-live
+  ``result_expires``. Neither key → PENDING.
+
+Failures are stored in Celery's JSON form ``{exc_type, exc_message, exc_module}`` plus
+``exc_code``, so ``.get()`` raises noti's own class (``noti.errors.InvalidInput``) with its
+stable code (``str(exc)`` is ``"code: message"``). Callers poll (``get()`` looks every
+``interval``, 0.5 s by default); each look is one round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from celery import states
+from celery.backends.base import BaseBackend
+
+from noti import errors
+from noti.errors import (
+    NotiError,
+    PermanentFailure,
+    RateLimited,
+    RetriesExhausted,
+    TemporaryFailure,
+)
+from noti.record import Channel, Status, msgid_field, now_ms
+from noti.redisconn import translate_errors
+from noti.runtime import get_runtime
+
+__all__ = ["INTAKE_TASK", "RecordBackend", "record_meta"]
+
+#: The intake task, whose results are ``noti:task:<id>`` keys (the other tasks' are records).
+INTAKE_TASK = "noti.notify"
+DELIVER_TASK = "noti.deliver"
+#: Hash field the revocation change sets (epoch ms) on a revoked record, with status -1.
+REVOKED_FIELD = "noti_revoked_at"
+
+_MSGID_FIELDS = tuple(dict.fromkeys(msgid_field(c) for c in Channel))
+_FIELDS = (
+    "noti_type",
+    "noti_st",
+    "noti_timeout_at",
+    "_owner",
+    "noti_retry",
+    "noti_errmsg",
+    "noti_sent_by",
+    "lm",
+    REVOKED_FIELD,
+    *_MSGID_FIELDS,
+)
+_CODE = re.compile(r"^(e\.[A-Za-z0-9_.]+): (.*)$", re.DOTALL)
+
+
+def _classes_by_code() -> dict[str, type[NotiError]]:
+    """Each NotiError class of :mod:`noti.errors` by its default code (classes that a bare
+    message rebuilds: ``RateLimited`` needs its window, so it is left out)."""
+    found: dict[str, type[NotiError]] = {}
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        if isinstance(cls, type) and issubclass(cls, NotiError) and not issubclass(cls, RateLimited):
+            found.setdefault(cls.code, cls)
+    return found
+
+
+_BY_CODE = _classes_by_code()
+
+
+def error_meta(exc_class: type[NotiError], message: str, code: str | None = None) -> dict[str, Any]:
+    """Celery's JSON form of an exception, plus noti's code."""
+    return {
+        "exc_type": exc_class.__qualname__,
+        "exc_module": exc_class.__module__,
+        "exc_message": [message],
+        "exc_code": code or exc_class.code,
+    }
+
+
+def _error_from_errmsg(errmsg: str, default: type[NotiError]) -> dict[str, Any]:
+    """The exception a record's ``noti_errmsg`` (``"code: detail"``) stands for: the class
+    whose default code it names, else ``default`` with that code."""
+    matched = _CODE.match(errmsg)
+    if matched is None:
+        return error_meta(default, errmsg or "no detail recorded")
+    code, detail = matched.groups()
+    found = _BY_CODE.get(code)
+    if found is None or not issubclass(found, default):
+        found = default
+    return error_meta(found, detail, code)
+
+
+def record_meta(record_id: str, row: Sequence[str | None], at_ms: int) -> dict[str, Any]:
+    """The Celery task meta of a record, from the values of ``_FIELDS`` (see the module)."""
+    data = dict(zip(_FIELDS, row, strict=True))
+    status = Status(int(data["noti_st"] or 1))
+    modified_ms = int(data["lm"] or 0)
+    date_done = datetime.fromtimestamp(modified_ms / 1000, UTC).isoformat() if modified_ms else None
+    if status is Status.DONE:
+        channel = Channel(str(data["noti_type"]))
+        result = {"id": record_id, "provider": data["noti_sent_by"], "msgid": data[msgid_field(channel)]}
+        return {"status": states.SUCCESS, "result": result, "date_done": date_done}
+    errmsg = data["noti_errmsg"] or ""
+    if status is Status.INVALID and data[REVOKED_FIELD]:
+        revoked = {
+            "exc_type": "TaskRevokedError",
+            "exc_module": "celery.exceptions",
+            "exc_message": [errmsg or "revoked"],
+        }
+        return {"status": states.REVOKED, "result": revoked, "date_done": date_done}
+    if status is Status.FAILED:
+        return {"status": states.FAILURE, "result": _error_from_errmsg(errmsg, RetriesExhausted)}
+    if status is Status.INVALID:
+        return {"status": states.FAILURE, "result": _error_from_errmsg(errmsg, PermanentFailure)}
+    if data["_owner"] and int(data["noti_timeout_at"] or 0) > at_ms:
+        return {"status": states.STARTED, "result": None}
+    if int(data["noti_retry"] or 0) >= 1:
+        return {"status": states.RETRY, "result": _error_from_errmsg(errmsg, TemporaryFailure)}
+    return {"status": states.PENDING, "result": None}
+
+
+class RecordBackend(BaseBackend):  # type: ignore[misc]
+    """A read-only result backend over noti's records (see the module). Writes nothing for a
+    record; writes one short-lived key when a ``noti.notify`` task fails or is revoked."""
+
+    #: Its keys expire by themselves and records are cleaned by noti's own beat job, so
+    #: beat adds no ``celery.backend_cleanup`` entry.
+    supports_autoexpire = True
+
+    def __init__(self, app: Any, url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(app, url=url, **kwargs)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def _get_task_meta_for(self, task_id: str) -> dict[str, Any]:
+        runtime = get_runtime()
+        keys, client = runtime.keys, runtime.redis
+        with translate_errors(client):
+            pipe = client.pipeline(transaction=False)
+            pipe.hmget(keys.record(task_id), list(_FIELDS))
+            pipe.mget([keys.task(task_id), keys.task_failure(task_id)])
+            row, (created, failed) = pipe.execute()
+        if row[0] is not None:  # noti_type: a record has this id
+            meta = record_meta(task_id, row, now_ms())
+        elif created:
+            meta = {"status": states.SUCCESS, "result": created}
+        elif failed:
+            meta = json.loads(failed)
+        else:
+            meta = {"status": states.PENDING, "result": None}
+        meta.setdefault("task_id", task_id)
+        return self.meta_from_decoded(meta)  # type: ignore[no-any-return]
+
+    def exception_to_python(self, exc: Any) -> Any:
+        """Celery's conversion, then noti's code put back on a :class:`NotiError`."""
+        found = super().exception_to_python(exc)
+        if isinstance(found, NotiError) and isinstance(exc, Mapping) and exc.get("exc_code"):
+            found.code = str(exc["exc_code"])
+        return found
+
+    def prepare_exception(self, exc: BaseException, serializer: str | None = None) -> Any:
+        """Celery's JSON form, plus ``exc_code`` for a :class:`NotiError` (its message alone
+        would rebuild it with its class's default code)."""
+        prepared = super().prepare_exception(exc, serializer)
+        if isinstance(exc, NotiError) and isinstance(prepared, dict):
+            prepared["exc_message"] = [exc.message]
+            prepared["exc_code"] = exc.code
+        return prepared
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def _store_result(
+        self,
+        task_id: str,
+        result: Any,
+        state: str,
+        traceback: str | None = None,
+        request: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Record a ``noti.notify`` failure or revoke (nothing else: a success is the key its
+        record was created with, and a record's state is the record)."""
+        name = getattr(request, "task", None) if request is not None else None
+        if state in states.PROPAGATE_STATES and name in (INTAKE_TASK, None):
+            runtime = get_runtime()
+            meta = {"status": state, "result": result, "traceback": traceback, "task_id": task_id}
+            ttl_s = int(self.expires) if self.expires else int(runtime.settings.idempotency_ttl_s)
+            with translate_errors(runtime.redis):
+                runtime.redis.set(runtime.keys.task_failure(task_id), json.dumps(meta), ex=max(1, ttl_s))
+        return result
+
+    def mark_as_revoked(
+        self,
+        task_id: str,
+        reason: str = "",
+        request: Any = None,
+        store_result: bool = True,
+        state: str = states.REVOKED,
+    ) -> None:
+        """A revoked ``noti.deliver`` message or record id goes to :meth:`revoke_record`; a
+        revoked ``noti.notify`` task (or an id that names no record) is stored as Celery does."""
+        name = getattr(request, "task", None) if request is not None else None
+        if name == DELIVER_TASK or (name is None and self._is_record(task_id)):
+            self.revoke_record(task_id, reason=reason, request=request)
+            return
+        super().mark_as_revoked(task_id, reason, request=request, store_result=store_result, state=state)
+
+    def revoke_record(self, record_id: str, *, reason: str = "", request: Any = None) -> None:
+        """Revoke a waiting notification's record (:meth:`~noti.store.RecordStore.revoke`):
+        invalid (-1) with ``noti_revoked_at``, which :func:`record_meta` reports as REVOKED. A
+        record another worker is sending is left to it."""
+        get_runtime().store.revoke([record_id], reason=reason or "revoked")
+
+    def _is_record(self, task_id: str) -> bool:
+        runtime = get_runtime()
+        with translate_errors(runtime.redis):
+            return bool(runtime.redis.exists(runtime.keys.record(task_id)))

@@ -1,0 +1,36 @@
+"""Masking personal data (targets, message bodies) before it reaches logs or Celery's views.
+
+Phone numbers and the other targets are personal data: logs, worker events, Flower and
+``inspect`` show them masked. Message bodies are shown as their length only. Used by the
+sender's logs and by the Celery layer's ``argsrepr`` / ``kwargsrepr``; it imports nothing of
+noti, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["mask_target"]
+
+_PHONE = re.compile(r"^\+?[0-9]{7,15}$")
+#: Digits of a phone number always hidden, and those always shown at its end.
+_PHONE_HIDDEN_MIN, _PHONE_SHOWN_END = 4, 4
+#: Most characters shown at the start of a phone number (``+86139``: country and carrier).
+_PHONE_SHOWN_START_MAX = 6
+
+
+def mask_target(target: str) -> str:
+    """A target fit for logs and task views: personal data (phone, openid, address) mostly
+    hidden. A phone number keeps its country and carrier prefix and its last four digits
+    (``+8613912345678`` → ``+86139****5678``, ``13912345678`` → ``139****5678``); any other
+    target keeps three characters at the start and two at the end (one and one when it is
+    shorter than ten), and at least three are hidden."""
+    if _PHONE.match(target):
+        hidden = max(_PHONE_HIDDEN_MIN, len(target) - _PHONE_SHOWN_START_MAX - _PHONE_SHOWN_END)
+        start = len(target) - hidden - _PHONE_SHOWN_END
+        if start >= 1:
+            return target[:start] + "*" * hidden + target[-_PHONE_SHOWN_END:]
+    if len(target) <= 4:
+        return "*" * len(target)
+    start, end = (3, 2) if len(target) >= 10 else (1, 1)
+    return target[:start] + "*" * max(3, len(target) - start - end) + target[-end:]
