@@ -40,7 +40,7 @@ from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_err
 from noti.runtime import Runtime
 from noti.store import Claim, ClaimState, Finish, Outcome
 
-__all__ = ["Attempt", "SendResult", "Sender", "mask_target"]
+__all__ = ["Attempt", "SendResult", "Sender"]
 
 log = logging.getLogger(__name__)
 

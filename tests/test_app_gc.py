@@ -10,10 +10,22 @@ from tests.conftest import BASE_ENV, ROOT
 
 SCRIPT = """
 import gc
-from celery.signals import worker_process_init, worker_ready
+import sys
+from celery import Celery
+from celery.signals import worker_init, worker_process_init, worker_ready
 import noti.celery.app
 
+class Worker:  # what worker_init is sent by: a worker controller, with its app
+    def __init__(self, app):
+        self.app = app
+
 assert gc.get_freeze_count() == 0
+# a host project's worker in a process that imported noti: noti's hooks do nothing
+worker_init.send(sender=Worker(Celery("host", set_as_current=False)))
+worker_ready.send(sender=None)
+assert gc.get_freeze_count() == 0, "noti froze a host project's worker"
+# noti's worker
+worker_init.send(sender=Worker(noti.celery.app.app))
 worker_ready.send(sender=None)
 frozen = gc.get_freeze_count()
 print(frozen)

@@ -51,3 +51,13 @@ def test_a_worker_under_a_host_projects_environment_delivers_through_notis_redis
     log = worker.output()
     assert log.count("noti ignores CELERY_BROKER_URL") == 1, log[-2000:]
     assert "no_such_project" not in log
+
+
+def test_notis_tasks_belong_to_notis_app_only() -> None:
+    from celery import Celery
+
+    import noti.tasks  # noqa: F401 - what a host project imports to call notify.delay()
+
+    host = Celery("host", set_as_current=False)
+    assert not [name for name in host.tasks if name.startswith("noti.")]
+    assert {"noti.notify", "noti.deliver", "noti.maintenance.clean"} <= set(app.tasks)

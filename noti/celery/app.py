@@ -139,6 +139,13 @@ class NotiCelery(Celery):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, fixups=[], **kwargs)
+
+    def task(self, *args: Any, **opts: Any) -> Any:
+        """Celery's ``task`` decorator, registering noti's tasks with noti's app only (Celery's
+        default, ``shared=True``, would add them to every app of the process, a host
+        project's included)."""
+        opts.setdefault("shared", False)
+        return super().task(*args, **opts)
         _own(self._conf)  # the pending settings, filled in place on first read
 
     def _load_config(self) -> Any:
@@ -222,11 +229,18 @@ from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its re
 app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = true
 
 
+#: Set when this process runs noti's worker (and so in its pool's children, forked from it):
+#: noti's process hooks below act only then, never in a host project's worker.
+_in_noti_worker = False
+
+
 @worker_init.connect
 def _warn_of_celery_variables(sender: Any = None, **_: Any) -> None:
-    """Say once, in noti's worker log, which host-project Celery variables it ignores."""
+    """Note that this is noti's worker; say once which host-project Celery variables it ignores."""
+    global _in_noti_worker
     if sender is None or sender.app is not app:
         return
+    _in_noti_worker = True
     found = [name for name in IGNORED_CELERY_VARIABLES if os.environ.get(name)]
     if found:
         logging.getLogger(__name__).warning(
@@ -265,13 +279,15 @@ def _freeze_startup_objects(**_: Any) -> None:
     as the process.) Runs once per process: in the main process when the worker is ready and
     in each pool child when it starts (a child forked later inherits its parent's freeze)."""
     global _frozen
-    if not _frozen:
+    if _in_noti_worker and not _frozen:
         _frozen = True
         gc.freeze()
 
 
 @worker_process_shutdown.connect
 def _close_runtime(**_: Any) -> None:
+    if not _in_noti_worker:
+        return
     from noti.sendloop import send_loop
 
     send_loop().stop()

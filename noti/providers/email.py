@@ -72,9 +72,9 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.keys import Keys
+from noti.privacy import mask_target
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
-from noti.sender import mask_target
 
 __all__ = ["ENHANCED", "ERRORS", "EmailOptions", "EmailProvider", "classify"]
 

@@ -64,10 +64,10 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
+from noti.privacy import mask_target
 from noti.providers import _http
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import E164_PHONE, Channel, phone_e164
-from noti.sender import mask_target
 
 __all__ = ["ERRORS", "TwilioOptions", "TwilioProvider"]
 

@@ -72,10 +72,10 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.keys import Keys
+from noti.privacy import mask_target
 from noti.providers import _http, _http11
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
-from noti.sender import mask_target
 
 __all__ = ["ERRORS", "WebhookOptions", "WebhookProvider", "non_public_reason", "sign"]
 

@@ -78,11 +78,11 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.keys import Keys
+from noti.privacy import mask_target
 from noti.providers._http import client, json_object, map_transport_errors, retry_after_s
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
 from noti.redisconn import translate_errors
-from noti.sender import mask_target
 
 __all__ = ["ALREADY_SENT", "ERRORS", "WeixinAccount", "WeixinOptions", "WeixinProvider"]
 
