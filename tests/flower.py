@@ -135,6 +135,21 @@ class FlowerProcess:
         Failed) with the worker's heartbeat fields, by hostname."""
         return {w["hostname"]: w for w in self.api("/workers?json=1")["data"]}
 
+    def task_events_seen(self) -> int:
+        """How many task events Flower has counted, over every worker."""
+        return sum(n for c in self.worker_counters().values() for k, n in c.items() if k.startswith("task-"))
+
+    def wait_settled(self, *, quiet_s: float = 1.0, timeout: float = 10.0) -> None:
+        """Until Flower has counted no new task event for ``quiet_s`` (workers publish their
+        buffered events every 0.1 s), or ``timeout`` passed: call it once what is awaited is done."""
+        deadline = time.monotonic() + timeout
+        seen, since = self.task_events_seen(), time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
+            time.sleep(0.2)
+            now = self.task_events_seen()
+            if now != seen:
+                seen, since = now, time.monotonic()
+
     # --- lifetime ---------------------------------------------------------------------------
 
     def output(self) -> str:

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 PHONE = "+8613912345678"
 #: How long the revoked notification waits before it is due (the revoke must reach the worker first).
-REVOKE_DELAY_S = 3.0
+REVOKE_DELAY_S = 4.0
 #: How long Flower gets to show what the record store already says (events go out every 0.1 s).
 FLOWER_LAG_S = 10.0
 READY_STATES = {"SUCCESS", "FAILURE", "REVOKED"}
@@ -130,14 +130,19 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         # Redis PUBLISH, lost when nobody subscribes)
         wait_until(lambda: any(h.startswith("flowertruth@") for h in flower.worker_counters()), timeout=30)
 
+        sent_at = time.monotonic()
         ids = {
             name: noti.notify_sms(
                 PHONE, f"flower truth: {name}", provider=case.provider, user=ADMIN, **case.options
             )
             for name, case in CASES.items()
         }
-        replies = app.control.revoke(ids["revoked"], reply=True, timeout=5)
-        assert replies, f"no worker answered the revoke of {ids['revoked']}:\n{worker.output()[-3000:]}"
+        # a broadcast (fire and forget: collecting replies with revoke(reply=True) once hung in
+        # the full suite until pytest's timeout); the worker logs what it flagged
+        app.control.revoke(ids["revoked"])
+        wait_until(lambda: f"flagged as revoked: {ids['revoked']}" in worker.output(), timeout=15)
+        took = time.monotonic() - sent_at
+        assert took < REVOKE_DELAY_S, f"the revoke reached the worker {took:.1f} s after the send: too late"
 
         store = rt.store
         settled = [name for name in CASES if name != "revoked"]
@@ -151,6 +156,7 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             if info and info.get("state") == "REVOKED":
                 break
             time.sleep(0.1)
+        flower.wait_settled()  # the events of those outcomes have reached Flower
         records = {name: store.find(record_id) for name, record_id in ids.items()}
         delivered = {e["id"] for name in ("sandbox", "flaky") for e in sandbox_outbox(rt, name)}
         yield Scenario(flower, worker, workdir, ids, records, delivered)
