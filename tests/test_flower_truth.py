@@ -11,9 +11,8 @@ is due. The tests read Flower's HTTP API, its workers counters, and its ``/tasks
 What holds today is a plain test (a delivered notification is SUCCESS in the API and on the
 page, and the page shows what the API says). The target — the Celery task id of a delivery
 is the record id, and the worker sends truthful events (received, started, then succeeded,
-failed, retried or revoked) — is an ``xfail(strict=True)`` test until the batch-mode events
-change lands: today batch mode sends one ``task-succeeded`` per message under a fresh uuid,
-so failed notifications show SUCCESS.
+failed, retried or revoked) — checks what the batch worker reports per notification under its
+record id (``noti/celery/report.py``).
 """
 
 from __future__ import annotations
@@ -112,7 +111,7 @@ def _final(record: Notification | None) -> bool:
 @pytest.fixture(scope="module")
 def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     import noti.runtime
-    from noti.app import app
+    from noti.celery.app import app
 
     redis.Redis.from_url(redis_url).flushdb()
     workdir = tmp_path_factory.mktemp("flower-truth")
@@ -226,7 +225,6 @@ def test_flower_shows_a_delivered_notification_as_success(scenario: Scenario, tm
 # --- the target: truthful events, task id = record id ----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: truthful events — lands with the batch-mode events change")
 def test_flower_shows_each_notification_in_its_true_state(scenario: Scenario, tmp_path: Path) -> None:
     flower, ids, records = scenario.flower, scenario.ids, scenario.records
     # Flower gets a moment to show a ready state under every record id

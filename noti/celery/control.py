@@ -117,7 +117,16 @@ def revoke(state: Any, task_id: Any, terminate: bool = False, signal: Any = None
         revoked = [i for i, result in zip(ids, done, strict=False) if result is Revoked.REVOKED]
         for record_id in revoked:
             if eventer is not None and eventer.enabled:
-                eventer.send("task-revoked", uuid=record_id, terminated=False, signum=None, expired=False)
+                eventer.send(  # with what task-received would have said: it never came
+                    "task-revoked",
+                    uuid=record_id,
+                    name=DELIVER_TASK,
+                    args=repr([record_id]),
+                    kwargs="{}",
+                    terminated=False,
+                    signum=None,
+                    expired=False,
+                )
             if signals.task_revoked.receivers:
                 from noti.celery.tasks.deliver import deliver
 

@@ -198,7 +198,16 @@ class DeliveryReport:
         """``held``'s record was revoked before its send: nothing was sent."""
         worker_state.task_ready(held)
         if self._send_event is not None:
-            self._send_event("task-revoked", uuid=held.id, terminated=False, signum=None, expired=False)
+            self._send_event(  # before any task-received: say what it would have said
+                "task-revoked",
+                uuid=held.id,
+                name=self.task.name,
+                args=repr([held.record_id]),
+                kwargs="{}",
+                terminated=False,
+                signum=None,
+                expired=False,
+            )
         if signals.task_revoked.receivers:
             with self._context(held, retries) as request:
                 signals.task_revoked.send(
