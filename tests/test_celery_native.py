@@ -108,7 +108,13 @@ def test_flower_sees_each_notification_with_its_true_outcome(configure: Any, sta
 
 
 def test_task_signals_fire_per_notification_with_its_request(configure: Any, start_worker_now: Any) -> None:
-    rt = configure(providers={"reject": {"kind": "sandbox", "fail": "always", "error": "permanent"}})
+    rt = configure(
+        providers={
+            "reject": {"kind": "sandbox", "fail": "always", "error": "permanent"},
+            "flaky": {"kind": "sandbox", "fail_first": 1},
+        },
+        retry_seconds=0.2,
+    )
     fired: list[tuple[str, str | None, str | None]] = []
 
     def receiver(name: str) -> Callable[..., None]:
@@ -119,10 +125,15 @@ def test_task_signals_fire_per_notification_with_its_request(configure: Any, sta
         return on_signal
 
     handlers = {
-        signals.task_prerun: receiver("prerun"),
-        signals.task_success: receiver("success"),
-        signals.task_failure: receiver("failure"),
-        signals.task_postrun: receiver("postrun"),
+        signal: receiver(name)
+        for name, signal in {
+            "prerun": signals.task_prerun,
+            "success": signals.task_success,
+            "failure": signals.task_failure,
+            "retry": signals.task_retry,
+            "revoked": signals.task_revoked,
+            "postrun": signals.task_postrun,
+        }.items()
     }
     for signal, handler in handlers.items():
         signal.connect(handler, weak=False)
@@ -130,11 +141,14 @@ def test_task_signals_fire_per_notification_with_its_request(configure: Any, sta
         with start_worker_now():
             ok = noti.notify_sms(PHONE, "ok")
             bad = noti.notify_sms(PHONE, "bad", provider="reject")
-            wait_until(lambda: _final(rt, [ok, bad]) and len(fired) >= 6, timeout=20)
+            flaky = noti.notify_sms(PHONE, "flaky", provider="flaky")
+            later = noti.notify_sms(PHONE, "later", delay=30)
+            wait_until(lambda: app.control.revoke(later, reply=True, timeout=1), timeout=10)
+            wait_until(lambda: _final(rt, [ok, bad, flaky, later]) and len(fired) >= 13, timeout=20)
     finally:
         for signal, handler in handlers.items():
             signal.disconnect(handler)
-    mine = [f for f in fired if f[2] in (ok, bad)]
+    mine = [f for f in fired if f[2] in (ok, bad, flaky, later)]
     assert sorted(mine) == sorted(
         [
             ("prerun", ok, ok),
@@ -143,6 +157,13 @@ def test_task_signals_fire_per_notification_with_its_request(configure: Any, sta
             ("prerun", bad, bad),
             ("failure", bad, bad),
             ("postrun", bad, bad),
+            ("prerun", flaky, flaky),
+            ("retry", flaky, flaky),
+            ("postrun", flaky, flaky),
+            ("prerun", flaky, flaky),
+            ("success", None, flaky),
+            ("postrun", flaky, flaky),
+            ("revoked", later, later),
         ]
     )
 

@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from celery import signals
-from celery.app.task import Context
 from celery.worker import control as celery_control
 from celery.worker import state as worker_state
 from kombu.utils.functional import maybe_list
@@ -130,8 +129,11 @@ def revoke(state: Any, task_id: Any, terminate: bool = False, signal: Any = None
             if signals.task_revoked.receivers:
                 from noti.celery.tasks.deliver import deliver
 
-                request = Context(id=record_id, task=DELIVER_TASK, args=[record_id], kwargs={})
-                signals.task_revoked.send(
-                    sender=deliver, request=request, terminated=False, signum=None, expired=False
-                )
+                deliver.push_request(id=record_id, task=DELIVER_TASK, args=[record_id], kwargs={})
+                try:  # receivers read sender.request, as for any revoked task
+                    signals.task_revoked.send(
+                        sender=deliver, request=deliver.request, terminated=False, signum=None, expired=False
+                    )
+                finally:
+                    deliver.pop_request()
     return _celery_revoke(state, task_id, terminate=terminate, signal=signal, **kwargs)
