@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,11 +18,12 @@ import pytest
 import redis
 
 from tests import servers
+from tests.servers import CeleryProcess
 
 for _name in [n for n in os.environ if n.startswith("NOTI_") and n != "NOTI_TEST_REDIS_URL"]:
     del os.environ[_name]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = servers.ROOT
 ADMIN, MEMBER, ALICE, BOB = "boss", "ops", "alice", "bob"
 BASE_ENV = {
     "NOTI_ROOT_ADMINS": ADMIN,
@@ -144,52 +141,16 @@ def sandbox_outbox(runtime: Any, name: str = "sandbox") -> list[dict[str, Any]]:
     return read_outbox(runtime.redis, runtime.keys, name)
 
 
-class WorkerProcess:
+class WorkerProcess(CeleryProcess):
     """A ``celery -A noti worker`` subprocess with its own environment."""
 
     def __init__(self, env: dict[str, str], *args: str, name: str = "w") -> None:
-        self.log = tempfile.NamedTemporaryFile(prefix=f"noti-{name}-", suffix=".log", delete=False)
-        cmd = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "noti",
-            "worker",
-            "-l",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-            "-n",
-            f"{name}@%h",
-            *args,
-        ]
-        self.proc = subprocess.Popen(
-            cmd, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        worker_args = ("-l", "INFO", "--without-mingle", "--without-gossip", "-n", f"{name}@%h", *args)
+        super().__init__(env, "worker", *worker_args, name=name)
 
     def wait_ready(self, timeout: float = 30) -> None:
-        wait_until(
-            lambda: b"ready." in Path(self.log.name).read_bytes() or self.proc.poll() is not None,
-            timeout=timeout,
-        )
-        assert self.proc.poll() is None, self.output()
-
-    def output(self) -> str:
-        return Path(self.log.name).read_text(errors="replace")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        wait_until(lambda: "ready." in self.output() or not self.alive(), timeout=timeout)
+        assert self.alive(), self.output()
 
 
 @pytest.fixture

@@ -14,9 +14,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -28,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers import free_port
+from tests.servers import CeleryProcess, free_port
 
 __all__ = [
     "CHROMIUM_INSTALL_HINT",
@@ -47,29 +45,22 @@ CHROMIUM_INSTALL_HINT = (
 TASKS_COLUMNS = "name,uuid,state,args,result,retries,received,runtime,worker"
 
 
-class FlowerProcess:
+class FlowerProcess(CeleryProcess):
     """``celery -A noti flower`` on 127.0.0.1, behind basic auth as ``scripts/run.sh`` runs it."""
 
     def __init__(self, env: dict[str, str], *, user: str = "ops", password: str = "flower-test") -> None:
         self.port = free_port()
         self.user, self.password = user, password
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.NamedTemporaryFile(prefix="noti-flower-", suffix=".log", delete=False)
-        cmd = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "noti",
+        super().__init__(
+            env,
             "flower",
             "--address=127.0.0.1",
             f"--port={self.port}",
             f"--basic-auth={user}:{password}",
             f"--tasks_columns={TASKS_COLUMNS}",
             "--logging=info",
-        ]
-        self.proc = subprocess.Popen(
-            cmd, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            name="flower",
         )
 
     @property
@@ -151,20 +142,6 @@ class FlowerProcess:
                 seen, since = now, time.monotonic()
 
     # --- lifetime ---------------------------------------------------------------------------
-
-    def output(self) -> str:
-        return Path(self.log.name).read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self.log.close()
-        Path(self.log.name).unlink(missing_ok=True)
 
 
 # --- the browser ------------------------------------------------------------------------------

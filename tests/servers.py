@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import redis
 
@@ -120,3 +124,53 @@ class RedisProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(10)
+
+
+#: The repository: ``celery -A noti`` runs from here.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class CeleryProcess:
+    """A ``celery -A noti <args>`` subprocess (worker, beat, Flower) in its own process group,
+    logging to ``log`` (a temporary file when None, left for a failing test to read)."""
+
+    def __init__(
+        self, env: dict[str, str], *args: str, log: Path | None = None, name: str = "celery"
+    ) -> None:
+        self.name = name
+        if log is None:
+            with tempfile.NamedTemporaryFile(prefix=f"noti-{name}-", suffix=".log", delete=False) as made:
+                log = Path(made.name)
+        self.log = log
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "noti", *args],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def count(self, text: str) -> int:
+        return self.output().count(text)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM to the process group, SIGKILL after 20 s."""
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from noti.keys import Keys
 from noti.providers.sandbox import read_outbox
 from noti.redisconn import connect
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
-from tests.servers import RedisProcess, free_port
+from tests.servers import CeleryProcess, RedisProcess, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -67,39 +66,11 @@ SEND = re.compile(
 )
 
 
-class Process:
-    """A ``python -m <args>`` subprocess logging to a file."""
+class Process(CeleryProcess):
+    """A ``celery -A noti`` process of the outage scenario, logging to ``<workdir>/<name>.log``."""
 
     def __init__(self, name: str, env: dict[str, str], *args: str, workdir: Path) -> None:
-        self.name = name
-        self.log = workdir / f"{name}.log"
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", *args],
-                env=env,
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def count(self, text: str) -> int:
-        return self.output().count(text)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        super().__init__(env, *args, log=workdir / f"{name}.log", name=name)
 
 
 @dataclass
@@ -169,7 +140,7 @@ def outage() -> Iterator[Outage]:
         "NOTI_EVENT_LOCK_TTL_S": "6",
         "FLOWER_UNAUTHENTICATED_API": "true",
     }
-    worker_args = ("celery", "-A", "noti", "worker", "-l", "INFO", "-P", "threads", "-c", "2")
+    worker_args = ("worker", "-l", "INFO", "-P", "threads", "-c", "2")
     worker_args += ("--without-mingle", "--without-gossip", "-n", "outage@%h", "-I", "tests.outage_tasks")
     flower_port = free_port()
     started: list[Process] = []
@@ -178,11 +149,11 @@ def outage() -> Iterator[Outage]:
         started.append(worker)
         beats = []
         for name in ("beat-a", "beat-b"):
-            beats.append(Process(name, env, "celery", "-A", "noti", "beat", "-l", "INFO", workdir=workdir))
+            beats.append(Process(name, env, "beat", "-l", "INFO", workdir=workdir))
             started.append(beats[-1])
             if name == "beat-a":  # the first holds the lock, the second is the standby
                 wait_until(lambda: "Acquired lock" in beats[0].output() or not beats[0].alive(), timeout=30)
-        flower_args = ("celery", "-A", "noti", "flower", "--address=127.0.0.1", f"--port={flower_port}")
+        flower_args = ("flower", "--address=127.0.0.1", f"--port={flower_port}")
         flower = Process("flower", env, *flower_args, workdir=workdir)
         started.append(flower)
         wait_until(lambda: "ready." in worker.output() or not worker.alive(), timeout=60)
