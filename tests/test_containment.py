@@ -3,6 +3,9 @@ and Django settings do not reach it (the interop issue's containment point, in p
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -61,3 +64,25 @@ def test_notis_tasks_belong_to_notis_app_only() -> None:
     host = Celery("host", set_as_current=False)
     assert not [name for name in host.tasks if name.startswith("noti.")]
     assert {"noti.notify", "noti.deliver", "noti.maintenance.clean"} <= set(app.tasks)
+
+
+@pytest.mark.parametrize(
+    "first_read",
+    [
+        "app.conf.broker_url",
+        "app.conf.result_backend",
+        "Publisher(app).broker_url",
+        "type(app.AsyncResult('x').backend).__name__",
+    ],
+)
+def test_the_first_thing_a_fresh_process_reads_already_ignores_the_host_variables(
+    redis_url: str, host_broker: str, first_read: str
+) -> None:
+    # a fresh process (nothing of noti's configuration read yet) whose first read is `first_read`
+    code = (
+        f"from noti.celery.app import app\nfrom noti.celery.publish import Publisher\nprint({first_read})\n"
+    )
+    env = {**os.environ, "CELERY_BROKER_URL": host_broker, "CELERY_RESULT_BACKEND": host_broker}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert host_broker not in result.stdout and "RedisBackend" not in result.stdout, result.stdout

@@ -139,6 +139,7 @@ class NotiCelery(Celery):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, fixups=[], **kwargs)
+        _own(self._conf)  # the pending settings, filled in place on first read
 
     def task(self, *args: Any, **opts: Any) -> Any:
         """Celery's ``task`` decorator, registering noti's tasks with noti's app only (Celery's
@@ -146,7 +147,6 @@ class NotiCelery(Celery):
         project's included)."""
         opts.setdefault("shared", False)
         return super().task(*args, **opts)
-        _own(self._conf)  # the pending settings, filled in place on first read
 
     def _load_config(self) -> Any:
         # the settings object Celery builds when the configuration is first read
