@@ -12,7 +12,7 @@ from typing import Any
 
 from noti.bulk import BulkResult, add_many
 from noti.celery.publish import Publisher
-from noti.notifier import Notifier
+from noti.notifier import Notifier, Revocation
 from noti.record import Notification
 from noti.redrive import Redrive
 from noti.runtime import get_runtime
@@ -153,7 +153,7 @@ def cancel(ident: str, *, user: str | None = None) -> Notification:
     return notifier().cancel(ident, user=user)
 
 
-def revoke(record_ids: Sequence[str] = (), **kwargs: Any) -> list[str]:
+def revoke(record_ids: Sequence[str] = (), **kwargs: Any) -> Revocation:
     """Revoke waiting notifications by id, or in bulk (see :meth:`Notifier.revoke`)."""
     return notifier().revoke(record_ids, **kwargs)
 

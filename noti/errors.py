@@ -31,6 +31,8 @@ Foreign exceptions are wrapped where they are met, never passed through.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "AmbiguousOutcome",
     "BridgeError",
@@ -69,6 +71,10 @@ class NotiError(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+    def __repr__(self) -> str:
+        # with the code: Celery's logs, events and Flower show an exception by its repr
+        return f"{type(self).__name__}({str(self)!r})"
 
 
 class InvalidConfig(NotiError):
@@ -257,3 +263,32 @@ class MalformedMessage(BridgeError):
     def __init__(self, message: str, *, reason: str = "", code: str | None = None) -> None:
         super().__init__(message, code=code)
         self.reason = reason
+
+
+_CODED = re.compile(r"^(e\.[A-Za-z0-9_.]+): (.*)$", re.DOTALL)
+
+
+def split_code(text: str) -> tuple[str | None, str]:
+    """``("e.x.y", "detail")`` from an error's text ``"e.x.y: detail"`` (what ``str()`` of a
+    :class:`NotiError` gives and what a record's ``noti_errmsg`` holds); ``(None, text)`` when
+    it names no code."""
+    matched = _CODED.match(text)
+    return (matched.group(1), matched.group(2)) if matched else (None, text)
+
+
+def error_class(code: str | None) -> type[NotiError] | None:
+    """The class whose default code is ``code``, among those a bare message rebuilds
+    (:class:`RateLimited` needs its window, so it is left out)."""
+    return _BY_CODE.get(code) if code else None
+
+
+def _classes_by_code() -> dict[str, type[NotiError]]:
+    found: dict[str, type[NotiError]] = {}
+    for name in __all__:
+        cls = globals()[name]
+        if isinstance(cls, type) and issubclass(cls, NotiError) and not issubclass(cls, RateLimited):
+            found.setdefault(cls.code, cls)
+    return found
+
+
+_BY_CODE = _classes_by_code()

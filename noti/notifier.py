@@ -5,6 +5,7 @@ of :mod:`noti.users` applied to every call. :mod:`noti.api` wraps it in module f
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,10 +31,22 @@ from noti.sender import Sender, SendResult
 from noti.store import ClaimState, Revoked
 from noti.users import User, resolve_user
 
-__all__ = ["Notifier"]
+__all__ = ["Notifier", "Revocation"]
 
 #: Records revoked per script call by :meth:`Notifier.revoke`.
 _REVOKE_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    """What :meth:`Notifier.revoke` did."""
+
+    #: Invalid (-1) now, with ``noti_revoked_at``: never sent.
+    revoked: list[str]
+    #: A sender held them: marked, revoked at their next claim unless the send in progress
+    #: delivers them first.
+    held: list[str]
+
 
 SEND_TIMEOUT_DEFAULT_S = 10.0
 SEND_TIMEOUT_MAX_S = 600.0
@@ -386,14 +399,14 @@ class Notifier:
         channel: str | None = None,
         below_level: int | None = None,
         every: bool = False,
-    ) -> list[str]:
+    ) -> Revocation:
         """Revoke waiting notifications, queued or delayed: each becomes invalid (-1) with
         ``noti_revoked_at`` and is never sent, re-queued or swept back (the messages already
         queued for them are taken and dropped by the workers). Either ``record_ids``, or with
         ``every`` all waiting records of ``creator`` (yours unless you are a root member: then
         anyone's, or everyone's when None), optionally only of ``channel`` and below level
-        ``below_level``. A record a worker is sending right now is left to finish. The ids
-        revoked.
+        ``below_level``. A record a sender holds right now is marked instead: its next claim
+        revokes it, unless the send in progress delivers it first.
 
         Raises:
             InvalidInput: ``e.cmd.noti.revoke.what``: neither ids nor ``every``, or both.
@@ -419,13 +432,16 @@ class Notifier:
             kind = parse_channel(channel).value if channel is not None else None
             ceiling = parse_level(below_level) if below_level is not None else None
             chosen = store.waiting_ids(creator=owner, channel=kind, below_level=ceiling)
-        revoked: list[str] = []
+        result = Revocation([], [])
         reason = f"revoked by {acting.name}"
         for start in range(0, len(chosen), _REVOKE_BATCH):
             batch = chosen[start : start + _REVOKE_BATCH]
-            done = store.revoke(batch, reason=reason)
-            revoked += [i for i, result in zip(batch, done, strict=True) if result is Revoked.REVOKED]
-        return revoked
+            for record_id, done in zip(batch, store.revoke(batch, reason=reason), strict=True):
+                if done is Revoked.REVOKED:
+                    result.revoked.append(record_id)
+                elif done is Revoked.HELD:
+                    result.held.append(record_id)
+        return result
 
     # --- sending in this process --------------------------------------------------------------
 

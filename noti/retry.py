@@ -45,11 +45,13 @@ from noti.errors import (
     RetriesExhausted,
     StoreUnavailable,
     TemporaryFailure,
+    error_class,
+    split_code,
 )
 from noti.record import Notification, Status
 from noti.store import Outcome
 
-__all__ = ["RetryDecider", "RetryPolicy", "decide", "delivered", "outcome_error"]
+__all__ = ["RetryDecider", "RetryPolicy", "decide", "delivered", "error_for", "outcome_error"]
 
 #: A retry decider (:meth:`noti.handlers.NotificationHandler.decide_retry`, wrapped): given
 #: the record, the error and the attempt number, seconds to wait, ``"stop"``, or None.
@@ -194,20 +196,25 @@ def decide(
     return Outcome(Status.INVALID, _errmsg(detail), record.retry, error_class="unexpected")
 
 
-#: The error class of a final outcome (``Outcome.error_class``) → the error that stands for it.
-_OUTCOME_ERRORS: dict[str, type[NotiError]] = {
-    "exhausted": RetriesExhausted,
-    "invalid": PermanentFailure,
-    "opted_out": RecipientOptedOut,
-    "config": ProviderMisconfigured,
-    "unexpected": PermanentFailure,
-    "poison": PermanentFailure,
+#: The error a stored failure stands for when its message names no known code, by status.
+_DEFAULT_ERRORS: dict[Status, type[NotiError]] = {
+    Status.WAITING: TemporaryFailure,
+    Status.FAILED: RetriesExhausted,
+    Status.INVALID: PermanentFailure,
 }
 
 
+def error_for(status: Status, errmsg: str) -> NotiError:
+    """The error a record's stored failure stands for: the class whose code its ``errmsg``
+    names (``"e.noti.delivery.config: …"`` is a ``ProviderMisconfigured``), else by status
+    (failed: ``RetriesExhausted``, invalid: ``PermanentFailure``, waiting for a retry:
+    ``TemporaryFailure``). Celery's events, task mode and the result backend all use it, so
+    every tool names one failure the same way."""
+    code, detail = split_code(errmsg)
+    cls = error_class(code) or _DEFAULT_ERRORS.get(status, PermanentFailure)
+    return cls(detail or "no detail recorded", code=code)
+
+
 def outcome_error(outcome: Outcome) -> NotiError:
-    """The error that stands for a failed (0) or invalid (-1) outcome, or for a retry (a
-    ``TemporaryFailure``), with the outcome's message (its code first)."""
-    if outcome.status is Status.WAITING:
-        return TemporaryFailure(outcome.errmsg)
-    return _OUTCOME_ERRORS.get(outcome.error_class, PermanentFailure)(outcome.errmsg)
+    """The error that stands for a failed (0) or invalid (-1) outcome, or for a retry."""
+    return error_for(outcome.status, outcome.errmsg)

@@ -38,7 +38,7 @@ from noti.providers import Message, Provider, Receipt
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.runtime import Runtime
-from noti.store import Claim, ClaimState, Finish, Outcome
+from noti.store import Claim, ClaimState, Finish, Outcome, Revoked
 
 __all__ = ["Attempt", "SendResult", "Sender"]
 
@@ -68,6 +68,8 @@ class SendResult:
     errmsg: str = ""
     #: The outcome recorded (None when nothing was attempted).
     outcome: Outcome | None = None
+    #: Not attempted because a revoke had asked for it (the record is revoked now).
+    revoked: bool = False
 
     def line(self) -> str:
         """The seed's one-line report: ``OK [sms]ID >> target:``."""
@@ -166,12 +168,27 @@ class Sender:
         ready: list[Attempt] = []
         results: list[SendResult | None] = []
         for record_id, claim, owner, lease in claims:
-            if claim.state is ClaimState.CLAIMED:
+            if (
+                claim.state is ClaimState.CLAIMED
+                and claim.revoke_requested
+                and self._revoked(record_id, owner)
+            ):
+                results.append(
+                    SendResult(record_id, "!!", ClaimState.FINAL, status=Status.INVALID, revoked=True)
+                )
+            elif claim.state is ClaimState.CLAIMED:
                 ready.append(Attempt(claim, owner, lease))
                 results.append(None)
             else:
                 results.append(self._skipped(record_id, claim))
         return ready, results
+
+    def _revoked(self, record_id: str, owner: str) -> bool:
+        """Revoke a claimed record a revoke asked for while another sender held it."""
+        done = self.runtime.store.revoke(
+            [record_id], reason="revoked while another sender held it", owner=owner
+        )
+        return done[0] is Revoked.REVOKED
 
     def attempt_many(self, attempts: Sequence[Attempt], *, hold_leases: bool = True) -> list[Outcome]:
         """Send claimed records through their providers (blocking); their outcomes, in order.

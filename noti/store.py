@@ -60,6 +60,8 @@ class Claim:
     claims: int = 0
     #: For CLAIMED: the target opted out of the record's channel.
     suppressed: bool = False
+    #: For CLAIMED: a revoke found the record held by another sender; the claimer revokes it.
+    revoke_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,7 @@ class Revoked(enum.Enum):
 
     REVOKED = 1  #: it waited; now invalid (-1) with ``noti_revoked_at``
     MISSING = 0  #: no such record
-    HELD = 2  #: another sender holds its lease: that sender decides
+    HELD = 2  #: another sender holds its lease: the record is marked, its next claimer revokes it
     FINAL = 3  #: not waiting any more (done, failed, invalid or revoked before)
 
 
@@ -361,17 +363,20 @@ class RecordStore:
     def waiting_ids(
         self, *, creator: str | None = None, channel: str | None = None, below_level: int | None = None
     ) -> list[str]:
-        """Ids of the waiting records (queued or delayed), oldest first, of ``creator`` and
-        ``channel`` (None: any) and with a level below ``below_level`` (None: any).
+        """Ids of the waiting records (queued or delayed) of ``creator`` and ``channel`` (None:
+        any) with a level below ``below_level`` (None: any), in no particular order. The
+        waiting index is scanned (``ZSCAN``), so a record that waits through the whole scan is
+        found even while workers finish others.
 
         Raises:
             StoreUnavailable: Redis cannot be reached.
         """
         found: list[str] = []
-        start = 0
+        cursor = 0
         while True:
             with translate_errors(self.redis):
-                ids = cast(list[str], self.redis.zrange(self.keys.waiting_index, start, start + _PAGE - 1))
+                cursor, page = self.redis.zscan(self.keys.waiting_index, cursor, count=_PAGE)
+                ids = [str(member) for member, _ in page]
                 pipe = self.redis.pipeline(transaction=False)
                 for record_id in ids:
                     pipe.hmget(self.keys.record(record_id), "noti_c", "noti_type", "noti_lv", "noti_st")
@@ -384,9 +389,8 @@ class RecordStore:
                 if below_level is not None and int(level or 1) >= below_level:
                     continue
                 found.append(record_id)
-            if len(ids) < _PAGE:
-                return found
-            start += _PAGE
+            if cursor == 0:
+                return list(dict.fromkeys(found))  # ZSCAN may return a member twice
 
     def revoke(
         self, record_ids: Sequence[str], *, reason: str, owner: str = "", at_ms: int | None = None
@@ -557,6 +561,7 @@ def claim_from_row(row: list[Any]) -> Claim:
             record=from_hash(data),
             claims=int(data.get("_inflight", "1")),
             suppressed=data.get("_suppressed") == "1",
+            revoke_requested="noti_revoke_requested" in data,
         )
     if state in (ClaimState.LEASED, ClaimState.NOT_DUE):
         return Claim(state, until_ms=int(row[1]))

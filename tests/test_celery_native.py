@@ -169,21 +169,26 @@ def test_task_signals_fire_per_notification_with_its_request(configure: Any, sta
 
 
 def test_inspect_lists_notifications_in_flight_and_counts_them(configure: Any, start_worker_now: Any) -> None:
-    # given sends that take 3 s each at the provider
+    # given sends that take 15 s each at the provider (inspect's replies are slow on a busy machine)
     rt = configure(
-        providers={"slow": {"kind": "sandbox", "delay_ms": 3000}}, channels={"sms": {"provider": "slow"}}
+        providers={"slow": {"kind": "sandbox", "delay_ms": 15000}}, channels={"sms": {"provider": "slow"}}
     )
     with start_worker_now():
         ids = [noti.notify_sms(PHONE, f"slow {i}") for i in range(3)]
         inspect = app.control.inspect(timeout=2)
-        # when the sends are in flight, then inspect active lists them by record id
-        active = wait_until(
-            lambda: {t["id"] for ts in (inspect.active() or {}).values() for t in ts} >= set(ids), timeout=10
-        )
-        assert active
-        [(_, found)] = (inspect.query_task(*ids) or {}).items()
-        assert {task_id: info[0] for task_id, info in found.items()} == dict.fromkeys(ids, "active")
-        wait_until(lambda: _final(rt, ids), timeout=20)
+
+        def in_flight() -> bool:
+            active = {t["id"] for ts in (inspect.active() or {}).values() for t in ts}
+            found = {
+                i: info[0]
+                for answer in (inspect.query_task(*ids) or {}).values()
+                for i, info in answer.items()
+            }
+            return active >= set(ids) and found == dict.fromkeys(ids, "active")
+
+        # when the sends are in flight, then inspect active and query_task name them by record id
+        assert wait_until(in_flight, timeout=14)
+        wait_until(lambda: _final(rt, ids), timeout=40)
         stats = inspect.stats() or {}
         assert sum(s["total"].get("noti.deliver", 0) for s in stats.values()) >= 3
         assert not [t for ts in (inspect.active() or {}).values() for t in ts]

@@ -114,3 +114,15 @@ def test_a_bad_handlers_setting_is_refused_with_its_name(configure: Any, path: s
     with pytest.raises(InvalidConfig, match=message) as raised:
         _ = rt.handler
     assert "NOTI_HANDLERS" in str(raised.value)
+
+
+def test_a_worker_with_a_bad_handlers_setting_does_not_start(rt: Any, tmp_path: Any) -> None:
+    from tests.conftest import BASE_ENV, WorkerProcess
+
+    env = {**__import__("os").environ, **BASE_ENV, "NOTI_HANDLERS": HANDLERS + "NotAHandler"}
+    worker = WorkerProcess(env, name="badhandlers")
+    try:
+        wait_until(lambda: not worker.alive(), timeout=60)
+    finally:
+        worker.stop()
+    assert "NOTI_HANDLERS" in worker.output() and "NotificationHandler" in worker.output()

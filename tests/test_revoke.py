@@ -25,8 +25,8 @@ def test_a_revoked_backlog_is_never_sent_and_its_messages_are_dropped(rt: Any, s
     backlog = [noti.notify_sms(PHONE, f"old news {i}") for i in range(5)]
     later = noti.notify_email("a@example.com", subject="s", text="later", delay=1)
     # when the backlog and the delayed one are revoked before any worker runs
-    revoked = noti.revoke(every=True)
-    assert sorted(revoked) == sorted([*backlog, later])
+    done = noti.revoke(every=True)
+    assert sorted(done.revoked) == sorted([*backlog, later]) and done.held == []
     fresh = noti.notify_sms(PHONE, "fresh")
     with start_worker_now():
         wait_until(lambda: _status(rt, fresh) is Status.DONE, timeout=15)
@@ -51,7 +51,7 @@ def test_revoke_filters_and_permissions(rt: Any) -> None:
     urgent = noti.notify_sms(PHONE, "urgent", user=MEMBER, lv=50)
     bobs = noti.notify_sms(PHONE, "bob's", user=BOB)
     # a user revokes their own, by channel
-    assert sorted(noti.revoke(every=True, channel="sms", user=ALICE)) == sorted(mine_sms)
+    assert sorted(noti.revoke(every=True, channel="sms", user=ALICE).revoked) == sorted(mine_sms)
     assert _status(rt, mine_email) is Status.WAITING and _status(rt, bobs) is Status.WAITING
     # not someone else's, in bulk or by id
     with pytest.raises(PermissionDenied) as denied:
@@ -60,10 +60,10 @@ def test_revoke_filters_and_permissions(rt: Any) -> None:
     with pytest.raises(PermissionDenied):
         noti.revoke([bobs], user=ALICE)
     # a root member revokes anyone's below a level
-    assert sorted(noti.revoke(every=True, below_level=10, user=MEMBER)) == sorted([mine_email, bobs])
+    assert sorted(noti.revoke(every=True, below_level=10, user=MEMBER).revoked) == sorted([mine_email, bobs])
     assert _status(rt, urgent) is Status.WAITING
     # a finished or revoked record is not revoked again
-    assert noti.revoke([bobs], user=MEMBER) == []
+    assert noti.revoke([bobs], user=MEMBER).revoked == []
 
 
 @pytest.mark.parametrize(
@@ -95,3 +95,30 @@ def test_the_revoke_command(rt: Any) -> None:
     assert run("revoke", email).stdout.strip() == f"revoked {email}"
     usage = run("revoke", "-type", "sms")
     assert usage.exit_code == 2 and "go with -all" in usage.stderr
+
+
+def test_a_record_held_by_a_sender_is_revoked_at_its_next_claim(rt: Any, start_worker_now: Any) -> None:
+    from noti.sender import Sender
+
+    # given a queued notification whose record another sender holds for 1 s (about to send it)
+    record_id = noti.notify_sms(PHONE, "held")
+    Sender(rt, owner="elsewhere").claim_records([record_id], lease_ms=1000)
+    # when it is revoked, it is only marked (the holder's send may be under way)
+    done = noti.revoke([record_id])
+    assert done.revoked == [] and done.held == [record_id]
+    assert rt.redis.hget(rt.keys.record(record_id), "noti_revoke_requested")
+    # then the holder went away without sending; the next claim revokes it instead of sending
+    with start_worker_now():
+        wait_until(lambda: _status(rt, record_id) is Status.INVALID, timeout=20)
+    record = rt.store.get(record_id)
+    assert record.revoked_ms and sandbox_outbox(rt) == []
+    assert rt.redis.hget(rt.keys.record(record_id), "noti_revoke_requested") is None
+
+
+def test_the_revoke_command_names_the_records_a_sender_holds(rt: Any) -> None:
+    from noti.sender import Sender
+
+    record_id = noti.notify_sms(PHONE, "held")
+    Sender(rt, owner="elsewhere").claim_records([record_id], lease_ms=30_000)
+    result = run("revoke", record_id)
+    assert result.stdout.strip() == f"held {record_id}" and "1 held by a sender now" in result.stderr

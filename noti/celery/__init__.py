@@ -2,9 +2,12 @@
 (``transport``), queues and priority steps (``queues``), publishing delivery messages
 (``publish``), the beat schedule (``beat``) and the tasks (``tasks/``).
 
-Everything below it (the record store, leases, retries, delays, dead letters, providers)
-imports nothing from here. ``celery -A noti`` finds the app as ``noti.celery.celery``;
-building it reads the settings, so it is built on first use.
+The core (the record, the store, leases, retries, delays, dead letters, handlers, providers)
+imports nothing from here. The Python API (``noti.api``, ``noti.notifier``) and the
+maintenance jobs (``noti.upkeep``, ``noti.redrive``) still publish through
+:mod:`noti.celery.publish`: they sit beside this layer, not below it. ``celery -A noti``
+finds the app as ``noti.celery.celery``; building it reads the settings, so it is built on
+first use.
 """
 
 from __future__ import annotations

@@ -181,6 +181,7 @@ class DelayPump(bootsteps.StartStopStep):
         ]
         if publisher.writes_wire_format:
             periodic.append((ADOPT_INTERVAL_S, ForeignPriorities(publisher.broker_redis).adopt))
+        runtime.handler  # noqa: B018 - a bad NOTI_HANDLERS stops the worker here, naming it
         pump = Pump(
             runtime.delayed,
             publisher.publish,

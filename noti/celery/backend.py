@@ -32,7 +32,6 @@ stable code (``str(exc)`` is ``"code: message"``). Callers poll (``get()`` looks
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -40,23 +39,19 @@ from typing import Any
 from celery import states
 from celery.backends.base import BaseBackend
 
-from noti import errors
+from noti.celery.queues import DELIVER_TASK
 from noti.errors import (
     NotiError,
-    PermanentFailure,
-    RateLimited,
-    RetriesExhausted,
-    TemporaryFailure,
 )
 from noti.record import Channel, Status, msgid_field, now_ms
 from noti.redisconn import translate_errors
+from noti.retry import error_for
 from noti.runtime import get_runtime
 
 __all__ = ["INTAKE_TASK", "RecordBackend", "record_meta"]
 
 #: The intake task, whose results are ``noti:task:<id>`` keys (the other tasks' are records).
 INTAKE_TASK = "noti.notify"
-DELIVER_TASK = "noti.deliver"
 #: Hash field the revocation change sets (epoch ms) on a revoked record, with status -1.
 REVOKED_FIELD = "noti_revoked_at"
 
@@ -73,21 +68,6 @@ _FIELDS = (
     REVOKED_FIELD,
     *_MSGID_FIELDS,
 )
-_CODE = re.compile(r"^(e\.[A-Za-z0-9_.]+): (.*)$", re.DOTALL)
-
-
-def _classes_by_code() -> dict[str, type[NotiError]]:
-    """Each NotiError class of :mod:`noti.errors` by its default code (classes that a bare
-    message rebuilds: ``RateLimited`` needs its window, so it is left out)."""
-    found: dict[str, type[NotiError]] = {}
-    for name in errors.__all__:
-        cls = getattr(errors, name)
-        if isinstance(cls, type) and issubclass(cls, NotiError) and not issubclass(cls, RateLimited):
-            found.setdefault(cls.code, cls)
-    return found
-
-
-_BY_CODE = _classes_by_code()
 
 
 def error_meta(exc_class: type[NotiError], message: str, code: str | None = None) -> dict[str, Any]:
@@ -100,17 +80,10 @@ def error_meta(exc_class: type[NotiError], message: str, code: str | None = None
     }
 
 
-def _error_from_errmsg(errmsg: str, default: type[NotiError]) -> dict[str, Any]:
-    """The exception a record's ``noti_errmsg`` (``"code: detail"``) stands for: the class
-    whose default code it names, else ``default`` with that code."""
-    matched = _CODE.match(errmsg)
-    if matched is None:
-        return error_meta(default, errmsg or "no detail recorded")
-    code, detail = matched.groups()
-    found = _BY_CODE.get(code)
-    if found is None or not issubclass(found, default):
-        found = default
-    return error_meta(found, detail, code)
+def _error_from_errmsg(status: Status, errmsg: str) -> dict[str, Any]:
+    """The Celery error meta of a record's stored failure (:func:`noti.retry.error_for`)."""
+    error = error_for(status, errmsg)
+    return error_meta(type(error), error.message, error.code)
 
 
 def record_meta(record_id: str, row: Sequence[str | None], at_ms: int) -> dict[str, Any]:
@@ -132,13 +105,13 @@ def record_meta(record_id: str, row: Sequence[str | None], at_ms: int) -> dict[s
         }
         return {"status": states.REVOKED, "result": revoked, "date_done": date_done}
     if status is Status.FAILED:
-        return {"status": states.FAILURE, "result": _error_from_errmsg(errmsg, RetriesExhausted)}
+        return {"status": states.FAILURE, "result": _error_from_errmsg(status, errmsg)}
     if status is Status.INVALID:
-        return {"status": states.FAILURE, "result": _error_from_errmsg(errmsg, PermanentFailure)}
+        return {"status": states.FAILURE, "result": _error_from_errmsg(status, errmsg)}
     if data["_owner"] and int(data["noti_timeout_at"] or 0) > at_ms:
         return {"status": states.STARTED, "result": None}
     if int(data["noti_retry"] or 0) >= 1:
-        return {"status": states.RETRY, "result": _error_from_errmsg(errmsg, TemporaryFailure)}
+        return {"status": states.RETRY, "result": _error_from_errmsg(Status.WAITING, errmsg)}
     return {"status": states.PENDING, "result": None}
 
 

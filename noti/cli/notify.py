@@ -331,7 +331,7 @@ def revoke(
     marked revoked; the messages already queued for them are dropped by the workers."""
     if not every and (creator or channel or below_level is not None):
         raise click.UsageError("-u, -type and -below-lv go with -all")
-    revoked = ctx.api.revoke(
+    done = ctx.api.revoke(
         list(record_ids),
         user=ctx.user,
         creator=creator,
@@ -340,6 +340,9 @@ def revoke(
         every=every,
     )
     if not quiet:
-        for record_id in revoked:
+        for record_id in done.revoked:
             click.echo(f"revoked {record_id}")
-        click.echo(f"{len(revoked)} revoked", err=True)
+        for record_id in done.held:
+            click.echo(f"held {record_id}")
+        held = f", {len(done.held)} held by a sender now (revoked at its next claim)" if done.held else ""
+        click.echo(f"{len(done.revoked)} revoked{held}", err=True)

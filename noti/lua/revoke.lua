@@ -1,7 +1,8 @@
 -- Revoke records (Celery's revoke of a notification's task id): a waiting record becomes
 -- invalid (-1) with noti_revoked_at set, so nothing sends it, re-queues it or sweeps it back
 -- later. A record another sender holds the lease of is left to that sender (it revokes it
--- itself if the revoke reached it before its send; a send in progress cannot be undone).
+-- itself if the revoke reached it before its send; a send in progress cannot be undone), with
+-- noti_revoke_requested set: whoever claims the record next revokes it instead of sending.
 -- KEYS[1] waiting index, KEYS[2] delayed set, KEYS[3] status index of -1, KEYS[4] status
 -- index of 1, KEYS[5..] the records.
 -- ARGV[1] now (ms), ARGV[2] errmsg, ARGV[3] owner token of the caller's own claims ("" = none).
@@ -17,11 +18,12 @@ for i = 5, #KEYS do
   elseif st ~= '1' then
     out[#out + 1] = 3
   elseif holder and holder ~= owner and (tonumber(lease) or 0) > tonumber(now) then
+    redis.call('HSET', key, 'noti_revoke_requested', now)
     out[#out + 1] = 2
   else
     redis.call('HSET', key, 'noti_st', '-1', 'noti_errmsg', errmsg, 'noti_timeout_at', 0, 'lm', now,
       'noti_revoked_at', now)
-    redis.call('HDEL', key, '_owner', '_inflight')
+    redis.call('HDEL', key, '_owner', '_inflight', 'noti_revoke_requested')
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[4], id)

@@ -228,6 +228,10 @@ class DeliveryBatcher:
         for held, result in zip(batch, results, strict=True):
             if result is None:
                 claimed.append(held)
+            elif result.revoked:  # a revoke asked while another sender held it: revoked now
+                held.taken = True
+                held.message.ack_log_error(log, self.connection_errors)
+                self.report.revoked(held, held.retries)
             else:  # nothing to send: done with the message
                 self._settled([held], [result])
         pairs = list(zip(claimed, ready, strict=True))
@@ -266,8 +270,9 @@ class DeliveryBatcher:
                 held.taken = True
                 held.message.ack_log_error(log, self.connection_errors)
                 self.report.revoked(held, held.retries)
-        except StoreUnavailable as exc:  # the send goes ahead: a revoke is best effort there
-            log.warning("noti.deliver: could not revoke (%s)", exc)
+        except StoreUnavailable as exc:  # never send what was revoked: put it back for later
+            log.warning("noti.deliver: could not revoke (%s); the message is queued again", exc)
+            self._requeue([held for held, _ in revoked if not held.taken])
         return [(held, attempt) for held, attempt in pairs if not held.taken]
 
     @staticmethod
@@ -333,9 +338,10 @@ class DeliveryBatcher:
                 try:
                     h.message.ack_log_error(log, self.connection_errors)
                     channels[id(h.message.channel)] = h.message.channel
-                    self.report.concluded(h, result.outcome, h.retries)
                 except Exception:  # e.g. the broker refused the ack flush: the message comes
                     log.exception("noti.deliver %s: could not ack", h.record_id)  # back; claim refuses it
+                finally:  # the outcome is stored either way
+                    self.report.concluded(h, result.outcome, h.retries)
         return set(channels.values())
 
     def drain(self, timeout_s: float) -> None:

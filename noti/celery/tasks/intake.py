@@ -44,9 +44,10 @@ from celery.utils.saferepr import saferepr
 from noti.celery.app import app
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.delay import due_ms
-from noti.errors import InvalidInput, NotiError
+from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.privacy import mask_target
 from noti.record import now_ms, parse_level
+from noti.redisconn import translate_errors
 from noti.runtime import get_runtime
 
 __all__ = ["IntakeTask", "call_options", "masked_reprs", "notify"]
@@ -208,6 +209,7 @@ class IntakeTask(Task):
     acks_late=True,
     ignore_result=False,
     throws=(InvalidInput,),
+    max_retries=12,
 )
 def notify(
     self: Task,
@@ -223,7 +225,9 @@ def notify(
     gives an identifier or a key of its own), so a message redelivered after a worker crash
     creates nothing twice, and the same key answers the task's result. Bad input fails the
     task with :class:`~noti.errors.InvalidInput` (nothing is stored). A ``countdown`` field
-    (from a producer that only knows the task name) is the notification's ``delay``.
+    (from a producer that only knows the task name) is the notification's ``delay``. When Redis
+    does not answer, the task is tried again in 5 s, up to 12 times (as ``noti.deliver``), so
+    an outage loses no notification; the task id keeps a retry from storing it twice.
     """
     from noti.api import notify as api_notify
 
@@ -235,6 +239,8 @@ def notify(
         fields["task_id"] = self.request.id
     try:
         record_id = api_notify(type, target, lv=lv, user=user, **fields)
+    except StoreUnavailable as exc:
+        raise self.retry(exc=exc, countdown=5) from exc
     except NotiError as exc:
         if runtime.settings.mask_in_celery:
             _mask_in_message(exc, target)
@@ -242,7 +248,8 @@ def notify(
     if own_key and self.request.id:
         # the record was keyed by the caller's key: name it for the task's result too
         ttl_ms = int(runtime.settings.idempotency_ttl_s * 1000)
-        runtime.redis.set(runtime.keys.task(self.request.id), record_id, px=ttl_ms)
+        with translate_errors(runtime.redis):
+            runtime.redis.set(runtime.keys.task(self.request.id), record_id, px=ttl_ms)
     return record_id
 
 
