@@ -1,6 +1,6 @@
-"""Golden tests: every scenario of ``shared/compat/webman/vectors.json`` replayed through the
-Python bridge on a real Redis, comparing the Redis commands (recorded with MONITOR) and the
-resulting state with what the real PHP plugin did.
+"""Golden tests: every scenario of the webman vectors (``tests/webman_fixtures/vectors.json``)
+replayed through the Python bridge on a real Redis, comparing the Redis commands (recorded
+with MONITOR) and the resulting state with what the real PHP plugin did.
 
 Volatile values (stream ids, automatic identifiers, lock tokens, consumer names) are compared
 by position, not by value; the clock is pinned to the capture's ``time()``. Where the bridge

@@ -1,4 +1,9 @@
-"""``shared/compat/webman/vectors.json``: loading, PHP values, and normalising what is volatile.
+"""The golden vectors of the PHP plugin webman-redis-queue: loading, PHP values, and
+normalising what is volatile.
+
+``vectors.json`` beside this module is a copy of the project's ``shared/compat/webman/vectors.json``
+(captured from the real PHP plugin; copied unchanged on 2026-11-25, sha256 prefix in
+``VECTORS_SHA256``), so a clone with nothing beside it runs the golden tests.
 
 Volatile values (layout.md, vectors ``meta.volatile``): stream ids, automatic identifiers, lock
 tokens and consumer names. They are replaced by placeholders numbered in order of first
@@ -17,7 +22,9 @@ from typing import Any
 
 import pytest
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "compat" / "webman" / "vectors.json"
+VECTORS = Path(__file__).resolve().parent / "vectors.json"
+#: The first 16 hex digits of the copied file's sha256.
+VECTORS_SHA256 = "096dd41b15cdccef"
 
 _STREAM_ID = re.compile(r"^[1-9][0-9]{9,}-[0-9]+$")
 _AUTO_ID = re.compile(r"^[0-9a-f]{32}-[0-9]+$")
