@@ -169,7 +169,8 @@ def test_task_signals_fire_per_notification_with_its_request(configure: Any, sta
 
 
 def test_inspect_lists_notifications_in_flight_and_counts_them(configure: Any, start_worker_now: Any) -> None:
-    # given sends that take 15 s each at the provider (inspect's replies are slow on a busy machine)
+    # given sends that take 15 s each at the provider: longer than the tests' visibility timeout
+    # (4 s), so their messages are also delivered again meanwhile (duplicates must not hide them)
     rt = configure(
         providers={"slow": {"kind": "sandbox", "delay_ms": 15000}}, channels={"sms": {"provider": "slow"}}
     )
@@ -187,7 +188,9 @@ def test_inspect_lists_notifications_in_flight_and_counts_them(configure: Any, s
             return active >= set(ids) and found == dict.fromkeys(ids, "active")
 
         # when the sends are in flight, then inspect active and query_task name them by record id
-        assert wait_until(in_flight, timeout=14)
+        assert wait_until(in_flight, timeout=9)
+        time.sleep(6)  # past the visibility timeout: the duplicates have come and gone
+        assert in_flight()
         wait_until(lambda: _final(rt, ids), timeout=40)
         stats = inspect.stats() or {}
         assert sum(s["total"].get("noti.deliver", 0) for s in stats.values()) >= 3

@@ -115,8 +115,10 @@ class DeliveryReport:
         return self._send_event is not None
 
     def reserved(self, held: HeldRequest) -> None:
-        """``held`` was received: ``inspect reserved`` lists it."""
-        worker_state.task_reserved(held)
+        """``held`` was received: ``inspect reserved`` lists it (unless this worker holds a
+        message of the same task id already: a duplicate never takes over its entry)."""
+        if held.id not in worker_state.requests:
+            worker_state.task_reserved(held)
 
     def started(self, batch: Sequence[tuple[HeldRequest, int]]) -> None:
         """The records of ``batch`` (each with the attempts already made) are being sent."""
@@ -150,9 +152,10 @@ class DeliveryReport:
     def concluded(self, held: HeldRequest, outcome: Outcome | None, retries: int) -> None:
         """``held``'s send ended with ``outcome`` (None: nothing was sent, the record was
         not this worker's to send). Its message is acked."""
-        worker_state.task_ready(held, successful=outcome is not None and outcome.status is Status.DONE)
         if outcome is None:
+            self._release(held)
             return
+        worker_state.task_ready(held, successful=outcome.status is Status.DONE)
         runtime = time.monotonic() - held.received
         send = self._send_event
         if outcome.status is Status.DONE:
@@ -214,6 +217,16 @@ class DeliveryReport:
                     sender=self.task, request=request, terminated=False, signum=None, expired=False
                 )
         self._postrun(held, retries, TaskRevokedError(held.id), states.REVOKED)
+
+    @staticmethod
+    def _release(held: HeldRequest) -> None:
+        """Forget ``held`` without an outcome. The registry is keyed by task id, and a
+        duplicate of a message this worker is sending (a redelivery, a sweep) has the same id:
+        only ``held``'s own entries go, never the one being sent."""
+        if worker_state.requests.get(held.id) is held:
+            del worker_state.requests[held.id]
+        worker_state.reserved_requests.discard(held)
+        worker_state.active_requests.discard(held)
 
     def _postrun(self, held: HeldRequest, retries: int, retval: Any, state: str) -> None:
         if signals.task_postrun.receivers:
