@@ -26,12 +26,12 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from celery import signals
 from celery.worker import control as celery_control
 from celery.worker import state as worker_state
 from kombu.utils.functional import maybe_list
 
 from noti.celery.queues import DELIVER_TASK
+from noti.celery.report import DeliveryReport
 from noti.delay import Pump
 from noti.runtime import get_runtime
 from noti.store import Revoked
@@ -112,28 +112,8 @@ def revoke(state: Any, task_id: Any, terminate: bool = False, signal: Any = None
         except Exception:  # Celery's own handling still flags them for this worker
             logging.getLogger(__name__).exception("revoke: could not revoke %d record(s)", len(ids))
             done = []
-        eventer = state.consumer.event_dispatcher
-        revoked = [i for i, result in zip(ids, done, strict=False) if result is Revoked.REVOKED]
-        for record_id in revoked:
-            if eventer is not None and eventer.enabled:
-                eventer.send(  # with what task-received would have said: it never came
-                    "task-revoked",
-                    uuid=record_id,
-                    name=DELIVER_TASK,
-                    args=repr([record_id]),
-                    kwargs="{}",
-                    terminated=False,
-                    signum=None,
-                    expired=False,
-                )
-            if signals.task_revoked.receivers:
-                from noti.celery.tasks.deliver import deliver
-
-                deliver.push_request(id=record_id, task=DELIVER_TASK, args=[record_id], kwargs={})
-                try:  # receivers read sender.request, as for any revoked task
-                    signals.task_revoked.send(
-                        sender=deliver, request=deliver.request, terminated=False, signum=None, expired=False
-                    )
-                finally:
-                    deliver.pop_request()
+        report = DeliveryReport(state.app.tasks[DELIVER_TASK], state.consumer)
+        for record_id, result in zip(ids, done, strict=False):
+            if result is Revoked.REVOKED:
+                report.revoked_waiting(record_id)
     return _celery_revoke(state, task_id, terminate=terminate, signal=signal, **kwargs)

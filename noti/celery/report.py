@@ -32,7 +32,6 @@ from typing import Any
 
 from billiard.einfo import ExceptionInfo
 from celery import signals, states
-from celery.exceptions import TaskRevokedError
 from celery.worker import state as worker_state
 
 from noti.errors import NotiError
@@ -200,23 +199,33 @@ class DeliveryReport:
     def revoked(self, held: HeldRequest, retries: int) -> None:
         """``held``'s record was revoked before its send: nothing was sent."""
         worker_state.task_ready(held)
+        self._announce_revoked(held.id, held.record_id, self._request(held, retries))
+
+    def revoked_waiting(self, record_id: str) -> None:
+        """A waiting record was revoked when Celery's revoke came: no message of it is held
+        here (:mod:`noti.celery.control`)."""
+        request = {"id": record_id, "args": [record_id], "kwargs": {}, "hostname": self.hostname}
+        self._announce_revoked(record_id, record_id, request)
+
+    def _announce_revoked(self, task_id: str, record_id: str, request: dict[str, Any]) -> None:
+        """``task-revoked`` and ``task_revoked``, as Celery announces a task revoked before it
+        ran (no prerun, so no postrun either)."""
         if self._send_event is not None:
             self._send_event(  # before any task-received: say what it would have said
                 "task-revoked",
-                uuid=held.id,
+                uuid=task_id,
                 name=self.task.name,
-                args=repr([held.record_id]),
+                args=repr([record_id]),
                 kwargs="{}",
                 terminated=False,
                 signum=None,
                 expired=False,
             )
         if signals.task_revoked.receivers:
-            with self._context(held, retries) as request:
+            with _PushedRequest(self.task, request) as pushed:
                 signals.task_revoked.send(
-                    sender=self.task, request=request, terminated=False, signum=None, expired=False
+                    sender=self.task, request=pushed, terminated=False, signum=None, expired=False
                 )
-        self._postrun(held, retries, TaskRevokedError(held.id), states.REVOKED)
 
     @staticmethod
     def _release(held: HeldRequest) -> None:
@@ -242,31 +251,34 @@ class DeliveryReport:
                 )
 
     def _context(self, held: HeldRequest, retries: int) -> _PushedRequest:
-        return _PushedRequest(self.task, held, retries, self.hostname)
+        return _PushedRequest(self.task, self._request(held, retries))
+
+    def _request(self, held: HeldRequest, retries: int) -> dict[str, Any]:
+        """The request context of ``held``'s task, as a Celery request would set it."""
+        headers = held.message.headers
+        return {
+            "id": held.id,
+            "args": [held.record_id],
+            "kwargs": {},
+            "retries": retries,
+            "root_id": headers.get("root_id") or held.id,
+            "parent_id": headers.get("parent_id"),
+            "hostname": self.hostname,
+            "delivery_info": held.message.delivery_info,
+        }
 
 
 class _PushedRequest:
-    """The task's request context while a signal about ``held`` is sent (receivers read
-    ``sender.request``, as they do in task mode)."""
+    """The task's request context while a signal is sent (receivers read ``sender.request``,
+    as they do in task mode)."""
 
-    __slots__ = ("task", "held", "retries", "hostname")
+    __slots__ = ("task", "request")
 
-    def __init__(self, task: Any, held: HeldRequest, retries: int, hostname: str) -> None:
-        self.task, self.held, self.retries, self.hostname = task, held, retries, hostname
+    def __init__(self, task: Any, request: dict[str, Any]) -> None:
+        self.task, self.request = task, request
 
     def __enter__(self) -> Any:
-        headers = self.held.message.headers
-        self.task.push_request(
-            id=self.held.id,
-            args=[self.held.record_id],
-            kwargs={},
-            retries=self.retries,
-            root_id=headers.get("root_id") or self.held.id,
-            parent_id=headers.get("parent_id"),
-            hostname=self.hostname,
-            delivery_info=self.held.message.delivery_info,
-            is_eager=False,
-        )
+        self.task.push_request(is_eager=False, **self.request)
         return self.task.request
 
     def __exit__(self, *exc: object) -> None:
