@@ -208,7 +208,7 @@ def test_the_fast_encoder_writes_or_refuses_exactly_what_the_php_rules_do(value:
         assert encode(value) == expected
 
 
-@pytest.mark.parametrize("value", [float("inf"), float("nan"), "\ud800", 2**64, b"bytes", {1.5: "x"}])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "\ud800", 10**400, b"bytes", {1.5: "x"}])
 def test_encoding_refuses_what_php_cannot_encode(value: Any) -> None:
     with pytest.raises(PhpJsonError):
         encode(value)
@@ -218,6 +218,36 @@ def test_encoding_refuses_what_php_cannot_encode(value: Any) -> None:
 def test_data_php_would_change_or_drop_is_a_clear_error(data: Any) -> None:
     with pytest.raises(MalformedMessage):
         check_data(data)
+
+
+def test_integers_beyond_64_bits_are_written_as_php_writes_them_and_read_back_as_php_reads_them() -> None:
+    # PHP holds no such integer: json_decode makes it a float and json_encode writes that float
+    # (issue 18 point 7). Inside data it stays a float; at the top, PHP's `string|array|int`
+    # parameter turns the float into a string.
+    assert encode({"n": 2**64, "m": -(2**63) - 1, "k": 2**63 - 1}) == (
+        '{"n":1.8446744073709552e+19,"m":-9.223372036854776e+18,"k":9223372036854775807}'
+    )
+    assert encode([2**63]) == "[9.223372036854776e+18]"
+    assert check_data(2**64) == "1.844674407371E+19"
+    assert check_data({"n": 2**64}) == {"n": 2**64}
+    with pytest.raises(MalformedMessage, match="beyond a float"):
+        check_data(10**400)
+    for data in ({"n": 2**64}, [2**70, 1], 2**64):
+        message = QueueMessage(
+            type=QUEUE,
+            data=check_data(data),
+            timestamp=1,
+            source=SEND_EMAIL,
+            fail_count=0,
+            next_retry=0,
+            delay_until=0,
+        )
+        ours = _parse(_entry(encode_message(message)))  # the bytes noti writes, read back
+        literal = _parse(_entry(_valid(data=data)))  # the same number written as a JSON integer
+        assert ours.data == literal.data
+        assert encode_message(ours) == encode_message(message)
+    assert _parse(_entry(_valid(data={"n": 2**64}))).data == {"n": 1.8446744073709552e19}
+    assert _parse(_entry(_valid(data=2**64))).data == "1.844674407371E+19"
 
 
 def test_php_string_conversion_of_floats() -> None:

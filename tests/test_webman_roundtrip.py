@@ -407,6 +407,21 @@ def test_producer_refuses_what_php_would_not_read_back_and_writes_nothing(bridge
     assert send.redis.xlen(send.keys.stream) == 1
 
 
+def test_integers_beyond_64_bits_go_through_as_php_would_carry_them(bridge_url: str, run_bridge: Any) -> None:
+    # given: payloads holding integers PHP can only hold as floats (issue 18 point 7)
+    Collect.reset()
+    run_bridge(bridge_url, ConsumerSpec("collect", Collect))
+    send = producer(bridge_url)
+    # when: pushed and scheduled, as a PHP producer would write them
+    send.push(send.message({"order": 2**64, "small": 3}))
+    send.push(send.message(2**64))
+    send.schedule_many([Delayed([-(2**63) - 1], 0)])
+    # then: consumed as PHP's consumer reads them: floats inside, a string at the top
+    wait_until(lambda: len(Collect.data()) >= 3)
+    expected = [{"order": 1.8446744073709552e19, "small": 3}, "1.844674407371E+19", [-9.223372036854776e18]]
+    assert sorted(map(repr, Collect.data())) == sorted(map(repr, expected))
+
+
 def test_remove_and_has_delayed_are_exact(bridge_url: str) -> None:
     send = producer(bridge_url)
     ids = send.schedule_many([Delayed("a", 0, "a"), Delayed("b", 30, "b")])

@@ -104,7 +104,9 @@ def check_data(data: Any) -> Data:
 
     Raises:
         MalformedMessage: None (PHP drops the message), a bool or float at the top (PHP would
-            coerce it to an int), or anything :func:`phpjson.encode` refuses.
+            coerce it to an int), or anything :func:`phpjson.encode` refuses. An integer beyond
+            64 bits is not refused: it becomes what a PHP producer writes for it (a string at
+            the top, a float inside a list or dict).
     """
     if data is None:
         raise _malformed(Reason.MISSING_KEY, "data must not be None: PHP consumers drop such messages")
@@ -113,6 +115,13 @@ def check_data(data: Any) -> Data:
             Reason.BAD_FIELD_TYPE,
             f"data {data!r} would reach PHP consumers as an int; pass a string, an int, a list or a dict",
         )
+    if isinstance(data, int) and not phpjson.INT_MIN <= data <= phpjson.INT_MAX:
+        # A PHP producer holds such a number as a float, which its `string|array|int` parameter
+        # turns into a string ("1.844674407371E+19"): write what it writes.
+        try:
+            return phpjson.to_str(phpjson.big_int_as_float(data))
+        except phpjson.PhpJsonError as exc:
+            raise _malformed(Reason.BAD_FIELD_TYPE, f"data: {exc}") from None
     if not isinstance(data, str | int | list | tuple | dict):
         raise _malformed(Reason.BAD_FIELD_TYPE, f"data of type {type(data).__name__} cannot be sent")
     return list(data) if isinstance(data, tuple) else data

@@ -23,6 +23,7 @@ from typing import Any
 __all__ = [
     "INT_MAX",
     "INT_MIN",
+    "big_int_as_float",
     "PhpJsonError",
     "PhpTypeError",
     "decode",
@@ -101,6 +102,25 @@ def _plain(value: Any, depth: int) -> bool:
     return False
 
 
+def big_int_as_float(value: int) -> float:
+    """An integer beyond 64 bits as PHP holds it: the float ``json_decode`` reads it as.
+
+    Raises:
+        PhpJsonError: too large even for a float (PHP reads INF, which ``json_encode`` refuses).
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        bits = value.bit_length()
+        raise PhpJsonError(f"an integer of {bits} bits is beyond a float (PHP reads INF)") from None
+
+
+def _encode_float(value: float) -> str:
+    if not math.isfinite(value):
+        raise PhpJsonError(f"{value} cannot be encoded (json_encode fails on INF and NAN)")
+    return float_repr(value)
+
+
 def _encode_into(value: Any, out: list[str], depth: int) -> None:
     if depth > MAX_DEPTH:
         raise PhpJsonError(f"nesting deeper than {MAX_DEPTH}")
@@ -111,13 +131,12 @@ def _encode_into(value: Any, out: list[str], depth: int) -> None:
     elif value is False:
         out.append("false")
     elif isinstance(value, int):
-        if not INT_MIN <= value <= INT_MAX:
-            raise PhpJsonError(f"integer {value} does not fit in 64 bits")
-        out.append(str(value))
+        if INT_MIN <= value <= INT_MAX:
+            out.append(str(value))
+        else:  # PHP holds no such int: its json_decode made it a float, and writes it as one
+            out.append(_encode_float(big_int_as_float(value)))
     elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise PhpJsonError(f"{value} cannot be encoded (json_encode fails on INF and NAN)")
-        out.append(float_repr(value))
+        out.append(_encode_float(value))
     elif isinstance(value, str):
         out.append(_encode_str(value))
     elif isinstance(value, list | tuple):
