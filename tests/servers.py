@@ -131,11 +131,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class CeleryProcess:
-    """A ``celery -A noti <args>`` subprocess (worker, beat, Flower) in its own process group,
-    logging to ``log`` (a temporary file when None, left for a failing test to read)."""
+    """A ``celery -A <app> <args>`` subprocess (worker, beat, Flower; noti's app unless told
+    otherwise) in its own process group, logging to ``log`` (a temporary file when None, left
+    for a failing test to read)."""
 
     def __init__(
-        self, env: dict[str, str], *args: str, log: Path | None = None, name: str = "celery"
+        self,
+        env: dict[str, str],
+        *args: str,
+        log: Path | None = None,
+        name: str = "celery",
+        app: str = "noti",
+        cwd: Path = ROOT,
     ) -> None:
         self.name = name
         if log is None:
@@ -144,9 +151,9 @@ class CeleryProcess:
         self.log = log
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "noti", *args],
+                [sys.executable, "-m", "celery", "-A", app, *args],
                 env=env,
-                cwd=ROOT,
+                cwd=cwd,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

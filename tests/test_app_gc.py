@@ -12,20 +12,30 @@ SCRIPT = """
 import gc
 import sys
 from celery import Celery
+from celery import signals
 from celery.signals import worker_init, worker_process_init, worker_ready
-import noti.celery.app
 
-class Worker:  # what worker_init is sent by: a worker controller, with its app
-    def __init__(self, app):
-        self.app = app
+def receivers():
+    return {name: list(s.receivers) for name, s in vars(signals).items() if isinstance(s, signals.Signal)}
+
+before = receivers()
+import noti.celery.app
+import noti.tasks
+from noti.celery.worker import enter_noti_worker, in_noti_worker
 
 assert gc.get_freeze_count() == 0
-# a host project's worker in a process that imported noti: noti's hooks do nothing
-worker_init.send(sender=Worker(Celery("host", set_as_current=False)))
+# a host project's worker in a process that imported noti: no hook of noti's is connected
+assert receivers() == before, "noti hooked Celery's signals"
+worker_init.send(sender=None)
 worker_ready.send(sender=None)
+worker_process_init.send(sender=None)
 assert gc.get_freeze_count() == 0, "noti froze a host project's worker"
-# noti's worker
-worker_init.send(sender=Worker(noti.celery.app.app))
+assert not in_noti_worker()
+# noti's worker (the NotiProcess bootstep of noti's app calls this)
+from noti.celery.worker import NotiProcess
+assert NotiProcess in noti.celery.app.app.steps["worker"]
+enter_noti_worker(noti.celery.app.app)
+assert in_noti_worker() and receivers() != before
 worker_ready.send(sender=None)
 frozen = gc.get_freeze_count()
 print(frozen)

@@ -13,6 +13,7 @@ current and default apps, so the other test modules see none of it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sys
@@ -22,10 +23,12 @@ from typing import Any
 
 import pytest
 import redis
+from celery import Celery
 
 import noti
 from noti.record import Status
-from tests.conftest import ROOT, sandbox_outbox, wait_until
+from tests.conftest import BASE_ENV, ROOT, sandbox_outbox, wait_until
+from tests.servers import CeleryProcess
 
 pytest.importorskip("django")
 pytest.importorskip("flask")
@@ -229,6 +232,66 @@ def test_django_shipped_view_answers_400_for_a_phone_noti_refuses(orders_client:
     assert response.status_code == 400
     assert response.json()["error"] == "e.cmd.noti.add.badtarget"
     assert noti.list_notifications() == []
+
+
+def test_django_projects_own_worker_runs_its_task_that_notifies_and_noti_leaves_that_worker_alone(
+    orders_client: Any,
+    rt: Any,
+    worker: Any,
+    redis_url: str,
+    host_broker: str,
+    host_broker_client: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    from django.conf import settings
+    from orders.models import Order
+
+    # given: the project's own worker (`celery -A proj worker`) in a Django deployment's
+    # environment: CELERY_BROKER_URL names the project's broker, NOTI_REDIS_URL noti's
+    env = {
+        **os.environ,
+        **BASE_ENV,
+        "NOTI_REDIS_URL": redis_url,
+        "DJANGO_SETTINGS_MODULE": "proj.settings",
+        "ORDERS_DB_PATH": str(settings.DATABASES["default"]["NAME"]),
+        "PROJ_BROKER_URL": host_broker,
+        "CELERY_BROKER_URL": host_broker,
+        "PYTHONPATH": os.pathsep.join([str(DJANGO_DIR), str(ROOT)]),
+    }
+    args = ("worker", "-P", "solo", "-l", "INFO", "--without-mingle", "--without-gossip", "-n", "host@%h")
+    host = CeleryProcess(env, *args, "-I", "tests.host_worker_probe", app="proj", cwd=DJANGO_DIR, name="host")
+    try:
+        wait_until(lambda: "ready." in host.output() or not host.alive(), timeout=60)
+        assert host.alive(), host.output()[-3000:]
+        order = Order.objects.create(phone=PHONE, item="mug")
+        report = tmp_path / "host-worker.json"
+
+        # when: the project's task runs in its worker and notifies through noti
+        client = Celery("client", broker=host_broker, set_as_current=False)
+        try:
+            client.send_task("orders.tasks.remind_unshipped", args=[order.pk])
+            client.send_task("probe.report", args=[str(report)])
+        finally:
+            client.close()
+
+        # then: noti's worker sends the SMS from noti's Redis
+        [sms] = _delivered(rt, 1)
+        assert (sms["target"], sms["fields"]["text"]) == (PHONE, f"Order {order.pk} ships soon: mug")
+        # and the project's worker is the project's: its app, its broker, none of noti's tasks,
+        # hooks or signal receivers, nothing frozen, and noti's messages never on its broker
+        facts = wait_until(lambda: report.exists() and json.loads(report.read_text() or "null"), timeout=30)
+    finally:
+        host.stop()
+    assert facts["current_app"] == "proj"
+    assert facts["broker_url"] == host_broker
+    assert facts["noti_tasks_in_host_app"] == []
+    assert facts["in_noti_worker"] is False
+    assert facts["frozen_objects"] == 0
+    assert not [r for r in facts["signal_receivers"] if r.split(":")[1].startswith(("noti.", "redbeat."))]
+    log = host.output()
+    assert "orders.tasks.remind_unshipped" in log and "Traceback" not in log, log[-3000:]
+    assert "noti ignores" not in log
+    assert not [key for key in host_broker_client.keys() if key.startswith(b"noti.")]
 
 
 # --- Flask --------------------------------------------------------------------------------

@@ -6,16 +6,12 @@ so importing noti reads nothing and connects to nothing.
 
 from __future__ import annotations
 
-import gc
-import logging
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
 from celery import Celery, bootsteps
 from celery.app.utils import Settings as Settings_
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
 
 from noti.celery.beat import beat_schedule, redbeat_config
 from noti.celery.publish import Publisher
@@ -29,13 +25,13 @@ from noti.celery.queues import (
     priority_for_level,
     transport_options,
 )
+from noti.celery.worker import IGNORED_CELERY_VARIABLES, NotiProcess
 from noti.config import Settings
 from noti.delay import Pump
 from noti.keys import Keys
-from noti.redisconn import masked_url
 from noti.runtime import get_runtime
 
-__all__ = ["app", "celery_config"]
+__all__ = ["IGNORED_CELERY_VARIABLES", "app", "celery_config"]
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -82,7 +78,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_hijack_root_logger": False,
         "timezone": "UTC",
         "enable_utc": True,
-        "beat_scheduler": "noti.celery.beat:Scheduler",
+        "beat_scheduler": "noti.celery.scheduler:Scheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": 5,
         **redbeat_config(settings.redis_url, key_prefix=Keys(settings.key_prefix).beat_prefix),
@@ -98,7 +94,7 @@ class _OwnSettings(Settings_):
     belong to the host project's Celery app (the usual names in Django and Flask
     deployments): read by noti's app they would put its messages on another Redis than its
     records. noti's come from ``NOTI_*`` (:func:`celery_config`); a worker that finds such a
-    variable says once that it ignores it (:func:`_warn_of_celery_variables`)."""
+    variable says once that it ignores it (:mod:`noti.celery.worker`)."""
 
     @property
     def broker_url(self) -> Any:
@@ -122,15 +118,6 @@ def _own(conf: Any) -> Any:
     settings, hence ``object.__setattr__``)."""
     object.__setattr__(conf, "__class__", _OwnSettings)
     return conf
-
-
-#: The environment variables of a host project's Celery app that noti's app ignores.
-IGNORED_CELERY_VARIABLES = (
-    "CELERY_BROKER_URL",
-    "CELERY_BROKER_READ_URL",
-    "CELERY_BROKER_WRITE_URL",
-    "CELERY_RESULT_BACKEND",
-)
 
 
 class NotiCelery(Celery):
@@ -223,73 +210,9 @@ class DeliveryDrain(bootsteps.StartStopStep):
 #: Seconds a stopping consumer waits for batch-mode sends in flight.
 DRAIN_TIMEOUT_S = 15.0
 
+app.steps["worker"].add(NotiProcess)
 app.steps["worker"].add(DelayPump)
 app.steps["consumer"].add(DeliveryDrain)
 from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its registration
 
 app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = true
-
-
-#: Set when this process runs noti's worker (and so in its pool's children, forked from it):
-#: noti's process hooks below act only then, never in a host project's worker.
-_in_noti_worker = False
-
-
-@worker_init.connect
-def _warn_of_celery_variables(sender: Any = None, **_: Any) -> None:
-    """Note that this is noti's worker; say once which host-project Celery variables it ignores."""
-    global _in_noti_worker
-    if sender is None or sender.app is not app:
-        return
-    _in_noti_worker = True
-    found = [name for name in IGNORED_CELERY_VARIABLES if os.environ.get(name)]
-    if found:
-        logging.getLogger(__name__).warning(
-            "noti ignores %s: they configure another Celery app; noti's broker is %s (NOTI_REDIS_URL "
-            "or NOTI_BROKER_URL), where its records are",
-            ", ".join(found),
-            masked_url(str(app.conf.broker_url)),
-        )
-
-
-@worker_init.connect
-def _bulk_fetch_on_workers(sender: Any = None, **_: Any) -> None:
-    """Workers consume through :mod:`noti.celery.transport`; producers, beat and Flower keep kombu's
-    Redis transport (the URL stays ``redis://``, which Flower's broker view needs)."""
-    if sender is not None and sender.app is app and get_runtime().settings.broker_bulk_fetch:
-        app.conf.broker_transport = "noti.celery.transport:BulkTransport"
-
-
-#: Set once this process has frozen its start-up objects.
-_frozen = False
-
-
-@worker_ready.connect
-@worker_process_init.connect
-def _freeze_startup_objects(**_: Any) -> None:
-    """Move everything a worker process holds once started (modules, classes, Celery's and
-    noti's long-lived objects) to the collector's permanent generation.
-
-    A full (generation 2) collection walks every tracked object; in a started worker that is
-    ~90,000 objects, and it took 50–70 ms here, during which the process neither fetched nor
-    sent: a process holding urgent messages let the others send hundreds of lower-level ones
-    first (the priority bound of the performance issue, exceeded once in six runs), and the
-    notifications it held waited as long. Frozen, a full collection walks only what the
-    process allocated since. (A frozen object is still freed when its last reference goes;
-    only a reference cycle among frozen objects would outlive its use, and these live as long
-    as the process.) Runs once per process: in the main process when the worker is ready and
-    in each pool child when it starts (a child forked later inherits its parent's freeze)."""
-    global _frozen
-    if _in_noti_worker and not _frozen:
-        _frozen = True
-        gc.freeze()
-
-
-@worker_process_shutdown.connect
-def _close_runtime(**_: Any) -> None:
-    if not _in_noti_worker:
-        return
-    from noti.sendloop import send_loop
-
-    send_loop().stop()
-    get_runtime().close()

@@ -8,7 +8,9 @@ RedBeat's client waits through a Redis outage (:func:`redbeat_config`): every co
 lock's extend included, is retried forever with a back-off capped at
 :data:`OUTAGE_BACKOFF_CAP_S`, and the outage and the recovery are logged once each. The
 holder resumes its tick where it stopped and an overdue entry fires once; a standby keeps
-waiting for the lock. :class:`Scheduler` (Celery's ``beat_scheduler``) stops waiting when
+waiting for the lock. :class:`noti.celery.scheduler.Scheduler` (Celery's ``beat_scheduler``,
+in its own module because importing RedBeat connects a receiver to Celery's ``beat_init``
+signal, which no host project's beat should get from importing noti) stops waiting when
 beat is told to stop: closing first tells the client to stop waiting; a lock it cannot
 release is left to expire (``redbeat_lock_timeout``), and a standby takes over then. A lock
 lost while beat waited (it expired, and another beat took it) still makes the next tick
@@ -18,18 +20,15 @@ alongside the new holder.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import redis
-from redbeat import RedBeatScheduler
 
 from noti.config import Settings
 from noti.redisconn import Outage, OutageRetry, split_password
 
-__all__ = ["OUTAGE_BACKOFF_CAP_S", "Scheduler", "beat_schedule", "redbeat_config"]
+__all__ = ["LOCK_TIMEOUT_S", "OUTAGE_BACKOFF_CAP_S", "beat_schedule", "redbeat_config"]
 
-log = logging.getLogger(__name__)
 
 #: Longest wait between two tries of RedBeat's client while Redis is unavailable (seconds).
 OUTAGE_BACKOFF_CAP_S = 2.0
@@ -79,23 +78,3 @@ def redbeat_config(redis_url: str, *, key_prefix: str) -> dict[str, Any]:
         "redbeat_key_prefix": key_prefix,
         "redbeat_lock_timeout": LOCK_TIMEOUT_S,
     }
-
-
-class Scheduler(RedBeatScheduler):
-    """RedBeat's scheduler that gives up waiting for Redis once it is closing."""
-
-    def close(self) -> None:
-        retry = self.app.conf.redbeat_redis_options.get("retry")
-        if isinstance(retry, OutageRetry):
-            retry.outage.give_up()
-        try:
-            super().close()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            self.lock = None
-            log.warning(
-                "beat: Redis unavailable while stopping (%s); the beat lock was not released "
-                "and expires within %d s",
-                exc,
-                self.lock_timeout,
-            )
-            super().close()  # the rest of Celery's close, lock-free now

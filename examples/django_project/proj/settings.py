@@ -29,7 +29,6 @@ TIME_ZONE = "UTC"
 
 # The project's Celery app (proj/celery.py) reads the CELERY_* settings. noti does not: it is
 # configured by its NOTI_* environment variables (NOTI_REDIS_URL, NOTI_USER, ...).
-# Not the environment variable CELERY_BROKER_URL: Celery lets it override the broker of every
-# app in the process, noti's included.
+# (The environment variable CELERY_BROKER_URL would do too: noti's app ignores it.)
 CELERY_BROKER_URL = os.environ.get("PROJ_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_TASK_IGNORE_RESULT = True
