@@ -14,7 +14,7 @@ import redis
 import noti
 from noti.celery.app import IGNORED_CELERY_VARIABLES, app
 from noti.record import Status
-from tests.conftest import wait_until
+from tests.conftest import BASE_ENV, wait_until
 
 PHONE = "+8613912345678"
 
@@ -86,3 +86,40 @@ def test_the_first_thing_a_fresh_process_reads_already_ignores_the_host_variable
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert host_broker not in result.stdout and "RedisBackend" not in result.stdout, result.stdout
+
+
+HOST_PROCESS = """
+from celery import Celery, current_app, signals
+
+def receivers():
+    return {name: len(s.receivers) for name, s in vars(signals).items() if isinstance(s, signals.Signal)}
+
+host = Celery("host", broker=HOST_BROKER)
+host.conf.task_default_queue = "host-tasks"
+host.set_current()
+host.conf.broker_url  # the host's settings, loaded
+before = (receivers(), dict(host.conf.changes), host.conf.broker_url)
+
+import noti
+record_id = noti.notify_sms("+8613912345678", "hello")
+import noti.tasks
+noti.tasks.notify.delay(type="sms", target="+8613912345678", text="hi")
+
+assert current_app._get_current_object() is host, current_app.main
+assert (receivers(), dict(host.conf.changes), host.conf.broker_url) == before
+assert not [name for name in host.tasks if name.startswith("noti.")]
+print(record_id)
+"""
+
+
+def test_import_noti_and_its_calls_leave_the_host_apps_current_app_settings_and_signals_alone(
+    rt: Any, redis_url: str, host_broker: str
+) -> None:
+    # given a host process with its own current Celery app, when it imports noti and notifies
+    code = f"HOST_BROKER = {host_broker!r}\n{HOST_PROCESS}"
+    env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CHANNELS__SMS__PROVIDER": "sandbox"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    # then its app, settings and signals are as they were, and noti's messages went to noti's Redis
+    assert result.returncode == 0, result.stderr
+    assert rt.store.get(result.stdout.strip()).target == PHONE
+    assert redis.Redis.from_url(host_broker).dbsize() == 0
