@@ -8,13 +8,15 @@ then from the defaults below. Provider options (secrets included) live in the TO
 
 from __future__ import annotations
 
+import difflib
 import functools
 import getpass
 import os
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -41,6 +43,8 @@ def _os_user() -> str:
 class ChannelSettings(BaseModel):
     """Per-channel choices (``[channels.sms]``)."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     #: Provider name(s) used when a record names none, in failover order: ``"aliyun,tencent"``.
     provider: str | None = None
     #: Attempt limit for this channel's records (``noti_retry_max``); None = the global default.
@@ -55,7 +59,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="NOTI_",
         env_nested_delimiter="__",
-        extra="ignore",
+        # an unknown key in the TOML file (a typo) is an error; unknown NOTI_* variables are
+        # not read at all (other tools use the prefix: NOTI_FLOWER_PORT, NOTI_TEST_REDIS_URL)
+        extra="forbid",
         frozen=True,
     )
 
@@ -216,12 +222,34 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"NOTI_{'__'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
-        )
-        raise InvalidConfig(problems) from exc
+        raise InvalidConfig("; ".join(_problem(err) for err in exc.errors())) from exc
     except ValueError as exc:  # e.g. a TOML syntax error
         raise InvalidConfig(f"cannot read the settings: {exc}") from exc
+
+
+def _problem(error: Any) -> str:
+    """One validation error, named as the user wrote it: the variable, or the TOML key."""
+    loc = [str(part) for part in error["loc"]]
+    if error["type"] != "extra_forbidden":
+        return f"NOTI_{'__'.join(loc).upper()}: {error['msg']}"
+    where = f" in {os.environ['NOTI_CONFIG']}" if os.environ.get("NOTI_CONFIG") else ""
+    message = f"unknown setting {'.'.join(loc)!r}{where}"
+    known = _known_keys(loc[:-1])
+    close = difflib.get_close_matches(loc[-1], known, n=1)
+    return message + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _known_keys(parent: list[str]) -> list[str]:
+    """The keys a table at ``parent`` (``[]``, ``["channels", "sms"]``, ``["webman"]`` …) may hold."""
+    model: Any = Settings
+    for part in parent:
+        if isinstance(model, type) and issubclass(model, BaseModel) and part in model.model_fields:
+            model = model.model_fields[part].annotation
+        elif typing.get_origin(model) is dict:  # a table of named tables: ``[channels.<name>]``
+            model = typing.get_args(model)[1]
+        else:
+            return []
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
 
 
 @functools.cache

@@ -82,6 +82,39 @@ def test_a_broken_toml_file_is_an_invalid_config(monkeypatch: pytest.MonkeyPatch
         load_settings()
 
 
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("retry_maxx = 5\n", "unknown setting 'retry_maxx' in {file} (did you mean 'retry_max'?)"),
+        ('[channels.sms]\nprovder = "sandbox"\n', "unknown setting 'channels.sms.provder' in {file} "),
+        (
+            "[webman]\nenabeld = true\n",
+            "unknown setting 'webman.enabeld' in {file} (did you mean 'enabled'?)",
+        ),
+        ("zzz = 1\n", "unknown setting 'zzz' in {file}"),
+    ],
+)
+def test_an_unknown_key_in_the_toml_file_is_refused_with_its_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, toml: str, message: str
+) -> None:
+    # a misspelt key used to be ignored in silence: the setting it meant kept its default
+    config = tmp_path / "noti.toml"
+    config.write_text(toml)
+    monkeypatch.setenv("NOTI_CONFIG", str(config))
+    with pytest.raises(InvalidConfig) as info:
+        load_settings()
+    assert info.value.message.startswith(message.format(file=config)), info.value.message
+
+
+def test_other_tools_noti_variables_are_not_settings_and_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOTI_FLOWER_PORT", "5555")  # make run's
+    monkeypatch.setenv("NOTI_TEST_REDIS_URL", "redis://127.0.0.1:1/0")  # the test suite's
+    assert load_settings().retry_max == 3
+    monkeypatch.setenv("NOTI_CHANNELS__SMS__PROVDER", "sandbox")  # but a misspelt nested one is
+    with pytest.raises(InvalidConfig, match="channels.sms.provder"):
+        load_settings()
+
+
 def test_bad_provider_options_are_refused_when_used(configure: object) -> None:
     rt = configure(providers={"odd": {"kind": "sandbox", "colour": "blue"}})  # type: ignore[operator]
     with pytest.raises(InvalidConfig) as info:
