@@ -54,7 +54,12 @@ def notifier() -> Notifier:
     runtime = get_runtime()
     current = _notifier
     if current is None or current.runtime is not runtime:
-        publisher = Publisher(app, store_url=runtime.settings.redis_url, store_redis=runtime.redis)
+        publisher = Publisher(
+            app,
+            store_url=runtime.settings.redis_url,
+            store_redis=runtime.redis,
+            broker_url=runtime.settings.broker,
+        )
         current = _notifier = Notifier(runtime, publisher)
     return current
 

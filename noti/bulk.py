@@ -171,6 +171,7 @@ def add_many(
         while in_flight:
             done, at = in_flight.popleft()
             result.extend(_conclude(notifier, done, writer.ids()), at)
+        writer.confirm()
     return result
 
 
@@ -252,6 +253,12 @@ class _Writer:
         """For the oldest chunk sent and not read yet, per plain record: its id, or the id
         its idempotency key named."""
         return self._pipeline.ids() if self._pipeline is not None else self._stored.popleft()
+
+    def confirm(self) -> None:
+        """Once every chunk is read: wait for the replicas the store asks for (the chunks
+        stored through :meth:`Notifier.store_and_queue` were confirmed there)."""
+        if self._pipeline is not None:
+            self._pipeline.confirm()
 
 
 def _conclude(notifier: Notifier, built: _Built, ids: list[str]) -> BulkResult:

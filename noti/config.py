@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     #: Celery broker; defaults to ``redis_url`` so a notification is one Redis round trip away.
     broker_url: str | None = None
+    #: ``notify()`` (and every call that stores notifications) returns only once this many
+    #: replicas have the records (Redis ``WAIT``), else raises ``e.noti.store.unconfirmed``:
+    #: a failover then loses nothing that was acknowledged. 0: once the primary has them.
+    redis_wait_replicas: int = Field(default=0, ge=0, le=16)
+    #: How long to wait for those replicas (milliseconds).
+    redis_wait_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
     #: Prefix of every Redis key noti owns (records, indexes, delayed set, locks).
     key_prefix: str = "noti:"
     #: Acting user of the CLI and of API calls that pass no ``user``.

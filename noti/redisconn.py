@@ -11,8 +11,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Self
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 import hiredis
 import redis
@@ -20,13 +21,16 @@ from redis.backoff import ExponentialBackoff
 from redis.commands.core import Script
 from redis.retry import Retry
 
-from noti.errors import StoreUnavailable
+from noti.errors import InvalidConfig, StoreUnavailable
 
 __all__ = [
     "CommandPipeline",
     "Outage",
     "OutageRetry",
+    "ReplicaWait",
+    "SENTINEL_SCHEME",
     "ScriptPipeline",
+    "SentinelUrl",
     "run_batches",
     "run_commands",
     "connect",
@@ -39,9 +43,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_SENTINEL_PASSWORD = re.compile(r"([?&]sentinel_password=)[^&#]*")
+
 
 def masked_url(url: str) -> str:
     """``url`` with any password replaced by ``***``, fit for messages and logs."""
+    url = _SENTINEL_PASSWORD.sub(r"\1***", url)
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -61,21 +68,144 @@ def split_password(url: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(netloc=f"{user}{netloc}")), unquote(parts.password)
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for ``url`` (decoded responses, explicit timeouts, a thread-safe pool).
+#: The URL scheme of a Redis reached through Sentinel (:class:`SentinelUrl`; no TLS yet).
+SENTINEL_SCHEME = "redis+sentinel"
+SENTINEL_PORT = 26379
 
-    No connection is made until the first command. A failed command is not retried (redis-py's
-    ``from_url`` default): callers get :class:`StoreUnavailable` at once through
-    :func:`translate_errors`, and a long-running loop waits with an :class:`Outage`.
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    """A Redis primary found through Sentinel:
+    ``redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/<service>[/<db>]``
+    with ``?sentinel_password=…`` (and ``sentinel_username``) when the sentinels have their
+    own password. The port defaults to 26379. The password is the primary's (and its
+    replicas'). TLS is not supported through Sentinel.
     """
-    client: redis.Redis = redis.Redis.from_url(
-        url,
-        decode_responses=True,
-        socket_timeout=10,
-        socket_connect_timeout=3,
-        health_check_interval=30,
-        retry_on_timeout=False,
-    )
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> SentinelUrl | None:
+        """The Sentinel address ``url`` names, or None when it is not a Sentinel URL.
+
+        Raises:
+            InvalidConfig: a Sentinel URL without hosts or service, or with a bad port or db.
+        """
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme.lower() != SENTINEL_SCHEME:
+            return None
+        netloc, _, path = rest.partition("/")
+        path, _, query = path.partition("?")
+        credentials, at, hosts = netloc.rpartition("@")
+        username = password = None
+        if at:
+            user, colon, secret = credentials.partition(":")
+            username = unquote(user) or None
+            password = unquote(secret) if colon else None
+        sentinels = tuple(_host_port(item, url) for item in hosts.split(",") if item)
+        parts = [unquote(p) for p in path.split("/") if p]
+        if not sentinels or not parts or len(parts) > 2:
+            raise InvalidConfig(
+                f"{masked_url(url)} is not a Sentinel URL: write "
+                "redis+sentinel://[:password@]host:26379[,host:26379…]/<service>[/<db>]"
+            )
+        if len(parts) == 2 and not parts[1].isdigit():
+            raise InvalidConfig(f"{masked_url(url)}: the database must be a number, not {parts[1]!r}")
+        options = dict(parse_qsl(query))
+        unknown = set(options) - {"sentinel_password", "sentinel_username"}
+        if unknown:
+            raise InvalidConfig(f"{masked_url(url)}: unknown option(s) {', '.join(sorted(unknown))}")
+        return cls(
+            sentinels=sentinels,
+            service=parts[0],
+            db=int(parts[1]) if len(parts) == 2 else 0,
+            username=username,
+            password=password,
+            sentinel_username=options.get("sentinel_username"),
+            sentinel_password=options.get("sentinel_password"),
+        )
+
+    def public(self) -> str:
+        """The URL without its secrets (the passwords of the primary and of the sentinels)."""
+        user = f"{quote(self.username, safe='')}@" if self.username else ""
+        hosts = ",".join(f"{host}:{port}" for host, port in self.sentinels)
+        query = f"?sentinel_username={quote(self.sentinel_username)}" if self.sentinel_username else ""
+        return f"{SENTINEL_SCHEME}://{user}{hosts}/{quote(self.service, safe='')}/{self.db}{query}"
+
+    def sentinel_kwargs(self, *, password: str | None = None) -> dict[str, Any]:
+        """Connection options of the sentinels themselves (``password`` instead of the URL's)."""
+        options: dict[str, Any] = {"socket_timeout": 3, "socket_connect_timeout": 3}
+        password = password if password is not None else self.sentinel_password
+        if password is not None:
+            options["password"] = password
+        if self.sentinel_username is not None:
+            options["username"] = self.sentinel_username
+        return options
+
+
+def _host_port(item: str, url: str) -> tuple[str, int]:
+    host, colon, port = item.strip().rpartition(":") if ":" in item else (item.strip(), "", "")
+    host = host.strip("[]")
+    if not host or (colon and not port.isdigit()):
+        raise InvalidConfig(f"{masked_url(url)}: {item!r} is not host:port")
+    return host, int(port) if colon else SENTINEL_PORT
+
+
+def connect(
+    url: str,
+    *,
+    retry: Retry | None = None,
+    password: str | None = None,
+    sentinel_password: str | None = None,
+    socket_timeout_s: float = 10.0,
+    **client_options: Any,
+) -> redis.Redis:
+    """A client for ``url`` (decoded responses, explicit timeouts, a thread-safe pool); a
+    ``redis+sentinel://`` URL (:class:`SentinelUrl`) gives a client of the primary its
+    sentinels name, which finds the new primary after a failover on its next connection (a
+    connection to a demoted primary is dropped at its first ``READONLY`` answer).
+
+    No connection is made until the first command. Without ``retry`` a failed command is not
+    retried (redis-py's ``from_url`` default): callers get :class:`StoreUnavailable` at once
+    through :func:`translate_errors`, and a long-running loop waits with an :class:`Outage`.
+    ``password`` (and for a Sentinel URL ``sentinel_password``), when given, is used instead
+    of the URL's (a setting that keeps secrets apart from the URL it shows). ``client_options``
+    are more options of redis-py's client (``encoding_errors``, ``protocol``).
+
+    Raises:
+        InvalidConfig: a malformed Sentinel URL.
+    """
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": 3,
+        "health_check_interval": 30,
+        "retry_on_timeout": False,
+        **client_options,
+    }
+    if retry is not None:
+        options.update(retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError])
+    sentinel_url = SentinelUrl.parse(url)
+    client: redis.Redis
+    if sentinel_url is None:
+        if password is not None:
+            options["password"] = password
+        client = redis.Redis.from_url(url, **options)
+    else:
+        sentinel = redis.Sentinel(  # type: ignore[no-untyped-call]
+            list(sentinel_url.sentinels),
+            sentinel_kwargs=sentinel_url.sentinel_kwargs(password=sentinel_password),
+            username=sentinel_url.username,
+            password=password if password is not None else sentinel_url.password,
+            **options,
+        )
+        client = sentinel.master_for(sentinel_url.service, db=sentinel_url.db)  # type: ignore[no-untyped-call]
     client.noti_url = masked_url(url)  # type: ignore[attr-defined]
     return client
 
@@ -151,6 +281,24 @@ class CommandPipeline:
                 if isinstance(reply, Exception):
                     raise reply
         return replies
+
+    def wait_for_replicas(self, replicas: int, timeout_ms: int) -> int:
+        """Redis ``WAIT`` on this pipeline's connection, every batch's replies read: how many
+        replicas acknowledged every write sent on it (``replicas`` when nothing was sent).
+
+        Raises:
+            redis.RedisError: a connection failure.
+        """
+        if any(replies is None and commands for commands, replies in self._batches):
+            raise RuntimeError("read every batch's replies before waiting for replicas")
+        if self._connection is None:
+            return replicas
+        try:
+            self._connection.send_packed_command([_pack_command(("WAIT", replicas, timeout_ms))])
+            return int(self._connection.read_response())
+        except BaseException:
+            self._drop()
+            raise
 
     def close(self) -> None:
         """Give the connection back (dropped if replies were left unread)."""
@@ -283,6 +431,41 @@ class ScriptPipeline(CommandPipeline):
         for (_, replies, i), reply in zip(lost, self._read(again), strict=True):
             replies[i] = reply
         self._batches = collections.deque(batches)
+
+
+@dataclass(frozen=True)
+class ReplicaWait:
+    """Writes acknowledged to a caller only once ``replicas`` replicas have them (Redis
+    ``WAIT``, ``NOTI_REDIS_WAIT_REPLICAS``): a failover then cannot lose them, where
+    asynchronous replication loses what the primary had not passed on when it died (and
+    what a demoted primary took after the switch, ~10 s with Sentinel's defaults).
+    """
+
+    replicas: int
+    timeout_ms: int
+
+    def confirm(self, pipeline: CommandPipeline, client: redis.Redis) -> None:
+        """Wait until the replicas have what ``pipeline`` wrote.
+
+        Raises:
+            StoreUnavailable: ``e.noti.store.unconfirmed``: fewer replicas acknowledged it
+                within ``timeout_ms``. The write is on the primary and may or may not survive
+                a failover; the client's connections are dropped, so the next command finds
+                the primary again (through Sentinel, a new one after a switch).
+        """
+        try:
+            acknowledged = pipeline.wait_for_replicas(self.replicas, self.timeout_ms)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            where = getattr(client, "noti_url", "Redis")
+            raise StoreUnavailable(f"cannot reach Redis at {where}: {_reason(exc)}") from exc
+        if acknowledged < self.replicas:
+            client.connection_pool.disconnect()
+            raise StoreUnavailable(
+                f"written, but acknowledged by {acknowledged} of {self.replicas} replica(s) within "
+                f"{self.timeout_ms} ms: it may not survive a failover; call again (with an "
+                "idempotency key a repeat is not stored twice)",
+                code="e.noti.store.unconfirmed",
+            )
 
 
 def _reason(exc: BaseException) -> str:

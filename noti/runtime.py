@@ -19,7 +19,7 @@ from noti.keys import Keys
 from noti.lease import LeaseKeeper
 from noti.providers import ProviderSet
 from noti.ratelimit import RateLimiter
-from noti.redisconn import connect
+from noti.redisconn import ReplicaWait, connect
 from noti.store import RecordStore
 
 __all__ = ["Runtime", "configure", "get_runtime"]
@@ -32,7 +32,10 @@ class Runtime:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
         self.redis = connect(settings.redis_url)
-        self.store = RecordStore(self.redis, self.keys)
+        replica_wait = None
+        if settings.redis_wait_replicas:
+            replica_wait = ReplicaWait(settings.redis_wait_replicas, settings.redis_wait_timeout_ms)
+        self.store = RecordStore(self.redis, self.keys, replica_wait=replica_wait)
         self.delayed = DelayedQueue(self.redis, self.keys)
         self.providers = ProviderSet(settings, redis=self.redis, keys=self.keys)
         self.dead_letters = DeadLetters(

@@ -20,7 +20,7 @@ from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.keys import Keys
 from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
-from noti.redisconn import ScriptPipeline, load_script, translate_errors
+from noti.redisconn import ReplicaWait, ScriptPipeline, load_script, translate_errors
 
 __all__ = [
     "REVOKED_CODE",
@@ -108,9 +108,12 @@ class Finish:
 class RecordStore:
     """Notification records and their indexes in one Redis database."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, *, replica_wait: ReplicaWait | None = None) -> None:
         self.redis = client
         self.keys = keys
+        #: Records created or scheduled are acknowledged only once replicas have them
+        #: (``NOTI_REDIS_WAIT_REPLICAS``); None: once the primary has them.
+        self.replica_wait = replica_wait
         self._claim = load_script(client, "claim")
         self._finish = load_script(client, "finish")
         self._delete = load_script(client, "delete")
@@ -159,6 +162,7 @@ class RecordStore:
                     idempotency_keys=idempotency_keys,
                 )
                 ids.extend(creating.ids())
+            creating.confirm()
         return ids
 
     def create_pipeline(self, *, idempotency_ttl_s: float = 0.0, per_call: int = 100) -> CreatePipeline:
@@ -182,10 +186,10 @@ class RecordStore:
         for name, value in to_hash(record).items():
             fields += [name, value]
         for _ in range(10):
-            with translate_errors(self.redis):
+            with translate_errors(self.redis), ScriptPipeline(self.redis, self._schedule) as scheduling:
                 current = self.redis.get(identifier_key)
-                state, record_id = self._schedule(
-                    keys=[
+                call = (
+                    [
                         identifier_key,
                         k.record(str(current)) if current else k.record(record.id),
                         k.record(record.id),
@@ -195,7 +199,7 @@ class RecordStore:
                         k.waiting_index,
                         k.delayed,
                     ],
-                    args=[
+                    [
                         current or "",
                         record.id,
                         record.created_ms,
@@ -205,6 +209,10 @@ class RecordStore:
                         *fields,
                     ],
                 )
+                scheduling.send([call])
+                [(state, record_id)] = scheduling.results()
+                if int(state) >= 1 and self.replica_wait is not None:
+                    self.replica_wait.confirm(scheduling, self.redis)
             if int(state) >= 1:
                 return int(state) == 2, str(record_id)
         raise StoreUnavailable(f"identifier {identifier_key} kept changing; try again")
@@ -586,6 +594,7 @@ class CreatePipeline:
         if not 1 <= per_call <= self.MAX_PER_CALL:
             raise ValueError(f"per_call must be 1 to {self.MAX_PER_CALL}, got {per_call}")
         self._keys, self._client = store.keys, store.redis
+        self._replica_wait = store.replica_wait
         self._pipeline = ScriptPipeline(store.redis, store.create_script)
         self._ttl_ms = int(idempotency_ttl_s * 1000)
         self._per_call = per_call
@@ -629,6 +638,16 @@ class CreatePipeline:
         """
         with translate_errors(self._client):
             return [record_id for stored in self._pipeline.results() for record_id in stored]
+
+    def confirm(self) -> None:
+        """Once every batch is read: wait until replicas have them, when the store asks for
+        it (:class:`~noti.redisconn.ReplicaWait`).
+
+        Raises:
+            StoreUnavailable: ``e.noti.store.unconfirmed``, or Redis could not be reached.
+        """
+        if self._replica_wait is not None:
+            self._replica_wait.confirm(self._pipeline, self._client)
 
     def _create_call(
         self,

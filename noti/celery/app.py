@@ -25,6 +25,7 @@ from noti.celery.queues import (
     priority_for_level,
     transport_options,
 )
+from noti.celery.transport import kombu_broker
 from noti.celery.worker import IGNORED_CELERY_VARIABLES, NotiProcess
 from noti.config import Settings
 from noti.delay import Pump
@@ -36,10 +37,12 @@ __all__ = ["IGNORED_CELERY_VARIABLES", "app", "celery_config"]
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings derived from noti's (see the README's table for the reasons)."""
+    broker_url, broker_options = kombu_broker(settings.broker)
     transport = transport_options(
         visibility_timeout_s=settings.visibility_timeout_s,
         restore_interval_s=settings.unacked_restore_interval_s,
     )
+    transport.update(broker_options)
     prefetch = 1
     if settings.delivery_mode == "batch":
         # Celery multiplies this by the pool's size (the threads of -P threads too): the
@@ -48,7 +51,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         processes = 1 if settings.worker_pool == "solo" else settings.worker_concurrency
         prefetch = max(1, math.ceil(settings.delivery_window / processes))
     return {
-        "broker_url": settings.broker,
+        "broker_url": broker_url,
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": transport,
         "visibility_timeout": settings.visibility_timeout_s,
@@ -162,7 +165,12 @@ class DelayPump(bootsteps.StartStopStep):
 
     def create(self, worker: Any) -> Pump:
         runtime = get_runtime()
-        publisher = Publisher(worker.app, store_url=runtime.settings.redis_url, store_redis=runtime.redis)
+        publisher = Publisher(
+            worker.app,
+            store_url=runtime.settings.redis_url,
+            store_redis=runtime.redis,
+            broker_url=runtime.settings.broker,
+        )
         periodic: list[tuple[float, Callable[[], object]]] = [
             (EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)
         ]

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from noti.config import Settings
-from noti.redisconn import Outage, OutageRetry, split_password
+from noti.redisconn import Outage, OutageRetry, SentinelUrl, split_password
 
 __all__ = ["LOCK_TIMEOUT_S", "OUTAGE_BACKOFF_CAP_S", "beat_schedule", "redbeat_config"]
 
@@ -61,7 +61,11 @@ def redbeat_config(redis_url: str, *, key_prefix: str) -> dict[str, Any]:
     the value of a key naming a password wherever it shows the configuration (``celery
     inspect conf``, Flower), but masks URLs only in the broker and backend settings.
     """
-    url, password = split_password(redis_url)
+    sentinel_url = SentinelUrl.parse(redis_url)
+    if sentinel_url is None:
+        url, password = split_password(redis_url)
+    else:  # noti's Scheduler builds the client from these (noti.celery.scheduler)
+        url, password = sentinel_url.public(), sentinel_url.password
     options: dict[str, Any] = {
         # redis-py retries inside every command, the lock's EVALSHA and the pipelines
         # included (RedBeat's retry_period wraps only first-level calls: redbeat PR #314)
@@ -72,6 +76,8 @@ def redbeat_config(redis_url: str, *, key_prefix: str) -> dict[str, Any]:
     }
     if password is not None:
         options["password"] = password
+    if sentinel_url is not None and sentinel_url.sentinel_password is not None:
+        options["sentinel_password"] = sentinel_url.sentinel_password
     return {
         "redbeat_redis_url": url,
         "redbeat_redis_options": options,

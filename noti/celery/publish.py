@@ -35,7 +35,7 @@ from noti.celery.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_le
 from noti.entropy import hex64
 from noti.errors import StoreUnavailable
 from noti.record import Channel
-from noti.redisconn import connect, masked_url, run_batches, translate_errors
+from noti.redisconn import SENTINEL_SCHEME, connect, masked_url, run_batches, translate_errors
 
 __all__ = ["Publisher", "queue_key"]
 
@@ -68,23 +68,30 @@ class Publisher:
     """Sends delivery messages for ``(record id, channel, level)`` items."""
 
     def __init__(
-        self, app: Celery, *, store_url: str | None = None, store_redis: redis.Redis | None = None
+        self,
+        app: Celery,
+        *,
+        store_url: str | None = None,
+        store_redis: redis.Redis | None = None,
+        broker_url: str | None = None,
     ) -> None:
+        """``broker_url``: the broker in noti's form (``NOTI_BROKER_URL``; a ``redis+sentinel://``
+        URL where the app's ``broker_url`` has kombu's ``sentinel://`` form); default: the app's."""
         self._app = app
         self._store_url = store_url
         self._store_redis = store_redis
+        self._broker_url = broker_url
 
     @cached_property
     def broker_url(self) -> str:
-        return str(self._app.conf.broker_url)
+        return self._broker_url or str(self._app.conf.broker_url)
 
     @cached_property
     def writes_wire_format(self) -> bool:
         """True when the broker is Redis and noti writes kombu's messages itself."""
         options = self._app.conf.broker_transport_options or {}
-        return self.broker_url.split("://", 1)[0] in ("redis", "rediss") and not options.get(
-            "global_keyprefix"
-        )
+        scheme = self.broker_url.split("://", 1)[0]
+        return scheme in ("redis", "rediss", SENTINEL_SCHEME) and not options.get("global_keyprefix")
 
     @property
     def shares_store(self) -> bool:

@@ -9,11 +9,12 @@ imported noti's app gets no receiver of RedBeat's (it would fail on the host's s
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import redis
 from redbeat import RedBeatScheduler
 
-from noti.redisconn import OutageRetry
+from noti.redisconn import OutageRetry, SentinelUrl, connect
 
 __all__ = ["Scheduler"]
 
@@ -21,7 +22,28 @@ log = logging.getLogger(__name__)
 
 
 class Scheduler(RedBeatScheduler):
-    """RedBeat's scheduler that gives up waiting for Redis once it is closing."""
+    """RedBeat's scheduler that gives up waiting for Redis once it is closing.
+
+    With a ``redis+sentinel://`` URL it hands RedBeat a client of noti's
+    (:func:`~noti.redisconn.connect`, which finds the primary through the sentinels and waits
+    through an outage with the ``retry`` of ``redbeat_redis_options``): RedBeat's own Sentinel
+    client would drop that ``retry``, and beat would exit on the first failed lock extend.
+    """
+
+    def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
+        conf = app.conf
+        if (
+            SentinelUrl.parse(conf.redbeat_redis_url) is not None
+            and getattr(app, "redbeat_redis", None) is None
+        ):
+            options = conf.redbeat_redis_options
+            app.redbeat_redis = connect(
+                conf.redbeat_redis_url,
+                retry=options.get("retry"),
+                password=options.get("password"),
+                sentinel_password=options.get("sentinel_password"),
+            )
+        super().__init__(app, *args, **kwargs)
 
     def close(self) -> None:
         retry = self.app.conf.redbeat_redis_options.get("retry")

@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from queue import Empty
 from typing import Any
+from urllib.parse import quote
 
 import redis
 from kombu.transport import redis as kombu_redis
@@ -52,17 +53,21 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from noti.entropy import owner_token
-from noti.redisconn import ScriptPipeline, load_script
+from noti.redisconn import ScriptPipeline, SentinelUrl, load_script
 
 __all__ = [
     "ACK_FLUSH_AT",
     "BULK_MAX",
     "BulkChannel",
     "BulkQoS",
+    "BulkSentinelChannel",
+    "BulkSentinelTransport",
     "BulkTransport",
     "DeliveryClaims",
     "FetchedClaim",
+    "kombu_broker",
     "kombu_json",
+    "worker_transport",
 ]
 
 log = logging.getLogger(__name__)
@@ -349,3 +354,46 @@ class BulkTransport(kombu_redis.Transport):
     ``broker_transport = "noti.celery.transport:BulkTransport"`` (noti's app does, on workers)."""
 
     Channel = BulkChannel
+
+
+class BulkSentinelChannel(BulkChannel, kombu_redis.SentinelChannel):
+    """:class:`BulkChannel` on a primary found through Sentinel (kombu's ``SentinelChannel``
+    gives the connection pool, this class the bulk fetch, claims and acks)."""
+
+
+class BulkSentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with :class:`BulkSentinelChannel`: what noti's workers
+    select instead of :class:`BulkTransport` when the broker is a ``redis+sentinel://`` URL."""
+
+    Channel = BulkSentinelChannel
+
+
+def kombu_broker(url: str) -> tuple[str, dict[str, Any]]:
+    """The Celery ``broker_url`` for noti's broker URL, and the transport options it needs
+    besides noti's own (:func:`~noti.celery.queues.transport_options`).
+
+    A ``redis+sentinel://`` URL (:class:`~noti.redisconn.SentinelUrl`) becomes kombu's form,
+    one ``sentinel://`` URL per sentinel joined by ``;`` (each with the primary's password
+    and database), with ``master_name`` and ``sentinel_kwargs`` as transport options; any
+    other URL is kombu's already.
+    """
+    sentinel_url = SentinelUrl.parse(url)
+    if sentinel_url is None:
+        return url, {}
+    auth = ""
+    if sentinel_url.password is not None or sentinel_url.username is not None:
+        auth = f"{quote(sentinel_url.username or '', safe='')}:{quote(sentinel_url.password or '', safe='')}@"
+    hosts = ";".join(
+        f"sentinel://{auth}{host}:{port}/{sentinel_url.db}" for host, port in sentinel_url.sentinels
+    )
+    options: dict[str, Any] = {
+        "master_name": sentinel_url.service,
+        "sentinel_kwargs": sentinel_url.sentinel_kwargs(),
+    }
+    return hosts, options
+
+
+def worker_transport(url: str) -> str:
+    """The Celery ``broker_transport`` noti's workers consume through for noti's broker URL."""
+    sentinel = SentinelUrl.parse(url) is not None
+    return f"noti.celery.transport:{'BulkSentinelTransport' if sentinel else 'BulkTransport'}"

@@ -65,7 +65,9 @@ def enter_noti_worker(app: Any) -> None:
     if get_runtime().settings.broker_bulk_fetch:
         # Workers consume through noti.celery.transport; producers, beat and Flower keep
         # kombu's Redis transport (the URL stays redis://, which Flower's broker view needs).
-        app.conf.broker_transport = "noti.celery.transport:BulkTransport"
+        from noti.celery.transport import worker_transport
+
+        app.conf.broker_transport = worker_transport(get_runtime().settings.broker)
     worker_ready.connect(_freeze_startup_objects, weak=False)
     worker_process_init.connect(_freeze_startup_objects, weak=False)
     worker_process_shutdown.connect(_close_runtime, weak=False)

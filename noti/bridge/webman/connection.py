@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import redis
 
-from noti.redisconn import masked_url
+from noti.redisconn import connect as connect_redis
 
 __all__ = ["connect"]
 
 
 def connect(url: str, *, socket_timeout_s: float = 30.0) -> redis.Redis:
-    """A client for ``url``; ``socket_timeout_s`` must exceed the longest XREADGROUP BLOCK."""
-    client: redis.Redis = redis.Redis.from_url(
+    """A client for ``url`` (a ``redis+sentinel://`` one too: :func:`noti.redisconn.connect`);
+    ``socket_timeout_s`` must exceed the longest XREADGROUP BLOCK."""
+    return connect_redis(
         url,
-        decode_responses=True,
+        socket_timeout_s=socket_timeout_s,
         encoding_errors="surrogateescape",
-        socket_timeout=socket_timeout_s,
-        socket_connect_timeout=3,
-        health_check_interval=30,
-        retry_on_timeout=False,
         protocol=2,  # the reply shapes the bridge parses (redis-py 8 may default to RESP3)
     )
-    client.noti_url = masked_url(url)  # type: ignore[attr-defined]
-    return client
