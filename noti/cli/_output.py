@@ -10,9 +10,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from noti.record import Notification, Status, to_json_dict
 
 __all__ = ["JsonStyle", "dumps", "print_records_table", "print_table", "rm_line", "when"]
@@ -85,6 +82,9 @@ def when(ms: int) -> str:
 
 def print_table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str) -> None:
     """A borderless table on stdout, then ``N noun(s)``."""
+    from rich.console import Console  # only the commands that print tables pay for rich
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in columns:
         table.add_column(column, overflow="fold")
