@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -80,21 +81,72 @@ def when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+#: The width tables are laid out for (wider tables fold their cells, as rich does).
+TABLE_WIDTH = 220
+#: Text that :func:`plain_table` lays out exactly as rich does: printable ASCII without
+#: rich's markup (``[``) or anything of the form ``:name:`` other than digits (``20:21:51``
+#: gives ``:21:``; rich's emoji names include ``:100:`` and ``:1234:``).
+_PLAIN = re.compile(r"[ -Z\\\]-~]*")
+_EMOJI_LIKE = re.compile(r"(?=:([^\s:]*):)")
+
+
+def _plain_cell(text: str) -> bool:
+    if not _PLAIN.fullmatch(text):
+        return False
+    return all(name.isdigit() and name not in ("100", "1234") for name in _EMOJI_LIKE.findall(text))
+
+
+def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str] | None:
+    """The lines of a borderless table exactly as :func:`print_table`'s rich layout prints
+    them when nothing in it needs rich (see :data:`_PLAIN`) and it fits :data:`TABLE_WIDTH`:
+    columns as wide as their widest cell, two spaces apart, every cell padded to its column.
+    None when rich must lay it out. (rich costs a ``noti list`` ~45 ms of a ~250 ms start:
+    its import and its layout; ``tests/test_fast_cli.py`` compares the two.)"""
+    if not all(_plain_cell(cell) for cell in (*columns, *(c for row in rows for c in row))):
+        return None
+    widths = [max([len(column), *(len(row[i]) for row in rows)]) for i, column in enumerate(columns)]
+    if sum(widths) + 2 * (len(widths) - 1) > TABLE_WIDTH:
+        return None
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in (columns, *rows)
+    ]
+
+
+def _bold_header() -> bool:
+    """rich's choice for the header row: bold on a terminal that can show it (or with
+    ``FORCE_COLOR``); ``NO_COLOR`` takes colours away, not bold."""
+    terminal = sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR"))
+    return terminal and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
+
+
 def print_table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str) -> None:
     """A borderless table on stdout, then ``N noun(s)``."""
-    from rich.console import Console  # only the commands that print tables pay for rich
+    header = list(columns)
+    body = [list(row) for row in rows]
+    footer = f"{len(body)} {noun}{'s' if len(body) != 1 else ''}"
+    lines = plain_table(header, body)
+    if lines is None:
+        print_rich_table(header, body, footer)
+        return
+    if _bold_header():
+        lines[0] = f"\x1b[1m{lines[0]}\x1b[0m"
+    sys.stdout.write("\n".join([*lines, footer]) + "\n")
+    sys.stdout.flush()
+
+
+def print_rich_table(columns: Sequence[str], rows: Sequence[Sequence[str]], footer: str) -> None:
+    """:func:`print_table` laid out by rich: cells folded to fit, wide characters."""
+    from rich.console import Console  # only tables that need it pay for rich
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in columns:
         table.add_column(column, overflow="fold")
-    count = 0
     for row in rows:
         table.add_row(*row)
-        count += 1
-    console = Console(file=sys.stdout, width=220, soft_wrap=True)
+    console = Console(file=sys.stdout, width=TABLE_WIDTH, soft_wrap=True)
     console.print(table)
-    console.print(f"{count} {noun}{'s' if count != 1 else ''}")
+    console.print(footer)
 
 
 def print_records_table(records: Iterable[Notification]) -> None:
