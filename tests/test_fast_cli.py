@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -323,3 +324,27 @@ def test_the_plain_layout_is_used_when_it_is_exact() -> None:
     assert plain_table(("A", "B"), [("a" * 100, "b" * 119)]) is None
     for refused in ("[b]x", ":smile:", "x :100: y", "短信", "tab\there", "line\n"):
         assert plain_table(("A",), [(refused,)]) is None, refused
+
+
+def test_on_a_terminal_the_header_is_bold_and_the_count_highlighted_as_rich_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal, for rich and for us
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    rows = [RECORD_ROW] * 2
+    ours = _printed(print_table, RECORD_COLUMNS, rows, "notification")
+    theirs = _printed(print_rich_table, RECORD_COLUMNS, rows, "2 notifications")
+    plain = re.compile(r"\x1b\[[0-9;]*m")
+    assert plain.sub("", ours) == plain.sub("", theirs)
+    assert ours.startswith("\x1b[1mID ") and ours.endswith("\x1b[1;36m2\x1b[0m notifications\n")
+    assert theirs.endswith("\x1b[1;36m2\x1b[0m notifications\n")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert _printed(print_table, RECORD_COLUMNS, rows, "notification").endswith(
+        "\x1b[1m2\x1b[0m notifications\n"
+    )
+    monkeypatch.setenv("TERM", "dumb")
+    assert _printed(print_table, RECORD_COLUMNS, rows, "notification") == _printed(
+        print_rich_table, RECORD_COLUMNS, rows, "2 notifications"
+    )
+    assert "\x1b" not in _printed(print_table, RECORD_COLUMNS, rows, "notification")

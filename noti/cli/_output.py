@@ -112,25 +112,31 @@ def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
     ]
 
 
-def _bold_header() -> bool:
-    """rich's choice for the header row: bold on a terminal that can show it (or with
-    ``FORCE_COLOR``); ``NO_COLOR`` takes colours away, not bold."""
+def _terminal_styles() -> tuple[str, str] | None:
+    """What rich shows on a terminal (or with ``FORCE_COLOR``; not with ``TERM=dumb``): the
+    header row bold and the count bold cyan (bold only with ``NO_COLOR``). None: plain text."""
     terminal = sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR"))
-    return terminal and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
+    if not terminal or os.environ.get("TERM", "").lower() in ("dumb", "unknown"):
+        return None
+    return "\x1b[1m", "\x1b[1m" if os.environ.get("NO_COLOR") else "\x1b[1;36m"
 
 
 def print_table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str) -> None:
     """A borderless table on stdout, then ``N noun(s)``."""
     header = list(columns)
     body = [list(row) for row in rows]
-    footer = f"{len(body)} {noun}{'s' if len(body) != 1 else ''}"
+    count, nouns = len(body), f"{noun}{'s' if len(body) != 1 else ''}"
     lines = plain_table(header, body)
     if lines is None:
-        print_rich_table(header, body, footer)
+        print_rich_table(header, body, f"{count} {nouns}")
         return
-    if _bold_header():
-        lines[0] = f"\x1b[1m{lines[0]}\x1b[0m"
-    sys.stdout.write("\n".join([*lines, footer]) + "\n")
+    styles = _terminal_styles()
+    if styles is None:
+        lines.append(f"{count} {nouns}")
+    else:
+        lines[0] = f"{styles[0]}{lines[0]}\x1b[0m"
+        lines.append(f"{styles[1]}{count}\x1b[0m {nouns}")
+    sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
 
 
