@@ -113,12 +113,16 @@ def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
 
 
 def _terminal_styles() -> tuple[str, str] | None:
-    """What rich shows on a terminal (or with ``FORCE_COLOR``; not with ``TERM=dumb``): the
-    header row bold and the count bold cyan (bold only with ``NO_COLOR``). None: plain text."""
-    terminal = sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR"))
-    if not terminal or os.environ.get("TERM", "").lower() in ("dumb", "unknown"):
+    """What rich shows on a terminal (or with ``FORCE_COLOR``): the header row bold and the
+    count bold cyan (bold only with ``NO_COLOR``). None: not a terminal, plain text."""
+    if not (sys.stdout.isatty() or os.environ.get("FORCE_COLOR")):
         return None
     return "\x1b[1m", "\x1b[1m" if os.environ.get("NO_COLOR") else "\x1b[1;36m"
+
+
+def _dumb_terminal() -> bool:
+    """A terminal with ``TERM=dumb`` (or ``unknown``): rich lays tables out 80 columns wide there."""
+    return os.environ.get("TERM", "").lower() in ("dumb", "unknown")
 
 
 def print_table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str) -> None:
@@ -126,11 +130,11 @@ def print_table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str
     header = list(columns)
     body = [list(row) for row in rows]
     count, nouns = len(body), f"{noun}{'s' if len(body) != 1 else ''}"
-    lines = plain_table(header, body)
+    styles = _terminal_styles()
+    lines = None if styles is not None and _dumb_terminal() else plain_table(header, body)
     if lines is None:
         print_rich_table(header, body, f"{count} {nouns}")
         return
-    styles = _terminal_styles()
     if styles is None:
         lines.append(f"{count} {nouns}")
     else:
