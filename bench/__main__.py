@@ -15,6 +15,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 7. 100,000 delayed: schedule rate, worker RSS, lateness                (bench.delay_bench)
 8. webman ``push_many`` and consume+ack                                (bench.webman_bench)
 9. cost per notification: CPU µs and Redis round trips                 (bench.cost_bench)
+10. CLI start-up: noti list / get / add vs python -c "import redis"    (bench.cli_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, target, met) and writes
 ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1 if a row
@@ -26,6 +27,7 @@ from __future__ import annotations
 import sys
 
 from bench import (
+    cli_bench,
     cost_bench,
     delay_bench,
     drain_bench,
@@ -44,6 +46,7 @@ SCENARIOS: dict[int, Scenario] = {
     **delay_bench.SCENARIOS,
     **webman_bench.SCENARIOS,
     **cost_bench.SCENARIOS,
+    **cli_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

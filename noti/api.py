@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from noti.bulk import BulkResult, add_many
-from noti.celery.publish import Publisher
 from noti.notifier import Notifier, Revocation
 from noti.record import Notification
 from noti.redrive import Redrive
 from noti.runtime import get_runtime
-from noti.sender import SendResult
+
+if TYPE_CHECKING:
+    from noti.sender import SendResult
 
 __all__ = [
     "Notifier",
@@ -47,19 +48,15 @@ _notifier: Notifier | None = None
 
 
 def notifier() -> Notifier:
-    """The :class:`Notifier` of this process's runtime and the noti Celery app."""
-    from noti.celery.app import app
+    """The :class:`Notifier` of this process's runtime and the noti Celery app's broker (the
+    app itself is built only if messages go through ``send_task``: not on a Redis broker)."""
+    from noti.celery.publish import Publisher
 
     global _notifier
     runtime = get_runtime()
     current = _notifier
     if current is None or current.runtime is not runtime:
-        publisher = Publisher(
-            app,
-            store_url=runtime.settings.redis_url,
-            store_redis=runtime.redis,
-            broker_url=runtime.settings.broker,
-        )
+        publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
         current = _notifier = Notifier(runtime, publisher)
     return current
 

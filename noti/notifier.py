@@ -7,13 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from noti import upkeep
-from noti.celery.publish import Publisher
 from noti.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.errors import InvalidInput, NotFound
-from noti.providers import Message, Provider
 from noti.record import (
     Channel,
     Notification,
@@ -27,9 +24,16 @@ from noti.record import (
 )
 from noti.retry import RetryPolicy
 from noti.runtime import Runtime
-from noti.sender import Sender, SendResult
 from noti.store import ClaimState, Revoked
 from noti.users import User, resolve_user
+
+if TYPE_CHECKING:
+    from noti.celery.publish import Publisher
+    from noti.providers import Provider
+    from noti.sender import SendResult
+
+# noti.providers and noti.sender (the delivery side) are imported where they are used, so
+# that reading records (``noti list``, ``noti get``) does not load them
 
 __all__ = ["Notifier", "Revocation"]
 
@@ -139,6 +143,8 @@ class Notifier:
         if checking is None:
             checking = self._providers_checking(channel, record.provider)
         if checking:
+            from noti.providers import Message
+
             message = Message.from_record(record)
             for chosen in checking:
                 chosen.check(message)
@@ -152,6 +158,8 @@ class Notifier:
     def _providers_checking(self, channel: Channel, provider: str | None) -> list[Provider]:
         """The providers of the chain that check a message before it is stored (those that
         override :meth:`Provider.check`); raises as :meth:`Providers.chain` does."""
+        from noti.providers import Provider
+
         chain = self.runtime.providers.chain(channel, provider)
         checking = [chosen for chosen in chain if chosen.__class__.check is not Provider.check]
         if len(self._checking) < 1024:
@@ -348,6 +356,8 @@ class Notifier:
             keep_s = self.runtime.settings.keep_done_s
         if keep_s < 0:
             raise InvalidInput("keep must not be negative", code="e.cmd.noti.clean.badkeep")
+        from noti import upkeep
+
         return upkeep.clean_done(self.runtime, keep_s=keep_s, limit=limit)
 
     # --- delayed records ------------------------------------------------------------------------
@@ -471,6 +481,8 @@ class Notifier:
                 code="e.cmd.noti.send.badtimeout",
             )
         lease_ms = int(min(timeout_s, SEND_TIMEOUT_MAX_S) * 1000)
+        from noti.sender import Sender
+
         sender = Sender(self.runtime, owner=f"cli:{acting.name}")
         if record_id is not None:
             record = self.runtime.store.get(record_id)
@@ -502,6 +514,8 @@ class Notifier:
 def _with_record(result: SendResult, record: Notification) -> SendResult:
     if result.channel is not None:
         return result
+    from noti.sender import SendResult
+
     return SendResult(
         result.record_id,
         result.mark,

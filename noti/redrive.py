@@ -3,12 +3,16 @@ Root members only (``e.cmd.noti.dead.nopvg``)."""
 
 from __future__ import annotations
 
-from noti.celery.publish import Publisher
+from typing import TYPE_CHECKING
+
 from noti.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound
 from noti.record import Notification
 from noti.runtime import Runtime
 from noti.users import User, resolve_user
+
+if TYPE_CHECKING:
+    from noti.celery.publish import Publisher
 
 __all__ = ["Redrive"]
 

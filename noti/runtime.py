@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from noti.config import Settings, get_settings, load_settings
 from noti.deadletter import DeadLetters, load_hook
@@ -17,10 +17,12 @@ from noti.delay import DelayedQueue
 from noti.handlers import NotificationHandler, load_handler
 from noti.keys import Keys
 from noti.lease import LeaseKeeper
-from noti.providers import ProviderSet
 from noti.ratelimit import RateLimiter
 from noti.redisconn import ReplicaWait, connect
 from noti.store import RecordStore
+
+if TYPE_CHECKING:
+    from noti.providers import ProviderSet
 
 __all__ = ["Runtime", "configure", "get_runtime"]
 
@@ -37,7 +39,8 @@ class Runtime:
             replica_wait = ReplicaWait(settings.redis_wait_replicas, settings.redis_wait_timeout_ms)
         self.store = RecordStore(self.redis, self.keys, replica_wait=replica_wait)
         self.delayed = DelayedQueue(self.redis, self.keys)
-        self.providers = ProviderSet(settings, redis=self.redis, keys=self.keys)
+        self._providers: ProviderSet | None = None
+        self._providers_lock = threading.Lock()
         self.dead_letters = DeadLetters(
             self.redis,
             self.keys,
@@ -45,6 +48,20 @@ class Runtime:
             max_age_s=settings.dead_letter_max_age_s,
             hook=load_hook(settings.dead_letter_hook),
         )
+
+    @property
+    def providers(self) -> ProviderSet:
+        """The configured providers, built on first use (reading records needs none of their
+        code); one set per runtime, whichever thread asks first."""
+        found = self._providers
+        if found is None:
+            with self._providers_lock:
+                found = self._providers
+                if found is None:
+                    from noti.providers import ProviderSet
+
+                    found = self._providers = ProviderSet(self.settings, redis=self.redis, keys=self.keys)
+        return found
 
     @functools.cached_property
     def handler(self) -> NotificationHandler | None:
@@ -67,7 +84,8 @@ class Runtime:
         return LeaseKeeper(self.store)
 
     def close(self) -> None:
-        self.providers.close()
+        if self._providers is not None:
+            self._providers.close()
         self.redis.close()
 
 

@@ -72,7 +72,9 @@ class SentinelSet:
             f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
             f"sentinel parallel-syncs {SERVICE} 1\n"
         )
-        self.procs[port] = subprocess.Popen([self.binary, str(config), "--sentinel"], stdout=subprocess.DEVNULL)
+        self.procs[port] = subprocess.Popen(
+            [self.binary, str(config), "--sentinel"], stdout=subprocess.DEVNULL
+        )
         _wait_for(self.sentinel(self.sentinel_ports.index(port)), self.procs[port], port)
 
     def kill(self, port: int) -> None:

@@ -16,7 +16,7 @@ from noti.celery.beat import redbeat_config
 from noti.celery.transport import kombu_broker, worker_transport
 from noti.errors import InvalidConfig, StoreUnavailable
 from noti.redisconn import CommandPipeline, ReplicaWait, SentinelUrl, connect, masked_url
-from tests.sentinel import SERVICE, SentinelSet, sentinel_set
+from tests.sentinel import SentinelSet, sentinel_set
 
 pytestmark = pytest.mark.slow
 

@@ -3,11 +3,12 @@
 (``publish``), the beat schedule (``beat``) and the tasks (``tasks/``).
 
 The core (the record, the store, leases, retries, delays, dead letters, handlers, providers)
-imports nothing from here. The Python API (``noti.api``, ``noti.notifier``) and the
-maintenance jobs (``noti.upkeep``, ``noti.redrive``) still publish through
-:mod:`noti.celery.publish`: they sit beside this layer, not below it. ``celery -A noti``
-finds the app as ``noti.celery.celery``; building it reads the settings, so it is built on
-first use.
+imports nothing from here. The Python API and the maintenance jobs publish through
+:mod:`noti.celery.publish`: ``noti.api`` builds the publisher on first use
+(:meth:`~noti.celery.publish.Publisher.for_settings`) and hands it to ``noti.notifier`` and
+``noti.redrive``, which import nothing from here; ``noti.upkeep`` sits beside this layer.
+On a Redis broker publishing imports neither Celery nor kombu. ``celery -A noti`` finds the
+app as ``noti.celery.celery``; building it reads the settings, so it is built on first use.
 """
 
 from __future__ import annotations

@@ -15,27 +15,40 @@ its ``before_task_publish`` but gets no ``after_task_publish``. What is
 skipped: the ``task-sent`` event (Flower sees each task from its ``task-received``).
 
 On any other broker (RabbitMQ), messages go through ``send_task``.
+
+The Redis path imports nothing of Celery or kombu (the CLI and applications that only add
+notifications start without them): the signals are looked at only if ``celery.signals`` has
+been imported (no receiver can be connected before), the ``origin`` header is computed as
+Celery's ``anon_nodename`` computes it, and :meth:`Publisher.for_settings` takes the broker
+from noti's settings, importing noti's Celery app only for the ``send_task`` path.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import socket
+import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
-from celery import Celery, signals
-from kombu.exceptions import OperationalError
 
-from noti.celery.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level
+from noti.celery.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level, transport_options
 from noti.entropy import hex64
 from noti.errors import StoreUnavailable
 from noti.record import Channel
 from noti.redisconn import SENTINEL_SCHEME, connect, masked_url, run_batches, translate_errors
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from noti.config import Settings
 
 __all__ = ["Publisher", "queue_key"]
 
@@ -64,34 +77,83 @@ def queue_key(queue: str, priority: int) -> str:
     return f"{queue}{PRIORITY_SEPARATOR}{priority}" if priority else queue
 
 
+def _celery_signals() -> ModuleType | None:
+    """``celery.signals`` if something imported it: a receiver can only be connected to one of
+    its signals after that, so with the module absent there is none (and no Celery to import)."""
+    return sys.modules.get("celery.signals")
+
+
+def _noti_app() -> Celery:
+    from noti.celery.app import app
+
+    return app
+
+
 class Publisher:
-    """Sends delivery messages for ``(record id, channel, level)`` items."""
+    """Sends delivery messages for ``(record id, channel, level)`` items.
+
+    ``app`` is the Celery app whose broker receives them, or a function returning it (called
+    only when the app is needed: to read its configuration when ``broker_url`` is not given,
+    and to ``send_task`` through a broker other than Redis).
+    """
 
     def __init__(
         self,
-        app: Celery,
+        app: Celery | Callable[[], Celery],
         *,
         store_url: str | None = None,
         store_redis: redis.Redis | None = None,
         broker_url: str | None = None,
+        broker_transport_options: Mapping[str, object] | None = None,
     ) -> None:
-        """``broker_url``: the broker in noti's form (``NOTI_BROKER_URL``; a ``redis+sentinel://``
-        URL where the app's ``broker_url`` has kombu's ``sentinel://`` form); default: the app's."""
-        self._app = app
+        self._app_source = app
         self._store_url = store_url
         self._store_redis = store_redis
         self._broker_url = broker_url
+        self._broker_transport_options = broker_transport_options
+
+    @classmethod
+    def for_settings(cls, settings: Settings, *, store_redis: redis.Redis | None = None) -> Publisher:
+        """The publisher of noti's own Celery app, its broker read from ``settings`` as that
+        app reads it (:func:`noti.celery.app.celery_config`), without building the app: it is
+        imported only for the ``send_task`` path."""
+        return cls(
+            _noti_app,
+            store_url=settings.redis_url,
+            store_redis=store_redis,
+            broker_url=settings.broker,
+            broker_transport_options=transport_options(
+                visibility_timeout_s=settings.visibility_timeout_s,
+                restore_interval_s=settings.unacked_restore_interval_s,
+            ),
+        )
+
+    @cached_property
+    def _app(self) -> Celery:
+        source = self._app_source
+        if hasattr(source, "conf"):  # an app
+            return cast("Celery", source)
+        return cast("Callable[[], Celery]", source)()
 
     @cached_property
     def broker_url(self) -> str:
-        return self._broker_url or str(self._app.conf.broker_url)
+        if self._broker_url is not None:
+            return self._broker_url
+        return str(self._app.conf.broker_url)
+
+    @cached_property
+    def _transport_options(self) -> Mapping[str, object]:
+        if self._broker_url is not None:
+            return self._broker_transport_options or {}
+        return self._app.conf.broker_transport_options or {}
 
     @cached_property
     def writes_wire_format(self) -> bool:
         """True when the broker is Redis and noti writes kombu's messages itself."""
-        options = self._app.conf.broker_transport_options or {}
         scheme = self.broker_url.split("://", 1)[0]
-        return scheme in ("redis", "rediss", SENTINEL_SCHEME) and not options.get("global_keyprefix")
+        return scheme in ("redis", "rediss", SENTINEL_SCHEME) and not self._transport_options.get(
+            "global_keyprefix"
+        )
 
     @property
     def shares_store(self) -> bool:
@@ -107,15 +169,16 @@ class Publisher:
 
     @cached_property
     def _origin(self) -> str:
-        from celery.utils.nodenames import anon_nodename
-
-        return str(anon_nodename())
+        """The ``origin`` header: Celery's ``anon_nodename()`` (``gen<pid>@<host name>``),
+        computed as it computes it (``tests/test_publish.py`` compares the two)."""
+        return f"gen{os.getpid()}@{socket.gethostname()}"
 
     def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
         """The Redis list and the JSON envelope of one delivery message (``before_task_publish``
         has fired for it when a receiver is connected)."""
-        if signals.before_task_publish.receivers:
-            return self._signalled(record_id, channel, level)
+        signals = _celery_signals()
+        if signals is not None and signals.before_task_publish.receivers:
+            return self._signalled(signals, record_id, channel, level)
         shape = self._shapes.get((channel, level))
         if shape is None:
             shape = self._shape(channel, level)
@@ -130,7 +193,9 @@ class Publisher:
             "body": base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
         }
 
-    def _signalled(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
+    def _signalled(
+        self, signals: ModuleType, record_id: str, channel: Channel, level: int
+    ) -> tuple[str, str]:
         """The message built field by field, with ``before_task_publish`` sent for it as
         Celery sends it (its receivers may change the headers before they are written)."""
         priority = priority_for_level(level)
@@ -150,7 +215,8 @@ class Publisher:
     def published(self, messages: Iterable[tuple[str, str]]) -> None:
         """Send ``after_task_publish`` for messages now in Redis (``(queue list, envelope)``
         pairs), if a receiver is connected."""
-        if not signals.after_task_publish.receivers:
+        signals = _celery_signals()
+        if signals is None or not signals.after_task_publish.receivers:
             return
         for _, payload in messages:
             envelope = json.loads(payload)
@@ -246,6 +312,8 @@ class Publisher:
         return self._send_tasks(items)
 
     def _send_tasks(self, items: Iterable[Item]) -> int:
+        from kombu.exceptions import OperationalError  # the send_task path only: kombu is there
+
         count = 0
         try:
             with self._app.producer_or_acquire() as producer:

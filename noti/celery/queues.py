@@ -37,14 +37,16 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterable, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import redis
-from kombu import Queue  # type: ignore[attr-defined]
 from redis.client import NEVER_DECODE
 
 from noti.record import Channel
 from noti.redisconn import load_script, translate_errors
+
+if TYPE_CHECKING:
+    from kombu import Queue  # type: ignore[attr-defined]
 
 __all__ = [
     "ADOPT_INTERVAL_S",
@@ -93,6 +95,8 @@ def queue_names() -> list[str]:
 
 def all_queues() -> list[Queue]:
     """Every queue a default worker consumes."""
+    from kombu import Queue  # type: ignore[attr-defined]  # here: publishers need no kombu
+
     return [Queue(name, routing_key=name) for name in queue_names()]
 
 

@@ -2,55 +2,85 @@
 
 A :class:`~noti.errors.NotiError` prints ``code: message`` on stderr and exits 1; usage
 errors exit 2. Worker, beat and Flower stay ``celery -A noti worker|beat|flower``.
+
+Commands are listed in :data:`COMMANDS` and each one's module is imported only when that
+command runs (or ``noti --help`` lists it): ``noti list`` never imports what ``noti event``
+or ``noti webman`` need (Jinja, Celery, the bridge), so it starts about as fast as Python
+and redis-py do.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from importlib import import_module
 
 import click
 
 from noti.cli._options import CliContext
-from noti.cli.dead import dead
-from noti.cli.delayed import delayed
-from noti.cli.events import event, listener
-from noti.cli.notify import add, clean, delete, get, list_, revoke, send
-from noti.cli.numpool import pool
-from noti.cli.providers import providers
-from noti.cli.webman import webman
 from noti.errors import NotiError
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
 
 log = logging.getLogger("noti.cli")
 
+#: Every top-level command: its name -> ``"module:attribute"`` of its click command.
+#: A new command is one line here (its module is imported only when it is used).
+COMMANDS: dict[str, str] = {
+    "add": "noti.cli.notify:add",
+    "get": "noti.cli.notify:get",
+    "send": "noti.cli.notify:send",
+    "list": "noti.cli.notify:list_",
+    "del": "noti.cli.notify:delete",
+    "revoke": "noti.cli.notify:revoke",
+    "clean": "noti.cli.notify:clean",
+    "delayed": "noti.cli.delayed:delayed",
+    "dead": "noti.cli.dead:dead",
+    "providers": "noti.cli.providers:providers",
+    "pool": "noti.cli.numpool:pool",
+    "event": "noti.cli.events:event",
+    "listener": "noti.cli.events:listener",
+    "webman": "noti.cli.webman:webman",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are named in a table of import paths (:data:`COMMANDS`) and
+    imported on first use: when invoked, or when help lists them."""
+
+    def __init__(self, *args: object, lazy_commands: dict[str, str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy_commands = lazy_commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = self.commands.get(cmd_name)
+        if found is None and cmd_name in self.lazy_commands:
+            found = self.load(cmd_name)
+        return found
+
+    def load(self, name: str) -> click.Command:
+        """Import the command ``name`` and keep it in the group."""
+        module_name, _, attribute = self.lazy_commands[name].partition(":")
+        command = getattr(import_module(module_name), attribute)
+        if not isinstance(command, click.Command) or command.name != name:
+            raise TypeError(f"{self.lazy_commands[name]} is not the click command {name!r}")
+        self.add_command(command)
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option("--as", "acting_user", metavar="USER", help="Act as USER (default: NOTI_USER or the OS user).")
 @click.pass_context
 def cli(ctx: click.Context, acting_user: str | None) -> None:
     """Notifications delivered by Celery workers from Redis."""
     ctx.obj = CliContext(user=acting_user)
-
-
-for command in (
-    add,
-    get,
-    send,
-    list_,
-    delete,
-    revoke,
-    clean,
-    delayed,
-    dead,
-    providers,
-    pool,
-    event,
-    listener,
-    webman,
-):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,14 +7,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from noti.api import Notifier, Redrive, notifier, redrive
-from noti.bulk import BulkResult, add_many
 from noti.cli._output import JsonStyle, dumps
 from noti.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from noti.bulk import BulkResult
+    from noti.notifier import Notifier
+    from noti.redrive import Redrive
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,15 +28,23 @@ class CliContext:
 
     user: str | None
 
+    # noti.api is imported when a command first uses it, not when the CLI starts (``--help``
+    # and usage errors need none of it)
     @cached_property
     def api(self) -> Notifier:
+        from noti.api import notifier
+
         return notifier()
 
     @cached_property
     def redrive(self) -> Redrive:
+        from noti.api import redrive
+
         return redrive()
 
     def api_bulk(self, items: list[object]) -> BulkResult:
+        from noti.bulk import add_many
+
         return add_many(self.api, items, user=self.user)
 
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-
-from rich.console import Console
-from rich.table import Table
 
 from noti.record import Notification, Status, to_json_dict
 
@@ -83,18 +81,82 @@ def when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+#: The width tables are laid out for (wider tables fold their cells, as rich does).
+TABLE_WIDTH = 220
+#: Text that :func:`plain_table` lays out exactly as rich does: printable ASCII without
+#: rich's markup (``[``) or anything of the form ``:name:`` other than digits (``20:21:51``
+#: gives ``:21:``; rich's emoji names include ``:100:`` and ``:1234:``).
+_PLAIN = re.compile(r"[ -Z\\\]-~]*")
+_EMOJI_LIKE = re.compile(r"(?=:([^\s:]*):)")
+
+
+def _plain_cell(text: str) -> bool:
+    if not _PLAIN.fullmatch(text):
+        return False
+    return all(name.isdigit() and name not in ("100", "1234") for name in _EMOJI_LIKE.findall(text))
+
+
+def plain_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str] | None:
+    """The lines of a borderless table exactly as :func:`print_table`'s rich layout prints
+    them when nothing in it needs rich (see :data:`_PLAIN`) and it fits :data:`TABLE_WIDTH`:
+    columns as wide as their widest cell, two spaces apart, every cell padded to its column.
+    None when rich must lay it out. (rich costs a ``noti list`` ~45 ms of a ~250 ms start:
+    its import and its layout; ``tests/test_fast_cli.py`` compares the two.)"""
+    if not all(_plain_cell(cell) for cell in (*columns, *(c for row in rows for c in row))):
+        return None
+    widths = [max([len(column), *(len(row[i]) for row in rows)]) for i, column in enumerate(columns)]
+    if sum(widths) + 2 * (len(widths) - 1) > TABLE_WIDTH:
+        return None
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in (columns, *rows)
+    ]
+
+
+def _terminal_styles() -> tuple[str, str] | None:
+    """What rich shows on a terminal (or with ``FORCE_COLOR``): the header row bold and the
+    count bold cyan (bold only with ``NO_COLOR``). None: not a terminal, plain text."""
+    if not (sys.stdout.isatty() or os.environ.get("FORCE_COLOR")):
+        return None
+    return "\x1b[1m", "\x1b[1m" if os.environ.get("NO_COLOR") else "\x1b[1;36m"
+
+
+def _dumb_terminal() -> bool:
+    """A terminal with ``TERM=dumb`` (or ``unknown``): rich lays tables out 80 columns wide there."""
+    return os.environ.get("TERM", "").lower() in ("dumb", "unknown")
+
+
 def print_table(columns: Iterable[str], rows: Iterable[Iterable[str]], noun: str) -> None:
     """A borderless table on stdout, then ``N noun(s)``."""
+    header = list(columns)
+    body = [list(row) for row in rows]
+    count, nouns = len(body), f"{noun}{'s' if len(body) != 1 else ''}"
+    styles = _terminal_styles()
+    lines = None if styles is not None and _dumb_terminal() else plain_table(header, body)
+    if lines is None:
+        print_rich_table(header, body, f"{count} {nouns}")
+        return
+    if styles is None:
+        lines.append(f"{count} {nouns}")
+    else:
+        lines[0] = f"{styles[0]}{lines[0]}\x1b[0m"
+        lines.append(f"{styles[1]}{count}\x1b[0m {nouns}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+
+
+def print_rich_table(columns: Sequence[str], rows: Sequence[Sequence[str]], footer: str) -> None:
+    """:func:`print_table` laid out by rich: cells folded to fit, wide characters."""
+    from rich.console import Console  # only tables that need it pay for rich
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in columns:
         table.add_column(column, overflow="fold")
-    count = 0
     for row in rows:
         table.add_row(*row)
-        count += 1
-    console = Console(file=sys.stdout, width=220, soft_wrap=True)
+    console = Console(file=sys.stdout, width=TABLE_WIDTH, soft_wrap=True)
     console.print(table)
-    console.print(f"{count} {noun}{'s' if count != 1 else ''}")
+    console.print(footer)
 
 
 def print_records_table(records: Iterable[Notification]) -> None:

@@ -8,8 +8,6 @@ from datetime import datetime
 from typing import Any, TextIO
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
 from noti.cli._output import print_records_table, records_json, rm_line, when
@@ -120,6 +118,9 @@ def parse_time(text: str) -> datetime:
 
 def _add_file(ctx: CliContext, file: TextIO, *, default_type: str | None, level: str, quiet: bool) -> None:
     """``noti add -f FILE``: bulk-add JSON lines, with a progress bar on a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     lines = file.read().splitlines()
     items: list[object] = []
     bad_lines: list[tuple[int, str]] = []
