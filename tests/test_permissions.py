@@ -32,6 +32,7 @@ import redis
 from click.testing import CliRunner
 
 import noti
+import noti.api
 from noti import events
 from noti.api import redrive
 from noti.bridge.webman import Producer, QueueKeys, QueueNames
@@ -311,6 +312,14 @@ MATRIX: dict[str, Verb] = {
         lambda w, u: noti.revoke([w.rid], user=u),
         lambda w: ["revoke", w.rid],
         lambda w, a, c, o: None if w.status(w.rid) is Status.INVALID else pytest.fail("not revoked"),
+    ),
+    "delayed list": Verb(
+        "delayed list",
+        "",
+        SCOPED,
+        lambda w, u: noti.api.notifier().delayed(user=u),
+        lambda w: ["delayed", "list"],
+        shows=scoped(lambda w, user: {w.sid} if user == ALICE else set()),
     ),
     "cancel": Verb(
         "delayed cancel ID",
