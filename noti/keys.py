@@ -49,6 +49,8 @@ key                             type     holds
   ``…:idle:up``                 ZSET     free numbers (idle and up), score = free order
   ``…:seq``                     STRING   counter giving ``idle:up`` its scores
   ``…:sticky:<sha256>``         STRING   a recipient's sticky sender number (TTL)
+  ``…:owner``                   STRING   the user who created the pool (its first ``add``);
+                                         none on a pool made before pools had owners
 ==============================  =======  ==================================================
 
 The Celery broker's keys are kombu's, not ours: one LIST per queue and priority step

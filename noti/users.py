@@ -4,12 +4,17 @@
 role               level cap  may
 =================  =========  ==============================================
 root administrator 1000       everything a root member may
-root member        100        list, send, delete others' records; ``clean``
-anyone else        1          add; list, send and delete their own records
+root member        100        read, send, delete others' records, listeners,
+                              events and number pools; ``clean``, dead
+                              letters, the webman queues' data
+anyone else        1          add; read, send, delete their own records,
+                              listeners, events and number pools
 =================  =========  ==============================================
 
 A level above the cap is lowered to the cap, never refused. These checks are made by the
-Python API (:mod:`noti.api`), so the CLI and applications get the same rules.
+Python API (:mod:`noti.api`, :mod:`noti.events`, :class:`noti.numpool.NumberPool`,
+:class:`noti.bridge.webman.console.WebmanConsole`), so the CLI and applications get the same
+rules; ``tests/test_permissions.py`` holds the whole matrix, verb by verb.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from enum import IntEnum
 from noti.config import Settings
 from noti.errors import InvalidInput, PermissionDenied
 
-__all__ = ["Role", "User", "resolve_user"]
+__all__ = ["Role", "User", "check_user_name", "resolve_user"]
 
 
 class Role(IntEnum):
@@ -87,21 +92,30 @@ class User:
             )
 
 
-_NAME = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
+
+
+def check_user_name(name: object) -> str:
+    """``name`` if it can be a user name.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.baduser``: not 1-64 of ``A-Z a-z 0-9 _ . @ + -`` (user
+            names are parts of Redis keys, so ``:``, spaces and line ends are refused).
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidInput(
+            f"user name {name!r} must be 1-64 letters, digits or _ . @ + -", code="e.cmd.noti.baduser"
+        )
+    return name
 
 
 def resolve_user(settings: Settings, name: str | None = None) -> User:
     """The :class:`User` called ``name`` (default: the settings' acting user) with their role.
 
     Raises:
-        InvalidInput: ``e.cmd.noti.baduser``: not 1-64 of ``A-Z a-z 0-9 _ . @ + -`` (user
-            names are parts of Redis keys, so ``:`` and spaces are refused).
+        InvalidInput: ``e.cmd.noti.baduser`` (see :func:`check_user_name`).
     """
-    name = name or settings.user
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidInput(
-            f"user name {name!r} must be 1-64 letters, digits or _ . @ + -", code="e.cmd.noti.baduser"
-        )
+    name = check_user_name(name or settings.user)
     if name in settings.root_admins:
         return User(name, Role.ROOT_ADMIN)
     if name in settings.root_members:

@@ -19,10 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.cluster import RedisCluster, key_slot
 
-from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, TransitionRefused
+from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
 from noti.keys import Keys
 from noti.numpool import Event, NumberPool, NumberState, PoolClient, PoolStats, Transition
 from tests.cluster import local_cluster
+from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 
 N = NumberState.NODATA
 IU = NumberState.IDLE_UP
@@ -455,3 +456,62 @@ def test_stats_count_numbers_per_state(rt: Any) -> None:
     stats = pool.stats()
     assert stats.as_dict() == {"idle+up": 2, "idle+down": 1, "busy+up": 1, "busy+down": 1}
     assert (stats.total, stats.free, stats[N]) == (5, 2, 0)
+
+
+# --- owners (the whole matrix of who may do what is tests/test_permissions.py) -----------------
+
+
+def test_a_pool_is_its_creators_and_stays_so_once_emptied(rt: Any) -> None:
+    # given bob's pool, emptied by bob
+    bobs = NumberPool("owned", user=BOB, client=rt.redis, keys=rt.keys)
+    bobs.add("1")
+    bobs.delete("1")
+    assert (bobs.owner(), bobs.numbers()) == (BOB, {})
+    # then alice can neither take the name over nor read it, and nothing changes
+    before = raw(rt.redis, bobs), rt.redis.get(rt.keys.numpool("owned", "owner"))
+    alices = NumberPool("owned", user=ALICE, client=rt.redis, keys=rt.keys)
+    for attempt, verb in ((lambda: alices.add("2"), "add"), (alices.numbers, "show"), (alices.call, "call")):
+        with pytest.raises(PermissionDenied) as info:
+            attempt()
+        assert info.value.code == f"e.noti.pool.{verb}.nopvg"
+        assert "belongs to bob" in info.value.message
+    assert (raw(rt.redis, bobs), rt.redis.get(rt.keys.numpool("owned", "owner"))) == before
+    # a root member may, without becoming its owner
+    NumberPool("owned", user=MEMBER, client=rt.redis, keys=rt.keys).add("3")
+    assert bobs.owner() == BOB and bobs.numbers() == {"3": ID}
+
+
+def test_chown_is_for_root_checks_the_name_and_can_make_a_pool(rt: Any) -> None:
+    pool = NumberPool("given", user=ADMIN, client=rt.redis, keys=rt.keys)
+    for bad in ("", "a b", "bob\n", "x:y", 7):
+        with pytest.raises(InvalidInput) as info:
+            pool.chown(bad)  # type: ignore[arg-type]
+        assert info.value.code == "e.cmd.noti.baduser"
+    assert rt.redis.keys("*numpool*") == []
+    # an operator makes an empty pool for alice, who may then use it
+    assert pool.chown(ALICE) is None
+    alices = NumberPool("given", user=ALICE, client=rt.redis, keys=rt.keys)
+    alices.add("1")
+    with pytest.raises(PermissionDenied) as info:
+        alices.chown(BOB)  # its owner may not give it away: root only
+    assert info.value.code == "e.noti.pool.chown.nopvg"
+    assert alices.owner() == ALICE
+
+
+def test_a_pool_made_before_owners_is_roots_until_chown_and_providers_still_use_it(rt: Any) -> None:
+    # given a pool written before pools had owners (no owner key)
+    legacy = NumberPool.trusted("legacy", client=rt.redis, keys=rt.keys)
+    legacy.add("1")
+    legacy.register("1")
+    assert legacy.owner() is None
+    alices = NumberPool("legacy", user=ALICE, client=rt.redis, keys=rt.keys)
+    with pytest.raises(PermissionDenied, match="no owner") as info:
+        alices.call()
+    assert info.value.code == "e.noti.pool.call.nopvg"
+    # a provider (trusted: the operator named the pool) still takes senders from it
+    with legacy.calling() as number:
+        assert number == "1"
+    # once root gives it to alice, it is hers
+    assert NumberPool("legacy", user=MEMBER, client=rt.redis, keys=rt.keys).chown(ALICE) is None
+    assert alices.call().number == "1"
+    assert legacy.state("1") is BU

@@ -140,6 +140,7 @@ def test_the_pool_commands_move_numbers_and_show_them(rt: Any) -> None:
     shown = run("pool", "P", "show")
     assert shown.exit_code == 0
     assert shown.stdout.splitlines() == [
+        "owner: alice",
         "NUMBER  STATE",
         "1001    idle+up",
         "1002    busy+down",
@@ -150,6 +151,7 @@ def test_the_pool_commands_move_numbers_and_show_them(rt: Any) -> None:
     as_json = json.loads(run("pool", "P", "show", "-json").stdout)
     assert as_json == {
         "pool": "P",
+        "owner": "alice",
         "numbers": {"1001": "idle+up", "1002": "busy+down", "1003": "idle+down"},
         "free": ["1001"],
         "counts": {"idle+up": 1, "idle+down": 1, "busy+up": 0, "busy+down": 1},

@@ -132,7 +132,17 @@ def test_remove_consumer_unregisters_and_purges_after_confirmation(
         "webman", "remove-consumer", "Collect", "--purge-data", "--config", str(config), stdin="n\n"
     )
     assert refused.exit_code == 1 and "Collect" in config.read_text()
-    done = run("webman", "remove-consumer", "Collect", "--purge-data", "--config", str(config), stdin="y\n")
+    done = run(
+        "--as",
+        ADMIN,
+        "webman",
+        "remove-consumer",
+        "Collect",
+        "--purge-data",
+        "--config",
+        str(config),
+        stdin="y\n",
+    )
     # then
     assert done.exit_code == 0, done.output
     assert "deleted 3 key(s)" in done.output
@@ -179,9 +189,9 @@ def test_clean_asks_then_deletes_the_queue_keys(rt: Any, configure: Any, bridge_
     producer = send(bridge_url)
     producer.push("x")
     producer.schedule("y", 60)
-    refused = run("webman", "clean", Collect.php_class, stdin="n\n")
+    refused = run("--as", ADMIN, "webman", "clean", Collect.php_class, stdin="n\n")
     assert refused.exit_code == 1 and producer.redis.exists(producer.keys.stream)
-    done = run("webman", "clean", Collect.php_class, "--yes")
+    done = run("--as", ADMIN, "webman", "clean", Collect.php_class, "--yes")
     assert done.exit_code == 0 and "deleted 3 key(s)" in done.output
     assert not producer.redis.exists(*producer.keys.data_keys)
 
@@ -198,14 +208,14 @@ def test_history_lists_and_deletes_only_processed_entries(configure: Any, bridge
     client.xreadgroup(producer.names.group, "c", {producer.keys.stream: ">"}, count=3)
     client.xack(producer.keys.stream, producer.names.group, ids[0], ids[1])
     # when
-    listed = run("webman", "history", Collect.php_class, "--older-than", "1h")
-    deleted = run("webman", "history", Collect.php_class, "--older-than", "1h", "--delete")
+    listed = run("--as", ADMIN, "webman", "history", Collect.php_class, "--older-than", "1h")
+    deleted = run("--as", ADMIN, "webman", "history", Collect.php_class, "--older-than", "1h", "--delete")
     # then: only the old processed one (the pending old one and the undelivered ones stay)
     assert listed.exit_code == 0, listed.output
     assert ids[0] in listed.output and ids[2] not in listed.output and "1 entries" in listed.output
     assert "deleted 1 entries" in deleted.output
     assert [i for i, _ in client.xrange(producer.keys.stream)][:3] == ids[1:]
-    bad = run("webman", "history", Collect.php_class, "--older-than", "soon")
+    bad = run("--as", ADMIN, "webman", "history", Collect.php_class, "--older-than", "soon")
     assert bad.exit_code == 1 and "e.noti.bridge.badtime" in bad.output
 
 

@@ -1,10 +1,11 @@
-"""``noti pool NAME add|del|reg|unreg|call|hangup|show``: the sender-number pool by hand."""
+"""``noti pool NAME add|del|reg|unreg|call|hangup|show|chown``: the sender-number pool by hand,
+as the acting user (``--as``): a pool is its creator's (and root's), see :mod:`noti.numpool.pool`."""
 
 from __future__ import annotations
 
 import click
 
-from noti.cli._options import Output, json_options
+from noti.cli._options import CliContext, Output, json_options
 from noti.errors import PoolError
 from noti.numpool import Event, NumberPool, PoolStats
 
@@ -15,15 +16,19 @@ __all__ = ["pool"]
 @click.argument("name")
 @click.pass_context
 def pool(ctx: click.Context, name: str) -> None:
-    """Manage the sender-number pool NAME."""
-    ctx.obj = NumberPool(name)
+    """Manage the sender-number pool NAME (yours, once your first add creates it)."""
+    acting = ctx.find_object(CliContext)
+    ctx.obj = NumberPool(name, user=acting.user if acting is not None else None)
 
 
 pass_pool = click.make_pass_decorator(NumberPool)
 
 
 def _fire_each(target: NumberPool, event: Event, numbers: tuple[str, ...], quiet: bool) -> None:
-    """Fire ``event`` for every number; refusals print ``code: message``, then one error is raised."""
+    """Fire ``event`` for every number; refusals print ``code: message``, then one error is raised.
+
+    A :class:`~noti.errors.PermissionDenied` (the pool is not the user's) is raised at once:
+    it would refuse every number, and none was changed."""
     refused: list[PoolError] = []
     for number in numbers:
         try:
@@ -67,22 +72,37 @@ def call(target: NumberPool, /, number: str | None) -> None:
 @json_options
 @pass_pool
 def show(target: NumberPool, /, out: Output) -> None:
-    """Print each number's state, the free numbers in the order call takes them, and the counts."""
-    numbers = target.numbers()
-    free = target.free_numbers()
+    """Print the owner, each number's state, the free numbers in the order call takes them,
+    and the counts."""
+    snapshot = target.snapshot()
+    numbers, free = snapshot.numbers, snapshot.free
     counts = PoolStats.of(numbers.values()).as_dict()
     if out.quiet:
         return
     if out.wants_json:
-        doc = {"pool": target.name, "numbers": {n: str(s) for n, s in numbers.items()}, "free": free}
-        out.json({**doc, "counts": counts})
+        doc = {
+            "pool": target.name,
+            "owner": snapshot.owner,
+            "numbers": {n: str(s) for n, s in numbers.items()},
+        }
+        out.json({**doc, "free": free, "counts": counts})
         return
+    click.echo(f"owner: {snapshot.owner or '- (none: root members only)'}")
     width = max([len("NUMBER"), *(len(n) for n in numbers)])
     click.echo(f"{'NUMBER':<{width}}  STATE")
     for number, state in numbers.items():
         click.echo(f"{number:<{width}}  {state}")
     click.echo(f"free, next first: {' '.join(free) if free else '-'}")
     click.echo("  ".join(f"{state} {count}" for state, count in counts.items()) + f"  total {len(numbers)}")
+
+
+@click.command("chown")
+@click.argument("owner", metavar="USER")
+@pass_pool
+def chown(target: NumberPool, /, owner: str) -> None:
+    """Give the pool to USER (root members only); a pool not made yet is made for USER."""
+    previous = target.chown(owner)
+    click.echo(f"{target.name}: owner {previous or '-'} -> {owner}")
 
 
 for _event, _summary in (
@@ -95,3 +115,4 @@ for _event, _summary in (
     pool.add_command(_event_command(_event, _summary))
 pool.add_command(call)
 pool.add_command(show)
+pool.add_command(chown)

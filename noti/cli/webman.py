@@ -12,7 +12,9 @@ noti                        plugin                                 what
 ==========================  =====================================  ==============================
 
 QUEUE is a registered consumer name, a ``module:Class`` path, or a PHP class name
-(``app\\queue\\SendEmail``, on the ``default`` connection).
+(``app\\queue\\SendEmail``, on the ``default`` connection). ``history``, ``clean`` and
+``remove-consumer --purge-data`` are for root members (see
+:mod:`noti.bridge.webman.console`, which these commands call).
 """
 
 from __future__ import annotations
@@ -25,14 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-import redis
 
-from noti.bridge.webman.admin import clean, delete_entries, history, queue_stats
-from noti.bridge.webman.connection import connect
-from noti.bridge.webman.layout import QueueKeys, QueueNames
-from noti.bridge.webman.registry import ConsumerScaffold, read_consumers, register, scaffold, unregister
-from noti.bridge.webman.runner import BridgeRunner, build_consumer, extend_import_path, resolve_specs, spec_of
-from noti.bridge.webman.settings import ConsumerEntry
+from noti.bridge.webman.console import WebmanConsole
+from noti.bridge.webman.registry import ConsumerScaffold, register, scaffold, unregister
+from noti.bridge.webman.runner import BridgeRunner
+from noti.cli._options import CliContext, pass_cli
 from noti.config import Settings
 from noti.errors import BridgeError, InvalidInput
 from noti.runtime import get_runtime
@@ -57,16 +56,6 @@ def _config_file(option: str | None, settings: Settings) -> Path:
     if option:
         return Path(option)
     return Path(settings.config) if settings.config else Path("noti.toml")
-
-
-def _queue(settings: Settings, queue: str) -> tuple[redis.Redis, QueueKeys]:
-    webman = settings.webman
-    if queue in webman.consumers or ":" in queue:
-        spec = resolve_specs(webman, [queue])[0]
-        consumer = build_consumer(spec, webman, settings.redis_url, connect)
-        return consumer.redis, consumer.keys
-    conn = webman.connection("default", noti_redis_url=settings.redis_url)
-    return connect(conn.url), QueueKeys(QueueNames.from_class(queue.lstrip("\\")), conn.prefix)
 
 
 def _ago(ms: int | None, now_ms: int) -> str:
@@ -128,31 +117,27 @@ def make_consumer(queue: str, processes: int, directory: str, root: str, config:
 @click.option(
     "--config", "config", help="TOML file it is registered in (default: NOTI_CONFIG, else ./noti.toml)."
 )
-def remove_consumer(name: str, purge_data: bool, yes: bool, config: str | None) -> None:
-    """Unregister consumer NAME (its class file is kept)."""
-    settings = get_runtime().settings
-    path = _config_file(config, settings)
+@pass_cli
+def remove_consumer(ctx: CliContext, /, name: str, purge_data: bool, yes: bool, config: str | None) -> None:
+    """Unregister consumer NAME (its class file is kept); --purge-data is for root members."""
+    console = WebmanConsole.from_runtime()
+    path = _config_file(config, console.settings)
+    queue = None
     if purge_data:
-        entry = read_consumers(path).get(name)
-        if entry is None:
-            raise BridgeError(f"no webman consumer named {name!r} in {path}", code="e.noti.bridge.unknown")
-        extend_import_path(settings.webman)
-        spec = spec_of(name, ConsumerEntry.model_validate(entry))
-        consumer = build_consumer(spec, settings.webman, settings.redis_url, connect)
-        client, keys = consumer.redis, consumer.keys
+        console.require("clean", user=ctx.user)
+        queue = console.registered_queue(name, path)
         if not yes:
-            click.confirm(f"Delete {', '.join(keys.data_keys)}?", abort=True)
+            click.confirm(f"Delete {', '.join(queue.keys.data_keys)}?", abort=True)
     entry = unregister(path, name)
     click.echo(f"unregistered {name} ({entry.get('class')}) from {path}")
-    if purge_data:
-        click.echo(f"deleted {clean(client, keys)} key(s)")
+    if queue is not None:
+        click.echo(f"deleted {console.clean(queue, user=ctx.user)} key(s)")
 
 
 @webman.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_consumers(as_json: bool) -> None:
     """Registered consumers and their queues' numbers (like solar:consumer:list)."""
-    settings = get_runtime().settings
     headers = [
         "Key",
         "Consumer",
@@ -165,9 +150,8 @@ def list_consumers(as_json: bool) -> None:
     rows: list[list[str]] = []
     records: list[dict[str, Any]] = []
     now_ms = int(time.time() * 1000)
-    for name, entry in settings.webman.consumers.items():
-        client, keys = _queue(settings, name)
-        stats = queue_stats(client, keys)
+    for row in WebmanConsole.from_runtime().consumers():
+        name, entry, keys, stats = row.name, row.entry, row.keys, row.stats
         rows.append(
             [
                 name,
@@ -203,12 +187,15 @@ def list_consumers(as_json: bool) -> None:
 @webman.command("clean")
 @click.argument("queue")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask.")
-def clean_queue(queue: str, yes: bool) -> None:
-    """Delete QUEUE's stream, delayed set and delayed data (like solar:clean:redis:data)."""
-    client, keys = _queue(get_runtime().settings, queue)
+@pass_cli
+def clean_queue(ctx: CliContext, /, queue: str, yes: bool) -> None:
+    """Delete QUEUE's stream, delayed set and delayed data (like solar:clean:redis:data; root)."""
+    console = WebmanConsole.from_runtime()
+    console.require("clean", user=ctx.user)
+    found = console.queue(queue)
     if not yes:
-        click.confirm(f"Delete {', '.join(keys.data_keys)}?", abort=True)
-    click.echo(f"deleted {clean(client, keys)} key(s)")
+        click.confirm(f"Delete {', '.join(found.keys.data_keys)}?", abort=True)
+    click.echo(f"deleted {console.clean(found, user=ctx.user)} key(s)")
 
 
 @webman.command("history")
@@ -217,11 +204,17 @@ def clean_queue(queue: str, yes: bool) -> None:
 @click.option("--delete", "delete", is_flag=True, help="Delete the entries listed.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N entries.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def history_(queue: str, older_than: str, delete: bool, limit: int | None, as_json: bool) -> None:
-    """Processed entries still in QUEUE's stream (acked, not deleted), older than --older-than."""
-    client, keys = _queue(get_runtime().settings, queue)
+@pass_cli
+def history_(
+    ctx: CliContext, /, queue: str, older_than: str, delete: bool, limit: int | None, as_json: bool
+) -> None:
+    """Processed entries still in QUEUE's stream (acked, not deleted), older than --older-than (root)."""
+    console = WebmanConsole.from_runtime()
+    console.require("history", user=ctx.user)
+    older_than_s = _duration_s(older_than)
+    found = console.queue(queue)
     now_s = int(time.time())
-    entries = history(client, keys, older_than_s=_duration_s(older_than), now_s=now_s, limit=limit)
+    entries = console.history(found, older_than_s=older_than_s, now_s=now_s, limit=limit, user=ctx.user)
     if as_json:
         click.echo(
             json.dumps(
@@ -245,7 +238,7 @@ def history_(queue: str, older_than: str, delete: bool, limit: int | None, as_js
             )
             click.echo(f"{e.id}  {_ago(e.created_s * 1000, now_s * 1000)}  {what}")
     if delete:
-        click.echo(f"deleted {delete_entries(client, keys, [e.id for e in entries])} entries")
+        click.echo(f"deleted {console.delete_history(found, [e.id for e in entries], user=ctx.user)} entries")
     elif not as_json:
         click.echo(f"{len(entries)} entries")
 

@@ -4,8 +4,8 @@
 
     from noti.numpool import NumberPool
 
-    pool = NumberPool("sms-cn")
-    pool.add("+8610690000001"); pool.register("+8610690000001")
+    pool = NumberPool("sms-cn")         # as NOTI_USER; or user="alice"
+    pool.add("+8610690000001"); pool.register("+8610690000001")   # the first add makes it yours
     with pool.calling() as number:      # the number free the longest, busy until the block ends
         ...
 
@@ -21,6 +21,7 @@ from noti.numpool.pool import (
     NumberPool,
     NumberState,
     PoolClient,
+    PoolSnapshot,
     PoolStats,
     Transition,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "NumberPool",
     "NumberState",
     "PoolClient",
+    "PoolSnapshot",
     "PoolStats",
     "Transition",
     "borrowed_sender",

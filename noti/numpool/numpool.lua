@@ -1,16 +1,28 @@
--- One event of the sender-number pool, applied atomically: the state table of seed 003.
+-- One event of the sender-number pool, applied atomically: the state table of seed 003,
+-- behind the pool's owner check.
 --
 -- KEYS[1] <prefix>{numpool:NAME}:numstate   HASH    number -> state
 -- KEYS[2] <prefix>{numpool:NAME}:idle:up    ZSET    free numbers (idle and up), score = free order
 -- KEYS[3] <prefix>{numpool:NAME}:seq        STRING  counter that gives the free set its scores
--- KEYS[4] <prefix>{numpool:NAME}:sticky:H   STRING  optional, call only: a recipient's sender number
--- ARGV[1] event: add | del | reg | unreg | call | hangup
--- ARGV[2] number; "" with call: take the free number that has been free the longest
--- ARGV[3] sticky TTL in ms (with KEYS[4])
+-- KEYS[4] <prefix>{numpool:NAME}:owner      STRING  the user who created the pool
+-- KEYS[5] <prefix>{numpool:NAME}:sticky:H   STRING  optional, call only: a recipient's sender number
+-- ARGV[1] event: add | del | reg | unreg | call | hangup; or show (read the pool) or chown
+-- ARGV[2] number; "" with call: take the free number that has been free the longest;
+--         chown: the new owner; show: ""
+-- ARGV[3] the acting user; "" for noti's own providers (the operator's sender_pool): no check
+-- ARGV[4] "1" when the acting user is a root member or administrator: any pool is theirs
+-- ARGV[5] sticky TTL in ms (with KEYS[5])
+--
+-- Who may: the pool's owner and root; a pool nobody has made yet is anyone's to create (its
+-- first add makes the acting user its owner); a pool made before pools had owners (keys but
+-- no owner) is root's only until chown gives it one. A refusal changes nothing and returns
+-- {'nopvg', number, owner or '', ''}. Callers check that the user may chown before asking.
 --
 -- Returns {result, number, state before, state after}. result is 'ok', the refused cell's
 -- reason ('unknown', 'idle', 'down', 'busy'; nothing changed), 'empty' (call found no free
--- number) or 'sticky_busy' (the recipient's sticky number is in a call).
+-- number) or 'sticky_busy' (the recipient's sticky number is in a call). show returns
+-- {'ok', owner or '', {number, state, ...}, {free numbers, next first}}; chown
+-- {'ok', new owner, previous owner or '', new owner}.
 --
 -- Every key shares the hash tag {numpool:NAME}, so the script runs on Redis Cluster.
 
@@ -67,11 +79,29 @@ local STATE_TABLE = {
   },
 }
 
-local state_key, free_key, seq_key, sticky_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local event, number = ARGV[1], ARGV[2]
+local state_key, free_key, seq_key, owner_key, sticky_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local event, number, actor, root = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
-if STATE_TABLE['nodata'][event] == nil then
+if STATE_TABLE['nodata'][event] == nil and event ~= 'show' and event ~= 'chown' then
   return redis.error_reply('ERR numpool: unknown event ' .. tostring(event))
+end
+
+-- The owner check, before anything is read or written for the caller.
+local owner = redis.call('GET', owner_key)
+local fresh = not owner and redis.call('EXISTS', state_key, seq_key) == 0
+if actor ~= '' and root ~= '1' and owner ~= actor and not fresh then
+  return {'nopvg', number, owner or '', ''}
+end
+
+if event == 'show' then
+  return {'ok', owner or '', redis.call('HGETALL', state_key), redis.call('ZRANGE', free_key, 0, -1)}
+end
+if event == 'chown' then
+  redis.call('SET', owner_key, number)
+  return {'ok', number, owner or '', number}
+end
+if fresh and actor ~= '' and event == 'add' then
+  redis.call('SET', owner_key, actor)  -- the pool's first add makes it the acting user's
 end
 
 local function state_of(n)
@@ -124,6 +154,6 @@ elseif action == 'drop-free' then
 end
 
 if sticky_key and event == 'call' and row[3] == 'ok' then
-  redis.call('SET', sticky_key, number, 'PX', ARGV[3])
+  redis.call('SET', sticky_key, number, 'PX', ARGV[5])
 end
 return {row[3], number, before, after}

@@ -11,6 +11,15 @@ numbers are handed out in the order they were given back (least recently used). 
 number is used in turn, which spreads the sending volume (and a carrier's per-number limits)
 evenly, and the pick is deterministic, so tests can predict it. A random pick (``SPOP``,
 allowed in Redis 7 scripts) is fair only on average and may hand back the number just freed.
+
+A pool belongs to the user whose ``add`` created it. Only its owner and root members (and
+administrators) may fire its events or read it, and only root may give it to someone else
+(:meth:`NumberPool.chown`); anyone else gets :class:`~noti.errors.PermissionDenied`
+(``e.noti.pool.<verb>.nopvg``) and nothing changes. The check is made by the script call
+that fires the event, so nothing can slip in between. A pool made before pools had owners
+has none: root only, until ``chown`` gives it one. noti's own providers take their sender
+numbers from the pool the operator named (``sender_pool``) through
+:meth:`NumberPool.trusted`, which acts for no user.
 """
 
 from __future__ import annotations
@@ -30,11 +39,22 @@ import redis
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
-from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, TransitionRefused
+from noti.config import Settings
+from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
 from noti.keys import Keys
 from noti.redisconn import translate_errors
+from noti.users import User, check_user_name, resolve_user
 
-__all__ = ["POOL_NAME_PATTERN", "Event", "NumberPool", "NumberState", "PoolClient", "PoolStats", "Transition"]
+__all__ = [
+    "POOL_NAME_PATTERN",
+    "Event",
+    "NumberPool",
+    "NumberState",
+    "PoolClient",
+    "PoolSnapshot",
+    "PoolStats",
+    "Transition",
+]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +108,19 @@ REASONS: Mapping[str, str] = {
 }
 
 
+#: What a refused user may not do, by verb (``e.noti.pool.<verb>.nopvg``).
+VERBS: Mapping[str, str] = {
+    "add": "add numbers to",
+    "del": "delete numbers from",
+    "reg": "register numbers of",
+    "unreg": "unregister numbers of",
+    "call": "call numbers of",
+    "hangup": "hang up numbers of",
+    "show": "read",
+    "chown": "give away",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     """An event the table accepted: the number's state before and after it."""
@@ -138,6 +171,23 @@ class PoolStats:
         return {str(s): self[s] for s in NumberState if s is not NumberState.NODATA}
 
 
+@dataclass(frozen=True, slots=True)
+class PoolSnapshot:
+    """A pool as one script call read it: its owner, every number's state, the free numbers."""
+
+    #: The user who created the pool; None for a pool made before pools had owners, or one
+    #: nobody has made yet.
+    owner: str | None
+    #: Every number and its state, sorted by number.
+    numbers: Mapping[str, NumberState]
+    #: The free numbers (idle and up), in the order ``call`` takes them.
+    free: list[str]
+
+    @property
+    def stats(self) -> PoolStats:
+        return PoolStats.of(self.numbers.values())
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -155,16 +205,48 @@ def _load_script(client: PoolClient) -> Script:
 
 
 class NumberPool:
-    """One named pool of sender numbers in Redis (or Redis Cluster)."""
+    """One named pool of sender numbers in Redis (or Redis Cluster), used by one user."""
 
-    def __init__(self, name: str, *, client: PoolClient | None = None, keys: Keys | None = None) -> None:
-        """A handle on pool ``name``; ``client`` and ``keys`` default to this process's runtime.
+    def __init__(
+        self,
+        name: str,
+        *,
+        user: str | User | None = None,
+        client: PoolClient | None = None,
+        keys: Keys | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        """A handle on pool ``name`` for ``user`` (default: the settings' acting user, as for
+        every API call); ``client``, ``keys`` and ``settings`` (which give the roles) default
+        to this process's runtime.
 
         Raises:
             InvalidInput: ``e.noti.pool.badname`` for a name that is not 1-64 of
-                ``A-Z a-z 0-9 _ . -`` (starting with a letter or digit).
+                ``A-Z a-z 0-9 _ . -`` (starting with a letter or digit); ``e.cmd.noti.baduser``.
             InvalidConfig: the key prefix holds a brace, which would break the hash tag.
         """
+        if not isinstance(user, User):
+            if settings is None:
+                from noti.runtime import get_runtime  # the edge: only when the caller gave none
+
+                settings = get_runtime().settings
+            user = resolve_user(settings, user)
+        self._setup(name, client, keys, user)
+
+    @classmethod
+    def trusted(cls, name: str, *, client: PoolClient | None = None, keys: Keys | None = None) -> NumberPool:
+        """A handle that acts for no user and passes no owner check: for noti's own providers,
+        which take sender numbers from the pool the operator named in the settings
+        (``sender_pool``). Applications and commands use ``NumberPool(name, user=…)``.
+
+        Raises:
+            InvalidInput, InvalidConfig: as the constructor.
+        """
+        pool = cls.__new__(cls)
+        pool._setup(name, client, keys, None)
+        return pool
+
+    def _setup(self, name: str, client: PoolClient | None, keys: Keys | None, user: User | None) -> None:
         if not isinstance(name, str) or not _POOL_NAME.fullmatch(name):
             raise InvalidInput(
                 f"bad pool name {name!r}: use 1-64 letters, digits, '_', '.' or '-'",
@@ -180,13 +262,18 @@ class NumberPool:
             raise InvalidConfig(f"key prefix {keys.prefix!r} holds a brace; the pool's hash tag needs none")
         self.name = name
         self.keys = keys
+        #: The acting user; None for a :meth:`trusted` handle.
+        self.user = user
         self._client = client
         self._script_keys = [
             keys.numpool(name, "numstate"),
             keys.numpool(name, "idle:up"),
             keys.numpool(name, "seq"),
+            keys.numpool(name, "owner"),
         ]
         self._script = _load_script(client)
+        # The script's ARGV[3] and ARGV[4]: who acts, and whether any pool is theirs.
+        self._actor = ["", "0"] if user is None else [user.name, "1" if user.is_root else "0"]
 
     def __repr__(self) -> str:
         return f"<NumberPool {self.name!r}>"
@@ -205,6 +292,8 @@ class NumberPool:
         Raises:
             InvalidInput: an unknown event (``e.noti.pool.badevent``) or a malformed number
                 (``e.noti.pool.badnumber``: 1-64 of ``A-Z a-z 0-9 + * # . _ : @ -``).
+            PermissionDenied: ``e.noti.pool.<event>.nopvg``: the pool is someone else's (see
+                the module's docstring); nothing changed.
             TransitionRefused: the table refuses ``event`` in the number's state.
             StoreUnavailable: Redis cannot be reached.
         """
@@ -218,7 +307,7 @@ class NumberPool:
         """Put ``number`` in the pool, idle and down (already there: unchanged).
 
         Raises:
-            InvalidInput, StoreUnavailable: see :meth:`fire`.
+            InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`.
         """
         return self.fire(Event.ADD, number)
 
@@ -226,7 +315,7 @@ class NumberPool:
         """Take ``number`` out of the pool, whatever its state (not there: unchanged).
 
         Raises:
-            InvalidInput, StoreUnavailable: see :meth:`fire`.
+            InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`.
         """
         return self.fire(Event.DEL, number)
 
@@ -235,7 +324,7 @@ class NumberPool:
 
         Raises:
             TransitionRefused: ``unknown`` (not in the pool).
-            InvalidInput, StoreUnavailable: see :meth:`fire`.
+            InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`.
         """
         return self.fire(Event.REG, number)
 
@@ -244,7 +333,7 @@ class NumberPool:
 
         Raises:
             TransitionRefused: ``unknown`` (not in the pool).
-            InvalidInput, StoreUnavailable: see :meth:`fire`.
+            InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`.
         """
         return self.fire(Event.UNREG, number)
 
@@ -253,7 +342,7 @@ class NumberPool:
 
         Raises:
             TransitionRefused: ``unknown`` (not in the pool) or ``idle`` (not in a call).
-            InvalidInput, StoreUnavailable: see :meth:`fire`.
+            InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`.
         """
         return self.fire(Event.HANGUP, number)
 
@@ -273,7 +362,7 @@ class NumberPool:
         Raises:
             NoFreeNumber: no number is idle and up; or the sticky number is in a call.
             TransitionRefused: ``number`` given and the table refuses (``unknown``, ``down``, ``busy``).
-            InvalidInput, StoreUnavailable: see :meth:`fire`; ``e.noti.pool.badsticky`` for
+            InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`; ``e.noti.pool.badsticky`` for
                 ``sticky_to`` with a number, or a TTL under 1 ms.
         """
         if sticky_to is None:
@@ -285,6 +374,23 @@ class NumberPool:
             raise InvalidInput(f"sticky TTL {sticky_ttl_s!r} s is too short", code="e.noti.pool.badsticky")
         digest = hashlib.sha256(sticky_to.encode()).hexdigest()[:32]
         return self._run(Event.CALL, "", sticky=(self.keys.numpool(self.name, f"sticky:{digest}"), ttl_ms))
+
+    def chown(self, owner: str) -> str | None:
+        """Give the pool to ``owner`` (root members and administrators only); the previous
+        owner (None: it had none). A pool nobody has made yet is made, empty, for ``owner``:
+        so an operator makes a pool for someone, or keeps a provider's ``sender_pool`` name.
+
+        Raises:
+            PermissionDenied: ``e.noti.pool.chown.nopvg``: not a root member; nothing changed.
+            InvalidInput: ``e.cmd.noti.baduser``: ``owner`` cannot be a user name.
+            StoreUnavailable: Redis cannot be reached.
+        """
+        owner = check_user_name(owner)
+        if self.user is not None:
+            self.user.require_root("e.noti.pool.chown.nopvg", f"give away the number pool {self.name}")
+        reply = self._call("chown", owner)
+        self._refuse_if_denied("chown", reply)
+        return _text(reply[2]) or None
 
     @contextlib.contextmanager
     def calling(
@@ -300,7 +406,8 @@ class NumberPool:
         logged, not raised: the number is no longer ours either way.
 
         Raises:
-            NoFreeNumber, TransitionRefused, InvalidInput, StoreUnavailable: see :meth:`call`.
+            NoFreeNumber, TransitionRefused, InvalidInput, PermissionDenied, StoreUnavailable: see
+                :meth:`call`.
         """
         taken = self.call(number, sticky_to=sticky_to, sticky_ttl_s=sticky_ttl_s).number
         try:
@@ -313,43 +420,60 @@ class NumberPool:
 
     # --- reading ------------------------------------------------------------------------------
 
+    def snapshot(self) -> PoolSnapshot:
+        """The owner, every number's state and the free numbers, read at once.
+
+        Raises:
+            PermissionDenied: ``e.noti.pool.show.nopvg``: the pool is someone else's.
+            StoreUnavailable: Redis cannot be reached.
+        """
+        reply = self._call("show", "")
+        self._refuse_if_denied("show", reply)
+        flat, free = cast(list[Any], reply[2]), cast(list[Any], reply[3])
+        states = sorted((_text(k), NumberState(_text(v))) for k, v in zip(flat[::2], flat[1::2], strict=True))
+        return PoolSnapshot(_text(reply[1]) or None, dict(states), [_text(n) for n in free])
+
+    def owner(self) -> str | None:
+        """The user the pool belongs to (None: made before pools had owners, or not made yet).
+
+        Raises:
+            PermissionDenied, StoreUnavailable: see :meth:`snapshot`.
+        """
+        return self.snapshot().owner
+
     def state(self, number: str) -> NumberState:
         """The state of ``number`` (``nodata`` when it is not in the pool).
 
         Raises:
-            InvalidInput: a malformed number. StoreUnavailable: Redis cannot be reached.
+            InvalidInput: a malformed number.
+            PermissionDenied, StoreUnavailable: see :meth:`snapshot`.
         """
         number = self._number(number)
-        with self._errors():
-            value = self._client.hget(self._script_keys[0], number)
-        return NumberState.NODATA if value is None else NumberState(_text(value))
+        return self.snapshot().numbers.get(number, NumberState.NODATA)
 
     def numbers(self) -> dict[str, NumberState]:
         """Every number in the pool and its state, sorted by number.
 
         Raises:
-            StoreUnavailable: Redis cannot be reached.
+            PermissionDenied, StoreUnavailable: see :meth:`snapshot`.
         """
-        with self._errors():
-            raw = cast(dict[Any, Any], self._client.hgetall(self._script_keys[0]))
-        return {_text(k): NumberState(_text(v)) for k, v in sorted(raw.items(), key=lambda kv: _text(kv[0]))}
+        return dict(self.snapshot().numbers)
 
     def free_numbers(self) -> list[str]:
         """The free numbers (idle and up), in the order ``call`` would take them.
 
         Raises:
-            StoreUnavailable: Redis cannot be reached.
+            PermissionDenied, StoreUnavailable: see :meth:`snapshot`.
         """
-        with self._errors():
-            return [_text(n) for n in cast(list[Any], self._client.zrange(self._script_keys[1], 0, -1))]
+        return self.snapshot().free
 
     def stats(self) -> PoolStats:
-        """How many numbers are in each state (one read of the state hash).
+        """How many numbers are in each state.
 
         Raises:
-            StoreUnavailable: Redis cannot be reached.
+            PermissionDenied, StoreUnavailable: see :meth:`snapshot`.
         """
-        return PoolStats.of(self.numbers().values())
+        return self.snapshot().stats
 
     # --- the script ---------------------------------------------------------------------------
 
@@ -361,11 +485,35 @@ class NumberPool:
             )
         return number
 
-    def _run(self, event: Event, number: str, *, sticky: tuple[str, int] | None = None) -> Transition:
+    def _call(self, event: str, number: str, *, sticky: tuple[str, int] | None = None) -> list[Any]:
         keys = self._script_keys if sticky is None else [*self._script_keys, sticky[0]]
-        args: list[str | int] = [event.value, number] if sticky is None else [event.value, number, sticky[1]]
+        args: list[str | int] = [event, number, *self._actor]
+        if sticky is not None:
+            args.append(sticky[1])
         with self._errors():
-            reply = self._script(keys=keys, args=args)
+            return cast(list[Any], self._script(keys=keys, args=args))
+
+    def _refuse_if_denied(self, verb: str, reply: list[Any]) -> None:
+        """Raises :class:`PermissionDenied` when the script refused the acting user."""
+        if _text(reply[0]) != "nopvg":
+            return
+        owner = _text(reply[2])
+        if owner:
+            why = f"it belongs to {owner} (only its owner and root members may)"
+        else:
+            why = (
+                "it has no owner (it was made before pools had owners): only root members may, "
+                f"until `noti pool {self.name} chown USER` gives it one"
+            )
+        acting = self.user.name if self.user is not None else "noti"
+        raise PermissionDenied(
+            f"{acting} may not {VERBS[verb]} the number pool {self.name}: {why}",
+            code=f"e.noti.pool.{verb}.nopvg",
+        )
+
+    def _run(self, event: Event, number: str, *, sticky: tuple[str, int] | None = None) -> Transition:
+        reply = self._call(event.value, number, sticky=sticky)
+        self._refuse_if_denied(event.value, reply)
         result, got, before, after = (_text(part) for part in reply)
         if result == "ok":
             return Transition(self.name, got, event, NumberState(before), NumberState(after))

@@ -13,11 +13,12 @@ option         default     meaning
 =============  ==========  ===================================================================
 
 ``sender_pool = "NAME"`` (default none) takes a sender number from that number pool
-(:mod:`noti.numpool`) for each send, records it as ``"sender"`` in the outbox entry and
-always gives it back after. When none is free the send raises ``RateLimited``: the record
-waits ``sender_wait_s`` (default 1.0) and the attempt is not counted. ``sender_sticky_s``
-> 0 keeps each recipient on the same sender number while that number stays up, for that
-many seconds after the recipient's last send.
+(:mod:`noti.numpool`; the operator names it, so the provider passes no owner check) for each
+send, records it as ``"sender"`` in the outbox entry and always gives it back after. When
+none is free the send raises ``RateLimited``: the record waits ``sender_wait_s`` (default
+1.0) and the attempt is not counted. ``sender_sticky_s`` > 0 keeps each recipient on the
+same sender number while that number stays up, for that many seconds after the recipient's
+last send.
 
 What was sent is in ``noti:sandbox:<name>`` (:meth:`SandboxProvider.outbox`), one JSON
 object per delivery, oldest first; ``at`` is when it was sent (ms) and ``t`` the same in
@@ -72,7 +73,7 @@ class SandboxProvider(Provider):
         if opts.sender_pool is None:
             return self._deliver(message, sender=None)
         with borrowed_sender(
-            NumberPool(opts.sender_pool, client=self.redis, keys=self.keys),
+            NumberPool.trusted(opts.sender_pool, client=self.redis, keys=self.keys),
             provider=self.name,
             retry_after_s=opts.sender_wait_s,
             sticky_to=message.target,

@@ -14,12 +14,13 @@ module                 owns
 ``runner``             threads for ``celery worker`` (bootstep) and ``noti webman run``
 ``notifications``      :class:`~noti.bridge.webman.notifications.NotificationConsumer`
 ``admin``              what the CLI shows and deletes (list, clean, history)
+``console``            :class:`WebmanConsole`: those commands as an API, with noti's roles
 ``registry``           registering consumers in the TOML settings file
 ``settings``           :class:`WebmanSettings` (``[webman]``)
 =====================  ============================================================
 
-``runner`` and ``notifications`` are not imported here: they need noti's runtime, whose
-settings import this package.
+``runner``, ``notifications`` and ``console`` are not imported here: they need noti's
+runtime or its users, whose settings import this package.
 """
 
 from __future__ import annotations
