@@ -16,6 +16,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 8. webman ``push_many`` and consume+ack                                (bench.webman_bench)
 9. cost per notification: CPU µs and Redis round trips                 (bench.cost_bench)
 10. CLI start-up: noti list / get / add vs python -c "import redis"    (bench.cli_bench)
+11. notify() acknowledged by a replica (WAIT) vs by the primary alone  (bench.replica_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, target, met) and writes
 ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1 if a row
@@ -34,6 +35,7 @@ from bench import (
     enqueue_bench,
     latency_bench,
     priority_bench,
+    replica_bench,
     webman_bench,
 )
 from bench._runner import Scenario, main
@@ -47,6 +49,7 @@ SCENARIOS: dict[int, Scenario] = {
     **webman_bench.SCENARIOS,
     **cost_bench.SCENARIOS,
     **cli_bench.SCENARIOS,
+    **replica_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

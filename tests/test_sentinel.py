@@ -6,17 +6,47 @@ Real processes: a primary, a replica and three sentinels on loopback (:mod:`test
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+import noti
+from noti.bridge.webman import Producer, QueueKeys, QueueNames
+from noti.bridge.webman.connection import connect as webman_connect
 from noti.celery.beat import redbeat_config
 from noti.celery.transport import kombu_broker, worker_transport
 from noti.errors import InvalidConfig, StoreUnavailable
+from noti.keys import Keys
+from noti.providers.sandbox import read_outbox
+from noti.record import Status
 from noti.redisconn import CommandPipeline, ReplicaWait, SentinelUrl, connect, masked_url
+from tests.conftest import BASE_ENV, wait_until
 from tests.sentinel import SentinelSet, sentinel_set
+from tests.servers import ROOT, CeleryProcess
+
+PHONE = "+8613912345678"
+NOTIFY = "app\\queue\\Notify"
+CONFIG = f"""
+[channels.sms]
+provider = "sandbox"
+
+[webman]
+enabled = true
+
+[webman.consumers.notify]
+class = "noti.bridge.webman.notifications:NotificationConsumer"
+
+[webman.consumers.notify.options]
+php_class = '{NOTIFY}'
+block_time_ms = 300
+"""
 
 pytestmark = pytest.mark.slow
 
@@ -66,9 +96,15 @@ def test_celery_and_redbeat_get_their_own_forms_without_the_secrets_in_plain_set
     assert worker_transport(url) == "noti.celery.transport:BulkSentinelTransport"
     assert worker_transport("redis://h/0") == "noti.celery.transport:BulkTransport"
     beat = redbeat_config(url, key_prefix="noti:beat:")
-    assert beat["redbeat_redis_url"] == "redis+sentinel://10.0.0.1:1,10.0.0.2:2/mymaster/3"
-    assert beat["redbeat_redis_options"]["password"] == "pw"  # Celery masks keys naming a password
-    assert beat["redbeat_redis_options"]["sentinel_password"] == "sp"
+    assert beat["redbeat_redis_url"] == "redis-sentinel://10.0.0.1:1/3"  # RedBeat's form, no secret
+    options = beat["redbeat_redis_options"]
+    assert options["password"] == "pw"  # Celery masks keys naming a password
+    assert options["sentinel_kwargs"]["password"] == "sp"
+    assert (options["sentinels"], options["service_name"], options["db"]) == (
+        [["10.0.0.1", 1], ["10.0.0.2", 2]],
+        "mymaster",
+        3,
+    )
     assert kombu_broker("redis://:pw@h:1/0") == ("redis://:pw@h:1/0", {})
 
 
@@ -139,3 +175,112 @@ def test_a_write_a_replica_did_not_acknowledge_is_reported_and_the_next_one_find
     assert outcomes[-1] == "confirmed", outcomes
     assert client.connection_pool.get_master_address() == ("127.0.0.1", new) != ("127.0.0.1", old)
     assert int(sentinels.data(new).get("n")) >= 1
+
+
+# --- noti through a failover and a crash -------------------------------------------------------
+
+
+class _Cli:
+    """``noti …`` in a fresh process with ``env``; its standard output."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def __call__(self, *args: str) -> str:
+        command = [sys.executable, "-m", "noti", *args]
+        done = subprocess.run(command, env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+
+def _outbox_texts(url: str) -> list[str]:
+    return [entry["fields"].get("text", "") for entry in read_outbox(connect(url), Keys("noti:"))]
+
+
+def _notify_until_acknowledged(index: int, deadline_s: float = 60.0) -> str:
+    """``noti.notify_sms`` with an idempotency key, called again while Redis answers that it
+    is unavailable or that no replica acknowledged the write: what a careful caller does."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return noti.notify_sms(PHONE, f"n{index}", idempotency_key=f"k{index}")
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def sentinels_two_replicas() -> Iterator[SentinelSet]:
+    with sentinel_set(replicas=2) as servers:
+        yield servers
+
+
+def test_workers_beat_the_cli_and_callers_carry_on_through_a_failover_and_a_crash_losing_nothing(
+    sentinels_two_replicas: SentinelSet, configure: Any, tmp_path: Path
+) -> None:
+    # given noti on the sentinels' primary (two replicas: one is left after the crash, to
+    # acknowledge writes): two workers, beat, and this process as the caller, whose notify()
+    # returns only once a replica has the record
+    sentinels = sentinels_two_replicas
+    url = sentinels.url(db=1)
+    config = tmp_path / "noti.toml"
+    config.write_text(CONFIG)
+    env = {
+        **os.environ,
+        **BASE_ENV,
+        "NOTI_REDIS_URL": url,
+        "NOTI_CONFIG": str(config),
+        "NOTI_REDIS_WAIT_REPLICAS": "1",
+        "NOTI_LEASE_TIMEOUT_S": "5",
+        "NOTI_SWEEP_INTERVAL_S": "2",
+        "NOTI_SWEEP_AFTER_S": "5",
+    }
+    configure(redis_url=url, redis_wait_replicas=1, lease_timeout_s=5)
+    processes = [
+        CeleryProcess(
+            env, "worker", "-l", "INFO", "--without-mingle", "--without-gossip", "-n", f"{name}@%h", name=name
+        )
+        for name in ("s1", "s2")
+    ]
+    processes.append(CeleryProcess(env, "beat", "-l", "INFO", name="beat"))
+    try:
+        for process in processes[:2]:
+            wait_until(lambda p=process: "ready." in p.output() or not p.alive(), timeout=60)
+        cli = _Cli(env)
+        cli("listener", "add", "failover.sms", "-type", "sms", "-to", PHONE, "-text", "event {{ n }}")
+        acknowledged: dict[str, str] = {}
+        # when notifications keep coming while the primary is switched over, then killed
+        for i in range(240):
+            acknowledged[_notify_until_acknowledged(i)] = f"n{i}"
+            if i == 80:
+                sentinels.failover()
+            if i == 160:
+                killed = sentinels.primary_port()
+                sentinels.kill(killed)
+            time.sleep(0.02)
+        sentinels.wait_for_new_primary(killed)
+
+        # then every notification a caller was told is stored gets sent: none lost
+        def waiting() -> list[str]:
+            client, keys, done = connect(url), Keys("noti:"), str(int(Status.DONE))
+            statuses = [client.hget(keys.record(record_id), "noti_st") for record_id in acknowledged]
+            return [rid for rid, status in zip(acknowledged, statuses, strict=True) if status != done]
+
+        wait_until(lambda: not waiting(), timeout=150, interval=1)
+        # and the event processor and the webman bridge of the workers work on the new primary
+        event_id = cli("event", "dispatch", "failover.sms", "-data", '{"n": 7}')
+        webman = Producer(
+            webman_connect(url), QueueKeys(QueueNames.from_class(NOTIFY), "webman_redis_queue_")
+        )
+        webman.push({"type": "sms", "to": PHONE, "text": "from PHP"})
+        wait_until(lambda: '"done"' in cli("event", "show", event_id, "-json"), timeout=60, interval=0.5)
+        wait_until(lambda: {"event 7", "from PHP"} <= set(_outbox_texts(url)), timeout=60, interval=0.5)
+        # and the workers and beat are still up, and the CLI reads through the sentinels
+        for process in processes:
+            assert process.alive(), process.output()[-3000:]
+        record_id = next(iter(acknowledged))
+        assert record_id in cli("get", record_id)
+    finally:
+        for process in processes:
+            process.stop()

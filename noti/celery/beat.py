@@ -64,8 +64,9 @@ def redbeat_config(redis_url: str, *, key_prefix: str) -> dict[str, Any]:
     sentinel_url = SentinelUrl.parse(redis_url)
     if sentinel_url is None:
         url, password = split_password(redis_url)
-    else:  # noti's Scheduler builds the client from these (noti.celery.scheduler)
-        url, password = sentinel_url.public(), sentinel_url.password
+    else:  # RedBeat's own Sentinel settings, from which noti's Scheduler builds its client
+        host, port = sentinel_url.sentinels[0]
+        url, password = f"redis-sentinel://{host}:{port}/{sentinel_url.db}", sentinel_url.password
     options: dict[str, Any] = {
         # redis-py retries inside every command, the lock's EVALSHA and the pipelines
         # included (RedBeat's retry_period wraps only first-level calls: redbeat PR #314)
@@ -76,8 +77,15 @@ def redbeat_config(redis_url: str, *, key_prefix: str) -> dict[str, Any]:
     }
     if password is not None:
         options["password"] = password
-    if sentinel_url is not None and sentinel_url.sentinel_password is not None:
-        options["sentinel_password"] = sentinel_url.sentinel_password
+    if sentinel_url is not None:
+        options.update(
+            sentinels=[list(address) for address in sentinel_url.sentinels],
+            service_name=sentinel_url.service,
+            db=sentinel_url.db,
+            sentinel_kwargs=sentinel_url.sentinel_kwargs(),  # its password masked by Celery
+        )
+        if sentinel_url.username is not None:
+            options["username"] = sentinel_url.username
     return {
         "redbeat_redis_url": url,
         "redbeat_redis_options": options,

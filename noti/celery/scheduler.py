@@ -32,16 +32,22 @@ class Scheduler(RedBeatScheduler):
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         conf = app.conf
+        options = conf.redbeat_redis_options
         if (
-            SentinelUrl.parse(conf.redbeat_redis_url) is not None
+            str(conf.redbeat_redis_url).startswith("redis-sentinel")
             and getattr(app, "redbeat_redis", None) is None
         ):
-            options = conf.redbeat_redis_options
+            address = SentinelUrl(
+                sentinels=tuple((str(host), int(port)) for host, port in options["sentinels"]),
+                service=options["service_name"],
+                db=int(options.get("db", 0)),
+                username=options.get("username"),
+            )
             app.redbeat_redis = connect(
-                conf.redbeat_redis_url,
+                address.public(),
                 retry=options.get("retry"),
                 password=options.get("password"),
-                sentinel_password=options.get("sentinel_password"),
+                sentinel_password=(options.get("sentinel_kwargs") or {}).get("password"),
             )
         super().__init__(app, *args, **kwargs)
 
