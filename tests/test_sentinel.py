@@ -284,3 +284,17 @@ def test_workers_beat_the_cli_and_callers_carry_on_through_a_failover_and_a_cras
     finally:
         for process in processes:
             process.stop()
+
+
+def test_no_password_of_a_sentinel_url_shows_where_celery_shows_the_configuration() -> None:
+    from celery.app.utils import filter_hidden_settings
+
+    from noti.celery.app import celery_config
+    from noti.config import load_settings
+
+    url = (
+        "redis+sentinel://:primary-s3cret@10.0.0.1:1,10.0.0.2:2/mymaster/3?sentinel_password=sentinel-s3cret"
+    )
+    shown = repr(filter_hidden_settings(celery_config(load_settings(redis_url=url))))  # inspect conf, Flower
+    assert "primary-s3cret" not in shown and "sentinel-s3cret" not in shown
+    assert "10.0.0.2" in shown  # the settings are there, only the secrets are masked
