@@ -17,6 +17,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 9. cost per notification: CPU µs and Redis round trips                 (bench.cost_bench)
 10. CLI start-up: noti list / get / add vs python -c "import redis"    (bench.cli_bench)
 11. notify() acknowledged by a replica (WAIT) vs by the primary alone  (bench.replica_bench)
+12. soak: 1,000,000 SMS, the workers' RSS growth                        (bench.soak_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, target, met) and writes
 ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1 if a row
@@ -36,6 +37,7 @@ from bench import (
     latency_bench,
     priority_bench,
     replica_bench,
+    soak_bench,
     webman_bench,
 )
 from bench._runner import Scenario, main
@@ -50,6 +52,7 @@ SCENARIOS: dict[int, Scenario] = {
     **cost_bench.SCENARIOS,
     **cli_bench.SCENARIOS,
     **replica_bench.SCENARIOS,
+    **soak_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":
