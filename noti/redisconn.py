@@ -468,6 +468,23 @@ class ReplicaWait:
             )
 
 
+#: Error replies of a Redis that takes no writes for now: full (``maxmemory`` with
+#: ``noeviction``), unable to persist (a full disk: ``MISCONF``), or short of the replicas
+#: ``min-replicas-to-write`` asks for. Nothing was written; the caller may try again later.
+_REFUSED_WRITES = ("OOM", "MISCONF", "NOREPLICAS")
+
+
+def _error_code(exc: redis.ResponseError) -> str:
+    """The error code of a Redis error reply (``OOM``, ``READONLY`` …): redis-py keeps it as
+    ``status_code`` where it turns the reply into a class of its own (and strips it from the
+    message), else it starts the message."""
+    status = getattr(exc, "status_code", None)
+    if status:
+        return str(status)
+    first = str(exc).split(" ", 1)[0]
+    return first if first.isupper() else ""
+
+
 def _reason(exc: BaseException) -> str:
     """The first line of ``exc``'s message (its class name when it has none)."""
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -603,6 +620,9 @@ def translate_errors(client: redis.Redis) -> Iterator[None]:
         where = getattr(client, "noti_url", "Redis")
         raise StoreUnavailable(f"cannot reach Redis at {where}: {_reason(exc)}") from exc
     except redis.ResponseError as exc:
-        if str(exc).startswith(("LOADING ", "MASTERDOWN ", "READONLY ", "BUSY ")):
-            raise StoreUnavailable(f"Redis is not ready: {exc}") from exc
+        code = _error_code(exc)
+        if code in ("LOADING", "MASTERDOWN", "READONLY", "BUSY"):
+            raise StoreUnavailable(f"Redis is not ready: {code} {_reason(exc)}") from exc
+        if code in _REFUSED_WRITES:
+            raise StoreUnavailable(f"Redis refuses writes: {code} {_reason(exc)}") from exc
         raise
