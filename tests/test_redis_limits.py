@@ -94,7 +94,9 @@ def test_a_worker_waits_while_redis_is_full_and_delivers_everything_once_it_has_
     _fill(client)
     time.sleep(7)  # due meanwhile: the pump meets OOM
     assert worker.alive(), worker.output()[-3000:]
-    assert "delay pump: Redis unavailable (e.noti.store.unavailable: Redis refuses writes: OOM" in worker.output()
+    assert "delay pump: Redis unavailable (e.noti.store.unavailable: Redis refuses writes: OOM" in (
+        worker.output()
+    )
     assert all(noti.get(i).status is Status.WAITING for i in ids)
     # when there is room again, then every notification is sent, each once
     client.delete(*[f"ballast:{i}" for i in range(10_000)])
