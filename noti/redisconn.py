@@ -36,6 +36,7 @@ __all__ = [
     "connect",
     "load_script",
     "masked_url",
+    "refuses_writes",
     "script_source",
     "split_password",
     "translate_errors",
@@ -472,6 +473,12 @@ class ReplicaWait:
 #: ``noeviction``), unable to persist (a full disk: ``MISCONF``), or short of the replicas
 #: ``min-replicas-to-write`` asks for. Nothing was written; the caller may try again later.
 _REFUSED_WRITES = ("OOM", "MISCONF", "NOREPLICAS")
+
+
+def refuses_writes(exc: BaseException) -> bool:
+    """True for an error reply of a Redis that takes no writes for now (full, unable to
+    persist, short of replicas, or a replica): nothing was written, and waiting may help."""
+    return isinstance(exc, redis.ResponseError) and _error_code(exc) in (*_REFUSED_WRITES, "READONLY")
 
 
 def _error_code(exc: redis.ResponseError) -> str:

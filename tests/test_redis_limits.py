@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -101,3 +102,34 @@ def test_a_worker_waits_while_redis_is_full_and_delivers_everything_once_it_has_
     texts = sorted(entry["fields"]["text"] for entry in sandbox_outbox(get_runtime()))
     assert texts == sorted(f"n{i}" for i in range(5))
     assert worker.alive(), worker.output()[-3000:]
+
+
+def test_a_message_the_bulk_transport_took_while_redis_was_full_is_noted_once_there_is_room(
+    small_redis: tuple[str, redis.Redis],
+) -> None:
+    from kombu import Connection, Consumer, Exchange, Producer, Queue
+
+    from noti.celery.transport import BulkTransport
+
+    url, client = small_redis
+    queue = Queue("fulltest", Exchange("fulltest"), routing_key="fulltest")
+    got: list[Any] = []
+    with Connection(f"{url}/0", transport=BulkTransport) as conn:
+        channel = conn.channel()
+        on_message = lambda body, message: got.append((body, message))  # noqa: E731
+        consumer = Consumer(channel, [queue], callbacks=[on_message], accept=["json"])
+        consumer.qos(prefetch_count=10)
+        consumer.consume()
+        with Connection(f"{url}/0") as producing:
+            Producer(producing).publish({"n": 1}, exchange=queue.exchange, routing_key="fulltest")
+        # given a Redis full by the time the consumer's BRPOP takes the message: the script
+        # that notes it as unacked is refused
+        _fill(client)
+        freed = threading.Timer(1.5, lambda: client.delete(*[f"ballast:{i}" for i in range(10_000)]))
+        freed.start()
+        # when the consumer drains (it waits while Redis refuses the note), then it gets the
+        # message once there is room, noted as unacked as usual (never held only in memory)
+        conn.drain_events(timeout=15)
+        freed.join()
+        assert [body for body, _ in got] == [{"n": 1}]
+        assert client.hlen("unacked") == 1

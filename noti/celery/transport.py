@@ -42,6 +42,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from queue import Empty
 from typing import Any
 from urllib.parse import quote
@@ -53,7 +54,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from noti.entropy import owner_token
-from noti.redisconn import ScriptPipeline, SentinelUrl, load_script
+from noti.redisconn import Outage, ScriptPipeline, SentinelUrl, load_script, refuses_writes
 
 __all__ = [
     "ACK_FLUSH_AT",
@@ -254,8 +255,7 @@ class BulkChannel(kombu_redis.Channel):
         if self._closing:  # kombu reads a pending BRPOP answer while closing: take no more
             more, claiming = 0, None
         owner = "" if claiming is None else owner_token(claiming.owner_prefix)
-        with self.conn_or_acquire() as client:
-            rest, claims = _bulk_fetch(client, key, self.qos, max(0, more), item, claiming, owner)
+        rest, claims = self._note(key, max(0, more), item, claiming, owner)
         tags: list[str] = []
         payloads: list[dict[str, Any]] = []
         for n, raw in enumerate((item, *rest)):
@@ -289,6 +289,30 @@ class BulkChannel(kombu_redis.Channel):
                 assert claiming is not None
                 self._give_back(claiming, list(untaken.values()))
         return True
+
+    def _note(
+        self, key: str, more: int, item: Any, claiming: DeliveryClaims | None, owner: str
+    ) -> tuple[list[Any], list[list[Any]]]:
+        """:func:`_bulk_fetch`, tried again while Redis refuses writes (full at ``maxmemory``,
+        unable to persist): BRPOP already took ``item`` from its list, and only the script
+        notes it as unacked, so giving up would leave it to the lost-work sweep. The consumer
+        waits here (nothing else it could do needs no write); the outage is logged once."""
+        while True:
+            try:
+                with self.conn_or_acquire() as client:
+                    fetched = _bulk_fetch(client, key, self.qos, more, item, claiming, owner)
+            except redis.ResponseError as exc:
+                if not refuses_writes(exc) or self._closing:
+                    raise
+                time.sleep(self._refusal.failed(exc))
+                more, claiming, owner = 0, None, ""  # only the message in hand, once room is back
+                continue
+            self._refusal.ok()
+            return fetched
+
+    @cached_property
+    def _refusal(self) -> Outage:
+        return Outage("bulk fetch", logger=log)
 
     def _give_back(self, claiming: DeliveryClaims, untaken: list[FetchedClaim]) -> None:
         """End the leases of claims no consumer took (``release.lua``), so their messages,
