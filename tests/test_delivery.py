@@ -152,3 +152,21 @@ def test_a_redelivered_notify_task_creates_one_record(rt: Any, worker: Any) -> N
     wait_until(lambda: len(sandbox_outbox(rt)) == 1)
     wait_until(lambda: rt.redis.hlen("unacked") == 0 and not rt.redis.llen("noti.intake"))
     assert rt.store.count() == 1
+
+
+def test_a_notification_that_keeps_killing_its_sender_is_made_invalid_as_poison(configure: Any) -> None:
+    from noti.record import now_ms
+    from noti.sender import POISON_MARGIN
+
+    rt = configure(retry_max=1)
+    record_id = noti.notify_sms(PHONE, "kills its sender")
+    # given a record claimed retry_max + 3 times, each sender dying before it finished
+    start = now_ms() - 1_000_000
+    for n in range(1 + POISON_MARGIN):
+        assert rt.store.claim(record_id, owner=f"dead{n}", lease_ms=1_000, at_ms=start + n * 2_000).claims == n + 1
+    # when it is claimed once more, then it is not sent but made invalid and dead-lettered
+    [result] = noti.send(record_id, user=ADMIN)
+    assert result.status is Status.INVALID and "e.cmd.noti.send.poison" in result.errmsg
+    assert sandbox_outbox(rt) == []
+    [letter] = rt.dead_letters.entries()
+    assert (letter.record_id, letter.error_class) == (record_id, "poison")
