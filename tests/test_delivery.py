@@ -163,7 +163,8 @@ def test_a_notification_that_keeps_killing_its_sender_is_made_invalid_as_poison(
     # given a record claimed retry_max + 3 times, each sender dying before it finished
     start = now_ms() - 1_000_000
     for n in range(1 + POISON_MARGIN):
-        assert rt.store.claim(record_id, owner=f"dead{n}", lease_ms=1_000, at_ms=start + n * 2_000).claims == n + 1
+        claim = rt.store.claim(record_id, owner=f"dead{n}", lease_ms=1_000, at_ms=start + n * 2_000)
+        assert claim.claims == n + 1
     # when it is claimed once more, then it is not sent but made invalid and dead-lettered
     [result] = noti.send(record_id, user=ADMIN)
     assert result.status is Status.INVALID and "e.cmd.noti.send.poison" in result.errmsg
