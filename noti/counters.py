@@ -75,7 +75,7 @@ FAMILIES: Mapping[str, Family] = {
             ("channel", "reason", "provider"),
             "Notifications made invalid by their attempt (status -1; revocations are counted apart)",
         ),
-        Family("dead", ("channel", "reason", "provider"), "Dead letters written for notifications"),
+        Family("dead_lettered", ("channel", "reason", "provider"), "Dead letters written for notifications"),
         Family("revoked", ("channel", "provider"), "Waiting notifications revoked (status -1)"),
         Family("cancelled", ("channel", "provider"), "Scheduled notifications cancelled (deleted)"),
         Family("revived", ("channel", "provider"), "Failed or invalid notifications put back to waiting"),
@@ -134,7 +134,7 @@ def finish_tally(
     else:
         lines = [SEP.join(("failed" if status == 0 else "invalid", reason, provider))]
         if dead_letter:
-            lines.append(SEP.join(("dead", reason, provider)))
+            lines.append(SEP.join(("dead_lettered", reason, provider)))
     for name, seconds in calls:
         name = _label(name)
         lines.append(SEP.join(("lat", latency_bucket(seconds), name)))

@@ -15,9 +15,11 @@ from noti.cli._options import CliContext
 from noti.cli.dead import dead
 from noti.cli.delayed import delayed
 from noti.cli.events import event, listener
+from noti.cli.metrics import metrics
 from noti.cli.notify import add, clean, delete, get, list_, revoke, send
 from noti.cli.numpool import pool
 from noti.cli.providers import providers
+from noti.cli.status import status
 from noti.cli.webman import webman
 from noti.errors import NotiError
 
@@ -49,6 +51,8 @@ for command in (
     event,
     listener,
     webman,
+    status,
+    metrics,
 ):
     cli.add_command(command)
 

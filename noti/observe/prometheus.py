@@ -57,7 +57,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _counter("noti_notifications_retried", "retried"),
     _counter("noti_notifications_failed", "failed"),
     _counter("noti_notifications_invalid", "invalid"),
-    _counter("noti_notifications_dead_lettered", "dead"),
+    _counter("noti_notifications_dead_lettered", "dead_lettered"),
     _counter("noti_notifications_revoked", "revoked"),
     _counter("noti_notifications_cancelled", "cancelled"),
     _counter("noti_notifications_revived", "revived"),
