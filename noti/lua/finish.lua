@@ -13,7 +13,9 @@
 --#include tally.lua
 local now, letter_max = ARGV[1], ARGV[2]
 local index = {['-1'] = KEYS[3], ['0'] = KEYS[4], ['10'] = KEYS[6]}
-local out, counts = {}, {}
+-- tallies[channel][tally text] = records applied with it: records of one batch mostly share
+-- their text (a provider group's calls took the same time), so each text is parsed once
+local out, tallies = {}, {}
 for i = 9, #KEYS do
   local key = KEYS[i]
   local a = 3 + (i - 9) * 9
@@ -48,19 +50,30 @@ for i = 9, #KEYS do
       end
       redis.call('XADD', KEYS[7], 'MAXLEN', '~', letter_max, '*', unpack(entry))
     end
-    local channel = '|' .. (kind or '') .. '|'
-    for line in string.gmatch(ARGV[a + 8], '[^\n]+') do
+    local texts = tallies[kind or '']
+    if not texts then
+      texts = {}
+      tallies[kind or ''] = texts
+    end
+    texts[ARGV[a + 8]] = (texts[ARGV[a + 8]] or 0) + 1
+    out[#out + 1] = 1
+  end
+end
+local counts = {}
+for kind, texts in pairs(tallies) do
+  local channel = '|' .. kind .. '|'
+  for text, records in pairs(texts) do
+    for line in string.gmatch(text, '[^\n]+') do
       local family, rest = string.match(line, '^([^|]*)|(.*)$')
       if family then
         local field, amount = string.match(rest, '^(.*)\t(%d+)$')
         if field then
-          count(counts, family .. channel .. field, tonumber(amount))
+          count(counts, family .. channel .. field, tonumber(amount) * records)
         else
-          count(counts, family .. channel .. rest, 1)
+          count(counts, family .. channel .. rest, records)
         end
       end
     end
-    out[#out + 1] = 1
   end
 end
 tally_write(KEYS[8], counts)
