@@ -352,6 +352,7 @@ class RecordStore:
         k = self.keys
         now = now_ms() if at_ms is None else at_ms
         args: list[Any] = [now, letter_max_len]
+        tallies: dict[tuple[Any, ...], str] = {}
         for item in items:
             outcome = item.outcome
             args += [
@@ -363,14 +364,19 @@ class RecordStore:
                 "" if outcome.expires_ms is None else outcome.expires_ms,
                 json.dumps(dict(outcome.fields)),
                 json.dumps(item.letter.fields()) if item.letter is not None else "",
-                finish_tally(
+            ]
+            # the records of a batch mostly share their tally (one provider group's calls)
+            tally_of = (outcome.status, item.provider, outcome.error_class, item.letter is None, item.calls)
+            tally = tallies.get(tally_of)
+            if tally is None:
+                tally = tallies[tally_of] = finish_tally(
                     status=int(outcome.status),
                     provider=item.provider,
                     reason=outcome.error_class or "invalid",
                     dead_letter=item.letter is not None,
                     calls=item.calls,
-                ),
-            ]
+                )
+            args.append(tally)
         keys = [k.waiting_index, k.delayed, *k.status_indexes, k.dead_letters, k.metrics]
         with translate_errors(self.redis):
             applied = self._finish(keys=[*keys, *(k.record(item.record_id) for item in items)], args=args)
