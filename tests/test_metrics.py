@@ -154,12 +154,19 @@ def make_the_mix(rt: Any) -> dict[str, Any]:
 
 
 def settled(rt: Any, delayed: set[str]) -> bool:
-    """Everything but the ``delayed`` records has its final state, and the events are done."""
+    """Everything but the ``delayed`` records has its final state, the events are done and
+    the workers hold no message: the gauges stay still while they are compared."""
     from noti.events import Events
 
     waiting = {r.id for r in rt.store.select(status=Status.WAITING)}
     events = Events(rt).select(user=ADMIN, limit=None)
-    return waiting == delayed and len(events) == 3 and all(e.status is EventStatus.DONE for e in events)
+    return (
+        waiting == delayed
+        and len(events) == 3
+        and all(e.status is EventStatus.DONE for e in events)
+        and not Events(rt).status().alive  # its task acked: nothing moves any more
+        and rt.redis.hlen("unacked") == 0
+    )
 
 
 def counter_truth(rt: Any, cancelled: Counter[tuple[str, str]]) -> dict[str, Counter[Any]]:

@@ -142,3 +142,24 @@ def test_redis_away_is_an_error(configure: Any) -> None:
     configure(redis_url=f"redis://127.0.0.1:{free_port()}/0")
     result = run("status")
     assert result.exit_code == 1 and result.stderr.startswith("e.noti.store.unavailable: "), result.output
+
+
+def test_lags_and_ages_are_measured(rt: Any) -> None:
+    from noti.events import dispatch
+    from noti.record import now_ms
+
+    noti.notify_sms(PHONE, "waits in its queue")
+    rt.delayed.schedule("stuck", now_ms() - 5_000)  # due 5 s ago, and no pump runs
+    dispatch("order.paid", {"id": 1})  # no worker: no processor takes it
+    time.sleep(0.3)
+    found = status_json()
+    assert found["delayed"]["due"] == 1 and 5 <= found["delayed"]["pump_lag_s"] < 60
+    sms = next(q for q in found["queues"] if q["name"] == "noti.sms")
+    assert 0.3 <= sms["oldest_age_s"] < 60
+    assert found["events"]["backlog"] == 1 and 0.3 <= found["events"]["oldest_age_s"] < 60
+    assert found["events"]["processor"] is None
+    lock = '{"token":"t","host":"elsewhere","pid":7,"since_ms":5}'
+    rt.redis.set(rt.keys.event_lock, lock, px=60_000)
+    processor = status_json()["events"]["processor"]
+    assert (processor["host"], processor["pid"]) == ("elsewhere", 7)
+    assert 0 < processor["lock_ttl_ms"] <= 60_000

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -186,13 +186,13 @@ class Observer:
     """Reads :class:`Snapshot` s of one runtime's Redis (and broker)."""
 
     def __init__(self, runtime: Runtime) -> None:
-        from noti.celery.queues import PRIORITY_SEPARATOR, PRIORITY_STEPS, queue_names
+        from noti.celery.queues import PRIORITY_STEPS, queue_key, queue_names
 
         settings = runtime.settings
         self.client = runtime.redis
         self.keys = runtime.keys
         self.queues = tuple(queue_names())
-        self.separator = PRIORITY_SEPARATOR
+        self.list_key = queue_key
         self.steps = len(PRIORITY_STEPS)
         self.broker: redis.Redis | None = None
         if settings.broker == settings.redis_url:
@@ -211,8 +211,8 @@ class Observer:
             self.keys,
             broker=self.broker,
             queues=self.queues,
-            separator=self.separator,
             steps=self.steps,
+            list_key=self.list_key,
             now_ms=now_ms,
         )
 
@@ -228,14 +228,14 @@ def read_snapshot(
     *,
     broker: redis.Redis | None,
     queues: Sequence[str],
-    separator: str,
     steps: int,
+    list_key: Callable[[str, int], str],
     now_ms: int | None = None,
 ) -> Snapshot:
     """Read the cluster's state (see the module): ``client`` is the record store's Redis,
     ``broker`` the broker's (``client`` itself when they are one; None when the broker is
     not Redis); ``queues`` are noti's queue names, ``steps`` the number of priority steps
-    and ``separator`` kombu's priority separator.
+    and ``list_key(queue, step)`` the broker list of a queue's step.
 
     Raises:
         StoreUnavailable: Redis (or the broker) cannot be reached.
@@ -243,7 +243,7 @@ def read_snapshot(
     started = time.perf_counter()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     channel_queues = {c.queue for c in Channel}
-    lists = [(q, f"{q}{separator}{step}" if step else q) for q in queues for step in range(steps)]
+    lists = [(q, list_key(q, step)) for q in queues for step in range(steps)]
     tail_lists = [(q, key) for q, key in lists if q in channel_queues]
 
     # round trip 1
