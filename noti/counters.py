@@ -11,9 +11,10 @@ not happen (a finish fenced off by a lost lease, an idempotent duplicate).
 
 A field is ``<family>|<label>|…``, the provider (a name from the settings, which may hold
 ``|``) always last. This module builds the fields the Python side hands to the scripts
-(:func:`finish_tally`, :func:`added_field`) and reads them back (:func:`parse`); the scripts
-that find the labels themselves (``revoke.lua``, ``cancel.lua``, ``revive.lua``) build the
-same shape. :data:`FAMILIES` is the one list of what exists; :mod:`noti.observe` turns it into
+(:func:`finish_tally`, :func:`added_field`) and reads them back (:func:`parse`); the
+channel of a finish is put in by ``finish.lua`` from the record itself, and the scripts that
+find the labels themselves (``revoke.lua``, ``cancel.lua``, ``revive.lua``, the event
+scripts) build the same shape. :data:`FAMILIES` is the one list of what exists; :mod:`noti.observe` turns it into
 Prometheus metrics.
 """
 
