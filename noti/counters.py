@@ -14,8 +14,8 @@ A field is ``<family>|<label>|…``, the provider (a name from the settings, whi
 (:func:`finish_tally`, :func:`added_field`) and reads them back (:func:`parse`); the
 channel of a finish is put in by ``finish.lua`` from the record itself, and the scripts that
 find the labels themselves (``revoke.lua``, ``cancel.lua``, ``revive.lua``, the event
-scripts) build the same shape. :data:`FAMILIES` is the one list of what exists; :mod:`noti.observe` turns it into
-Prometheus metrics.
+scripts) build the same shape. :data:`FAMILIES` is the one list of what exists;
+:mod:`noti.observe` turns it into Prometheus metrics.
 """
 
 from __future__ import annotations

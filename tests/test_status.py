@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -110,26 +111,35 @@ def test_a_running_worker_is_shown_alive_with_its_queues(rt: Any, worker: Any) -
     assert "workers  1 alive" in screen and node["name"] in screen
 
 
-def test_watch_shows_the_screen_again_until_interrupted(rt: Any, redis_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("args", "frame"), [((), "noti status"), (("-json", "-c"), '{"at_ms":')])
+def test_watch_shows_the_screen_again_until_interrupted(
+    rt: Any, redis_url: str, tmp_path: Path, args: tuple[str, ...], frame: str
+) -> None:
     config = tmp_path / "noti.toml"
     config.write_text("")
     env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config)}
-    for args, frame in (((), "noti status"), (("-json", "-c"), '{"at_ms":')):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "noti", "status", "-watch", "0.2", *args],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        time.sleep(2.5)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
-        assert proc.returncode == 0, err
-        assert out.count(frame) >= 2, out
-        if args:
-            assert all(json.loads(line)["records"] for line in out.splitlines())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noti", "status", "-watch", "0.2", *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    wait_until(lambda: sum(frame in line for line in lines) >= 2 or proc.poll() is not None, timeout=60)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(20)
+    reader.join(10)
+    err = proc.stderr.read() if proc.stderr else ""
+    out = "".join(lines)
+    assert proc.returncode == 0, err
+    assert out.count(frame) >= 2, out
+    if args:
+        assert all(json.loads(line)["records"] for line in out.splitlines())
 
 
 @pytest.mark.parametrize("value", ["0", "0.05", "abc", "99999", "nan", "inf"])

@@ -95,6 +95,7 @@ def _show(snap: Snapshot, out: Output, *, clear: bool) -> None:
     if clear:
         console.clear()
     render(snap, console)
+    sys.stdout.flush()  # each screen whole, also through a pipe
 
 
 def _terminal_width() -> int:
