@@ -135,7 +135,7 @@ def render(snap: Snapshot, console: Console) -> None:
                 w.name,
                 "alive" if w.alive(snap.at_ms) else "gone",
                 str(w.pid),
-                f"{w.pool}×{w.concurrency}" if w.concurrency else w.pool,
+                f"{w.pool}×{w.concurrency}" if w.concurrency and w.pool != "solo" else w.pool,
                 w.mode,
                 ",".join(w.queues),
                 f"{_age(max(0.0, (snap.at_ms - w.seen_ms) / 1000))} ago",
