@@ -137,6 +137,13 @@ class Settings(BaseSettings):
     sweep_after_s: float = Field(default=300.0, gt=0)
     dead_letter_trim_interval_s: float = Field(default=3600.0, gt=0)
 
+    #: Port of the Prometheus exporter a worker serves (:mod:`noti.observe.prometheus`); None:
+    #: no exporter (the default). The numbers are cluster-wide, so one exporter is enough;
+    #: ``noti metrics`` serves the same without a worker.
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    #: Address the worker's exporter and ``noti metrics`` listen on.
+    metrics_bind: str = "0.0.0.0"
+
     #: Mask what Celery shows of ``noti.notify`` calls (``argsrepr``/``kwargsrepr``: worker
     #: logs, task events, Flower, ``inspect``; and the target in its failure messages):
     #: targets as ``+86139****5678``, message bodies as their length. Off: shown in clear.

@@ -14,6 +14,11 @@ key                             type     holds
 ``noti:delayed``                ZSET     ids due later (retry back-off, lease re-checks),
                                          score = due ms
 ``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.deadletter`)
+``noti:metrics``                HASH     cluster-wide counters, ``<family>|<label>|…`` -> count,
+                                         incremented by the scripts (:mod:`noti.counters`)
+``noti:workers``                HASH     worker node name -> its last heartbeat (JSON; see
+                                         :mod:`noti.observe.presence`)
+``noti:numpools``               SET      names of the sender-number pools numbers were added to
 ``noti:idem:<user>:<key>``      STRING   record id a user created for an idempotency key (TTL)
 ``noti:ident:<user>:<ident>``   STRING   record id scheduled under a debounce identifier (TTL)
 ``noti:task:<task id>``         STRING   record id the ``noti.notify`` Celery task ``<task id>``
@@ -107,6 +112,21 @@ class Keys:
     @property
     def dead_letters(self) -> str:
         return f"{self.prefix}dead"
+
+    @property
+    def metrics(self) -> str:
+        """The counters hash (:mod:`noti.counters`)."""
+        return f"{self.prefix}metrics"
+
+    @property
+    def workers(self) -> str:
+        """Worker heartbeats: node name -> JSON (:mod:`noti.observe.presence`)."""
+        return f"{self.prefix}workers"
+
+    @property
+    def numpools(self) -> str:
+        """The names of the number pools (:mod:`noti.numpool`), for the metrics to find them."""
+        return f"{self.prefix}numpools"
 
     def idempotency(self, user: str, key: str) -> str:
         return f"{self.prefix}idem:{user}:{key}"

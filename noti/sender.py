@@ -15,7 +15,7 @@ import os
 import socket
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from noti.deadletter import DeadLetter
@@ -85,6 +85,9 @@ class Attempt:
     claim: Claim
     owner: str
     lease_ms: int
+    #: Each provider call made for it, ``(provider, seconds)``, in order: the last one's
+    #: provider decided the outcome (the counters and the latency histogram, :mod:`noti.counters`).
+    calls: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def record(self) -> Notification:
@@ -215,8 +218,11 @@ class Sender:
                 except Exception as exc:
                     outcomes[i] = self._failed(record, exc, policies[i])
             while requests:
-                answers = self._send_round(requests)
+                timings: dict[int, tuple[str, float]] = {}
+                answers = self._send_round(requests, timings)
                 requests = {}
+                for i, timing in timings.items():
+                    attempts[i].calls.append(timing)
                 for i, answer in answers.items():
                     record = attempts[i].record
                     try:
@@ -234,10 +240,11 @@ class Sender:
         return [outcome for outcome in outcomes if outcome is not None]
 
     def _send_round(
-        self, requests: dict[int, tuple[Provider, Message]]
+        self, requests: dict[int, tuple[Provider, Message]], timings: dict[int, tuple[str, float]]
     ) -> dict[int, StepResult | BaseException]:
         """One round of blocking sends, grouped by provider; a rate-limited provider gets its
-        requests one at a time, each right after its token."""
+        requests one at a time, each right after its token. ``timings`` gets, per request
+        sent, its provider and how long the call took (a group's calls took as long as it)."""
         by_provider: dict[int, list[int]] = {}
         for i, (provider, _) in requests.items():
             by_provider.setdefault(id(provider), []).append(i)
@@ -251,21 +258,31 @@ class Sender:
                     except Exception as exc:  # e.g. Redis gone: this record's attempt ends so
                         answers[i] = exc
                         continue
-                    answers.update(self._send_group(provider, [i], requests) if wait_s <= 0 else {i: wait_s})
+                    if wait_s > 0:
+                        answers[i] = wait_s
+                    else:
+                        answers.update(self._send_group(provider, [i], requests, timings))
             else:
-                answers.update(self._send_group(provider, group, requests))
+                answers.update(self._send_group(provider, group, requests, timings))
         return answers
 
     @staticmethod
     def _send_group(
-        provider: Provider, group: list[int], requests: dict[int, tuple[Provider, Message]]
+        provider: Provider,
+        group: list[int],
+        requests: dict[int, tuple[Provider, Message]],
+        timings: dict[int, tuple[str, float]],
     ) -> dict[int, StepResult | BaseException]:
         results: Sequence[StepResult | BaseException]
+        started = time.perf_counter()
         try:
             results = provider.send_many([requests[i][1] for i in group])
         except Exception as exc:  # a provider bug, not an outcome: each record gets it
             log.exception("deliver: provider %s raised an unexpected error", provider.name)
             results = [exc] * len(group)
+        timing = (provider.name, time.perf_counter() - started)
+        for i in group:
+            timings[i] = timing
         return dict(zip(group, results, strict=True))
 
     async def attempt_async(self, attempt: Attempt) -> Outcome:
@@ -279,7 +296,9 @@ class Sender:
         try:
             policy = self._policy(record)
             try:
-                receipt = await self._run_async(self._failover(record, suppressed=attempt.claim.suppressed))
+                receipt = await self._run_async(
+                    self._failover(record, suppressed=attempt.claim.suppressed), attempt.calls
+                )
             except Exception as exc:
                 return self._failed(record, exc, policy)
             return self._delivered(record, receipt)
@@ -306,7 +325,10 @@ class Sender:
                 )
             if outcome.error_class == "opted_out":
                 rt.store.suppress(record.channel.value, record.target)
-            items.append(Finish(record.id, attempt.owner, outcome, letter))
+            calls = attempt.calls
+            items.append(
+                Finish(record.id, attempt.owner, outcome, letter, calls[-1][0] if calls else "", tuple(calls))
+            )
         applied = self._finish(items)
         results = []
         for (attempt, outcome), item, ok in zip(outcomes, items, applied, strict=True):
@@ -452,8 +474,9 @@ class Sender:
             retry=record.retry,
         )
 
-    async def _run_async(self, plan: Plan) -> Receipt:
-        """Drive a failover plan on the running asyncio loop."""
+    async def _run_async(self, plan: Plan, calls: list[tuple[str, float]]) -> Receipt:
+        """Drive a failover plan on the running asyncio loop; each provider call is noted in
+        ``calls`` with its duration."""
         loop = asyncio.get_running_loop()
         try:
             provider, message = next(plan)
@@ -465,10 +488,13 @@ class Sender:
                 if wait_s > 0:
                     result = wait_s
                 else:
+                    started = time.perf_counter()
                     try:
                         result = await provider.send_async(message)
                     except DeliveryError as exc:
                         result = exc
+                    finally:
+                        calls.append((provider.name, time.perf_counter() - started))
                 provider, message = plan.send(result)
         except StopIteration as done:
             receipt: Receipt = done.value

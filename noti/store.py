@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import redis
 
+from noti.counters import added_field, finish_tally
 from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.keys import Keys
@@ -103,6 +104,10 @@ class Finish:
     outcome: Outcome
     #: Appended to the dead-letter stream in the same atomic step.
     letter: DeadLetter | None = None
+    #: The provider whose answer decided the outcome ("": none answered), for the counters.
+    provider: str = ""
+    #: Each provider call of the attempt, ``(provider, seconds)``: the latency histogram.
+    calls: tuple[tuple[str, float], ...] = ()
 
 
 class RecordStore:
@@ -198,6 +203,7 @@ class RecordStore:
                         k.status_index(int(Status.WAITING)),
                         k.waiting_index,
                         k.delayed,
+                        k.metrics,
                     ],
                     [
                         current or "",
@@ -206,6 +212,7 @@ class RecordStore:
                         record.level,
                         record.lease_until_ms,
                         ttl_ms,
+                        added_field(record.channel.value, record.provider),
                         *fields,
                     ],
                 )
@@ -230,6 +237,7 @@ class RecordStore:
                     k.delayed,
                     *k.status_indexes,
                     identifier_key or k.record(record.id),
+                    k.metrics,
                 ],
                 args=[record.id, record.creator],
             )
@@ -244,7 +252,7 @@ class RecordStore:
         now = now_ms() if at_ms is None else at_ms
         with translate_errors(self.redis):
             result = self._revive(
-                keys=[k.record(record_id), k.waiting_index, *k.status_indexes],
+                keys=[k.record(record_id), k.waiting_index, *k.status_indexes, k.metrics],
                 args=[record_id, now],
             )
         if int(result[0]) != 1:
@@ -342,7 +350,8 @@ class RecordStore:
     def finish_many(
         self, items: Sequence[Finish], *, letter_max_len: int = 10_000, at_ms: int | None = None
     ) -> list[bool]:
-        """Apply the outcomes of many sends in one atomic script call (see :meth:`finish`).
+        """Apply the outcomes of many sends in one atomic script call (see :meth:`finish`),
+        counting each one applied (:mod:`noti.counters`) in the same step.
 
         Returns, per item, whether it was applied (its owner still held the lease).
         """
@@ -351,6 +360,7 @@ class RecordStore:
         k = self.keys
         now = now_ms() if at_ms is None else at_ms
         args: list[Any] = [now, letter_max_len]
+        tallies: dict[tuple[Any, ...], str] = {}
         for item in items:
             outcome = item.outcome
             args += [
@@ -363,7 +373,19 @@ class RecordStore:
                 json.dumps(dict(outcome.fields)),
                 json.dumps(item.letter.fields()) if item.letter is not None else "",
             ]
-        keys = [k.waiting_index, k.delayed, *k.status_indexes, k.dead_letters]
+            # the records of a batch mostly share their tally (one provider group's calls)
+            tally_of = (outcome.status, item.provider, outcome.error_class, item.letter is None, item.calls)
+            tally = tallies.get(tally_of)
+            if tally is None:
+                tally = tallies[tally_of] = finish_tally(
+                    status=int(outcome.status),
+                    provider=item.provider,
+                    reason=outcome.error_class or "invalid",
+                    dead_letter=item.letter is not None,
+                    calls=item.calls,
+                )
+            args.append(tally)
+        keys = [k.waiting_index, k.delayed, *k.status_indexes, k.dead_letters, k.metrics]
         with translate_errors(self.redis):
             applied = self._finish(keys=[*keys, *(k.record(item.record_id) for item in items)], args=args)
         return [bool(x) for x in applied]
@@ -418,6 +440,7 @@ class RecordStore:
             k.delayed,
             k.status_index(int(Status.INVALID)),
             k.status_index(int(Status.WAITING)),
+            k.metrics,
         ]
         now = now_ms() if at_ms is None else at_ms
         errmsg = f"{REVOKED_CODE}: {reason}"
@@ -598,6 +621,8 @@ class CreatePipeline:
         self._pipeline = ScriptPipeline(store.redis, store.create_script)
         self._ttl_ms = int(idempotency_ttl_s * 1000)
         self._per_call = per_call
+        #: The ``added`` counter field by (channel, provider named).
+        self._added: dict[tuple[Channel, str | None], str] = {}
 
     def __enter__(self) -> CreatePipeline:
         return self
@@ -667,13 +692,20 @@ class CreatePipeline:
             k.waiting_index,
             k.delayed,
             messages.get(first.id, (k.all_index, ""))[0],
+            k.metrics,
         ]
         args: list[Any] = [int(first.status), len(shared), *itertools.chain.from_iterable(shared)]
+        added = self._added
         for record, fields in zip(records, hashes, strict=True):
             record_key = k.record(record.id)
             idempotency_key = idempotency_keys.get(record.id)
             keys += [record_key, idempotency_key or record_key]
             own = fields.items() - shared
+            label = added.get((record.channel, record.provider))
+            if label is None:
+                label = added[(record.channel, record.provider)] = added_field(
+                    record.channel.value, record.provider
+                )
             args += [
                 record.id,
                 record.created_ms,
@@ -682,6 +714,7 @@ class CreatePipeline:
                 messages.get(record.id, ("", ""))[1],
                 self._ttl_ms if idempotency_key else 0,
                 len(own),
+                label,
                 *itertools.chain.from_iterable(own),
             ]
         return keys, args

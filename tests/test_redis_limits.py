@@ -36,13 +36,18 @@ def small_redis(configure: Any) -> Iterator[tuple[str, redis.Redis]]:
 
 
 def _fill(client: redis.Redis) -> None:
-    """Write ballast until Redis answers OOM."""
-    for i in range(10_000):
-        try:
-            client.set(f"ballast:{i}", "x" * 10_000)
-        except redis.exceptions.OutOfMemoryError:
-            return
-    raise AssertionError("Redis never filled up")
+    """Make Redis full: its memory limit below what it uses, so every write is refused (a
+    write that frees memory, an ack or a pop, cannot make room for the next one)."""
+    client.config_set("maxmemory", "1")
+    try:
+        client.set("probe", "x")
+    except redis.exceptions.OutOfMemoryError:
+        return
+    raise AssertionError("Redis took a write past its limit")
+
+
+def _make_room(client: redis.Redis) -> None:
+    client.config_set("maxmemory", "2mb")
 
 
 def test_a_full_redis_is_store_unavailable_with_its_reason_and_nothing_is_stored(
@@ -57,7 +62,7 @@ def test_a_full_redis_is_store_unavailable_with_its_reason_and_nothing_is_stored
     assert "Redis refuses writes: OOM" in info.value.message
     assert client.dbsize() == keys_before
     # and once there is room again, the same call stores and queues the notification
-    client.delete(*[f"ballast:{i}" for i in range(10_000)])
+    _make_room(client)
     record_id = noti.notify_sms(PHONE, "hello")
     assert noti.get(record_id).target == PHONE
 
@@ -97,7 +102,7 @@ def test_a_worker_waits_while_redis_is_full_and_delivers_everything_once_it_has_
     assert worker.alive(), worker.output()[-3000:]
     assert "Redis refuses writes: OOM" in worker.output()  # the pump's move, or the outcome's record
     # when there is room again, then every notification is sent, each once
-    client.delete(*[f"ballast:{i}" for i in range(10_000)])
+    _make_room(client)
     wait_until(lambda: all(noti.get(i).status is Status.DONE for i in ids), timeout=60)
     texts = sorted(entry["fields"]["text"] for entry in sandbox_outbox(get_runtime()))
     assert texts == sorted(f"n{i}" for i in range(5))
@@ -125,7 +130,7 @@ def test_a_message_the_bulk_transport_took_while_redis_was_full_is_noted_once_th
         # given a Redis full by the time the consumer's BRPOP takes the message: the script
         # that notes it as unacked is refused
         _fill(client)
-        freed = threading.Timer(1.5, lambda: client.delete(*[f"ballast:{i}" for i in range(10_000)]))
+        freed = threading.Timer(1.5, lambda: _make_room(client))
         freed.start()
         # when the consumer drains (it waits while Redis refuses the note), then it gets the
         # message once there is room, noted as unacked as usual (never held only in memory)

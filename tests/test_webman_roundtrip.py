@@ -363,6 +363,7 @@ def test_notification_consumer_turns_messages_into_notifications(
     assert record.creator == MEMBER and record.level == 5  # the acting user's cap applies
     kinds = sorted(letter.error_class for letter in rt.dead_letters.entries())
     assert kinds == ["poison", "poison", "rejected"]
+    assert rt.redis.hgetall(rt.keys.metrics) == {"added|sms|default": "1"}  # the refused: nothing
     assert send.redis.zcard(send.keys.delayed_set) == 0
 
 

@@ -221,6 +221,9 @@ DRAIN_TIMEOUT_S = 15.0
 app.steps["worker"].add(NotiProcess)
 app.steps["worker"].add(DelayPump)
 app.steps["consumer"].add(DeliveryDrain)
+from noti.celery.observe import Observing  # noqa: E402 - beside its registration
+
+app.steps["worker"].add(Observing)  # the worker's heartbeat; its exporter with NOTI_METRICS_PORT
 from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its registration
 
 app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = true

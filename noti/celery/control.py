@@ -36,7 +36,7 @@ from noti.delay import Pump
 from noti.runtime import get_runtime
 from noti.store import Revoked
 
-__all__ = ["SCHEDULED_LIMIT", "serve_pump"]
+__all__ = ["SCHEDULED_LIMIT", "pump_holding", "serve_pump"]
 
 #: Most delayed notifications ``inspect scheduled`` lists.
 SCHEDULED_LIMIT = 100
@@ -52,6 +52,11 @@ def serve_pump(pump: Pump | None) -> None:
     """Answer for ``pump``'s delayed set while it holds the pump lock (None: stop)."""
     global _pump
     _pump = pump
+
+
+def pump_holding() -> bool:
+    """Whether this worker's pump holds the pump lock (it is the one that pumps)."""
+    return _pump is not None and _pump.holding
 
 
 def _ours(state: Any) -> bool:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from noti.celery.queues import DELIVER_TASK, PRIORITY_SEPARATOR, priority_for_level, transport_options
+from noti.celery.queues import DELIVER_TASK, priority_for_level, queue_key, transport_options
 from noti.entropy import hex64
 from noti.errors import StoreUnavailable
 from noti.record import Channel
@@ -70,11 +70,6 @@ _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _
 _FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body"}
 
 Item = tuple[str, Channel, int]
-
-
-def queue_key(queue: str, priority: int) -> str:
-    """The Redis list kombu keeps ``queue``'s messages of one priority step in."""
-    return f"{queue}{PRIORITY_SEPARATOR}{priority}" if priority else queue
 
 
 def _celery_signals() -> ModuleType | None:

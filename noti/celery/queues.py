@@ -59,6 +59,7 @@ __all__ = [
     "all_queues",
     "level_for_priority",
     "priority_for_level",
+    "queue_key",
     "queue_names",
 ]
 
@@ -86,6 +87,11 @@ def level_for_priority(priority: int) -> int:
     """The lowest ``noti_lv`` of Celery priority step ``priority`` (0-9, 0 served first): the
     level whose notifications :func:`priority_for_level` puts at that step (9 → 1, 0 → 1000)."""
     return _BAND_FLOORS[PRIORITY_STEPS[-1] - priority]
+
+
+def queue_key(queue: str, priority: int) -> str:
+    """The Redis list kombu keeps ``queue``'s messages of one priority step in."""
+    return f"{queue}{PRIORITY_SEPARATOR}{priority}" if priority else queue
 
 
 def queue_names() -> list[str]:

@@ -41,6 +41,8 @@ COMMANDS: dict[str, str] = {
     "event": "noti.cli.events:event",
     "listener": "noti.cli.events:listener",
     "webman": "noti.cli.webman:webman",
+    "status": "noti.cli.status:status",
+    "metrics": "noti.cli.metrics:metrics",
 }
 
 

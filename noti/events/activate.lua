@@ -6,7 +6,7 @@
 -- are dropped.
 -- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'new' index,
 -- KEYS[4] 'activated' index, KEYS[5] listeners version, KEYS[6] 'done' index,
--- KEYS[7] dead-letter stream.
+-- KEYS[7] dead-letter stream, KEYS[8] counters hash (noti/counters.py: events_done|poison).
 -- ARGV[1] lock value, ARGV[2] now (ms), ARGV[3] processor name, ARGV[4] event key prefix,
 -- ARGV[5] most activations per event (0 = no limit), ARGV[6] dead-letter stream max length,
 -- ARGV[7] poison error code.
@@ -40,6 +40,7 @@ while true do
       'record_id', id, 'type', 'event:' .. (f[1] or ''), 'target', '', 'attempts', tries,
       'error_class', 'poison', 'errmsg', ARGV[7] .. ': ' .. message, 'at_ms', ARGV[2],
       'source', 'events', 'payload', f[2] or '')
+    redis.call('HINCRBY', KEYS[8], 'events_done|poison', 1)
     poisoned[#poisoned + 1] = {id, f[1] or '', tries, f[2] or '', message}
     redis.call('LPOP', KEYS[2])
   elseif status == 'new' or status == 'activated' then

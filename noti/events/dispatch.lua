@@ -1,7 +1,8 @@
 -- Store a new event at the end of the arrival queue, and tell whether to queue a processor.
 -- KEYS[1] event hash, KEYS[2] arrival counter, KEYS[3] arrival queue, KEYS[4] all index,
 -- KEYS[5] 'new' index, KEYS[6] the dispatching user's index, KEYS[7] processor lock,
--- KEYS[8] starting marker, KEYS[9] idempotency key (unused when ARGV[7] is '').
+-- KEYS[8] starting marker, KEYS[9] idempotency key (unused when ARGV[7] is ''),
+-- KEYS[10] counters hash (noti/counters.py).
 -- ARGV[1] id, ARGV[2] name, ARGV[3] user, ARGV[4] payload JSON, ARGV[5] created ms,
 -- ARGV[6] starting marker time-to-live (ms), ARGV[7] idempotency key time-to-live (ms; ''
 -- = no idempotency key).
@@ -28,6 +29,7 @@ else
   redis.call('ZADD', KEYS[4], seq, ARGV[1])
   redis.call('ZADD', KEYS[5], seq, ARGV[1])
   redis.call('ZADD', KEYS[6], seq, ARGV[1])
+  redis.call('HINCRBY', KEYS[10], 'events_dispatched', 1)
 end
 if redis.call('EXISTS', KEYS[7]) == 1 then
   return {seq, 0, id}

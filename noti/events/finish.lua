@@ -1,6 +1,7 @@
 -- Record an activated event as done, for the processor holding the lock.
 -- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'activated' index,
--- KEYS[4] 'done' index, KEYS[5] event hash.
+-- KEYS[4] 'done' index, KEYS[5] event hash, KEYS[6] counters hash (noti/counters.py:
+-- events_done|ok, or events_done|error when ARGV[5] names an error).
 -- ARGV[1] lock value, ARGV[2] id, ARGV[3] now (ms), ARGV[4] return data (JSON),
 -- ARGV[5] error code, ARGV[6] error message.
 -- Returns 1 when done, 0 when the event is not activated any more, -1 when the lock is
@@ -15,6 +16,7 @@ redis.call('HSET', KEYS[5], 'status', 'done', 'done_ms', ARGV[3], 'result', ARGV
   'error_code', ARGV[5], 'error_message', ARGV[6])
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
+redis.call('HINCRBY', KEYS[6], ARGV[5] == '' and 'events_done|ok' or 'events_done|error', 1)
 if redis.call('LINDEX', KEYS[2], 0) == ARGV[2] then
   redis.call('LPOP', KEYS[2])
 else

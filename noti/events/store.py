@@ -109,6 +109,7 @@ class EventStore:
                     k.event_lock,
                     k.event_starting,
                     idem or k.event(event_id),
+                    k.metrics,
                 ],
                 args=[
                     event_id,
@@ -167,6 +168,7 @@ class EventStore:
                     k.listeners_version,
                     k.event_status_index(EventStatus.DONE),
                     k.dead_letters,
+                    k.metrics,
                 ],
                 args=[
                     lock_value,
@@ -227,6 +229,7 @@ class EventStore:
                         k.event_status_index(EventStatus.ACTIVATED),
                         k.event_status_index(EventStatus.DONE),
                         k.event(event_id),
+                        k.metrics,
                     ],
                     args=[lock_value, event_id, now_ms, result, code, message],
                 )

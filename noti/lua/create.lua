@@ -4,22 +4,23 @@
 -- creator, status and queue, the hash fields they all have alike are sent once, and each
 -- index and the queue get one command for the whole call.
 -- KEYS: 1 all index, 2 creator index, 3 status index, 4 waiting index, 5 delayed set,
--- 6 the queue list of the messages (any key when no record has one); then per record r
--- (from 0): KEYS[6+2r+1] the record, KEYS[6+2r+2] its idempotency key (the record key
--- again when it has none).
+-- 6 the queue list of the messages (any key when no record has one), 7 the counters hash;
+-- then per record r (from 0): KEYS[7+2r+1] the record, KEYS[7+2r+2] its idempotency key
+-- (the record key again when it has none).
 -- ARGV: 1 status, 2 c, then c hash field name, value pairs shared by every record of the
 -- call; then per record from offset a: a+1 id, +2 created ms, +3 level, +4 due ms (0 =
 -- now), +5 the message ("" = none), +6 the idempotency key's time-to-live in ms (0 = no
--- key), +7 n, then the record's own n hash field name, value pairs (the next record
--- starts at a + 7 + 2n).
+-- key), +7 n, +8 its "added" counter field, then the record's own n hash field name, value
+-- pairs (the next record starts at a + 8 + 2n).
 -- Returns, per record, the id stored, or the id its idempotency key already names (then
--- nothing of it is written).
+-- nothing of it is written, and nothing is counted).
+--#include tally.lua
 local waiting = ARGV[1] == '1'
 local shared = tonumber(ARGV[2])
 local a = 2 + 2 * shared
-local out, by_time, by_level, due, messages = {}, {}, {}, {}, {}
-for r = 0, (#KEYS - 6) / 2 - 1 do
-  local record, key = KEYS[7 + 2 * r], KEYS[8 + 2 * r]
+local out, by_time, by_level, due, messages, counts = {}, {}, {}, {}, {}, {}
+for r = 0, (#KEYS - 7) / 2 - 1 do
+  local record, key = KEYS[8 + 2 * r], KEYS[9 + 2 * r]
   local id = ARGV[a + 1]
   local n = tonumber(ARGV[a + 7])
   local existing = false
@@ -36,8 +37,9 @@ for r = 0, (#KEYS - 6) / 2 - 1 do
       redis.call('HSET', record, unpack(ARGV, 3, 2 + 2 * shared))
     end
     if n > 0 then
-      redis.call('HSET', record, unpack(ARGV, a + 8, a + 7 + 2 * n))
+      redis.call('HSET', record, unpack(ARGV, a + 9, a + 8 + 2 * n))
     end
+    count(counts, ARGV[a + 8])
     by_time[#by_time + 1] = ARGV[a + 2]
     by_time[#by_time + 1] = id
     if waiting then
@@ -53,7 +55,7 @@ for r = 0, (#KEYS - 6) / 2 - 1 do
     end
     out[r + 1] = id
   end
-  a = a + 7 + 2 * n
+  a = a + 8 + 2 * n
 end
 if #by_time > 0 then
   redis.call('ZADD', KEYS[1], unpack(by_time))
@@ -69,4 +71,5 @@ end
 if #messages > 0 then
   redis.call('LPUSH', KEYS[6], unpack(messages))
 end
+tally_write(KEYS[7], counts)
 return out

@@ -4,15 +4,17 @@
 -- itself if the revoke reached it before its send; a send in progress cannot be undone), with
 -- noti_revoke_requested set: whoever claims the record next revokes it instead of sending.
 -- KEYS[1] waiting index, KEYS[2] delayed set, KEYS[3] status index of -1, KEYS[4] status
--- index of 1, KEYS[5..] the records.
+-- index of 1, KEYS[5] counters hash, KEYS[6..] the records.
 -- ARGV[1] now (ms), ARGV[2] errmsg, ARGV[3] owner token of the caller's own claims ("" = none).
 -- Returns one value per record: 1 revoked, 0 no such record, 2 another sender holds it,
 -- 3 not waiting any more (done, failed, invalid or already revoked).
+--#include tally.lua
 local now, errmsg, owner = ARGV[1], ARGV[2], ARGV[3]
-local out = {}
-for i = 5, #KEYS do
+local out, counts = {}, {}
+for i = 6, #KEYS do
   local key = KEYS[i]
-  local st, lease, holder, id = unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', '_owner', 'id'))
+  local st, lease, holder, id, kind =
+    unpack(redis.call('HMGET', key, 'noti_st', 'noti_timeout_at', '_owner', 'id', 'noti_type'))
   if not st then
     out[#out + 1] = 0
   elseif st ~= '1' then
@@ -28,7 +30,9 @@ for i = 5, #KEYS do
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[4], id)
     redis.call('ZADD', KEYS[3], now, id)
+    count(counts, 'revoked|' .. (kind or '') .. '|' .. provider_label(key, kind or ''))
     out[#out + 1] = 1
   end
 end
+tally_write(KEYS[5], counts)
 return out

@@ -311,6 +311,13 @@ class NumberPool:
         """
         return self.fire(Event.ADD, number)
 
+    def _register(self) -> None:
+        """Name this pool in the pool registry (:attr:`Keys.numpools`), where the metrics and
+        ``noti status`` find the pools. A key of its own, outside the pool's hash tag, so a
+        command of its own (the script must touch one cluster slot only); only ``add`` calls it."""
+        with self._errors():
+            self._client.sadd(self.keys.numpools, self.name)
+
     def delete(self, number: str) -> Transition:
         """Take ``number`` out of the pool, whatever its state (not there: unchanged).
 
@@ -515,6 +522,8 @@ class NumberPool:
         reply = self._call(event.value, number, sticky=sticky)
         self._refuse_if_denied(event.value, reply)
         result, got, before, after = (_text(part) for part in reply)
+        if event is Event.ADD and result == "ok":
+            self._register()
         if result == "ok":
             return Transition(self.name, got, event, NumberState(before), NumberState(after))
         if result == "empty":
