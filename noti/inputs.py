@@ -118,6 +118,8 @@ def shown(value: object) -> str:
         text = repr(value)
     except ValueError:  # an integer of more than 4,300 digits
         return f"an integer of {value.bit_length()} bits" if isinstance(value, int) else "a value"
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from celery import Task
 from celery.utils.saferepr import saferepr
+from kombu.exceptions import EncodeError
 
 from noti.celery.app import app
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
@@ -69,8 +70,8 @@ class _Length:
         else:
             try:
                 self.size = len(json.dumps(value, ensure_ascii=False))
-            except (TypeError, ValueError):
-                self.size = len(repr(value))
+            except (TypeError, ValueError, RecursionError):  # the worker refuses it
+                self.size = len(shown(value))
 
     def __repr__(self) -> str:
         return f"<{self.size} chars>"
@@ -196,12 +197,25 @@ class IntakeTask(Task):
         shadow: str | None = None,
         **options: Any,
     ) -> Any:
+        """Celery's ``apply_async`` with noti's call options (see the module).
+
+        Raises:
+            InvalidInput: a bad call option (:func:`call_options`), or arguments a Celery
+            message cannot carry (a set, an object, JSON nested deeper than Python encodes:
+            ``e.cmd.noti.add.baditem``), refused here, in the caller; nothing is sent.
+        """
         call_args, call_kwargs, opts = call_options(
             args or (), kwargs or {}, options, mask=get_runtime().settings.mask_in_celery
         )
-        return super().apply_async(
-            call_args, call_kwargs, task_id, producer, link, link_error, shadow, **opts
-        )
+        try:
+            return super().apply_async(
+                call_args, call_kwargs, task_id, producer, link, link_error, shadow, **opts
+            )
+        except (EncodeError, RecursionError) as exc:  # a set, an object, JSON nested too deep
+            raise InvalidInput(
+                f"the call cannot be sent as a Celery message: {type(exc).__name__}: {exc}",
+                code="e.cmd.noti.add.baditem",
+            ) from None
 
 
 @app.task(
