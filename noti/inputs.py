@@ -56,6 +56,8 @@ _NAME_BAD = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 def bad_character(text: str, *, one_line: bool = False, name: bool = False) -> str | None:
     """A description of the first character ``text`` may not hold (None when it has none)."""
+    if text.isprintable():  # the common case, in C: no control, separator or surrogate
+        return None
     pattern = _NAME_BAD if name else _LINE_BAD if one_line else _TEXT_BAD
     found = pattern.search(text)
     if found is None:
@@ -204,30 +206,23 @@ def load_json(text: str | bytes, *, what: str, code: str) -> Any:
         raise InvalidInput(f"{what} is not valid JSON: {exc}", code=code) from None
 
 
-def _depth_exceeds(value: Any, limit: int) -> bool:
+def _shape_problem(value: Any, limit: int) -> str | None:
+    """What makes ``value`` unfit to carry as JSON as it is (one walk, no recursion):
+    ``"deep"`` (more than ``limit`` levels), ``"keys"`` (a key that is not a string), None."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > limit:
-            return True
+            return "deep"
         if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values() if isinstance(child, (dict, list)))
-        elif isinstance(item, list):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return "keys"
+                if isinstance(child, (dict, list)):
+                    stack.append((child, depth + 1))
+        else:
             stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
-    return False
-
-
-def _keys_are_strings(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if not all(isinstance(k, str) for k in item):
-                return False
-            stack.extend(v for v in item.values() if isinstance(v, (dict, list)))
-        elif isinstance(item, list):
-            stack.extend(v for v in item if isinstance(v, (dict, list)))
-    return True
+    return None
 
 
 def plain_json(value: object, *, what: str, code: str, max_bytes: int) -> tuple[dict[str, Any], str]:
@@ -250,21 +245,22 @@ def plain_json(value: object, *, what: str, code: str, max_bytes: int) -> tuple[
         raise InvalidInput(f"{what} cannot be encoded as JSON: {exc}", code=code) from None
     if size > max_bytes:
         raise InvalidInput(f"{what} is {size} bytes as JSON; the limit is {max_bytes}", code=code)
-    check_json_shape(value, text, what=what, code=code)
+    check_json_shape(value, what=what, code=code)
     return value, text
 
 
-def check_json_shape(value: Any, text: str, *, what: str, code: str) -> None:
-    """Refuse a value JSON could encode (as ``text``) but not carry as it is: nested more
+def check_json_shape(value: Any, *, what: str, code: str) -> None:
+    """Refuse a value JSON could encode but not carry as it is: nested more
     than :data:`JSON_DEPTH_MAX` levels, or with keys that are not strings (``{1: 2}``
     would come back as ``{"1": 2}``).
 
     Raises:
         InvalidInput: with ``code``, naming ``what``.
     """
-    if (text.count("{") + text.count("[") > JSON_DEPTH_MAX) and _depth_exceeds(value, JSON_DEPTH_MAX):
+    problem = _shape_problem(value, JSON_DEPTH_MAX)
+    if problem == "deep":
         raise InvalidInput(f"{what} is nested more than {JSON_DEPTH_MAX} levels deep", code=code)
-    if not _keys_are_strings(value):
+    if problem == "keys":
         raise InvalidInput(
             f"{what} must have string keys only (JSON would turn the others into text)", code=code
         )

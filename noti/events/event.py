@@ -137,7 +137,7 @@ def encode_payload(payload: object, *, max_bytes: int) -> str:
             " (NOTI_EVENT_PAYLOAD_MAX_BYTES)",
             code="e.noti.event.toolarge",
         )
-    check_json_shape(payload, text, what="the event payload", code="e.noti.event.badpayload")
+    check_json_shape(payload, what="the event payload", code="e.noti.event.badpayload")
     return text
 
 
