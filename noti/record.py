@@ -323,17 +323,20 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
 # --- validation --------------------------------------------------------------------------------
 
 #: Phone numbers noti accepts: E.164, or an 11-digit mainland mobile (providers normalise).
-E164_PHONE = re.compile(r"^\+[1-9][0-9]{6,14}\Z")
-CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}\Z")
-_EMAIL = re.compile(r"^[^@\s<>(),;:\"\[\]]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.[A-Za-z]{2,}\Z")
-_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*\Z")
+#: (Their patterns end in ``$``, which Python lets match before a final newline: they are
+#: used with ``fullmatch``; pydantic's regular expressions, which take ``E164_PHONE.pattern``,
+#: read ``$`` as the end.)
+E164_PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
+CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
+_EMAIL = re.compile(r"^[^@\s<>(),;:\"\[\]]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.[A-Za-z]{2,}$")
+_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 
 def phone_e164(number: str) -> str | None:
     """``number`` in E.164 (a mainland mobile gets ``+86``), or None if noti does not accept it."""
-    if E164_PHONE.match(number):
+    if E164_PHONE.fullmatch(number):
         return number
-    if CN_MOBILE.match(number):
+    if CN_MOBILE.fullmatch(number):
         return "+86" + number
     return None
 
@@ -406,7 +409,7 @@ def validate_target(channel: Channel, target: object) -> str:
     if problem is not None:
         raise _bad("badtarget", f"a {channel.value} target must not contain {problem}")
     if channel is Channel.SMS:
-        if not (E164_PHONE.match(target) or CN_MOBILE.match(target)):
+        if not (E164_PHONE.fullmatch(target) or CN_MOBILE.fullmatch(target)):
             raise _bad(
                 "badtarget",
                 f"{target!r} is not a phone number: use E.164 (+8613912345678) "
@@ -416,10 +419,10 @@ def validate_target(channel: Channel, target: object) -> str:
         if len(target) > 128 or any(c.isspace() for c in target):
             raise _bad("badtarget", "a WeChat openid is 1-128 characters without spaces")
     elif channel is Channel.EMAIL:
-        if len(target) > 254 or not _EMAIL.match(target):
+        if len(target) > 254 or not _EMAIL.fullmatch(target):
             raise _bad("badtarget", f"{target!r} is not an e-mail address")
     elif channel is Channel.WEBHOOK:
-        if len(target) > URL_MAX or not _URL.match(target):
+        if len(target) > URL_MAX or not _URL.fullmatch(target):
             raise _bad("badtarget", f"{target!r} is not an http(s) URL")
     return target
 
@@ -461,7 +464,7 @@ def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, An
                 if (
                     not isinstance(value, str)
                     or len(value) > URL_MAX
-                    or not _URL.match(value)
+                    or not _URL.fullmatch(value)
                     or bad_character(value, name=True)
                 ):
                     raise _bad("badfield", f"WeChat url {shown(value)} is not an http(s) URL")

@@ -269,6 +269,7 @@ WORDS = [
     "event",
     "dispatch",
     "listener",
+    "providers",
     "-to",
     "-text",
     "-subject",
@@ -344,6 +345,7 @@ SKELETONS = [
     ["event", "list"],
     ["listener", "add"],
     ["listener", "del"],
+    ["providers"],
 ]
 OPTIONS = [w for w in WORDS if w.startswith("-") and len(w) > 1]
 VALUES = (

@@ -35,6 +35,7 @@ from noti.bridge.webman.runner import BridgeRunner, build_consumer, extend_impor
 from noti.bridge.webman.settings import ConsumerEntry
 from noti.config import Settings
 from noti.errors import BridgeError, InvalidInput
+from noti.inputs import check_name
 from noti.runtime import get_runtime
 
 __all__ = ["webman"]
@@ -60,6 +61,10 @@ def _config_file(option: str | None, settings: Settings) -> Path:
 
 
 def _queue(settings: Settings, queue: str) -> tuple[redis.Redis, QueueKeys]:
+    try:
+        check_name(queue, what="QUEUE (a PHP class or a registered consumer)", code="", max_len=500)
+    except InvalidInput as exc:  # a surrogate cannot even be part of a Redis key
+        raise BridgeError(exc.message, code="e.noti.bridge.badname") from None
     webman = settings.webman
     if queue in webman.consumers or ":" in queue:
         spec = resolve_specs(webman, [queue])[0]

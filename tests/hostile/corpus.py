@@ -1257,6 +1257,52 @@ cli(
 cli("listener-del-unknown", "e.noti.listener.not_found", "listener", "del", "nobody")
 cli("listener-del-others", "e.noti.listener.del.nopvg", "listener", "del", Ref("bob_listener"))
 
+# the webman commands (none that would write files or block)
+_WM = ("--as", "boss", "webman")
+cli("webman-clean-surrogate", "e.noti.bridge.badname", *_WM, "clean", "app\\queue\\\udcff", "--yes")
+cli("webman-clean-empty", "e.noti.bridge.badname", *_WM, "clean", "", "--yes")
+cli("webman-clean-nul", "e.noti.bridge.badname", *_WM, "clean", "app\\queue\\A\x00", "--yes")
+cli("webman-history-surrogate", "e.noti.bridge.badname", *_WM, "history", "\udcff")
+cli(
+    "webman-history-older-nan",
+    "e.noti.bridge.badtime",
+    *_WM,
+    "history",
+    "app\\queue\\A",
+    "--older-than",
+    "nan",
+)
+cli("webman-history-older-negative", "e.noti.bridge.badtime", *_WM, "history", "Q", "--older-than", "-1h")
+cli("webman-history-limit-zero", None, *_WM, "history", "Q", "--limit", "0")
+cli(
+    "webman-remove-unknown",
+    "e.noti.bridge.unknown",
+    *_WM,
+    "remove-consumer",
+    "nobody",
+    "--config",
+    "{toml}",
+    files={"toml": b""},
+)
+cli("webman-run-unknown", "e.noti.config", *_WM, "run", "nobody")
+cli("webman-run-unimportable", "e.noti.config", *_WM, "run", "no.such.module:Consumer")
+cli(
+    "webman-make-consumer-surrogate",
+    "e.noti.bridge.badname",
+    *_WM,
+    "make-consumer",
+    "--queue",
+    "\udcff",
+    "--processes",
+    "1",
+    "--path",
+    "app/queue",
+    "--config",
+    "{toml}",
+    files={"toml": b""},
+)
+cli("webman-make-consumer-processes", None, *_WM, "make-consumer", "--queue", "q", "--processes", "nan")
+
 # --- proc: the real command, raw bytes ---------------------------------------------------------------
 
 case(
