@@ -31,6 +31,7 @@ import ctypes
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -566,6 +567,27 @@ ORDERED = (
     + [c for c in CASES if c.surface == "task" and c.input.at_call]  # before the worker starts
     + [c for c in CASES if c.surface == "task" and not c.input.at_call]
 )
+
+
+def documented_codes(text: str) -> set[str]:
+    """The error codes a text names: ``e.x.y.z`` in backticks, and the shorthand that follows
+    one (```.w``` replaces its last part, ```.v.w``` its last two, …)."""
+    found: set[str] = set()
+    last: list[str] = []
+    for token in re.findall(r"`([A-Za-z0-9_.]+)`", text):
+        if token.startswith("e."):
+            last = token.split(".")
+            found.add(token)
+        elif token.startswith(".") and last:
+            parts = token[1:].split(".")
+            found.add(".".join(last[: len(last) - len(parts)] + parts))
+    return found
+
+
+def test_every_code_of_the_corpus_is_in_the_readme() -> None:
+    documented = documented_codes((ROOT / "README.md").read_text())
+    missing = sorted({c.code for c in CASES if c.code} - documented)
+    assert not missing, f"codes the corpus expects that the README does not list: {missing}"
 
 
 @pytest.mark.parametrize("case", ORDERED, ids=[c.id for c in ORDERED])
