@@ -11,8 +11,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from noti.bulk import BulkResult, add_many
+from noti.delay import due_ms
 from noti.notifier import Notifier, Revocation
-from noti.record import Notification
+from noti.record import Notification, now_ms
 from noti.redrive import Redrive
 from noti.runtime import get_runtime
 
@@ -141,7 +142,13 @@ def schedule_many(
     eta: datetime | None = None,
     user: str | None = None,
 ) -> BulkResult:
-    """:func:`notify_many` with a ``delay`` or ``eta`` for every item that names none."""
+    """:func:`notify_many` with a ``delay`` or ``eta`` for every item that names none.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.baddelay``: a bad ``delay`` or ``eta`` (every item
+        would be refused for it; nothing is stored).
+    """
+    due_ms(delay=delay, eta=eta, now_ms=now_ms())
     defaults: dict[str, Any] = {}
     if delay is not None:
         defaults["delay"] = delay

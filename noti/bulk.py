@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from noti.delay import validate_idempotency_key
 from noti.errors import InvalidConfig, InvalidInput, NotiError, StoreUnavailable
+from noti.inputs import shown
 from noti.record import Notification
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def _arguments(item: object, defaults: Mapping[str, Any]) -> tuple[str, str, dic
             args["eta"] = datetime.fromisoformat(args["eta"])
         except ValueError:
             raise InvalidInput(
-                f"eta {args['eta']!r} is not an ISO 8601 time", code="e.cmd.noti.add.baddelay"
+                f"eta {shown(args['eta'])} is not an ISO 8601 time", code="e.cmd.noti.add.baddelay"
             ) from None
     return kind, target if isinstance(target, str) else "", args
 
@@ -138,6 +139,8 @@ def add_many(
     ``defaults`` fill keys an item lacks (``schedule_many`` passes its ``delay``).
 
     Raises:
+        InvalidInput: ``e.cmd.noti.add.baditem``: ``items`` is not an iterable of items (a
+            string or a single mapping is refused whole, nothing stored).
         StoreUnavailable: Redis cannot be reached (chunks already stored stay stored; the
             result of the call is then unknown for the rest: with a chunk written before
             the one before it is read back, the chunk after the failing one may be stored
@@ -145,6 +148,11 @@ def add_many(
         InvalidConfig: a provider's settings are broken (the chunks before the one holding
             that item are stored whole, nothing from it on).
     """
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise InvalidInput(
+            f"items must be a list (or another iterable) of mappings, got {type(items).__name__}",
+            code="e.cmd.noti.add.baditem",
+        )
     result = BulkResult()
     offset = 0
     in_flight: collections.deque[tuple[_Built, int]] = collections.deque()

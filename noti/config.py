@@ -27,6 +27,7 @@ from pydantic_settings import (
 
 from noti.bridge.webman.settings import WebmanSettings
 from noti.errors import InvalidConfig
+from noti.inputs import USER_NAME
 
 __all__ = ["ChannelSettings", "Settings", "get_settings", "load_settings"]
 
@@ -43,7 +44,7 @@ def _os_user() -> str:
 class ChannelSettings(BaseModel):
     """Per-channel choices (``[channels.sms]``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     #: Provider name(s) used when a record names none, in failover order: ``"aliyun,tencent"``.
     provider: str | None = None
@@ -63,6 +64,8 @@ class Settings(BaseSettings):
         # not read at all (other tools use the prefix: NOTI_FLOWER_PORT, NOTI_TEST_REDIS_URL)
         extra="forbid",
         frozen=True,
+        # NaN and infinities pass ``gt=0`` or no bound at all, then break the arithmetic
+        allow_inf_nan=False,
     )
 
     #: The TOML file these settings were read from (``NOTI_CONFIG``), if any.
@@ -191,6 +194,14 @@ class Settings(BaseSettings):
             return [name.strip() for name in value.split(",") if name.strip()]
         return value
 
+    @field_validator("user", "root_admins", "root_members")
+    @classmethod
+    def _user_names(cls, value: Any) -> Any:
+        for name in [value] if isinstance(value, str) else value:
+            if not USER_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a user name (1-64 letters, digits or _ . @ + -)")
+        return value
+
     @field_validator("key_prefix")
     @classmethod
     def _prefix_shape(cls, value: str) -> str:
@@ -243,9 +254,14 @@ def load_settings(**overrides: Any) -> Settings:
 def _problem(error: Any) -> str:
     """One validation error, named as the user wrote it: the variable, or the TOML key."""
     loc = [str(part) for part in error["loc"]]
+    config_file = os.environ.get("NOTI_CONFIG")
     if error["type"] != "extra_forbidden":
-        return f"NOTI_{'__'.join(loc).upper()}: {error['msg']}"
-    where = f" in {os.environ['NOTI_CONFIG']}" if os.environ.get("NOTI_CONFIG") else ""
+        variable = f"NOTI_{'__'.join(loc).upper()}"
+        if config_file and not any(name.upper() == variable for name in os.environ):
+            # the value came from the TOML file: name its key there, not a variable
+            return f"{'.'.join(loc)} in {config_file}: {error['msg']}"
+        return f"{variable}: {error['msg']}"
+    where = f" in {config_file}" if config_file else ""
     message = f"unknown setting {'.'.join(loc)!r}{where}"
     known = _known_keys(loc[:-1])
     close = difflib.get_close_matches(loc[-1], known, n=1)

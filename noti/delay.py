@@ -28,6 +28,7 @@ from redis.exceptions import LockError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from noti.errors import InvalidInput, StoreUnavailable
+from noti.inputs import check_name, finite_number, shown
 from noti.keys import Keys
 from noti.record import Channel, now_ms
 from noti.redisconn import Outage, load_script, translate_errors
@@ -43,67 +44,58 @@ def due_ms(*, delay: object = None, eta: object = None, now_ms: int) -> int:
     """When a record with this ``delay`` (seconds) or ``eta`` (datetime) is due; 0 = now.
 
     Raises:
-        InvalidInput: ``e.cmd.noti.add.baddelay``: both given, a negative, non-numeric or
-        over-a-year delay, an eta that is not a datetime or is over a year away.
+        InvalidInput: ``e.cmd.noti.add.baddelay``: both given, a negative, non-numeric,
+        non-finite or over-a-year delay, an eta that is not a datetime or is more than a
+        year away or ago (year 1 is a typo, not "now").
     """
     if delay is not None and eta is not None:
         raise InvalidInput("give a delay or an eta, not both", code="e.cmd.noti.add.baddelay")
     if delay is not None:
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay <= MAX_DELAY_S:
-            raise InvalidInput(
-                f"delay must be a number of seconds from 0 to {MAX_DELAY_S}, got {delay!r}",
-                code="e.cmd.noti.add.baddelay",
-            )
-        return now_ms + int(delay * 1000) if delay > 0 else 0
+        seconds = finite_number(
+            delay, what="delay (seconds)", code="e.cmd.noti.add.baddelay", minimum=0, maximum=MAX_DELAY_S
+        )
+        return now_ms + int(seconds * 1000) if seconds > 0 else 0
     if eta is not None:
         if not isinstance(eta, datetime):
-            raise InvalidInput(f"eta must be a datetime, got {eta!r}", code="e.cmd.noti.add.baddelay")
-        at = int(eta.timestamp() * 1000)
-        if at - now_ms > MAX_DELAY_S * 1000:
+            raise InvalidInput(f"eta must be a datetime, got {shown(eta)}", code="e.cmd.noti.add.baddelay")
+        try:
+            at = int(eta.timestamp() * 1000)
+        except (ValueError, OverflowError, OSError):  # year 1 in local time, past the platform's range
+            at = None
+        if at is None or at - now_ms > MAX_DELAY_S * 1000 or now_ms - at > MAX_DELAY_S * 1000:
             raise InvalidInput(
-                f"eta {eta.isoformat()} is more than a year away", code="e.cmd.noti.add.baddelay"
+                f"eta {eta.isoformat()} is more than a year away or ago", code="e.cmd.noti.add.baddelay"
             )
         return at if at > now_ms else 0
     return 0
 
 
 def validate_idempotency_key(key: object, *, identifier: str | None = None) -> str:
-    """An idempotency key: 1-200 characters; not together with a debounce identifier.
+    """An idempotency key: 1-200 characters, no control character or line break; not
+    together with a debounce identifier.
 
     Raises:
         InvalidInput: ``e.cmd.noti.add.badkey``.
     """
-    if not isinstance(key, str) or not key or len(key) > IDENTIFIER_MAX:
-        raise InvalidInput(
-            f"idempotency_key must be a non-empty string of at most {IDENTIFIER_MAX} characters",
-            code="e.cmd.noti.add.badkey",
-        )
+    checked = check_name(key, what="idempotency_key", code="e.cmd.noti.add.badkey", max_len=IDENTIFIER_MAX)
     if identifier is not None:
         raise InvalidInput(
             "give an idempotency_key or an identifier, not both: an identifier already replaces "
             "the notification it names",
             code="e.cmd.noti.add.badkey",
         )
-    return key
+    return checked
 
 
 def validate_identifier(identifier: object) -> str:
-    """A debounce identifier: 1-200 characters without white space.
+    """A debounce identifier: 1-200 characters without white space or control characters.
 
     Raises:
         InvalidInput: ``e.cmd.noti.add.badident``.
     """
-    if (
-        not isinstance(identifier, str)
-        or not identifier
-        or len(identifier) > IDENTIFIER_MAX
-        or any(c.isspace() for c in identifier)
-    ):
-        raise InvalidInput(
-            f"an identifier is 1-{IDENTIFIER_MAX} characters without spaces, got {identifier!r}",
-            code="e.cmd.noti.add.badident",
-        )
-    return identifier
+    return check_name(
+        identifier, what="an identifier", code="e.cmd.noti.add.badident", max_len=IDENTIFIER_MAX, spaces=False
+    )
 
 
 log = logging.getLogger(__name__)

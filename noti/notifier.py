@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from noti.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.errors import InvalidInput, NotFound
+from noti.inputs import could_be_id, finite_number, integer, shown, user_name
 from noti.record import (
     Channel,
     Notification,
@@ -22,6 +23,7 @@ from noti.record import (
     validate_fields,
     validate_target,
 )
+from noti.redisconn import translate_errors
 from noti.retry import RetryPolicy
 from noti.runtime import Runtime
 from noti.store import ClaimState, Revoked
@@ -83,6 +85,7 @@ class Notifier:
         self,
         type: str,  # noqa: A002 - the seed's word
         target: str,
+        /,
         *,
         lv: object = 1,
         user: str | None = None,
@@ -112,7 +115,7 @@ class Notifier:
             retry_max = self._retry_max.get(channel) or self._default_retry_max(channel)
         elif isinstance(retry_max, bool) or not isinstance(retry_max, int) or not 1 <= retry_max <= 100:
             raise InvalidInput(
-                f"retry_max must be an integer from 1 to 100, got {retry_max!r}",
+                f"retry_max must be an integer from 1 to 100, got {shown(retry_max)}",
                 code="e.cmd.noti.add.badretry",
             )
         if retry_policy is not None:
@@ -170,6 +173,7 @@ class Notifier:
         self,
         type: str,  # noqa: A002
         target: str,
+        /,
         *,
         idempotency_key: str | None = None,
         task_id: str | None = None,
@@ -280,7 +284,7 @@ class Notifier:
         message = self.publisher.message
         return {r.id: message(r.id, r.channel, r.level) for r in records if not r.lease_until_ms}
 
-    def notify(self, type: str, target: str, **kwargs: Any) -> str:  # noqa: A002
+    def notify(self, type: str, target: str, /, **kwargs: Any) -> str:  # noqa: A002
         """:meth:`add`, returning only the id."""
         return self.add(type, target, **kwargs).id
 
@@ -310,12 +314,13 @@ class Notifier:
 
         Raises:
             PermissionDenied: ``e.cmd.noti.list.nopvg`` when a non-root user names another creator.
-            InvalidInput: an unknown status or a negative limit.
+            InvalidInput: an unknown status (``e.cmd.noti.list.badst``), a limit that is not an
+            integer (``e.cmd.noti.list.badlimit``; 0 or less: no limit), a creator that is no
+            user name (``e.cmd.noti.baduser``).
         """
         creator = self.user(user).scope(creator, code="e.cmd.noti.list.nopvg", action="list notifications")
         st = _status(status)
-        if limit is not None and limit <= 0:
-            limit = None
+        limit = _limit(limit, "e.cmd.noti.list.badlimit")
         return self.runtime.store.select(creator=creator, status=st, limit=limit)
 
     # --- removing -----------------------------------------------------------------------------
@@ -330,13 +335,13 @@ class Notifier:
         store = self.runtime.store
         record = store.find(record_id)
         if record is None:
-            raise NotFound(f"{record_id!r} is not a notification", code="e.cmd.noti.del.not_a_msg")
+            raise NotFound(f"{shown(record_id)} is not a notification", code="e.cmd.noti.del.not_a_msg")
         self.user(user).require_access(
             record.creator, code="e.cmd.noti.del.nopvg", action="delete notifications"
         )
         removed = store.delete(record_id)
         if removed is None:
-            raise NotFound(f"{record_id!r} is not a notification", code="e.cmd.noti.del.not_a_msg")
+            raise NotFound(f"{shown(record_id)} is not a notification", code="e.cmd.noti.del.not_a_msg")
         return removed
 
     def clean(
@@ -346,6 +351,8 @@ class Notifier:
 
         Raises:
             PermissionDenied: ``e.cmd.noti.clean.nopvg``.
+            InvalidInput: ``e.cmd.noti.clean.badkeep`` (a negative or non-finite keep),
+            ``e.cmd.noti.clean.badlimit``.
         """
         self.user(user).require_root("e.cmd.noti.clean.nopvg", "clean notifications")
         return self.clean_done(keep_s=keep_s, limit=limit)
@@ -354,22 +361,24 @@ class Notifier:
         """:meth:`clean` without the permission check, for the beat job."""
         if keep_s is None:
             keep_s = self.runtime.settings.keep_done_s
-        if keep_s < 0:
-            raise InvalidInput("keep must not be negative", code="e.cmd.noti.clean.badkeep")
+        keep_s = finite_number(keep_s, what="keep (seconds)", code="e.cmd.noti.clean.badkeep", minimum=0)
         from noti import upkeep
 
-        return upkeep.clean_done(self.runtime, keep_s=keep_s, limit=limit)
+        return upkeep.clean_done(
+            self.runtime, keep_s=keep_s, limit=_limit(limit, "e.cmd.noti.clean.badlimit")
+        )
 
     # --- delayed records ------------------------------------------------------------------------
 
     def delayed(self, *, user: str | None = None, limit: int | None = None) -> list[tuple[Notification, int]]:
         """Records waiting for a time (scheduled, or backing off), soonest first, with their due ms."""
         acting = self.user(user)
+        limit = _limit(limit, "e.cmd.noti.delayed.badlimit")
         entries = self.runtime.store.delayed_entries()
         visible = [
             (r, due) for r, due in entries if r.status is Status.WAITING and acting.can_touch(r.creator)
         ]
-        return visible[:limit] if limit and limit > 0 else visible
+        return visible[:limit] if limit else visible
 
     def cancel(self, ident: str, *, user: str | None = None, creator: str | None = None) -> Notification:
         """Cancel a scheduled record by id, or by identifier (of ``creator``, default the user).
@@ -382,13 +391,14 @@ class Notifier:
         acting = self.user(user)
         store = self.runtime.store
         record = store.find(ident)
-        if record is None:
-            owner = creator or acting.name
-            record_id = store.redis.get(store.keys.identifier(owner, ident))
+        if record is None and could_be_id(ident):
+            owner = acting.name if creator is None else user_name(creator)
+            with translate_errors(store.redis):
+                record_id = store.redis.get(store.keys.identifier(owner, ident))
             record = store.find(str(record_id)) if record_id else None
         if record is None:
             raise NotFound(
-                f"no scheduled notification has the id or identifier {ident!r}",
+                f"no scheduled notification has the id or identifier {shown(ident)}",
                 code="e.cmd.noti.cancel.not_found",
             )
         acting.require_access(record.creator, code="e.cmd.noti.cancel.nopvg", action="cancel notifications")
@@ -424,6 +434,11 @@ class Notifier:
         """
         acting = self.user(user)
         store = self.runtime.store
+        if isinstance(record_ids, (str, bytes)) or not isinstance(record_ids, Sequence):
+            raise InvalidInput(
+                f"record_ids must be a list of ids, got {type(record_ids).__name__}",
+                code="e.cmd.noti.revoke.what",
+            )
         if bool(record_ids) == every:
             raise InvalidInput(
                 "name record ids, or ask for every waiting record", code="e.cmd.noti.revoke.what"
@@ -432,7 +447,7 @@ class Notifier:
             records = store.find_many(list(record_ids))
             for record_id, record in zip(record_ids, records, strict=True):
                 if record is None:
-                    raise NotFound(f"no notification {record_id!r}", code="e.cmd.noti.revoke.not_found")
+                    raise NotFound(f"no notification {shown(record_id)}", code="e.cmd.noti.revoke.not_found")
                 acting.require_access(
                     record.creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications"
                 )
@@ -471,16 +486,16 @@ class Notifier:
 
         Raises:
             PermissionDenied: ``e.cmd.noti.send.nopvg``.
-            InvalidInput: a timeout that is not positive.
+            InvalidInput: a timeout that is not a positive finite number
+            (``e.cmd.noti.send.badtimeout``), a limit that is not an integer (``.badlimit``).
             NotFound: ``record_id`` names no record.
         """
         acting = self.user(user)
-        if not timeout_s > 0:
-            raise InvalidInput(
-                f"timeout must be a positive number of seconds, got {timeout_s!r}",
-                code="e.cmd.noti.send.badtimeout",
-            )
-        lease_ms = int(min(timeout_s, SEND_TIMEOUT_MAX_S) * 1000)
+        timeout_s = finite_number(
+            timeout_s, what="timeout (seconds)", code="e.cmd.noti.send.badtimeout", above=0
+        )
+        limit = _limit(limit, "e.cmd.noti.send.badlimit")
+        lease_ms = max(1, int(min(timeout_s, SEND_TIMEOUT_MAX_S) * 1000))
         from noti.sender import Sender
 
         sender = Sender(self.runtime, owner=f"cli:{acting.name}")
@@ -527,13 +542,27 @@ def _with_record(result: SendResult, record: Notification) -> SendResult:
     )
 
 
+def _limit(value: object, code: str) -> int | None:
+    """A listing's or a sweep's ``limit``: None, or an integer (0 or less: no limit).
+
+    Raises:
+        InvalidInput: with ``code`` for anything else (a string, a float, a bool).
+    """
+    if value is None:
+        return None
+    number = integer(value, what="limit", code=code)
+    return number if number > 0 else None
+
+
 def _status(value: Status | int | None) -> Status | None:
     if value is None:
         return None
     try:
+        if isinstance(value, (bool, float)) or (isinstance(value, str) and len(value) > 20):
+            raise ValueError(value)
         return Status(int(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         known = ", ".join(str(int(s)) for s in Status)
         raise InvalidInput(
-            f"unknown status {value!r} (known: {known})", code="e.cmd.noti.list.badst"
+            f"unknown status {shown(value)} (known: {known})", code="e.cmd.noti.list.badst"
         ) from None

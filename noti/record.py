@@ -14,11 +14,16 @@ WeChat target          an openid: 1–128 characters, no white space
 e-mail target          one address, at most 254 characters
 webhook target         an ``http://`` or ``https://`` URL, at most 2,048 characters
 SMS text               1–1,000 characters (about 15 concatenated SMS parts)
-e-mail subject / text  1–998 characters / 1–262,144 characters (html likewise)
+e-mail subject / text  one line of 1–998 characters / 1–262,144 characters (html likewise)
 WeChat content         a JSON object, at most 16 KiB encoded
 webhook content        a JSON object, at most 64 KiB encoded
-level                  an integer >= 1; above the user's cap it is lowered to the cap
+level                  an integer >= 1 (at most 64 bits); above the user's cap it is lowered to the cap
 =====================  =============================================================
+
+Every text must be valid UTF-8 (no lone surrogate) without NUL or other control characters
+(tab and line breaks allowed in message bodies; none in a target, a subject, an account or a
+template id); JSON content must be plain (no NaN or Infinity, string keys, at most 64 levels
+deep): see :mod:`noti.inputs`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 from noti.errors import InvalidInput
+from noti.inputs import bad_character, check_text, integer, plain_json, shown
 
 __all__ = [
     "Channel",
@@ -317,6 +323,9 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
 # --- validation --------------------------------------------------------------------------------
 
 #: Phone numbers noti accepts: E.164, or an 11-digit mainland mobile (providers normalise).
+#: (Their patterns end in ``$``, which Python lets match before a final newline: they are
+#: used with ``fullmatch``; pydantic's regular expressions, which take ``E164_PHONE.pattern``,
+#: read ``$`` as the end.)
 E164_PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
 CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
 _EMAIL = re.compile(r"^[^@\s<>(),;:\"\[\]]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.[A-Za-z]{2,}$")
@@ -325,9 +334,9 @@ _URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 def phone_e164(number: str) -> str | None:
     """``number`` in E.164 (a mainland mobile gets ``+86``), or None if noti does not accept it."""
-    if E164_PHONE.match(number):
+    if E164_PHONE.fullmatch(number):
         return number
-    if CN_MOBILE.match(number):
+    if CN_MOBILE.fullmatch(number):
         return "+86" + number
     return None
 
@@ -343,28 +352,40 @@ def parse_channel(value: str) -> Channel:
     except ValueError:
         known = ", ".join(c.value for c in Channel)
         raise InvalidInput(
-            f"unknown notification type {value!r} (known: {known})", code="e.cmd.noti.add.badtype"
+            f"unknown notification type {shown(value)} (known: {known})", code="e.cmd.noti.add.badtype"
         ) from None
 
 
+#: The largest level a caller may ask for: 64-bit signed, like every number in a record
+#: (it is lowered to the caller's cap, at most :data:`LEVEL_MAX`, before it is stored).
+LEVEL_ASKED_MAX = 2**63 - 1
+
+
 def parse_level(value: object) -> int:
-    """An integer level >= 1 (capping to the user's maximum is :mod:`noti.users`' job).
+    """An integer level >= 1, or a string of its digits (capping to the user's maximum is
+    :mod:`noti.users`' job).
 
     Raises:
-        InvalidInput: ``e.cmd.noti.add.badlv`` for anything else.
+        InvalidInput: ``e.cmd.noti.add.badlv`` for anything else (a bool, a float, NaN, a
+        number written with thousands of digits or beyond 64 bits).
     """
-    if type(value) is int and value >= LEVEL_MIN:
+    if type(value) is int and LEVEL_MIN <= value <= LEVEL_MAX:
         return value
-    if isinstance(value, bool):
-        value = repr(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
-        value = int(value)
-    if not isinstance(value, int) or value < LEVEL_MIN:
-        raise InvalidInput(
-            f"level must be an integer from {LEVEL_MIN} to {LEVEL_MAX}, got {value!r}",
+    try:
+        return integer(
+            repr(value) if isinstance(value, bool) else value,
+            what="level",
             code="e.cmd.noti.add.badlv",
+            minimum=LEVEL_MIN,
+            maximum=LEVEL_ASKED_MAX,
+            digits=True,
         )
-    return value
+    except InvalidInput:
+        raise InvalidInput(
+            f"level must be an integer from {LEVEL_MIN} to {LEVEL_MAX} (a higher one is lowered to"
+            f" your role's cap), got {shown(value)}",
+            code="e.cmd.noti.add.badlv",
+        ) from None
 
 
 def _bad(code: str, message: str) -> InvalidInput:
@@ -380,8 +401,15 @@ def validate_target(channel: Channel, target: object) -> str:
     if not isinstance(target, str) or not target.strip():
         raise _bad("badtarget", f"a {channel.value} notification needs a target (-to)")
     target = target.strip()
+    if len(target) > URL_MAX:
+        raise _bad(
+            "badtarget", f"a {channel.value} target is {len(target)} characters long; the limit is {URL_MAX}"
+        )
+    problem = bad_character(target, name=True)
+    if problem is not None:
+        raise _bad("badtarget", f"a {channel.value} target must not contain {problem}")
     if channel is Channel.SMS:
-        if not (E164_PHONE.match(target) or CN_MOBILE.match(target)):
+        if not (E164_PHONE.fullmatch(target) or CN_MOBILE.fullmatch(target)):
             raise _bad(
                 "badtarget",
                 f"{target!r} is not a phone number: use E.164 (+8613912345678) "
@@ -391,39 +419,20 @@ def validate_target(channel: Channel, target: object) -> str:
         if len(target) > 128 or any(c.isspace() for c in target):
             raise _bad("badtarget", "a WeChat openid is 1-128 characters without spaces")
     elif channel is Channel.EMAIL:
-        if len(target) > 254 or not _EMAIL.match(target):
+        if len(target) > 254 or not _EMAIL.fullmatch(target):
             raise _bad("badtarget", f"{target!r} is not an e-mail address")
     elif channel is Channel.WEBHOOK:
-        if len(target) > URL_MAX or not _URL.match(target):
+        if len(target) > URL_MAX or not _URL.fullmatch(target):
             raise _bad("badtarget", f"{target!r} is not an http(s) URL")
     return target
 
 
-def _text(name: str, value: object, limit: int) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _bad("badtext", f"{name} must be non-empty text")
-    if "\x00" in value:
-        raise _bad("badtext", f"{name} must not contain NUL characters")
-    if len(value) > limit:
-        raise _bad("badtext", f"{name} is {len(value)} characters long; the limit is {limit}")
-    return value
+def _text(name: str, value: object, limit: int, *, one_line: bool = False) -> str:
+    return check_text(value, what=name, code="e.cmd.noti.add.badtext", max_len=limit, one_line=one_line)
 
 
 def _json_object(name: str, value: object, limit: int) -> dict[str, Any]:
-    if isinstance(value, (str, bytes)):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise _bad("badcontent", f"{name} is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise _bad("badcontent", f"{name} must be a JSON object, got {type(value).__name__}")
-    try:
-        size = len(json.dumps(value, ensure_ascii=False).encode())
-    except (TypeError, ValueError) as exc:
-        raise _bad("badcontent", f"{name} cannot be encoded as JSON: {exc}") from None
-    if size > limit:
-        raise _bad("badcontent", f"{name} is {size} bytes as JSON; the limit is {limit}")
-    return value
+    return plain_json(value, what=name, code="e.cmd.noti.add.badcontent", max_bytes=limit)[0]
 
 
 def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -452,21 +461,25 @@ def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, An
             if name == "content":
                 out[name] = _json_object("WeChat content", value, WEIXIN_CONTENT_MAX_BYTES)
             elif name == "url":
-                if not isinstance(value, str) or len(value) > URL_MAX or not _URL.match(value):
-                    raise _bad("badfield", f"WeChat url {value!r} is not an http(s) URL")
+                if (
+                    not isinstance(value, str)
+                    or len(value) > URL_MAX
+                    or not _URL.fullmatch(value)
+                    or bad_character(value, name=True)
+                ):
+                    raise _bad("badfield", f"WeChat url {shown(value)} is not an http(s) URL")
                 out[name] = value
             else:
                 label = "WeChat account (-pnb)" if name == "pnb" else "template id (-tmpl)"
-                text = _text(label, value, 128)
+                text = _text(label, value, 128, one_line=True)
                 if any(c.isspace() for c in text):
                     raise _bad("badfield", f"{label} must not contain spaces")
                 out[name] = text
         elif channel is Channel.EMAIL:
-            limit = EMAIL_SUBJECT_MAX if name == "subject" else EMAIL_BODY_MAX
-            text = _text(f"e-mail {name}", value, limit)
-            if name == "subject" and ("\n" in text or "\r" in text):
-                raise _bad("badtext", "the e-mail subject must be one line")
-            out[name] = text
+            if name == "subject":  # a header: one line (no \n, \r, U+0085, U+2028, form feed …)
+                out[name] = _text("the e-mail subject", value, EMAIL_SUBJECT_MAX, one_line=True)
+            else:
+                out[name] = _text(f"e-mail {name}", value, EMAIL_BODY_MAX)
         else:
             out[name] = _json_object("webhook content", value, WEBHOOK_CONTENT_MAX_BYTES)
     return out

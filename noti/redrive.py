@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from noti.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound
-from noti.record import Notification
+from noti.inputs import could_be_id, integer
+from noti.record import Notification, parse_channel, validate_target
 from noti.runtime import Runtime
 from noti.users import User, resolve_user
 
@@ -32,8 +33,11 @@ class Redrive:
 
         Raises:
             PermissionDenied: ``e.cmd.noti.dead.nopvg``.
+            InvalidInput: ``e.cmd.noti.dead.badlimit``: a limit that is not an integer.
         """
         self.user(user).require_root("e.cmd.noti.dead.nopvg", "read dead letters")
+        if limit is not None:
+            limit = integer(limit, what="limit", code="e.cmd.noti.dead.badlimit")
         return self.runtime.dead_letters.entries(limit if limit and limit > 0 else None)
 
     def get(self, ident: str, *, user: str | None = None) -> DeadLetter:
@@ -43,7 +47,7 @@ class Redrive:
             NotFound: ``e.cmd.noti.dead.not_found``. PermissionDenied.
         """
         self.user(user).require_root("e.cmd.noti.dead.nopvg", "read dead letters")
-        letter = self.runtime.dead_letters.find(ident)
+        letter = self.runtime.dead_letters.find(ident) if could_be_id(ident) else None
         if letter is None:
             raise NotFound(f"no dead letter has the id {ident!r}", code="e.cmd.noti.dead.not_found")
         return letter
@@ -102,6 +106,16 @@ class Redrive:
 
         Raises:
             PermissionDenied: ``e.cmd.noti.dead.nopvg``.
+            InvalidInput: ``e.cmd.noti.dead.badtype`` (no such channel: ``fax``),
+            ``e.cmd.noti.dead.badtarget`` (not a target of that channel).
         """
         self.user(user).require_root("e.cmd.noti.dead.nopvg", "lift opt-outs")
-        return self.runtime.store.unsuppress(channel, target)
+        try:
+            kind = parse_channel(channel)
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, code="e.cmd.noti.dead.badtype") from None
+        try:
+            clean_target = validate_target(kind, target)
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, code="e.cmd.noti.dead.badtarget") from None
+        return self.runtime.store.unsuppress(kind.value, clean_target)

@@ -48,6 +48,7 @@ from noti.errors import (
     error_class,
     split_code,
 )
+from noti.inputs import shown
 from noti.record import Notification, Status
 from noti.store import Outcome
 
@@ -95,7 +96,8 @@ class RetryPolicy:
         parts = spec.strip().split(":") if isinstance(spec, str) else []
         if not 1 <= len(parts) <= 3 or parts[0] not in ("linear", "exponential"):
             raise InvalidInput(
-                f"retry policy {spec!r} is not 'linear[:SECONDS[:CAP]]' or 'exponential[:SECONDS[:CAP]]'",
+                f"retry policy {shown(spec)} is not 'linear[:SECONDS[:CAP]]'"
+                " or 'exponential[:SECONDS[:CAP]]'",
                 code="e.cmd.noti.add.badretry",
             )
         try:
@@ -104,7 +106,7 @@ class RetryPolicy:
             numbers = [-1.0]
         if any(n < 0 or n != n or n > 30 * 86400 for n in numbers) or (len(numbers) == 2 and numbers[1] <= 0):
             raise InvalidInput(
-                f"retry policy {spec!r}: seconds must be numbers from 0 to 2592000 (cap above 0)",
+                f"retry policy {shown(spec)}: seconds must be numbers from 0 to 2592000 (cap above 0)",
                 code="e.cmd.noti.add.badretry",
             )
         kind: Literal["linear", "exponential"] = "linear" if parts[0] == "linear" else "exponential"

@@ -19,6 +19,7 @@ import redis
 from noti.counters import added_field, finish_tally
 from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
+from noti.inputs import could_be_id, shown
 from noti.keys import Keys
 from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import ReplicaWait, ScriptPipeline, load_script, translate_errors
@@ -487,19 +488,25 @@ class RecordStore:
         """
         record = self.find(record_id)
         if record is None:
-            raise NotFound(f"no notification has the id {record_id!r}")
+            raise NotFound(f"no notification has the id {shown(record_id)}")
         return record
 
     def find_many(self, ids: Sequence[str]) -> list[Notification | None]:
-        """The records with these ids, None where there is none, in one round trip."""
+        """The records with these ids, None where there is none, in one round trip (a value
+        that cannot be an id — not a string, a control character, a lone surrogate — names
+        none, without asking Redis)."""
         if not ids:
             return []
+        asked = [record_id for record_id in ids if could_be_id(record_id)]
+        if not asked:
+            return [None] * len(ids)
         with translate_errors(self.redis):
             pipe = self.redis.pipeline(transaction=False)
-            for record_id in ids:
+            for record_id in asked:
                 pipe.hgetall(self.keys.record(record_id))
-            rows = pipe.execute()
-        return [from_hash(row) if row and "noti_type" in row else None for row in rows]
+            rows = iter(pipe.execute())
+        found = [next(rows) if could_be_id(record_id) else None for record_id in ids]
+        return [from_hash(row) if row and "noti_type" in row else None for row in found]
 
     def iter_index(self, index: str, *, newest_first: bool = True) -> Iterator[str]:
         """Ids of an index, page by page."""

@@ -19,12 +19,12 @@ rules; ``tests/test_permissions.py`` holds the whole matrix, verb by verb.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import IntEnum
 
 from noti.config import Settings
-from noti.errors import InvalidInput, PermissionDenied
+from noti.errors import PermissionDenied
+from noti.inputs import user_name
 
 __all__ = ["Role", "User", "check_user_name", "resolve_user"]
 
@@ -73,8 +73,10 @@ class User:
 
         Root members get ``owner`` as asked (None: everyone); other users get themselves, and
         :class:`PermissionDenied` (``code``) when they ask for someone else.
+        :class:`~noti.errors.InvalidInput` (``e.cmd.noti.baduser``): ``owner`` is no user name.
         """
         if owner is not None:
+            user_name(owner)
             if not self.can_touch(owner):
                 raise PermissionDenied(
                     f"only members of the root group may {action} of other users "
@@ -92,30 +94,25 @@ class User:
             )
 
 
-_NAME = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
-
-
 def check_user_name(name: object) -> str:
-    """``name`` if it can be a user name.
+    """``name`` if it can be a user name (:func:`noti.inputs.user_name`).
 
     Raises:
-        InvalidInput: ``e.cmd.noti.baduser``: not 1-64 of ``A-Z a-z 0-9 _ . @ + -`` (user
-            names are parts of Redis keys, so ``:``, spaces and line ends are refused).
+        InvalidInput: ``e.cmd.noti.baduser``.
     """
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InvalidInput(
-            f"user name {name!r} must be 1-64 letters, digits or _ . @ + -", code="e.cmd.noti.baduser"
-        )
-    return name
+    return user_name(name)
 
 
 def resolve_user(settings: Settings, name: str | None = None) -> User:
-    """The :class:`User` called ``name`` (default: the settings' acting user) with their role.
+    """The :class:`User` called ``name`` (default, when None: the settings' acting user) with
+    their role.
 
     Raises:
-        InvalidInput: ``e.cmd.noti.baduser`` (see :func:`check_user_name`).
+        InvalidInput: ``e.cmd.noti.baduser``: not 1-64 of ``A-Z a-z 0-9 _ . @ + -`` (user
+            names are parts of Redis keys, so ``:``, spaces, control characters and a
+            trailing newline are refused; so is an empty name).
     """
-    name = check_user_name(name or settings.user)
+    name = user_name(settings.user if name is None else name)
     if name in settings.root_admins:
         return User(name, Role.ROOT_ADMIN)
     if name in settings.root_members:

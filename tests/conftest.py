@@ -58,7 +58,7 @@ def redis_server() -> Iterator[str]:
         if os.environ.get("CI") == "true":
             pytest.fail(servers.INSTALL_HINT)
         pytest.skip(servers.INSTALL_HINT)
-    with servers.redis_server("--databases", "16") as url:
+    with servers.redis_server("--databases", "16", *servers.debug_command_args()) as url:
         yield url
 
 

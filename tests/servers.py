@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import redis
 
-__all__ = ["RedisProcess", "free_port", "pings", "redis_server"]
+__all__ = ["RedisProcess", "debug_command_args", "free_port", "pings", "redis_server"]
 
 INSTALL_HINT = "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
 
@@ -33,6 +34,17 @@ def pings(client: redis.Redis) -> bool:
         return bool(client.ping())
     except redis.ConnectionError:
         return False
+
+
+def debug_command_args(binary: str | None = None) -> list[str]:
+    """``--enable-debug-command local`` when the installed redis-server (7 and later) knows it:
+    the hostile-input corpus compares ``DEBUG DIGEST`` before and after each case."""
+    binary = binary or shutil.which("redis-server")
+    if binary is None:
+        return []
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False).stdout
+    found = re.search(r"v=(\d+)\.", version)
+    return ["--enable-debug-command", "local"] if found and int(found.group(1)) >= 7 else []
 
 
 @contextmanager

@@ -53,8 +53,8 @@ def test_add_from_a_jsonl_file_reports_bad_lines_and_stores_the_rest(rt: Any, tm
     assert result.exit_code == 1
     assert result.stdout.strip() == "6 added, 2 refused"
     assert result.stderr.splitlines() == [
-        "line 3: e.cmd.noti.add.badjson: not JSON: Expecting property name enclosed in double quotes: "
-        "line 1 column 2 (char 1)",
+        "line 3: e.cmd.noti.add.badjson: the line is not valid JSON: "
+        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
         "line 5: e.cmd.noti.add.badtarget: '12' is not a phone number: use E.164 (+8613912345678) "
         "or an 11-digit mainland mobile number",
     ]

@@ -85,7 +85,13 @@ def priority_for_level(level: int) -> int:
 
 def level_for_priority(priority: int) -> int:
     """The lowest ``noti_lv`` of Celery priority step ``priority`` (0-9, 0 served first): the
-    level whose notifications :func:`priority_for_level` puts at that step (9 → 1, 0 → 1000)."""
+    level whose notifications :func:`priority_for_level` puts at that step (9 → 1, 0 → 1000).
+
+    Raises:
+        ValueError: ``priority`` is not a step (callers check what they were given first).
+    """
+    if priority not in PRIORITY_STEPS:
+        raise ValueError(f"priority {priority!r} is not one of the steps 0-{PRIORITY_STEPS[-1]}")
     return _BAND_FLOORS[PRIORITY_STEPS[-1] - priority]
 
 

@@ -91,7 +91,7 @@ def json_options(func: F) -> F:
     return cast(F, decorated)
 
 
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d|day|days)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*(s|m|h|d|day|days)?\s*\Z", re.IGNORECASE)
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "day": 86400, "days": 86400}
 
 

@@ -75,10 +75,14 @@ def records_json(records: Sequence[Notification]) -> list[dict[str, Any]]:
 
 
 def when(ms: int) -> str:
-    """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` (UTC), or ``-`` for 0."""
+    """Epoch ms as ``YYYY-MM-DD HH:MM:SS`` (UTC), or ``-`` for 0 (the number itself when it
+    is past what a date can show: a record written into Redis by hand)."""
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):
+        return str(ms)
 
 
 #: The width tables are laid out for (wider tables fold their cells, as rich does).

@@ -13,6 +13,7 @@ from noti.cli._options import CliContext, Output, json_options, limit_option, pa
 from noti.cli._output import print_table
 from noti.errors import InvalidInput
 from noti.events import Event, EventStatus, Listener, events
+from noti.inputs import load_json
 
 __all__ = ["event", "listener"]
 
@@ -33,11 +34,11 @@ def _json_arg(text: str | None, option: str, code: str) -> Any:
     if text is None:
         return None
     if text == "-":
-        text = sys.stdin.read()
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidInput(f"{option} is not valid JSON: {exc}", code=code) from None
+        try:
+            text = sys.stdin.read()
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{option}: standard input is not UTF-8 text: {exc}", code=code) from None
+    return load_json(text, what=option, code=code)
 
 
 # --- noti event ----------------------------------------------------------------------------------

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import click
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
 from noti.cli._output import print_records_table, records_json, rm_line, when
 from noti.errors import InvalidInput
+from noti.inputs import load_json
 from noti.record import to_json_dict
 
 __all__ = ["add", "clean", "delete", "get", "list_", "send"]
@@ -20,8 +20,16 @@ __all__ = ["add", "clean", "delete", "get", "list_", "send"]
 STDIN_FIELD = {"sms": "text", "weixin": "content", "email": "text", "webhook": "content"}
 
 
-def _read_stdin() -> str:
-    text = sys.stdin.read()
+def _read_stdin(code: str) -> str:
+    """Standard input as text (one trailing newline dropped).
+
+    Raises:
+        InvalidInput: with ``code`` when it is not UTF-8 (nothing is stored).
+    """
+    try:
+        text = sys.stdin.read()
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"standard input is not UTF-8 text: {exc}", code=code) from None
     return text[:-1] if text.endswith("\n") else text
 
 
@@ -49,7 +57,7 @@ def _read_stdin() -> str:
     "-id", "--identifier", "identifier", help="Debounce key: a new add with it replaces a delayed one."
 )
 @click.option(
-    "-f", "--file", "file", type=click.File("r"), help="Add every JSON line of FILE (- for stdin) in bulk."
+    "-f", "--file", "file", type=click.File("rb"), help="Add every JSON line of FILE (- for stdin) in bulk."
 )
 @json_options
 @pass_cli
@@ -64,7 +72,7 @@ def add(
     delay: str | None,
     at: str | None,
     identifier: str | None,
-    file: TextIO | None,
+    file: BinaryIO | None,
     out: Output,
     **fields: Any,
 ) -> None:
@@ -80,7 +88,9 @@ def add(
         raise click.UsageError("TYPE is required (sms, weixin, email, webhook), or -f FILE")
     stdin_field = STDIN_FIELD.get(type_)
     if stdin_field and fields.get(stdin_field) is None:
-        fields[stdin_field] = _read_stdin()
+        fields[stdin_field] = _read_stdin(
+            "e.cmd.noti.add.badcontent" if stdin_field == "content" else "e.cmd.noti.add.badtext"
+        )
     record = ctx.api.add(
         type_,
         target or "",
@@ -88,8 +98,10 @@ def add(
         user=ctx.user,
         retry_max=retry_max,
         retry_policy=retry_policy,
-        delay=parse_duration(delay, code="e.cmd.noti.add.baddelay", what="-delay") if delay else None,
-        eta=parse_time(at) if at else None,
+        delay=parse_duration(delay, code="e.cmd.noti.add.baddelay", what="-delay")
+        if delay is not None
+        else None,
+        eta=parse_time(at) if at is not None else None,
         identifier=identifier,
         **{k: v for k, v in fields.items() if v is not None},
     )
@@ -116,8 +128,12 @@ def parse_time(text: str) -> datetime:
         ) from None
 
 
-def _add_file(ctx: CliContext, file: TextIO, *, default_type: str | None, level: str, quiet: bool) -> None:
-    """``noti add -f FILE``: bulk-add JSON lines, with a progress bar on a terminal."""
+def _add_file(ctx: CliContext, file: BinaryIO, *, default_type: str | None, level: str, quiet: bool) -> None:
+    """``noti add -f FILE``: bulk-add JSON lines, with a progress bar on a terminal.
+
+    Lines are split on ``\n`` (and ``\r\n``) only: U+2028 is a character JSON strings may
+    hold. A line that is not UTF-8 or not JSON is refused with ``e.cmd.noti.add.badjson``.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -125,13 +141,16 @@ def _add_file(ctx: CliContext, file: TextIO, *, default_type: str | None, level:
     items: list[object] = []
     bad_lines: list[tuple[int, str]] = []
     line_of: list[int] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
         try:
-            item = json.loads(line)
-        except ValueError as exc:
-            bad_lines.append((number, f"e.cmd.noti.add.badjson: not JSON: {exc}"))
+            item = load_json(raw.decode(), what="the line", code="e.cmd.noti.add.badjson")
+        except UnicodeDecodeError as exc:
+            bad_lines.append((number, f"e.cmd.noti.add.badjson: not UTF-8: {exc}"))
+            continue
+        except InvalidInput as exc:
+            bad_lines.append((number, f"{exc.code}: {exc.message}"))
             continue
         if isinstance(item, dict):
             if default_type and "type" not in item:

@@ -31,6 +31,7 @@ from noti.events.liveness import Holder, read_holder
 from noti.events.processor import Limits, Processor
 from noti.events.store import EventCounts, EventStore
 from noti.events.templates import context
+from noti.inputs import check_name, finite_number, integer
 from noti.record import new_id, now_ms
 from noti.runtime import Runtime, get_runtime
 from noti.users import User, resolve_user
@@ -137,12 +138,12 @@ class Events:
         """
         validate_event_name(name)
         text = encode_payload(payload, max_bytes=self.settings.event_payload_max_bytes)
-        if idempotency_key is not None and (
-            not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= IDEMPOTENCY_KEY_MAX
-        ):
-            raise InvalidInput(
-                f"idempotency_key must be a non-empty string of at most {IDEMPOTENCY_KEY_MAX} characters",
+        if idempotency_key is not None:
+            check_name(
+                idempotency_key,
+                what="idempotency_key",
                 code="e.noti.event.badkey",
+                max_len=IDEMPOTENCY_KEY_MAX,
             )
         acting = self.user(user)
         created = now_ms()
@@ -216,7 +217,8 @@ class Events:
         """Events newest first; a non-root user sees only their own.
 
         Raises:
-            InvalidInput: ``e.noti.event.badst``, ``e.noti.listener.badevent`` (name pattern).
+            InvalidInput: ``e.noti.event.badst``, ``e.noti.listener.badevent`` (name pattern),
+            ``e.noti.event.badlimit``.
             PermissionDenied: ``e.noti.event.list.nopvg``.
         """
         creator = self.user(user).scope(creator, code="e.noti.event.list.nopvg", action="list events")
@@ -231,6 +233,8 @@ class Events:
                 ) from None
         if name is not None:
             validate_pattern(name)
+        if limit is not None:
+            limit = integer(limit, what="limit", code="e.noti.event.badlimit")
         count = limit if limit is not None and limit > 0 else 10**9
         return self.store.select(status=st, user=creator, name=name, limit=count)
 
@@ -243,8 +247,7 @@ class Events:
     def clean_done(self, *, keep_s: float | None = None) -> int:
         """Remove done events older than ``keep_s`` (default ``event_keep_done_s``); how many."""
         keep = self.settings.event_keep_done_s if keep_s is None else keep_s
-        if keep < 0:
-            raise InvalidInput("keep must not be negative", code="e.noti.event.clean.badkeep")
+        keep = finite_number(keep, what="keep (seconds)", code="e.noti.event.clean.badkeep", minimum=0)
         return self.store.clean_done(now_ms() - int(keep * 1000))
 
     # --- listeners ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from noti.errors import InvalidInput
+from noti.inputs import JSON_DEPTH_MAX, check_json_shape
 
 __all__ = [
     "Event",
@@ -46,8 +47,8 @@ __all__ = [
 ]
 
 NAME_MAX = 200
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
-_PATTERN = re.compile(r"^[A-Za-z0-9_.:*-]+$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*\Z")
+_PATTERN = re.compile(r"^[A-Za-z0-9_.:*-]+\Z")
 
 
 class EventStatus(StrEnum):
@@ -120,17 +121,23 @@ def encode_payload(payload: object, *, max_bytes: int) -> str:
         )
     try:
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        size = len(text.encode())
+    except RecursionError:
+        raise InvalidInput(
+            f"the event payload is nested more than {JSON_DEPTH_MAX} levels deep",
+            code="e.noti.event.badpayload",
+        ) from None
+    except (TypeError, ValueError) as exc:  # a set, NaN, a lone surrogate, a 5,000-digit integer
         raise InvalidInput(
             f"the event payload is not plain JSON: {exc}", code="e.noti.event.badpayload"
         ) from None
-    size = len(text.encode())
     if size > max_bytes:
         raise InvalidInput(
             f"the event payload is {size} bytes of JSON, more than the {max_bytes} allowed"
             " (NOTI_EVENT_PAYLOAD_MAX_BYTES)",
             code="e.noti.event.toolarge",
         )
+    check_json_shape(payload, what="the event payload", code="e.noti.event.badpayload")
     return text
 
 

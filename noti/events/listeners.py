@@ -20,13 +20,14 @@ from noti.errors import InvalidInput, NotFound
 from noti.events.actions import Action, CompiledAction, NotifyAction, TaskAction, compile_action
 from noti.events.event import matches
 from noti.events.templates import CompiledFilter, compile_filter
+from noti.inputs import could_be_id, shown
 from noti.keys import Keys
 from noti.record import Channel
 from noti.redisconn import load_script, translate_errors
 
 __all__ = ["CompiledListener", "Listener", "ListenerRegistry", "validate_listener_name"]
 
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}\Z")
 LISTENER_MAX_BYTES = 64 * 1024
 
 
@@ -138,7 +139,10 @@ class ListenerRegistry:
         self._cache: list[tuple[Listener, CompiledListener | InvalidInput]] = []
 
     def get(self, name: str) -> tuple[Listener, str] | None:
-        """The listener called ``name`` and its stored text (for :meth:`put` / :meth:`delete`)."""
+        """The listener called ``name`` and its stored text (for :meth:`put` / :meth:`delete`);
+        None when there is none (or ``name`` cannot be a name: not asked of Redis)."""
+        if not could_be_id(name):
+            return None
         with translate_errors(self.redis):
             text = cast(str | None, self.redis.hget(self.keys.listeners, name))
         return (Listener.from_json(json.loads(text)), text) if text else None
@@ -151,7 +155,7 @@ class ListenerRegistry:
         """
         found = self.get(name)
         if found is None:
-            raise NotFound(f"no listener is called {name!r}", code="e.noti.listener.not_found")
+            raise NotFound(f"no listener is called {shown(name)}", code="e.noti.listener.not_found")
         return found
 
     def all(self) -> list[Listener]:

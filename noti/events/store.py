@@ -20,6 +20,7 @@ import redis
 
 from noti.deadletter import DeadLetter
 from noti.events.event import Event, EventStatus, Outcome, event_from_hash, matches, summarize
+from noti.inputs import could_be_id
 from noti.keys import Keys
 from noti.redisconn import load_script, translate_errors
 
@@ -259,6 +260,9 @@ class EventStore:
     # --- reading ----------------------------------------------------------------------------
 
     def get(self, event_id: str) -> Event | None:
+        """The event, or None (also for a value that cannot be an id, without asking Redis)."""
+        if not could_be_id(event_id):
+            return None
         with translate_errors(self.redis):
             data = cast(dict[str, str], self.redis.hgetall(self.keys.event(event_id)))
         return event_from_hash(data) if data else None

@@ -41,6 +41,7 @@ from redis.commands.core import Script
 
 from noti.config import Settings
 from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
+from noti.inputs import check_name, finite_number
 from noti.keys import Keys
 from noti.redisconn import translate_errors
 from noti.users import User, check_user_name, resolve_user
@@ -370,13 +371,22 @@ class NumberPool:
             NoFreeNumber: no number is idle and up; or the sticky number is in a call.
             TransitionRefused: ``number`` given and the table refuses (``unknown``, ``down``, ``busy``).
             InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`; ``e.noti.pool.badsticky`` for
-                ``sticky_to`` with a number, or a TTL under 1 ms.
+                ``sticky_to`` with a number, a ``sticky_to`` that is not text (or holds a
+                control character or a lone surrogate), or a TTL under 1 ms or not finite.
         """
         if sticky_to is None:
             return self._run(Event.CALL, "" if number is None else self._number(number))
         if number is not None:
             raise InvalidInput("call takes a number or sticky_to, not both", code="e.noti.pool.badsticky")
-        ttl_ms = int(sticky_ttl_s * 1000)
+        check_name(sticky_to, what="sticky_to (the recipient)", code="e.noti.pool.badsticky", max_len=2048)
+        seconds = finite_number(
+            sticky_ttl_s,
+            what="sticky TTL (s)",
+            code="e.noti.pool.badsticky",
+            minimum=0,
+            maximum=10 * 366 * 86400,
+        )
+        ttl_ms = int(seconds * 1000)
         if ttl_ms < 1:
             raise InvalidInput(f"sticky TTL {sticky_ttl_s!r} s is too short", code="e.noti.pool.badsticky")
         digest = hashlib.sha256(sticky_to.encode()).hexdigest()[:32]

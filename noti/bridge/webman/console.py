@@ -33,7 +33,8 @@ from noti.bridge.webman.registry import read_consumers
 from noti.bridge.webman.runner import build_consumer, extend_import_path, resolve_specs, spec_of
 from noti.bridge.webman.settings import ConsumerEntry
 from noti.config import Settings
-from noti.errors import BridgeError
+from noti.errors import BridgeError, InvalidInput
+from noti.inputs import check_name
 from noti.users import User, resolve_user
 
 __all__ = ["ConsumerRow", "WebmanConsole", "WebmanQueue"]
@@ -92,7 +93,13 @@ class WebmanConsole:
 
         Raises:
             InvalidConfig: a consumer class that cannot be loaded.
+            BridgeError: ``e.noti.bridge.badname``: not a name (a lone surrogate, a control
+                character: nothing that can be part of a Redis key).
         """
+        try:
+            check_name(queue, what="QUEUE (a PHP class or a registered consumer)", code="", max_len=500)
+        except InvalidInput as exc:  # a surrogate cannot even be part of a Redis key
+            raise BridgeError(exc.message, code="e.noti.bridge.badname") from None
         webman = self.settings.webman
         if queue in webman.consumers or ":" in queue:
             spec = resolve_specs(webman, [queue])[0]

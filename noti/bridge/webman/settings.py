@@ -27,19 +27,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from noti.errors import InvalidConfig
+from noti.inputs import USER_NAME
 
 __all__ = ["DEFAULT_PREFIX", "ConnectionSettings", "ConsumerEntry", "ResolvedConnection", "WebmanSettings"]
 
 #: The ``prefix`` option of the plugin's shipped ``redis.php``.
 DEFAULT_PREFIX = "webman_redis_queue_"
 
-_CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
 
 
 class ConnectionSettings(BaseModel):
     """One named PHP connection (``redis.php``): where it points and the key prefix it adds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     #: Redis URL (database and password included); None = the bridge's ``redis_url``.
     url: str | None = None
@@ -50,7 +51,7 @@ class ConnectionSettings(BaseModel):
 class ConsumerEntry(BaseModel):
     """A registered consumer (``[webman.consumers.<name>]``), like one entry of PHP's ``process.php``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     #: The Python consumer class, ``"package.module:Class"``.
     class_path: str = Field(alias="class")
@@ -80,7 +81,7 @@ class ResolvedConnection:
 class WebmanSettings(BaseModel):
     """Settings of the webman-redis-queue bridge."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     #: Start the registered consumers (and their delayed-task movers) in every ``celery worker``.
     enabled: bool = False
@@ -98,6 +99,13 @@ class WebmanSettings(BaseModel):
     #: Acting user of the notifications :class:`~noti.bridge.webman.notifications.NotificationConsumer`
     #: creates; None = ``NOTI_USER``.
     notify_user: str | None = None
+
+    @field_validator("notify_user")
+    @classmethod
+    def _user_name(cls, value: str | None) -> str | None:
+        if value is not None and not USER_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a user name (1-64 letters, digits or _ . @ + -)")
+        return value
 
     def connection(self, name: str, *, noti_redis_url: str) -> ResolvedConnection:
         """The URL and prefix of connection ``name`` (``default`` is always there).

@@ -13,6 +13,7 @@ from typing import Any
 from celery import Task
 
 from noti.celery.app import app
+from noti.errors import InvalidInput
 from noti.events import events
 
 __all__ = ["clean", "dispatch", "process", "sweep"]
@@ -52,9 +53,27 @@ def clean() -> int:
 # Acked late and given back when its worker dies: the message is only done once its event is
 # stored. A redelivered message dispatches again with the same idempotency key (its own id),
 # which returns the event stored the first time instead of storing a second one.
-@app.task(name="noti.events.dispatch", bind=True, acks_late=True, ignore_result=True)
-def dispatch(self: Task, name: str, payload: dict[str, Any] | None = None, user: str | None = None) -> str:
-    """Dispatch an event from a task message, at most once per message; its id. Bad input
-    fails the task (:class:`~noti.errors.InvalidInput`, nothing stored)."""
+@app.task(name="noti.events.dispatch", bind=True, acks_late=True, ignore_result=True, throws=(InvalidInput,))
+def dispatch(self: Task, /, *args: Any, **kwargs: Any) -> str:
+    """Dispatch an event from a task message, at most once per message; its id. Called as
+    ``dispatch(name, payload=None, user=None)``. Bad input fails the task
+    (:class:`~noti.errors.InvalidInput`, nothing stored): a message of another shape (no
+    name, unknown keywords) with ``e.noti.event.badcall``."""
+    name, payload, user = _dispatch_call(args, kwargs)
     task_id = self.request.id
     return events().dispatch(name, payload, user=user, idempotency_key=f"task:{task_id}" if task_id else None)
+
+
+def _dispatch_shape(name: Any = None, payload: Any = None, user: Any = None) -> tuple[Any, Any, Any]:
+    return name, payload, user
+
+
+def _dispatch_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+    try:
+        return _dispatch_shape(*args, **kwargs)
+    except TypeError as exc:
+        message = str(exc).replace("_dispatch_shape()", "noti.events.dispatch")
+        raise InvalidInput(
+            f"{message}: noti.events.dispatch takes (name, payload=None, user=None)",
+            code="e.noti.event.badcall",
+        ) from None

@@ -40,11 +40,13 @@ from typing import Any
 
 from celery import Task
 from celery.utils.saferepr import saferepr
+from kombu.exceptions import EncodeError
 
 from noti.celery.app import app
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.delay import due_ms
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
+from noti.inputs import finite_number, shown
 from noti.privacy import mask_target
 from noti.record import now_ms, parse_level
 from noti.redisconn import translate_errors
@@ -68,8 +70,8 @@ class _Length:
         else:
             try:
                 self.size = len(json.dumps(value, ensure_ascii=False))
-            except (TypeError, ValueError):
-                self.size = len(repr(value))
+            except (TypeError, ValueError, RecursionError):  # the worker refuses it
+                self.size = len(shown(value))
 
     def __repr__(self) -> str:
         return f"<{self.size} chars>"
@@ -98,7 +100,7 @@ def _aware(eta: object) -> object:
         try:
             eta = datetime.fromisoformat(eta)
         except ValueError:
-            message = f"eta {eta!r} is not an ISO 8601 time"
+            message = f"eta {shown(eta)} is not an ISO 8601 time"
             raise InvalidInput(message, code="e.cmd.noti.add.baddelay") from None
     if isinstance(eta, datetime) and eta.tzinfo is None:
         return eta.replace(tzinfo=UTC)
@@ -108,7 +110,7 @@ def _aware(eta: object) -> object:
 def _priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= PRIORITY_STEPS[-1]:
         raise InvalidInput(
-            f"priority must be an integer from 0 (most urgent) to {PRIORITY_STEPS[-1]}, got {value!r}",
+            f"priority must be an integer from 0 (most urgent) to {PRIORITY_STEPS[-1]}, got {shown(value)}",
             code="e.cmd.noti.add.badpriority",
         )
     return value
@@ -119,9 +121,10 @@ def _expires_ms(expires: object, at_ms: int) -> int:
         aware = expires.replace(tzinfo=UTC) if expires.tzinfo is None else expires
         return int(aware.timestamp() * 1000)
     if isinstance(expires, (int, float)) and not isinstance(expires, bool):
-        return at_ms + int(expires * 1000)
+        seconds = finite_number(expires, what="expires (seconds)", code="e.cmd.noti.add.badexpires")
+        return at_ms + int(seconds * 1000)
     raise InvalidInput(
-        f"expires must be seconds or a datetime, got {expires!r}", code="e.cmd.noti.add.badexpires"
+        f"expires must be seconds or a datetime, got {shown(expires)}", code="e.cmd.noti.add.badexpires"
     )
 
 
@@ -194,12 +197,25 @@ class IntakeTask(Task):
         shadow: str | None = None,
         **options: Any,
     ) -> Any:
+        """Celery's ``apply_async`` with noti's call options (see the module).
+
+        Raises:
+            InvalidInput: a bad call option (:func:`call_options`), or arguments a Celery
+            message cannot carry (a set, an object, JSON nested deeper than Python encodes:
+            ``e.cmd.noti.add.baditem``), refused here, in the caller; nothing is sent.
+        """
         call_args, call_kwargs, opts = call_options(
             args or (), kwargs or {}, options, mask=get_runtime().settings.mask_in_celery
         )
-        return super().apply_async(
-            call_args, call_kwargs, task_id, producer, link, link_error, shadow, **opts
-        )
+        try:
+            return super().apply_async(
+                call_args, call_kwargs, task_id, producer, link, link_error, shadow, **opts
+            )
+        except (EncodeError, RecursionError) as exc:  # a set, an object, JSON nested too deep
+            raise InvalidInput(
+                f"the call cannot be sent as a Celery message: {type(exc).__name__}: {exc}",
+                code="e.cmd.noti.add.baditem",
+            ) from None
 
 
 @app.task(
@@ -211,15 +227,13 @@ class IntakeTask(Task):
     throws=(InvalidInput,),
     max_retries=12,
 )
-def notify(
-    self: Task,
-    type: str,  # noqa: A002
-    target: str,
-    lv: int = 1,
-    user: str | None = None,
-    **fields: Any,
-) -> str:
+def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     """Validate, store and queue one notification; the new record id.
+
+    Called as ``notify(type, target, lv=1, user=None, **fields)``; a message of another
+    shape (no ``type``, a ``type`` given twice, extra positional arguments: what a producer
+    that only knows the task name may send) fails with :class:`~noti.errors.InvalidInput`
+    (``e.cmd.noti.add.baditem``), like any other bad input, rather than a ``TypeError``.
 
     The task id is the notification's idempotency key (``noti:task:<id>``, unless the caller
     gives an identifier or a key of its own), so a message redelivered after a worker crash
@@ -229,6 +243,7 @@ def notify(
     does not answer, the task is tried again in 5 s, up to 12 times (as ``noti.deliver``), so
     an outage loses no notification; the task id keeps a retry from storing it twice.
     """
+    type, target, lv, user, fields = _call(args, kwargs)  # noqa: A001
     from noti.api import notify as api_notify
 
     runtime = get_runtime()
@@ -253,13 +268,40 @@ def notify(
     return record_id
 
 
+def _shape(
+    type: object = None,  # noqa: A002
+    target: object = None,
+    lv: object = 1,
+    user: object = None,
+    **fields: Any,
+) -> tuple[Any, Any, object, Any, dict[str, Any]]:
+    return type, target, lv, user, fields
+
+
+def _call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any, object, Any, dict[str, Any]]:
+    """The arguments of a ``noti.notify`` message, bound as the task documents them.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.baditem``: they do not bind (the message is not a call
+        of ``notify(type, target, lv=1, user=None, **fields)``).
+    """
+    try:
+        return _shape(*args, **kwargs)
+    except TypeError as exc:
+        message = str(exc).replace("_shape()", "noti.notify")
+        raise InvalidInput(
+            f"{message}: noti.notify takes (type, target, lv=1, user=None, **fields)",
+            code="e.cmd.noti.add.baditem",
+        ) from None
+
+
 def _mask_in_message(exc: NotiError, target: object) -> None:
     """Mask ``target`` where the message of ``exc`` quotes it (``'+1' is not a phone number``)."""
     if not isinstance(target, str) or not target.strip():
         return
     message = exc.message
-    for shown in {target, target.strip()}:
-        message = message.replace(shown, mask_target(shown.strip()))
+    for quoted in {target, target.strip()}:
+        message = message.replace(quoted, mask_target(quoted.strip()))
     if message != exc.message:
         exc.message = message
         exc.args = (message, *exc.args[1:])
