@@ -17,6 +17,7 @@ from tests.conftest import sandbox_outbox, wait_until
 from tests.fakes.webhook import SECRET, WebhookReceiver
 
 PHONE = "+8613912345678"
+PHONE9 = "+8613912345679"
 
 
 def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
@@ -219,6 +220,34 @@ def test_a_send_that_raises_goes_back_to_the_queue_and_its_batch_is_recorded(
         with start_worker_now():
             wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in ids), timeout=30)
     assert broken and sorted(receiver.ids) == sorted(ids)
+
+
+def test_outcomes_are_recorded_while_blocking_sends_hold_every_send_thread(
+    configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    # given a send loop with two send threads, and one batch of three SMS to a blocking
+    # vendor: the first answered at once, the two others held until the test says
+    from noti import sendloop
+    from tests import broken_provider
+
+    sendloop.send_loop().stop()
+    monkeypatch.setattr(sendloop, "SEND_THREADS", 2)
+    rt = configure(providers={"gated": {"kind": "tests.broken_provider:GatedProvider"}})
+    broken_provider.GATE.clear()
+    items = [{"type": "sms", "to": to, "text": "t", "provider": "gated"} for to in (PHONE, PHONE9, PHONE9)]
+    quick, *held = noti.notify_many(items).ids
+    try:
+        with start_worker_now():
+            # when the held sends take both send threads
+            # then the quick one's outcome is recorded anyway (it used to wait for a send
+            # thread, where a worker killed meanwhile would send it again)
+            wait_until(lambda: rt.store.get(quick).status is Status.DONE, timeout=15)
+            assert [rt.store.get(i).status for i in held] == [Status.WAITING] * 2
+            broken_provider.GATE.set()
+            wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in held), timeout=30)
+    finally:
+        broken_provider.GATE.set()
+        sendloop.send_loop().stop()  # the next test gets a loop with its usual threads
 
 
 def test_task_mode_still_runs_one_message_per_task(

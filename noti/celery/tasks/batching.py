@@ -361,7 +361,8 @@ class DeliveryBatcher:
         results: list[SendResult] | None = None
         pairs = [(attempts[i], outcome) for i, outcome in sent]
         try:
-            results = await asyncio.get_running_loop().run_in_executor(None, sender.conclude_many, pairs)
+            recorder = send_loop().recorder  # never behind the blocking sends of the default pool
+            results = await asyncio.get_running_loop().run_in_executor(recorder, sender.conclude_many, pairs)
         except Exception as exc:
             log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(pairs), exc)
         self._hand_back([held[i] for i, _ in sent], results)
