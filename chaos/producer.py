@@ -1,5 +1,5 @@
-"""The application side of a chaos run: one thread making the plan's ``noti.notify()`` calls
-at their times, as a web application would, and noting what each returned and when.
+"""The application side of a chaos run: the plan's ``noti.notify()`` calls made at their
+times, one thread per user, as a web application would, noting what each returned and when.
 
 A call that raises ``StoreUnavailable`` (Redis is down) is made again 0.1 s later with the
 same arguments, as an application retrying would (with the same idempotency key, if it has
@@ -54,32 +54,52 @@ def call_kwargs(call: Call, target: str) -> dict[str, Any]:
     return kwargs
 
 
-class Producer(threading.Thread):
-    """Makes ``calls`` from ``t0`` on; ``target_for(call)`` gives each call's target."""
+class Producer:
+    """Makes ``calls`` from ``t0`` on, one thread per user (a web application serves its
+    users concurrently: one user's slow or flooding calls do not hold up another's);
+    ``target_for(call)`` gives each call's target."""
 
     def __init__(self, calls: list[Call], t0: float, target_for: Callable[[Call], str]) -> None:
-        super().__init__(name="producer", daemon=True)
-        self.calls = calls
         self.t0 = t0
         self.target_for = target_for
         self.results: list[CallResult] = []
-        #: Seconds the producer ran behind its plan at worst.
-        self.max_lag_s = 0.0
+        #: Seconds a user's calls ran behind the plan at worst, by user.
+        self.lag_s: dict[str, float] = {}
+        self._lock = threading.Lock()
+        by_user: dict[str, list[Call]] = {}
+        for call in calls:
+            by_user.setdefault(call.user, []).append(call)
+        self._threads = [
+            threading.Thread(target=self._run, args=(user, mine), name=f"producer-{user}", daemon=True)
+            for user, mine in by_user.items()
+        ]
 
-    def run(self) -> None:
+    @property
+    def max_lag_s(self) -> float:
+        return max(self.lag_s.values(), default=0.0)
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+    def _run(self, user: str, calls: list[Call]) -> None:
         import noti
         from noti.errors import StoreUnavailable
 
-        for call in self.calls:
-            due = self.t0 + call.at_s
-            pause = due - time.time()
+        lag = 0.0
+        for call in calls:
+            pause = self.t0 + call.at_s - time.time()
             if pause > 0:
                 time.sleep(pause)
             else:
-                self.max_lag_s = max(self.max_lag_s, -pause)
+                lag = max(lag, -pause)
             result = CallResult(call)
-            kwargs = call_kwargs(call, self.target_for(call))
             target = self.target_for(call)
+            kwargs = call_kwargs(call, target)
             while True:
                 result.started = time.time()
                 try:
@@ -92,4 +112,7 @@ class Producer(threading.Thread):
                 except Exception as exc:  # noqa: BLE001 - kept and reported: the run fails
                     result.error = f"{type(exc).__name__}: {exc}"
                 break
-            self.results.append(result)
+            with self._lock:
+                self.results.append(result)
+        with self._lock:
+            self.lag_s[user] = lag

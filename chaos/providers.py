@@ -50,6 +50,7 @@ __all__ = [
     "SIGN",
     "TEMPLATE",
     "TEMPORARY",
+    "TRUNCATED",
     "Attempt",
     "ChaosAliyun",
     "ChaosSmtp",
@@ -59,6 +60,8 @@ __all__ = [
 ]
 
 ACCEPTED, DEDUPED, TEMPORARY, PERMANENT = "accepted", "deduped", "temporary", "permanent"
+#: A request cut short (its sender was SIGKILLed while writing it): nothing to answer.
+TRUNCATED = "truncated"
 #: Channels whose provider drops a repeated send of one record (the receiver dedupes).
 IDEMPOTENT_CHANNELS = frozenset({"webhook"})
 SIGN, TEMPLATE, ALIYUN_SECRET = "noti混沌", "SMS_100001", "chaos-aliyun-secret"
@@ -79,6 +82,14 @@ class Attempt:
     late_s: float = 0.0
     #: A request the fake refused before deciding (bad signature…): a configuration bug.
     refusal: str = ""
+
+
+def truncated(received: Received) -> bool:
+    """Whether the request's body is shorter than its Content-Length said."""
+    try:
+        return len(received.body) < int(received.headers.get("content-length") or 0)
+    except ValueError:
+        return False
 
 
 def parse_tag(tag: str) -> tuple[int, int] | None:
@@ -174,6 +185,9 @@ class ChaosAliyun(AliyunFake):
             tag = str(json.loads(params.get("TemplateParam", "{}")).get("code", ""))
         except ValueError:
             tag = ""
+        if truncated(received):
+            self.ledger.note(Attempt(at, "sms", record_id, tag, sender, TRUNCATED))
+            return Reply(400, b"", close=True)
         refusal = self.verify(received)
         if refusal is not None:
             self.ledger.note(Attempt(at, "sms", record_id, tag, sender, PERMANENT, refusal=str(refusal.body)))
@@ -215,6 +229,9 @@ class ChaosWebhook(WebhookReceiver):
             tag = str(json.loads(received.body).get("tag", ""))
         except (ValueError, AttributeError):
             tag = ""
+        if truncated(received):
+            self.ledger.note(Attempt(at, "webhook", record_id, tag, sender, TRUNCATED))
+            return Reply(400, b"", close=True)
         refusal = self.verify(received)
         if refusal is not None:
             self.ledger.note(

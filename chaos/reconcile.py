@@ -134,8 +134,8 @@ class _Run:
     def due(self, record_id: str, before: float) -> tuple[float | None, float]:
         """When the record was due, as the calls that returned it (before ``before``) set it,
         and when the call that set it returned."""
-        dues = [
-            (r.started + (r.call.delay_s or 0.0), r.returned)
+        dues = [  # from the call's first try: one that raised may have stored the record
+            ((r.raised[0][0] if r.raised else r.started) + (r.call.delay_s or 0.0), r.returned)
             for r in self.by_id.get(record_id, [])
             if r.call.replaces and r.returned is not None and r.returned < before
         ]
@@ -256,12 +256,15 @@ def _outcomes(run: _Run, report: Report) -> None:
 
 
 #: Causes of a repeated send, as the table groups them.
-KILLED, CUT, OUTAGE, UNEXPLAINED = (
-    "worker SIGKILLed after the provider accepted, before recording it",
+KILLED_WAITING, KILLED, CUT, OUTAGE, UNEXPLAINED = (
+    "worker SIGKILLed before the provider's answer reached it",
+    "worker SIGKILLed after the answer, before recording it",
     "recorded outcome dropped by the AOF cut",
     "Redis killed before the outcome was recorded",
     "unexplained",
 )
+#: Time for a provider's answer to reach its sender (loopback, a loaded machine).
+ANSWER_TRAVEL_S = 0.05
 
 
 def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
@@ -270,13 +273,19 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
     killed = run.killed.get(prev.sender)
     if killed is not None and prev.at - IN_FLIGHT_S <= killed <= cur.at:
         if killed < prev.at:
-            return KILLED, (
+            return KILLED_WAITING, (
                 f"worker {prev.sender} SIGKILLed with the request on the wire; "
                 f"the provider took it {1000 * (prev.at - killed):.0f} ms later"
             )
-        return (
-            KILLED,
-            f"worker {prev.sender} SIGKILLed {1000 * (killed - prev.at):.0f} ms after the provider accepted",
+        answered = prev.at + prev.late_s
+        if killed <= answered + ANSWER_TRAVEL_S:
+            held = f", the provider holding its answer {prev.late_s:.1f} s" if prev.late_s else ""
+            return KILLED_WAITING, (
+                f"worker {prev.sender} SIGKILLed {1000 * (killed - prev.at):.0f} ms after the provider "
+                f"accepted{held}"
+            )
+        return KILLED, (
+            f"worker {prev.sender} SIGKILLed {1000 * (killed - answered):.0f} ms after the provider's answer"
         )
     cut = run.cut_covering(prev.at)
     if cut is not None and cur.at > cut.killed_at:
@@ -307,6 +316,7 @@ def _duplicates(run: _Run, report: Report) -> None:
                     "first": run.rel(prev.at),
                     "again": run.rel(cur.at),
                     "by": [prev.sender, cur.sender],
+                    "answer_held_s": round(prev.late_s, 2),
                     "cause": cause,
                     "detail": detail,
                     "explained": cause != UNEXPLAINED,
@@ -389,7 +399,7 @@ def _content_and_time(run: _Run, report: Report) -> None:
             cut = run.cut_covering(setter)
             report.anomalies["sent_early"].append(
                 {
-                    "id": record_id,
+                    **_record_info(run, record_id),
                     "early_s": round(due - first.at, 3),
                     "explained": cut is not None,
                     "cause": "the call that set the due time was in the second the AOF cut dropped"
@@ -468,7 +478,7 @@ def _faults(run: _Run, report: Report) -> None:
         {
             "drain_after_faults_s": round(drain, 2) if drain is not None else None,
             "last_due_after_faults_s": round(last_due - data.faults_end, 2),
-            "producer_max_lag_s": round(data.producer_lag_s, 2),
+            "producer_lag_s": {user: round(lag, 2) for user, lag in data.producer_lag_s.items()},
             "run_s": round(data.finished_s - data.started_s, 1),
         }
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 from chaos.plan import Plan
 from chaos.providers import IDEMPOTENT_CHANNELS
-from chaos.reconcile import CUT, KILLED, OUTAGE, UNEXPLAINED, Report
+from chaos.reconcile import CUT, KILLED, KILLED_WAITING, OUTAGE, UNEXPLAINED, Report
 
 __all__ = ["details", "table"]
 
@@ -60,7 +60,7 @@ def _rows(reports: Sequence[Report]) -> list[Row]:
         ("  repeats the provider dropped (same webhook-id)", lambda r: _dups(r, "provider-deduped")),
         ("DUPLICATED without idempotency (SMS, e-mail)", lambda r: _dups(r, "sent twice")),
     ]
-    for cause in (KILLED, CUT, OUTAGE, UNEXPLAINED):
+    for cause in (KILLED_WAITING, KILLED, CUT, OUTAGE, UNEXPLAINED):
         if any(d["cause"] == cause for r in reports for d in r.duplicates):
             rows.append((f"  repeats: {cause}", _cause_count(cause)))
     rows += [

@@ -74,7 +74,8 @@ class RunData:
     deadline: float = 0.0
     #: (time, length of the level-1 SMS list) during the run.
     flood_backlog: list[tuple[float, int]] = field(default_factory=list)
-    producer_lag_s: float = 0.0
+    #: Seconds each user's calls ran behind the plan at worst.
+    producer_lag_s: dict[str, float] = field(default_factory=dict)
     started_s: float = 0.0
     finished_s: float = 0.0
 
@@ -187,7 +188,7 @@ def run(plan: Plan, *, fsync: str, crash: str = "os", log: Any = print) -> RunDa
             producer.join()
             data.faults_end = time.time()
             data.deadline = data.faults_end + plan.size.drain_deadline_s
-            data.producer_lag_s = producer.max_lag_s
+            data.producer_lag_s = dict(producer.lag_s)
             ids = {r.record_id for r in producer.results if r.record_id}
             log(f"  [{fsync}] faults over; draining ({len(ids)} ids)")
             _drain(data, runtime, ids)

@@ -156,6 +156,21 @@ def test_a_delayed_notification_sent_before_its_time_fails() -> None:
     assert report.anomalies["sent_early"] and not report.ok
 
 
+def test_a_delayed_call_retried_after_raising_counts_its_delay_from_its_first_try() -> None:
+    # given a call that raised as Redis went away, having stored its record, and was retried
+    data = _data()
+    call = Call(1.0, 1, 0, "u1", "sms", 1, "keyed", 10.0, None, "k1")
+    result = CallResult(call, started=T0 + 3.0, returned=T0 + 3.001, record_id="r1")
+    result.raised.append((T0 + 1.0, T0 + 1.01))
+    data.results.append(result)
+    # when it is sent 10.5 s after the first try (8.5 s after the retry that returned its id)
+    _accept(data, "r1", 1, 11.5)
+    _done(data, "r1")
+    # then it was not early: the record may have been made by the first try
+    report = reconcile(data)
+    assert report.ok, report.failures
+
+
 def test_a_debounced_record_sent_with_replaced_content_fails() -> None:
     data = _data()
     _returned(data, "r1", 1, 1.0, delay_s=5.0, identifier="d1", kind="debounce")
