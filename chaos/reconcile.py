@@ -128,21 +128,31 @@ class _Run:
         """The Redis restart whose AOF cut dropped what was written at ``when``."""
         return next((k for k in self.cuts if k.kept_until < when <= k.killed_at), None)
 
-    def first_return(self, record_id: str) -> float:
-        return min(r.returned for r in self.by_id[record_id] if r.returned is not None)
+    def cut_for(self, result: CallResult | None) -> RedisKill | None:
+        """The Redis restart whose AOF cut may have dropped what the call wrote: Redis wrote
+        it between the call's first try and its return (a thread may note the return a
+        little late), and before the kill."""
+        if result is None or result.returned is None:
+            return None
+        first_try, returned = result.raised[0][0] if result.raised else result.started, result.returned
+        return next((k for k in self.cuts if first_try <= k.killed_at and returned > k.kept_until), None)
 
-    def due(self, record_id: str, before: float) -> tuple[float | None, float]:
+    def first_call(self, record_id: str) -> CallResult | None:
+        """The call that returned ``record_id`` first (the one that made it)."""
+        returned = [r for r in self.by_id.get(record_id, []) if r.returned is not None]
+        return min(returned, key=lambda r: r.returned or 0.0) if returned else None
+
+    def due(self, record_id: str, before: float) -> tuple[float | None, CallResult | None]:
         """When the record was due, as the calls that returned it (before ``before``) set it,
-        and when the call that set it returned."""
+        and the call that set it."""
         dues = [  # from the call's first try: one that raised may have stored the record
-            ((r.raised[0][0] if r.raised else r.started) + (r.call.delay_s or 0.0), r.returned)
+            ((r.raised[0][0] if r.raised else r.started) + (r.call.delay_s or 0.0), r)
             for r in self.by_id.get(record_id, [])
             if r.call.replaces and r.returned is not None and r.returned < before
         ]
         if not dues:
-            return None, 0.0
-        due, returned = max(dues)
-        return due, returned
+            return None, None
+        return max(dues, key=lambda pair: pair[0])
 
 
 def reconcile(data: RunData) -> Report:
@@ -203,15 +213,16 @@ def _outcomes(run: _Run, report: Report) -> None:
                 report.anomalies["delivered_but_not_done"].append({"id": record_id, "why": why})
         elif status is None:
             counts["lost"] += 1
-            returned = run.first_return(record_id)
-            cut = run.cut_covering(returned)
+            first = run.first_call(record_id)
+            returned = first.returned if first is not None and first.returned is not None else 0.0
+            cut = run.cut_for(first)
             report.lost.append(
                 {
                     "id": record_id,
                     "returned_at": run.rel(returned),
                     "explained": cut is not None,
                     "cause": (
-                        f"notify() returned {cut.killed_at - returned:.3f} s before Redis was killed; "
+                        f"notify() returned {returned - cut.killed_at:+.3f} s from the Redis kill; "
                         f"the AOF kept writes up to {cut.killed_at - cut.kept_until:.3f} s before the kill"
                         if cut
                         else "no fault explains it"
@@ -355,7 +366,7 @@ def _second_records(run: _Run, report: Report) -> None:
         key_ids = {r.record_id or "" for r in keyed}
         if len(key_ids) > 1:
             first = min(keyed, key=lambda r: r.returned or 0)
-            cut = run.cut_covering(first.returned or 0)
+            cut = run.cut_for(first)
             report.anomalies["idempotency_key_gave_two_ids"].append(
                 {
                     "seq": seq,
@@ -382,13 +393,14 @@ def _second_record_cause(run: _Run, results: list[CallResult], returned: bool) -
         return "a record no call returned, and no call raised while Redis was down", False
     keyed = [r for r in results if r.returned is not None]
     first = min(keyed, key=lambda r: r.returned or 0) if keyed else None
-    if first is not None and first.returned is not None and run.cut_covering(first.returned):
+    if run.cut_for(first):
         return "the first record (and its idempotency key) was in the second the AOF cut dropped", True
     return "two calls returned two ids for one notification, no fault explains it", False
 
 
 def _content_and_time(run: _Run, report: Report) -> None:
     lateness: list[float] = []
+    unlimited: list[float] = []
     for record_id, results in run.by_id.items():
         accepts = run.accepts(record_id)
         if not accepts:
@@ -396,7 +408,7 @@ def _content_and_time(run: _Run, report: Report) -> None:
         first = accepts[0]
         due, setter = run.due(record_id, first.at)
         if due is not None and first.at < due - EARLY_SLACK_S:
-            cut = run.cut_covering(setter)
+            cut = run.cut_for(setter)
             report.anomalies["sent_early"].append(
                 {
                     **_record_info(run, record_id),
@@ -410,6 +422,8 @@ def _content_and_time(run: _Run, report: Report) -> None:
         if due is not None and any(r.call.delay_s for r in results):
             tried = run.attempts[record_id][0]  # lateness of the first attempt, not of a retry
             lateness.append(tried.at - due)
+            if tried.channel != "sms":  # the SMS account's rate limit (the flood) plays no part
+                unlimited.append(tried.at - due)
         for accept in accepts:
             before = [
                 r for r in results if r.call.replaces and r.returned is not None and r.returned < accept.at
@@ -418,7 +432,7 @@ def _content_and_time(run: _Run, report: Report) -> None:
                 continue
             latest = max(before, key=lambda r: r.returned or 0)
             if accept.tag != latest.call.tag:
-                cut = run.cut_covering(latest.returned or 0)
+                cut = run.cut_for(latest)
                 report.anomalies["stale_content"].append(
                     {
                         "id": record_id,
@@ -428,6 +442,7 @@ def _content_and_time(run: _Run, report: Report) -> None:
                     }
                 )
     report.timing["delayed_lateness_s"] = percentiles(lateness)
+    report.timing["delayed_email_webhook_lateness_s"] = percentiles(unlimited)
 
 
 def _flood(run: _Run, report: Report) -> None:

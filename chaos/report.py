@@ -74,6 +74,10 @@ def _rows(reports: Sequence[Report]) -> list[Row]:
         ),
         ("delayed: lateness p50 / p95 / p99 / max", lambda r: _pcts(r.timing.get("delayed_lateness_s", {}))),
         (
+            "  e-mail and webhooks only",
+            lambda r: _pcts(r.timing.get("delayed_email_webhook_lateness_s", {})),
+        ),
+        (
             "worker SIGKILLs / Redis restarts",
             lambda r: f"{r.faults.get('worker_sigkills', 0)} / {len(r.faults.get('redis_restarts', []))}",
         ),

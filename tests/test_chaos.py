@@ -79,6 +79,17 @@ def test_a_loss_in_the_second_an_everysec_aof_cut_dropped_is_explained() -> None
     assert report.ok, report.failures
 
 
+def test_a_call_whose_return_was_noted_just_after_the_kill_is_in_the_cut() -> None:
+    # given a call made before the kill, whose thread noted its return 10 ms after it
+    data = _data("everysec")
+    made = Call(9.99, 1, 0, "u1", "sms", 1, "plain")
+    data.results.append(CallResult(made, started=T0 + 9.99, returned=T0 + 10.01, record_id="r1"))
+    data.redis_kills.append(RedisKill(killed_at=T0 + 10, kept_until=T0 + 9.0, cut_bytes=100, up_at=T0 + 12))
+    # then its loss is the cut's
+    report = reconcile(data)
+    assert report.lost[0]["explained"] and report.ok, report.failures
+
+
 def test_a_loss_before_the_cut_is_not_explained() -> None:
     data = _data("everysec")
     _returned(data, "r1", 1, 5.0)
