@@ -68,7 +68,7 @@ SIGN, TEMPLATE, ALIYUN_SECRET = "noti混沌", "SMS_100001", "chaos-aliyun-secret
 SENDER_HEADER = "x-chaos-sender"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Attempt:
     """One request a provider received and what it answered."""
 
@@ -82,6 +82,8 @@ class Attempt:
     late_s: float = 0.0
     #: A request the fake refused before deciding (bad signature…): a configuration bug.
     refusal: str = ""
+    #: When the answer was written to the sender (None: never, the connection was gone).
+    answered_at: float | None = None
 
 
 def truncated(received: Received) -> bool:
@@ -137,11 +139,12 @@ class Ledger:
             late = self._rng.uniform(*self.late_s) if self._rng.random() < self.late else 0.0
             return ACCEPTED, late
 
-    def note(self, attempt: Attempt) -> None:
+    def note(self, attempt: Attempt) -> Attempt:
         with self._lock:
             self.attempts.append(attempt)
             if attempt.outcome == ACCEPTED:
                 self._accepted.add(attempt.record_id)
+        return attempt
 
     def snapshot(self) -> list[Attempt]:
         with self._lock:
@@ -156,12 +159,32 @@ class Ledger:
         return first
 
 
-class ChaosAliyun(AliyunFake):
+class _Answers:
+    """Notes when each attempt's answer was written (the request's thread handles it from
+    :meth:`FakeServer._next` to :meth:`FakeServer.answered`)."""
+
+    def __init__(self) -> None:
+        self._current = threading.local()
+
+    def _noted(self, attempt: Attempt) -> Attempt:
+        self._current.attempt = attempt
+        return attempt
+
+    def answered(self, received: Received) -> None:
+        attempt = getattr(self._current, "attempt", None)
+        if attempt is not None:
+            attempt.answered_at = time.time()
+            self._current.attempt = None
+
+
+class ChaosAliyun(_Answers, AliyunFake):
     """Aliyun's SendSms, answering as the ledger says. ``senders`` maps an AccessKeyId to
     the worker incarnation that uses it (add one before starting that worker)."""
 
     def __init__(self, ledger: Ledger) -> None:
-        super().__init__(
+        _Answers.__init__(self)
+        AliyunFake.__init__(
+            self,
             access_keys={},
             signs={SIGN},
             templates={TEMPLATE: AliyunTemplate(("code",), kind="notice")},
@@ -210,15 +233,16 @@ class ChaosAliyun(AliyunFake):
                 return reply
             if late_s:
                 reply = Reply(reply.status, reply.body, reply.headers, hang_s=late_s)
-        self.ledger.note(Attempt(at, "sms", record_id, tag, sender, outcome, late_s))
+        self._noted(self.ledger.note(Attempt(at, "sms", record_id, tag, sender, outcome, late_s)))
         return reply
 
 
-class ChaosWebhook(WebhookReceiver):
+class ChaosWebhook(_Answers, WebhookReceiver):
     """A webhook endpoint (every ``/hook/<n>`` path) answering as the ledger says."""
 
     def __init__(self, ledger: Ledger) -> None:
-        super().__init__(SECRET)
+        _Answers.__init__(self)
+        WebhookReceiver.__init__(self, SECRET)
         self.ledger = ledger
 
     def _next(self, received: Received) -> Reply:
@@ -239,7 +263,7 @@ class ChaosWebhook(WebhookReceiver):
             )
             return refusal
         outcome, late_s = self.ledger.decide("webhook", record_id, tag)
-        self.ledger.note(Attempt(at, "webhook", record_id, tag, sender, outcome, late_s))
+        self._noted(self.ledger.note(Attempt(at, "webhook", record_id, tag, sender, outcome, late_s)))
         if outcome == TEMPORARY:
             return Reply(503, {"error": "busy, try again"})
         if outcome == PERMANENT:
@@ -261,14 +285,17 @@ class _ChaosSmtpHandler(SmtpHandler):
         sender = (session.host_name or "?").removesuffix(".chaos.test")
         ledger = self.fake.ledger
         outcome, late_s = ledger.decide("email", record_id, tag)
-        ledger.note(Attempt(at, "email", record_id, tag, sender, outcome, late_s))
+        attempt = ledger.note(Attempt(at, "email", record_id, tag, sender, outcome, late_s))
         if outcome == TEMPORARY:
-            return "451 4.3.0 Mailbox busy, try again later"
-        if outcome == PERMANENT:
-            return "550 5.1.1 Recipient address rejected: user unknown"
-        if late_s:
-            await asyncio.sleep(late_s)
-        return "250 2.0.0 Ok: queued"
+            reply = "451 4.3.0 Mailbox busy, try again later"
+        elif outcome == PERMANENT:
+            reply = "550 5.1.1 Recipient address rejected: user unknown"
+        else:
+            if late_s:
+                await asyncio.sleep(late_s)
+            reply = "250 2.0.0 Ok: queued"
+        attempt.answered_at = time.time()  # aiosmtpd writes the reply as this returns
+        return reply
 
 
 class ChaosSmtp(SmtpFake):

@@ -280,7 +280,15 @@ ANSWER_TRAVEL_S = 0.05
 
 def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
     """Why ``cur`` was sent although the provider had accepted ``prev``: its class (one of
-    the constants above) and the detail."""
+    the constants above) and the detail. The cut of an AOF comes first: a worker killed
+    after it plays no part (the record had gone back to waiting)."""
+    cut = run.cut_covering(prev.at)
+    if cut is not None and cur.at > cut.killed_at:
+        return (
+            CUT,
+            f"sent {cut.killed_at - prev.at:.3f} s before the Redis kill; "
+            f"the AOF kept {cut.killed_at - cut.kept_until:.3f} s less",
+        )
     killed = run.killed.get(prev.sender)
     if killed is not None and prev.at - IN_FLIGHT_S <= killed <= cur.at:
         if killed < prev.at:
@@ -288,8 +296,8 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
                 f"worker {prev.sender} SIGKILLed with the request on the wire; "
                 f"the provider took it {1000 * (prev.at - killed):.0f} ms later"
             )
-        answered = prev.at + prev.late_s
-        if killed <= answered + ANSWER_TRAVEL_S:
+        answered = prev.answered_at
+        if answered is None or killed <= answered + ANSWER_TRAVEL_S:
             held = f", the provider holding its answer {prev.late_s:.1f} s" if prev.late_s else ""
             return KILLED_WAITING, (
                 f"worker {prev.sender} SIGKILLed {1000 * (killed - prev.at):.0f} ms after the provider "
@@ -297,13 +305,6 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
             )
         return KILLED, (
             f"worker {prev.sender} SIGKILLed {1000 * (killed - answered):.0f} ms after the provider's answer"
-        )
-    cut = run.cut_covering(prev.at)
-    if cut is not None and cur.at > cut.killed_at:
-        return (
-            CUT,
-            f"sent {cut.killed_at - prev.at:.3f} s before the Redis kill; "
-            f"the AOF kept {cut.killed_at - cut.kept_until:.3f} s less",
         )
     for kill in run.data.redis_kills:
         if kill.killed_at - OUTAGE_REACH_S <= prev.at <= kill.up_at and cur.at >= kill.killed_at:

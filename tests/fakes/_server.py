@@ -111,6 +111,8 @@ class FakeServer:
                         self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload)
+                self.wfile.flush()
+                fake.answered(received)
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
@@ -165,3 +167,6 @@ class FakeServer:
     def succeed(self, received: Received) -> Reply:
         """The vendor's answer to an accepted request nobody scripted an answer for."""
         raise NotImplementedError
+
+    def answered(self, received: Received) -> None:
+        """Called once the answer to ``received`` is written (on the request's thread)."""
