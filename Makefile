@@ -17,7 +17,7 @@ bench:
 	.venv/bin/python -m bench $(BENCH_ARGS)
 
 # Notifications through 4 workers and beat while workers and Redis are killed; reconciles every id
-# (chaos/__init__.py). About 5 minutes: Redis with appendfsync everysec, then always.
+# (chaos/__init__.py). About 4 minutes on 2 cores: Redis with appendfsync everysec, then always.
 # CHAOS_ARGS="--short" (1,000 notifications), "--fsync always", "--seed 7", "--n 20000".
 chaos:
 	@NOTI_EXTRAS=test scripts/venv.sh
