@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections import deque
@@ -62,9 +63,11 @@ log = logging.getLogger(__name__)
 #: When Redis does not answer the claim, the batch is tried again this much later (its
 #: messages stay unacked meanwhile, so nothing is lost and nothing spins).
 CLAIM_RETRY_S = 5.0
-#: Sends of one batch answered within this long of the first answer of a wave have their
-#: outcomes recorded together (one finish call); a later answer starts the next wave.
-CONCLUDE_WINDOW_S = 0.005
+#: Once a send of a batch is answered, the others answered within this long (or until all
+#: are) have their outcomes recorded with it in one finish call; a later answer starts the
+#: next wave. Sends answered together (the usual case) are one wave, as when the batch's
+#: outcomes were recorded only once all had answered.
+CONCLUDE_WINDOW_S = 0.02
 
 
 class _Held(HeldRequest):
@@ -319,23 +322,27 @@ class DeliveryBatcher:
                 await self._conclude_wave(sender, held, attempts, [(0, outcome)])
                 return
             answered: list[tuple[int, Outcome | Exception]] = []
-            arrived = asyncio.Event()
+            arrived, everyone = asyncio.Event(), asyncio.Event()
+            left = [len(attempts)]  # sends not concluded yet
 
             async def send(i: int) -> None:
                 answered.append((i, await _attempt(sender, attempts[i])))
                 arrived.set()
+                if len(answered) >= left[0]:
+                    everyone.set()
 
             tasks = [asyncio.ensure_future(send(i)) for i in range(len(attempts))]
             try:
-                left = len(attempts)
-                while left:
+                while left[0]:
                     await arrived.wait()
-                    if len(answered) < left:  # the answers coming about now join this wave
-                        await asyncio.sleep(CONCLUDE_WINDOW_S)
+                    if len(answered) < left[0]:  # the answers coming about now join this wave
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(everyone.wait(), CONCLUDE_WINDOW_S)
                     wave = list(answered)
                     answered.clear()
                     arrived.clear()
-                    left -= len(wave)
+                    everyone.clear()
+                    left[0] -= len(wave)
                     release([i for i, _ in wave])
                     await self._conclude_wave(sender, held, attempts, wave)
             finally:
