@@ -48,9 +48,9 @@ EARLY_SLACK_S = 0.05
 #: A provider may take a request up to this long after its sender died (the request was
 #: on the wire, or waiting for the fake's thread, when the SIGKILL came).
 IN_FLIGHT_S = 1.0
-#: How long before a Redis kill a send may have been made whose outcome the outage kept
-#: from being recorded (a batch's sends and its finish: the lease plus the late answers).
-OUTAGE_REACH_S = 15.0
+#: How long before a Redis kill a send may have been answered whose outcome the outage kept
+#: from being recorded (its finish call in flight when Redis went away).
+OUTAGE_REACH_S = 2.0
 
 
 @dataclass
@@ -282,11 +282,13 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
     """Why ``cur`` was sent although the provider had accepted ``prev``: its class (one of
     the constants above) and the detail. The cut of an AOF comes first: a worker killed
     after it plays no part (the record had gone back to waiting)."""
-    cut = run.cut_covering(prev.at)
+    # the outcome can only have been recorded once the answer was written
+    answered = prev.answered_at if prev.answered_at is not None else prev.at + prev.late_s
+    cut = run.cut_covering(answered)
     if cut is not None and cur.at > cut.killed_at:
         return (
             CUT,
-            f"sent {cut.killed_at - prev.at:.3f} s before the Redis kill; "
+            f"answered {cut.killed_at - answered:.3f} s before the Redis kill; "
             f"the AOF kept {cut.killed_at - cut.kept_until:.3f} s less",
         )
     killed = run.killed.get(prev.sender)
@@ -296,8 +298,7 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
                 f"worker {prev.sender} SIGKILLed with the request on the wire; "
                 f"the provider took it {1000 * (prev.at - killed):.0f} ms later"
             )
-        answered = prev.answered_at
-        if answered is None or killed <= answered + ANSWER_TRAVEL_S:
+        if prev.answered_at is None or killed <= answered + ANSWER_TRAVEL_S:
             held = f", the provider holding its answer {prev.late_s:.1f} s" if prev.late_s else ""
             return KILLED_WAITING, (
                 f"worker {prev.sender} SIGKILLed {1000 * (killed - prev.at):.0f} ms after the provider "
@@ -307,8 +308,8 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
             f"worker {prev.sender} SIGKILLed {1000 * (killed - answered):.0f} ms after the provider's answer"
         )
     for kill in run.data.redis_kills:
-        if kill.killed_at - OUTAGE_REACH_S <= prev.at <= kill.up_at and cur.at >= kill.killed_at:
-            return OUTAGE, f"sent {kill.killed_at - prev.at:.1f} s before Redis was killed"
+        if kill.killed_at - OUTAGE_REACH_S <= answered <= kill.up_at and cur.at >= kill.killed_at:
+            return OUTAGE, f"answered {answered - kill.killed_at:+.2f} s from the Redis kill"
     if prev.sender == cur.sender:
         return UNEXPLAINED, f"worker {prev.sender} sent it twice, no fault in between"
     slow = f" (the provider answered it {prev.late_s:.1f} s late)" if prev.late_s else ""

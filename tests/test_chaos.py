@@ -146,6 +146,24 @@ def test_a_repeat_after_its_sender_was_killed_is_explained_and_one_without_a_fau
     assert not report.ok and not report.duplicates[0]["explained"]
 
 
+def test_a_repeat_is_put_down_to_the_aof_cut_by_when_the_answer_was_written() -> None:
+    # given a send answered 6.5 s late, in the second before Redis was killed, and sent again
+    data = _data("everysec")
+    _returned(data, "r1", 1, 1.0)
+    first = Attempt(T0 + 3.0, "sms", "r1", "c1v0", "w1.1", ACCEPTED, late_s=6.5, answered_at=T0 + 9.5)
+    data.attempts.append(first)
+    _accept(data, "r1", 1, 14.0, sender="w2.1")
+    _done(data, "r1")
+    data.redis_kills.append(RedisKill(killed_at=T0 + 10, kept_until=T0 + 9.0, cut_bytes=1, up_at=T0 + 12))
+    # then the cut dropped its recorded outcome
+    report = reconcile(data)
+    assert report.ok, report.failures
+    assert report.duplicates[0]["cause"] == "recorded outcome dropped by the AOF cut"
+    # and had it been answered at once, seven seconds before the kill, nothing would explain it
+    first.late_s, first.answered_at = 0.0, T0 + 3.0
+    assert not reconcile(data).ok
+
+
 def test_a_repeat_an_idempotent_provider_dropped_is_counted_as_deduped() -> None:
     data = _data()
     _returned(data, "r1", 1, 1.0, channel="webhook")
