@@ -270,7 +270,7 @@ def _outcomes(run: _Run, report: Report) -> None:
 KILLED_WAITING, KILLED, CUT, OUTAGE, UNEXPLAINED = (
     "worker SIGKILLed before the provider's answer reached it",
     "worker SIGKILLed after the answer, before recording it",
-    "recorded outcome dropped by the AOF cut",
+    "claim or recorded outcome dropped by the AOF cut",
     "Redis killed before the outcome was recorded",
     "unexplained",
 )
@@ -282,15 +282,17 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
     """Why ``cur`` was sent although the provider had accepted ``prev``: its class (one of
     the constants above) and the detail. The cut of an AOF comes first: a worker killed
     after it plays no part (the record had gone back to waiting)."""
-    # the outcome can only have been recorded once the answer was written
+    # the outcome can only have been recorded once the answer was written; a send in the
+    # cut second had its claim (lease) there too: the record went back to waiting
     answered = prev.answered_at if prev.answered_at is not None else prev.at + prev.late_s
-    cut = run.cut_covering(answered)
-    if cut is not None and cur.at > cut.killed_at:
-        return (
-            CUT,
-            f"answered {cut.killed_at - answered:.3f} s before the Redis kill; "
-            f"the AOF kept {cut.killed_at - cut.kept_until:.3f} s less",
-        )
+    for what, when in (("answered", answered), ("sent", prev.at)):
+        cut = run.cut_covering(when)
+        if cut is not None and cur.at > cut.killed_at:
+            return (
+                CUT,
+                f"{what} {cut.killed_at - when:.3f} s before the Redis kill; "
+                f"the AOF kept {cut.killed_at - cut.kept_until:.3f} s less",
+            )
     killed = run.killed.get(prev.sender)
     if killed is not None and prev.at - IN_FLIGHT_S <= killed <= cur.at:
         if killed < prev.at:

@@ -158,7 +158,7 @@ def test_a_repeat_is_put_down_to_the_aof_cut_by_when_the_answer_was_written() ->
     # then the cut dropped its recorded outcome
     report = reconcile(data)
     assert report.ok, report.failures
-    assert report.duplicates[0]["cause"] == "recorded outcome dropped by the AOF cut"
+    assert report.duplicates[0]["cause"] == "claim or recorded outcome dropped by the AOF cut"
     # and had it been answered at once, seven seconds before the kill, nothing would explain it
     first.late_s, first.answered_at = 0.0, T0 + 3.0
     assert not reconcile(data).ok
