@@ -124,9 +124,11 @@ class _Run:
     def rel(self, when: float) -> float:
         return round(when - self.data.t0, 3)
 
-    def cut_covering(self, when: float) -> RedisKill | None:
-        """The Redis restart whose AOF cut dropped what was written at ``when``."""
-        return next((k for k in self.cuts if k.kept_until < when <= k.killed_at), None)
+    def cut_covering(self, when: float, until: float | None = None) -> RedisKill | None:
+        """The Redis restart whose AOF cut dropped what was written at ``when`` (or at some
+        time from ``when`` to ``until``)."""
+        last = when if until is None else until
+        return next((k for k in self.cuts if k.kept_until < last and when <= k.killed_at), None)
 
     def cut_for(self, result: CallResult | None) -> RedisKill | None:
         """The Redis restart whose AOF cut may have dropped what the call wrote: Redis wrote
@@ -276,6 +278,9 @@ KILLED_WAITING, KILLED, CUT, OUTAGE, UNEXPLAINED = (
 )
 #: Time for a provider's answer to reach its sender (loopback, a loaded machine).
 ANSWER_TRAVEL_S = 0.05
+#: How soon after its answer a send's outcome is recorded, at most, on a loaded machine
+#: (for telling whether an AOF cut dropped it).
+RECORD_SLACK_S = 0.5
 
 
 def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
@@ -285,8 +290,8 @@ def _repeat_cause(run: _Run, prev: Attempt, cur: Attempt) -> tuple[str, str]:
     # the outcome can only have been recorded once the answer was written; a send in the
     # cut second had its claim (lease) there too: the record went back to waiting
     answered = prev.answered_at if prev.answered_at is not None else prev.at + prev.late_s
-    for what, when in (("answered", answered), ("sent", prev.at)):
-        cut = run.cut_covering(when)
+    for what, when, slack in (("answered", answered, RECORD_SLACK_S), ("sent", prev.at, 0.0)):
+        cut = run.cut_covering(when, when + slack)
         if cut is not None and cur.at > cut.killed_at:
             return (
                 CUT,
