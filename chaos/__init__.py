@@ -18,7 +18,9 @@ no such cause, or a process crashed.
 
 Modules: :mod:`chaos.plan` (what happens, from a seed), :mod:`chaos.providers` (the fakes and
 the ledger of attempts), :mod:`chaos.cluster` (Redis, workers, beat, the faults),
-:mod:`chaos.producer` (the application's calls), :mod:`chaos.run` (one run's timeline).
+:mod:`chaos.producer` (the application's calls), :mod:`chaos.run` (one run's timeline),
+:mod:`chaos.facts` (what it observed, indexed), :mod:`chaos.reconcile` (the verdicts) and
+:mod:`chaos.causes` (why something was sent twice).
 ``tests/test_chaos.py`` runs the short form (1,000 notifications, 2 worker kills, 1 Redis
 restart) in the suite.
 """

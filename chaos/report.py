@@ -6,9 +6,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from chaos.causes import CUT, KILLED, KILLED_WAITING, OUTAGE, UNEXPLAINED
 from chaos.plan import Plan
 from chaos.providers import IDEMPOTENT_CHANNELS
-from chaos.reconcile import CUT, KILLED, KILLED_WAITING, OUTAGE, UNEXPLAINED, Report
+from chaos.reconcile import Report
 
 __all__ = ["details", "table"]
 
