@@ -6,7 +6,8 @@ return the vendor's refusal, or None) and :meth:`FakeServer.succeed` (the vendor
 answer). A request that fails verification always gets the refusal; one that passes gets
 the next scripted reply, else the success. Tests script the next answers
 (``fake.script(Reply(...))``), make the fake slow (``fake.delay_s``), drop connections
-(``Reply(hang_s=…)``, ``Reply(close=True)``) and read what it received (``fake.requests``).
+(``Reply(hang_s=…)``, ``Reply(close=True)``) and read what it received (``fake.requests``);
+a subclass hears when each answer has been written (:meth:`FakeServer.answered`).
 """
 
 from __future__ import annotations
