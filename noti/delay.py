@@ -106,8 +106,10 @@ PublishFn = Callable[[Iterable[tuple[str, Channel, int]]], int]
 class DelayedQueue:
     """The delayed set of one key prefix."""
 
-    #: How long a taken-but-unconfirmed id waits before it fires again.
-    REARM_MS = 30_000
+    #: How long a taken-but-unconfirmed id waits before it fires again: longer than a pass
+    #: takes, short enough that what a pump killed mid-pass took is only a little late (a
+    #: duplicate message, should the pass still be going, is refused by the claim).
+    REARM_MS = 5_000
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.redis = client
@@ -178,7 +180,9 @@ class Pump:
     the outage and the recovery are logged once each, tries at most every 2 s), then goes on;
     the lock, if it expired meanwhile, is taken again by whichever worker gets it first."""
 
-    LOCK_TTL_S = 10.0
+    #: The pump lock's time-to-live (renewed every pass): how long due records wait when the
+    #: worker that pumps dies (the others look every quarter of it).
+    LOCK_TTL_S = 3.0
 
     def __init__(
         self,

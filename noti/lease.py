@@ -13,7 +13,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from noti.errors import NotiError
@@ -32,6 +32,10 @@ class _Held:
     renewed_at: float
 
 
+def _release_nothing(positions: Iterable[int]) -> None:
+    """``release`` of an empty :meth:`LeaseKeeper.hold_many`."""
+
+
 class LeaseKeeper:
     """Renews the leases of the sends in progress in this process."""
 
@@ -45,11 +49,13 @@ class LeaseKeeper:
         self._wake_at = math.inf
 
     @contextlib.contextmanager
-    def hold_many(self, leases: Sequence[tuple[str, str, int]]) -> Iterator[None]:
+    def hold_many(self, leases: Sequence[tuple[str, str, int]]) -> Iterator[Callable[[Iterable[int]], None]]:
         """Keep the ``(record id, owner, lease ms)`` leases alive for the ``with`` block (one
-        lock round for the lot: a batch of sends in flight)."""
+        lock round for the lot: a batch of sends in flight). Yields ``release(positions)``,
+        which stops renewing the leases at those positions of ``leases`` before the block
+        ends (their sends are over)."""
         if not leases:
-            yield
+            yield _release_nothing
             return
         with self._cond:
             now = time.monotonic()
@@ -63,8 +69,14 @@ class LeaseKeeper:
             soonest = min((lease_ms for _, _, lease_ms in leases), default=None)
             if soonest is not None and now + soonest / 3000 < self._wake_at:  # else it looks in time
                 self._cond.notify()
+
+        def release(positions: Iterable[int]) -> None:
+            with self._cond:
+                for position in positions:
+                    self._held.pop(tokens[position], None)
+
         try:
-            yield
+            yield release
         finally:
             with self._cond:
                 for token in tokens:

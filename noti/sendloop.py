@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from noti.providers import _http11
 
-__all__ = ["SEND_THREADS", "SendLoop", "send_loop"]
+__all__ = ["RECORD_THREADS", "SEND_THREADS", "SendLoop", "send_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,12 @@ T = TypeVar("T")
 
 #: Seconds sends still running may take when the interpreter exits.
 EXIT_TIMEOUT_S = 2.0
-#: Threads for blocking provider calls and outcome recording started from the loop.
+#: Threads for blocking provider calls started from the loop.
 SEND_THREADS = 64
+#: Threads that record outcomes (finish script calls), apart from the send threads: an
+#: outcome never waits for a thread behind blocking provider calls (slow vendors, sends
+#: waiting for a rate limit's token), where a worker killed meanwhile would send it again.
+RECORD_THREADS = 4
 
 
 class SendLoop:
@@ -40,6 +44,7 @@ class SendLoop:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._recorder: concurrent.futures.ThreadPoolExecutor | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -58,6 +63,17 @@ class SendLoop:
                 ready.wait()
             return self._loop
 
+    @property
+    def recorder(self) -> concurrent.futures.Executor:
+        """The threads that record outcomes (:data:`RECORD_THREADS`), for the loop's
+        ``run_in_executor``."""
+        with self._lock:
+            if self._recorder is None:
+                self._recorder = concurrent.futures.ThreadPoolExecutor(
+                    RECORD_THREADS, thread_name_prefix="noti-record"
+                )
+            return self._recorder
+
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run ``coro`` on the loop; thread-safe. Its result or exception is in the future."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -75,6 +91,10 @@ class SendLoop:
             log.warning("send loop: sends still running at shutdown", exc_info=True)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+        with self._lock:
+            recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.shutdown(wait=False)
 
     @staticmethod
     def _run(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:

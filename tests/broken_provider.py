@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from noti.errors import RateLimited, RecipientOptedOut, StoreUnavailable
 from noti.providers.base import Message, Provider, Receipt
 from noti.record import Channel
@@ -43,3 +45,20 @@ class OptedOutProvider(Provider):
 
     def send(self, message: Message) -> Receipt:
         raise RecipientOptedOut("the recipient replied STOP", provider=self.name, vendor_code="21610")
+
+
+#: Opened by a test: until then :class:`GatedProvider` holds its sends to targets ending in 9.
+GATE = threading.Event()
+
+
+class GatedProvider(Provider):
+    """A blocking vendor: answers at once, except to targets ending in 9, whose sends hold
+    their thread until :data:`GATE` opens (at most 30 s)."""
+
+    kind = "gated"
+    channels = frozenset(Channel)
+
+    def send(self, message: Message) -> Receipt:
+        if message.target.endswith("9"):
+            GATE.wait(30)
+        return Receipt(self.name, f"gated-{message.id}")

@@ -17,6 +17,7 @@ from tests.conftest import sandbox_outbox, wait_until
 from tests.fakes.webhook import SECRET, WebhookReceiver
 
 PHONE = "+8613912345678"
+PHONE9 = "+8613912345679"
 
 
 def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
@@ -158,6 +159,95 @@ def test_a_stopping_worker_finishes_the_sends_in_flight(
     assert rt.redis.hlen("unacked") == 0, worker.output()
     assert sum(rt.redis.llen(k) for k in rt.redis.keys("noti.webhook*")) == 0
     assert Counter(slow_receiver.ids) == Counter(ids)
+
+
+def test_a_slow_send_does_not_hold_back_the_outcomes_of_its_batch(
+    configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    # given one batch of webhooks: 9 to a receiver that answers at once, 1 to one that
+    # answers after 4 s (found by the chaos run: a worker killed while the slow one was
+    # pending sent the 9 others again, their outcomes not recorded yet)
+    rt = configure(
+        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
+        channels={"webhook": {"provider": "hook"}},
+    )
+    finishes = _count_calls(monkeypatch, "finish_many")
+    with WebhookReceiver() as fast, WebhookReceiver() as slow:
+        slow.delay_s = 4.0
+        items = [{"type": "webhook", "to": fast.url + "/in", "content": {"n": i}} for i in range(9)]
+        items.insert(4, {"type": "webhook", "to": slow.url + "/in", "content": {"slow": True}})
+        ids = noti.notify_many(items).ids
+        slow_id, fast_ids = ids[4], [i for i in ids if i != ids[4]]
+        with start_worker_now():
+            # when the batch is sent
+            wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in fast_ids), timeout=30)
+            # then the 9 quick outcomes are recorded (and acked) while the slow send waits for
+            # its answer
+            assert rt.store.get(slow_id).status is Status.WAITING
+            assert len(slow.requests) == 1
+            wait_until(lambda: rt.store.get(slow_id).status is Status.DONE, timeout=30)
+    assert sorted(fast.ids) == sorted(fast_ids) and slow.ids == [slow_id]
+    assert sum(finishes) == 10 and len(finishes) >= 2, finishes
+
+
+def test_a_send_that_raises_goes_back_to_the_queue_and_its_batch_is_recorded(
+    configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    # given a bug that breaks one send of a batch on the send loop, once
+    rt = configure(
+        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
+        channels={"webhook": {"provider": "hook"}},
+        lease_timeout_s=1,
+    )
+    from noti.sender import Sender
+
+    original = Sender.attempt_async
+    broken: list[str] = []
+
+    async def attempt_async(self: Sender, attempt: Any) -> Any:
+        if not broken:
+            broken.append(attempt.record.id)
+            raise RuntimeError("a bug")
+        return await original(self, attempt)
+
+    monkeypatch.setattr(Sender, "attempt_async", attempt_async)
+    with WebhookReceiver() as receiver:
+        ids = noti.notify_many(
+            [{"type": "webhook", "to": receiver.url + "/in", "content": {"n": i}} for i in range(5)]
+        ).ids
+        # when a worker sends them: the others are recorded, the broken one is queued again
+        # and sent once its lease ends
+        with start_worker_now():
+            wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in ids), timeout=30)
+    assert broken and sorted(receiver.ids) == sorted(ids)
+
+
+def test_outcomes_are_recorded_while_blocking_sends_hold_every_send_thread(
+    configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
+) -> None:
+    # given a send loop with two send threads, and one batch of three SMS to a blocking
+    # vendor: the first answered at once, the two others held until the test says
+    from noti import sendloop
+    from tests import broken_provider
+
+    sendloop.send_loop().stop()
+    monkeypatch.setattr(sendloop, "SEND_THREADS", 2)
+    rt = configure(providers={"gated": {"kind": "tests.broken_provider:GatedProvider"}})
+    broken_provider.GATE.clear()
+    items = [{"type": "sms", "to": to, "text": "t", "provider": "gated"} for to in (PHONE, PHONE9, PHONE9)]
+    quick, *held = noti.notify_many(items).ids
+    try:
+        with start_worker_now():
+            # when the held sends take both send threads
+            # then the quick one's outcome is recorded anyway (it used to wait for a send
+            # thread, where a worker killed meanwhile would send it again)
+            wait_until(lambda: rt.store.get(quick).status is Status.DONE, timeout=15)
+            assert [rt.store.get(i).status for i in held] == [Status.WAITING] * 2
+            broken_provider.GATE.set()
+            wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in held), timeout=30)
+    finally:
+        broken_provider.GATE.set()
+        sendloop.send_loop().stop()  # the next test gets a loop with its usual threads
 
 
 def test_task_mode_still_runs_one_message_per_task(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -158,6 +159,38 @@ def test_two_pumps_never_publish_a_record_twice(rt: Any) -> None:
         for pump in pumps:
             pump.stop()
     assert sorted(published) == sorted(f"r{i}" for i in range(600))
+
+
+def test_due_records_a_dead_pump_took_go_out_seconds_later(rt: Any) -> None:
+    # given a due record that a pump took and then died before publishing (found by the chaos
+    # run: its pump's worker SIGKILLed, delayed notifications went out 10 to 30 s late), and
+    # the pump lock still held by that dead pump
+    rt.delayed.schedule("r1", now_ms() - 1)
+    rt.redis.hset(rt.keys.record("r1"), mapping={"noti_type": "sms", "noti_lv": "1", "noti_st": "1"})
+
+    def killed(items: Any) -> int:
+        raise RuntimeError("SIGKILL")
+
+    with pytest.raises(RuntimeError):
+        rt.delayed.pump_once(killed)
+    rt.redis.set(rt.keys.lock("pump"), "the dead pump", px=int(Pump.LOCK_TTL_S * 1000))
+    # when another worker's pump runs
+    published: list[str] = []
+    pump = Pump(
+        DelayedQueue(rt.redis, rt.keys),
+        lambda items: published.extend(i[0] for i in items) or 1,
+        interval_s=0.05,
+    )
+    started = time.monotonic()
+    pump.start()
+    try:
+        wait_until(lambda: published, timeout=30)
+    finally:
+        pump.stop()
+    # then it takes over and publishes the record within a few seconds
+    assert published == ["r1"]
+    assert Pump.LOCK_TTL_S <= 3 and DelayedQueue.REARM_MS <= 5000
+    assert time.monotonic() - started < DelayedQueue.REARM_MS / 1000 + Pump.LOCK_TTL_S / 4 + 2
 
 
 def test_a_lost_queue_message_is_swept_back_and_delivered_once(rt: Any) -> None:

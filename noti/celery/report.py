@@ -51,9 +51,11 @@ def delivery_result(record_id: str, outcome: Outcome) -> dict[str, str]:
 
 
 class HeldRequest:
-    """A message a batch worker holds, as ``celery inspect`` and ``revoke`` read a Request."""
+    """A message a batch worker holds, as Celery's worker reads a Request in its registry:
+    ``celery inspect`` and ``revoke``, and the consumer when the broker connection is lost
+    (``acknowledged``, ``cancel``, ``eventer``) or the worker shuts down."""
 
-    __slots__ = ("__weakref__", "id", "record_id", "message", "received", "time_start", "report")
+    __slots__ = ("__weakref__", "id", "record_id", "message", "received", "time_start", "report", "eventer")
 
     def __init__(self, task_id: str, record_id: str, message: Any, received: float, report: DeliveryReport):
         self.id = task_id
@@ -64,6 +66,14 @@ class HeldRequest:
         #: ``time.time()`` when its send started (None while only reserved).
         self.time_start: float | None = None
         self.report = report
+        #: Celery's consumer hands each registered request its new event dispatcher after a
+        #: reconnect; the batch worker reports through its own (:class:`DeliveryReport`).
+        self.eventer: Any = None
+
+    @property
+    def acknowledged(self) -> bool:
+        """Whether the message has been acked (or rejected) already."""
+        return bool(self.message.acknowledged)
 
     @property
     def name(self) -> str:
@@ -92,6 +102,13 @@ class HeldRequest:
     def terminate(self, pool: Any, signal: Any = None) -> None:
         """A send in progress cannot be cut short (a provider may already have it); its
         record was revoked before the send if the revoke came in time."""
+
+    def cancel(self, pool: Any, signal: Any = None, emit_retry: bool = True) -> None:
+        """Celery cancels the unacked late-ack requests in progress when the broker connection
+        is lost (``worker_cancel_long_running_tasks_on_connection_loss``) and at a cold
+        shutdown, so that the broker delivers them again. A send in progress is not cut
+        short: it finishes and records its outcome; its message, which cannot be acked on the
+        lost connection, comes back after the visibility timeout and finds the record final."""
 
     def humaninfo(self) -> str:
         return f"{self.name}[{self.id}]"

@@ -6,7 +6,8 @@ return the vendor's refusal, or None) and :meth:`FakeServer.succeed` (the vendor
 answer). A request that fails verification always gets the refusal; one that passes gets
 the next scripted reply, else the success. Tests script the next answers
 (``fake.script(Reply(...))``), make the fake slow (``fake.delay_s``), drop connections
-(``Reply(hang_s=…)``, ``Reply(close=True)``) and read what it received (``fake.requests``).
+(``Reply(hang_s=…)``, ``Reply(close=True)``) and read what it received (``fake.requests``);
+a subclass hears when each answer has been written (:meth:`FakeServer.answered`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ class FakeServer:
                         self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(payload)
+                self.wfile.flush()
+                fake.answered(received)
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
@@ -165,3 +168,6 @@ class FakeServer:
     def succeed(self, received: Received) -> Reply:
         """The vendor's answer to an accepted request nobody scripted an answer for."""
         raise NotImplementedError
+
+    def answered(self, received: Received) -> None:
+        """Called once the answer to ``received`` is written (on the request's thread)."""

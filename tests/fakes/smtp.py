@@ -34,7 +34,7 @@ from typing import Any, Literal
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-__all__ = ["Certificates", "ReceivedMail", "SmtpFake", "make_certificates"]
+__all__ = ["Certificates", "ReceivedMail", "SmtpFake", "SmtpHandler", "make_certificates"]
 
 Stage = Literal["ehlo", "mail", "rcpt", "data"]
 
@@ -190,12 +190,16 @@ class SmtpFake:
         if security == "starttls":
             smtp_options.update(tls_context=server_tls, require_starttls=True)
         self._controller = _Controller(
-            _Handler(self),
+            self.handler(),
             hostname="127.0.0.1",
             port=0,
             ssl_context=server_tls if security == "tls" else None,
             **smtp_options,
         )
+
+    def handler(self) -> Any:
+        """The aiosmtpd handler answering for this fake (a subclass may answer otherwise)."""
+        return SmtpHandler(self)
 
     @property
     def host(self) -> str:
@@ -256,7 +260,7 @@ class SmtpFake:
         return reply
 
 
-class _Handler:
+class SmtpHandler:
     """aiosmtpd hooks, delegating to the fake's script."""
 
     def __init__(self, fake: SmtpFake) -> None:

@@ -14,9 +14,12 @@ handed out (the hub's ``call_soon``, so a lone message waits for nothing), flush
 2. records whose providers answer at once (the sandbox) are sent on the consumer thread;
    the others go to the process's send loop (:mod:`noti.sendloop`), where they wait on
    the network concurrently while the consumer fetches the next batch;
-3. one finish script call records the outcomes (dead letters included), then the
-   messages are acked — after the outcome, as ``acks_late`` would — directly on the
-   consumer thread (Celery's ack promise would defer each through the hub).
+3. a finish script call records the outcomes (dead letters included), then the messages
+   are acked — after the outcome, as ``acks_late`` would — directly on the consumer thread
+   (Celery's ack promise would defer each through the hub). On the send loop the outcomes
+   are recorded as the answers come: those answered within :data:`CONCLUDE_WINDOW_S` of
+   each other in one call, so a slow send never holds back the outcomes of the sends
+   answered before it (a worker killed meanwhile would send those again).
 
 A message is acked only once its record's outcome is stored, so a crash loses nothing: its
 messages come back after the visibility timeout and the claim keeps anything from being sent
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections import deque
@@ -59,12 +63,17 @@ log = logging.getLogger(__name__)
 #: When Redis does not answer the claim, the batch is tried again this much later (its
 #: messages stay unacked meanwhile, so nothing is lost and nothing spins).
 CLAIM_RETRY_S = 5.0
+#: Once a send of a batch is answered, the others answered within this long (or until all
+#: are) have their outcomes recorded with it in one finish call; a later answer starts the
+#: next wave. Sends answered together (the usual case) are one wave, as when the batch's
+#: outcomes were recorded only once all had answered.
+CONCLUDE_WINDOW_S = 0.02
 
 
 class _Held(HeldRequest):
     """One received message waiting for its record's outcome (what ``inspect`` lists)."""
 
-    __slots__ = ("claim", "mark", "taken")
+    __slots__ = ("claim", "handed_back", "mark", "taken")
 
     def __init__(
         self,
@@ -83,6 +92,8 @@ class _Held(HeldRequest):
         self.mark = ""
         #: Acked, requeued, or handed to the send loop: no longer this flush's to settle.
         self.taken = False
+        #: Handed back by the send loop to the consumer thread, to be acked or requeued.
+        self.handed_back = False
 
     @property
     def retries(self) -> int:
@@ -115,7 +126,7 @@ class DeliveryBatcher:
         self.pending: list[_Held] = []
         # outcomes recorded on the send loop, waiting for the consumer thread to ack them
         self.concluded: deque[tuple[list[_Held], list[SendResult] | None]] = deque()
-        self.in_flight: set[concurrent.futures.Future[list[SendResult]]] = set()
+        self.in_flight: set[concurrent.futures.Future[None]] = set()
 
     def __call__(self, message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> None:
         headers = message.headers
@@ -243,8 +254,8 @@ class DeliveryBatcher:
         for held, attempt in pairs:
             (inline if sender.inline(attempt.record) else waiting).append((held, attempt))
         if waiting:
-            future = send_loop().submit(self._send_waiting(sender, [a for _, a in waiting]))
             held_waiting = [h for h, _ in waiting]
+            future = send_loop().submit(self._send_waiting(sender, held_waiting, [a for _, a in waiting]))
             for h in held_waiting:
                 h.taken = True
             self.in_flight.add(future)
@@ -299,31 +310,90 @@ class DeliveryBatcher:
             return
         self._settled(held, results)
 
-    @staticmethod
-    async def _send_waiting(sender: Sender, attempts: list[Attempt]) -> list[SendResult]:
-        with sender.runtime.lease_keeper.hold_many([(a.record.id, a.owner, a.lease_ms) for a in attempts]):
+    async def _send_waiting(self, sender: Sender, held: list[_Held], attempts: list[Attempt]) -> None:
+        """On the send loop: send ``attempts`` (the messages ``held``) and record their
+        outcomes in waves as the answers come (:data:`CONCLUDE_WINDOW_S`), each wave handed
+        back to the consumer thread to be acked."""
+        leases = [(a.record.id, a.owner, a.lease_ms) for a in attempts]
+        with sender.runtime.lease_keeper.hold_many(leases) as release:
             if len(attempts) == 1:  # no task of its own: it starts now, not a loop turn later
-                outcomes = [await sender.attempt_async(attempts[0])]
-            else:
-                outcomes = await asyncio.gather(*(sender.attempt_async(a) for a in attempts))
-        loop = asyncio.get_running_loop()
-        pairs = list(zip(attempts, outcomes, strict=True))
-        return await loop.run_in_executor(None, sender.conclude_many, pairs)
+                outcome = await _attempt(sender, attempts[0])
+                release([0])
+                await self._conclude_wave(sender, held, attempts, [(0, outcome)])
+                return
+            answered: list[tuple[int, Outcome | Exception]] = []
+            arrived, everyone = asyncio.Event(), asyncio.Event()
+            left = [len(attempts)]  # sends not concluded yet
 
-    def _on_sent(self, held: list[_Held], future: concurrent.futures.Future[list[SendResult]]) -> None:
-        """On the send loop: hand the batch back to the consumer thread (the hub's
-        ``call_soon`` is thread-safe and wakes it)."""
+            async def send(i: int) -> None:
+                answered.append((i, await _attempt(sender, attempts[i])))
+                arrived.set()
+                if len(answered) >= left[0]:
+                    everyone.set()
+
+            tasks = [asyncio.ensure_future(send(i)) for i in range(len(attempts))]
+            try:
+                while left[0]:
+                    await arrived.wait()
+                    if len(answered) < left[0]:  # the answers coming about now join this wave
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(everyone.wait(), CONCLUDE_WINDOW_S)
+                    wave = list(answered)
+                    answered.clear()
+                    arrived.clear()
+                    everyone.clear()
+                    left[0] -= len(wave)
+                    release([i for i, _ in wave])
+                    await self._conclude_wave(sender, held, attempts, wave)
+            finally:
+                for task in tasks:  # only when this coroutine is cancelled (the loop stops)
+                    task.cancel()
+
+    async def _conclude_wave(
+        self,
+        sender: Sender,
+        held: list[_Held],
+        attempts: list[Attempt],
+        wave: list[tuple[int, Outcome | Exception]],
+    ) -> None:
+        """Record the outcomes of ``wave`` (positions in ``attempts``) in one finish call and
+        hand them back; a send that raised (a bug) is put back in the queue."""
+        sent = [(i, outcome) for i, outcome in wave if isinstance(outcome, Outcome)]
+        for i, outcome in wave:
+            if not isinstance(outcome, Outcome):
+                log.error("noti.deliver %s: the send failed: %r", attempts[i].record.id, outcome)
+                self._hand_back([held[i]], None)
+        if not sent:
+            return
         results: list[SendResult] | None = None
-        if not future.cancelled() and future.exception() is None:
-            results = future.result()
-            for h, result in zip(held, results, strict=True):
-                h.mark = result.mark
-        else:
-            exc = "cancelled" if future.cancelled() else future.exception()
-            log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(held), exc)
+        pairs = [(attempts[i], outcome) for i, outcome in sent]
+        try:
+            recorder = send_loop().recorder  # never behind the blocking sends of the default pool
+            results = await asyncio.get_running_loop().run_in_executor(recorder, sender.conclude_many, pairs)
+        except Exception as exc:
+            log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(pairs), exc)
+        self._hand_back([held[i] for i, _ in sent], results)
+
+    def _hand_back(self, held: list[_Held], results: list[SendResult] | None) -> None:
+        """From the send loop: give ``held`` to the consumer thread, to be acked once their
+        outcomes are recorded (``results``) or requeued (None). The hub's ``call_soon`` is
+        thread-safe and wakes it."""
+        for i, h in enumerate(held):
+            h.handed_back = True
+            if results is not None:
+                h.mark = results[i].mark
         self.concluded.append((held, results))
-        self.in_flight.discard(future)
         self.hub.call_soon(self._ack_concluded)
+
+    def _on_sent(self, held: list[_Held], future: concurrent.futures.Future[None]) -> None:
+        """On the send loop, once a batch's sends are over: what was not handed back (the
+        coroutine failed or was cancelled) goes back to the queue."""
+        left = [h for h in held if not h.handed_back]
+        if left:
+            exc = "cancelled" if future.cancelled() else future.exception()
+            log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(left), exc)
+            self._hand_back(left, None)
+        self.in_flight.discard(future)
 
     def _ack_concluded(self) -> set[Any]:
         """On the consumer thread: ack (or requeue) what the send loop finished with; the
@@ -374,6 +444,15 @@ class DeliveryBatcher:
                 h.message.reject_log_error(log, self.connection_errors, requeue=True)
             except Exception:  # it comes back after the visibility timeout instead
                 log.exception("noti.deliver %s: could not requeue", h.record_id)
+
+
+async def _attempt(sender: Sender, attempt: Attempt) -> Outcome | Exception:
+    """One send's outcome, or what it raised (a bug: never let it stop the batch's other
+    sends or keep their outcomes from being recorded)."""
+    try:
+        return await sender.attempt_async(attempt)
+    except Exception as exc:
+        return exc
 
 
 def delivery_claims(rt: Runtime, task: str, sender: Sender) -> DeliveryClaims | None:
