@@ -33,6 +33,7 @@ __all__ = [
     "connect",
     "load_script",
     "masked_url",
+    "pooled_connection",
     "script_source",
     "split_password",
     "translate_errors",

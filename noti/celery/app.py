@@ -166,6 +166,23 @@ app = NotiCelery(
 app.add_defaults(lambda: celery_config(get_runtime().settings))
 
 
+#: The Celery ``broker_transport`` of noti's workers (with ``NOTI_BROKER_BULK_FETCH``, the default).
+BULK_TRANSPORT = "noti.celery.transport:BulkTransport"
+
+
+class KombuCheck(bootsteps.Step):
+    """Worker bootstep: before the worker connects, check that the installed kombu still has
+    what noti relies on beneath its public API (:func:`noti.celery.compat.check_kombu`): the
+    worker refuses to start, naming kombu's version and what changed, if it does not."""
+
+    def create(self, worker: Any) -> None:
+        bulk = worker.app.conf.broker_transport == BULK_TRANSPORT
+        if bulk or Publisher(worker.app).writes_wire_format:
+            from noti.celery.compat import check_kombu
+
+            check_kombu(bulk_transport=bulk)
+
+
 class DelayPump(bootsteps.StartStopStep):
     """Worker bootstep: runs the delayed-set pump (one active copy across all workers). The
     same lock holder also looks for waiting events without a live processor every few seconds,
@@ -223,6 +240,7 @@ class DeliveryDrain(bootsteps.StartStopStep):
 #: Seconds a stopping consumer waits for batch-mode sends in flight.
 DRAIN_TIMEOUT_S = 15.0
 
+app.steps["worker"].add(KombuCheck)
 app.steps["worker"].add(DelayPump)
 app.steps["consumer"].add(DeliveryDrain)
 from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its registration
@@ -257,7 +275,7 @@ def _bulk_fetch_on_workers(sender: Any = None, **_: Any) -> None:
     """Workers consume through :mod:`noti.celery.transport`; producers, beat and Flower keep kombu's
     Redis transport (the URL stays ``redis://``, which Flower's broker view needs)."""
     if sender is not None and sender.app is app and get_runtime().settings.broker_bulk_fetch:
-        app.conf.broker_transport = "noti.celery.transport:BulkTransport"
+        app.conf.broker_transport = BULK_TRANSPORT
 
 
 #: Set once this process has frozen its start-up objects.

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
+import celery
 import redis
 from celery import Celery, signals
 from kombu.exceptions import OperationalError
@@ -57,6 +58,10 @@ _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _
 _FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body"}
 
 Item = tuple[str, Channel, int]
+
+#: The ``ignore_result`` header Celery's ``send_task`` writes when not given one (Celery 5.5
+#: and 5.6: False; 5.7: None): the envelope is Celery's own.
+SEND_TASK_IGNORE_RESULT: bool | None = None if tuple(celery.VERSION[:2]) >= (5, 7) else False
 
 
 def queue_key(queue: str, priority: int) -> str:
@@ -202,7 +207,7 @@ class Publisher:
                 "argsrepr": repr([record_id]),
                 "kwargsrepr": "{}",
                 "origin": self._origin,
-                "ignore_result": None,
+                "ignore_result": SEND_TASK_IGNORE_RESULT,
                 "replaced_task_nesting": 0,
                 "stamped_headers": None,
                 "stamps": {},
