@@ -1,10 +1,37 @@
 #!/usr/bin/env bash
-# `make test`: install noti with its test extras (and the bench peers, for the benchmarks' smoke test) into ./.venv, make sure redis-server exists
-# (the tests start their own on a free loopback port) and Chromium (tests/test_flower_truth.py renders Flower's pages headless), and run the whole suite.
+# `make test`: the version matrix. Installs noti with its test extras (and the bench peers, for
+# the benchmarks' smoke test) into ./.venv with the newest versions pip finds, and with its test
+# extras into ./.venv-lowest with the lowest supported versions (scripts/constraints-lowest.txt,
+# on Python 3.11), both at once; makes sure redis-server exists (the tests start their own on a
+# free loopback port) and Chromium (tests/test_flower_truth.py renders Flower's pages headless);
+# runs the whole suite on ./.venv, then the tests marked integration or bounds on ./.venv-lowest.
+#   scripts/test.sh -k priority -x     pytest options: ./.venv only (NOTI_TEST_LOWEST=1: both)
+#   NOTI_TEST_LOWEST=0 scripts/test.sh  the newest only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+LOWEST=${NOTI_TEST_LOWEST:-}
+[ -z "$LOWEST" ] && { [ $# -eq 0 ] && LOWEST=1 || LOWEST=0; }
+LOWEST_PYTHON=${NOTI_LOWEST_PYTHON:-python3.11}
+if [ "$LOWEST" = 1 ] && ! command -v "$LOWEST_PYTHON" >/dev/null 2>&1; then
+    if [ "${CI:-}" = true ]; then
+        echo "$LOWEST_PYTHON is needed for the lowest supported versions (set NOTI_LOWEST_PYTHON)" >&2
+        exit 1
+    fi
+    echo "==> $LOWEST_PYTHON is not installed: the lowest supported versions are not tested" >&2
+    LOWEST=0
+fi
+
+started=$SECONDS
+lowest_install=
+if [ "$LOWEST" = 1 ]; then  # both venvs install at once (network and unpacking, not the tests)
+    PYTHON=$LOWEST_PYTHON VENV=.venv-lowest NOTI_EXTRAS=test NOTI_CONSTRAINTS=scripts/constraints-lowest.txt \
+        scripts/venv.sh &
+    lowest_install=$!
+fi
 NOTI_EXTRAS=test,bench scripts/venv.sh
+[ -n "$lowest_install" ] && wait "$lowest_install"
+echo "==> venvs ready in $((SECONDS - started)) s" >&2
 
 if [ -z "${NOTI_TEST_REDIS_URL:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -35,4 +62,27 @@ if ! have_chromium; then
     fi
 fi
 
-exec .venv/bin/python -m pytest "$@"
+versions() {
+    "$1/bin/python" - <<'PY'
+import sys
+from importlib.metadata import version
+
+names = ["celery", "kombu", "redis", "celery-redbeat", "flower", "pydantic", "click", "jinja2"]
+print(f"Python {sys.version.split()[0]}, " + ", ".join(f"{n} {version(n)}" for n in names))
+PY
+}
+
+status=0
+echo "==> the whole suite on the newest versions: $(versions .venv)" >&2
+started=$SECONDS
+.venv/bin/python -m pytest "$@" || status=$?
+echo "==> the newest: exit $status in $((SECONDS - started)) s" >&2
+if [ "$LOWEST" = 1 ]; then
+    echo "==> the integration tests on the lowest versions: $(versions .venv-lowest)" >&2
+    started=$SECONDS
+    lowest_status=0
+    .venv-lowest/bin/python -m pytest -m "integration or bounds" "$@" || lowest_status=$?
+    echo "==> the lowest: exit $lowest_status in $((SECONDS - started)) s" >&2
+    [ "$status" = 0 ] && status=$lowest_status
+fi
+exit "$status"

@@ -20,6 +20,8 @@ from noti.record import Status
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT, sandbox_outbox
 
+pytestmark = pytest.mark.bounds
+
 PHONE = "+8613912345678"
 ID = re.compile(r"^[0-9a-z]{26}$")
 

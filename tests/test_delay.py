@@ -16,6 +16,8 @@ from noti.record import Channel, Status, now_ms
 from noti.upkeep import sweep_lost
 from tests.conftest import ADMIN, ALICE, BOB, sandbox_outbox, wait_until
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 
 

@@ -24,6 +24,8 @@ from tests import hooks
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 
+pytestmark = pytest.mark.bounds
+
 PHONE = "+8613912345678"
 SMS = {"type": "sms", "target": "{{ customer.phone }}", "text": "Order {{ id }} paid"}
 PAID = {"id": 42, "customer": {"phone": PHONE, "name": "Li"}}

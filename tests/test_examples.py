@@ -27,6 +27,8 @@ import noti
 from noti.record import Status
 from tests.conftest import ROOT, sandbox_outbox, wait_until
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("django")
 pytest.importorskip("flask")
 

@@ -25,6 +25,8 @@ from noti.errors import IncompatibleDependency, InvalidConfig
 from noti.record import Status
 from tests.conftest import BASE_ENV, ROOT, wait_until
 
+pytestmark = pytest.mark.integration
+
 
 def test_the_installed_kombu_passes_and_its_replaced_methods_are_known() -> None:
     check_kombu(bulk_transport=True)

@@ -28,6 +28,8 @@ from noti.celery.transport import (
 from noti.record import Channel, Status
 from noti.store import ClaimState, claim_from_row
 
+pytestmark = pytest.mark.integration
+
 QUEUE = Queue("bulktest", Exchange("bulktest", type="direct"), routing_key="bulktest")
 
 
