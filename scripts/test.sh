@@ -4,7 +4,8 @@
 # extras into ./.venv-lowest with the lowest supported versions (scripts/constraints-lowest.txt,
 # on Python 3.11), both at once; makes sure redis-server exists (the tests start their own on a
 # free loopback port) and Chromium (tests/test_flower_truth.py renders Flower's pages headless);
-# runs the whole suite on ./.venv, then the tests marked integration or bounds on ./.venv-lowest.
+# runs the whole suite on ./.venv and, alongside, the tests marked integration or bounds on
+# ./.venv-lowest (its output follows the first's).
 #   scripts/test.sh -k priority -x     pytest options: ./.venv only (NOTI_TEST_LOWEST=1: both)
 #   NOTI_TEST_LOWEST=0 scripts/test.sh  the newest only
 set -euo pipefail
@@ -72,17 +73,41 @@ print(f"Python {sys.version.split()[0]}, " + ", ".join(f"{n} {version(n)}" for n
 PY
 }
 
+lowest() {
+    # pytest restoring SIGINT, which a background job ignores: the trap below stops it cleanly
+    .venv-lowest/bin/python -c 'import signal, sys, pytest
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.exit(pytest.main(sys.argv[1:]))' -m "integration or bounds" "$@"
+}
+
 status=0
+lowest_status=0
+lowest_pid=
+if [ "$LOWEST" = 1 ] && [ -z "${NOTI_TEST_REDIS_URL:-}" ]; then
+    # alongside the newest (both spend most of their time waiting on workers and Redis; each
+    # starts its own redis-server); its output follows the newest's
+    lowest_log=$(mktemp "${TMPDIR:-/tmp}/noti-lowest-XXXXXX")
+    echo "==> the integration tests on the lowest versions, alongside: $(versions .venv-lowest)" >&2
+    lowest_started=$SECONDS
+    lowest "$@" >"$lowest_log" 2>&1 &
+    lowest_pid=$!
+    trap 'if [ -n "$lowest_pid" ] && kill -0 "$lowest_pid" 2>/dev/null; then kill -INT "$lowest_pid"; wait "$lowest_pid"; fi' EXIT
+fi
 echo "==> the whole suite on the newest versions: $(versions .venv)" >&2
 started=$SECONDS
 .venv/bin/python -m pytest "$@" || status=$?
 echo "==> the newest: exit $status in $((SECONDS - started)) s" >&2
-if [ "$LOWEST" = 1 ]; then
+if [ -n "$lowest_pid" ]; then
+    wait "$lowest_pid" || lowest_status=$?
+    lowest_pid=
+    echo "==> the lowest: exit $lowest_status in $((SECONDS - lowest_started)) s; its output:" >&2
+    cat "$lowest_log"
+    rm -f "$lowest_log"
+elif [ "$LOWEST" = 1 ]; then  # one NOTI_TEST_REDIS_URL, flushed by each test: one suite at a time
     echo "==> the integration tests on the lowest versions: $(versions .venv-lowest)" >&2
     started=$SECONDS
-    lowest_status=0
-    .venv-lowest/bin/python -m pytest -m "integration or bounds" "$@" || lowest_status=$?
+    lowest "$@" || lowest_status=$?
     echo "==> the lowest: exit $lowest_status in $((SECONDS - started)) s" >&2
-    [ "$status" = 0 ] && status=$lowest_status
 fi
+[ "$status" = 0 ] && status=$lowest_status
 exit "$status"

@@ -58,11 +58,6 @@ __all__ = [
     "source_fingerprint",
 ]
 
-#: kombu reads the transport options ``unacked_restore_interval`` and
-#: ``unacked_restore_throttle`` (5.7 and later); before, a worker's event loop restored
-#: unacked messages every 10 s and scanned on every tenth call (the bulk transport adds them).
-KOMBU_RESTORE_OPTIONS = "unacked_restore_interval" in kombu_redis.Channel.from_transport_options
-
 
 @dataclass(frozen=True, slots=True)
 class Reliance:
@@ -90,15 +85,15 @@ KNOWN_SOURCES: dict[str, dict[str, str]] = {
 
 #: Parameters (``*`` and ``**`` marking variadic ones) of the kombu methods the bulk
 #: transport overrides: kombu calls them, noti's overrides must take kombu's calls.
-_OVERRIDDEN_SIGNATURES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "Channel._brpop_read": (("self", "**options"),),
-    "Channel._brpop_start": (("self", "timeout"),),
-    "Channel.conn_or_acquire": (("self", "client"),),
-    "QoS.append": (("self", "message", "delivery_tag"),),
-    "QoS.ack": (("self", "delivery_tag"),),
-    "QoS.restore_unacked": (("self", "client"),),
-    "QoS.restore_unacked_once": (("self", "stderr"),),
-    "QoS.restore_visible": (("self", "start", "num", "interval"),),
+_OVERRIDDEN_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "Channel._brpop_read": ("self", "**options"),
+    "Channel._brpop_start": ("self", "timeout"),
+    "Channel.conn_or_acquire": ("self", "client"),
+    "QoS.append": ("self", "message", "delivery_tag"),
+    "QoS.ack": ("self", "delivery_tag"),
+    "QoS.restore_unacked": ("self", "client"),
+    "QoS.restore_unacked_once": ("self", "stderr"),
+    "QoS.restore_visible": ("self", "start", "num", "interval"),
 }
 
 #: Calls noti makes into kombu (positional arguments after self, keyword arguments).
@@ -144,10 +139,15 @@ RELIANCE: tuple[Reliance, ...] = (
         for name in KNOWN_SOURCES
     ),
     *(
-        Reliance(f"kombu.transport.redis.{name}{_params}", "overridden by noti's bulk transport")
-        for name, (_params,) in _OVERRIDDEN_SIGNATURES.items()
+        Reliance(f"kombu.transport.redis.{name}({', '.join(params)})", "overridden by noti's bulk transport")
+        for name, params in _OVERRIDDEN_SIGNATURES.items()
     ),
-    *(Reliance(f"kombu.transport.{name}()", "called by noti's bulk transport") for name in _CALLS),
+    *(
+        Reliance(
+            f"kombu.transport.{'' if name.startswith('virtual.') else 'redis.'}{name}()", "called by noti"
+        )
+        for name in _CALLS
+    ),
     *(Reliance(f"kombu.transport.redis.{name}", "read by noti") for name in _ATTRIBUTES),
     Reliance(
         "priority lists",
@@ -267,14 +267,14 @@ def _transport_problems() -> list[str]:
                 f"{name} is not the one noti's bulk transport was written against (kombu "
                 f"{', '.join(known.values())}; fingerprint {fingerprint})"
             )
-    for name, accepted in _OVERRIDDEN_SIGNATURES.items():
+    for name, expected in _OVERRIDDEN_SIGNATURES.items():
         try:
             params = _params(_function(name))
         except AttributeError as exc:
             problems.append(str(exc))
             continue
-        if params not in accepted:
-            problems.append(f"{name} takes ({', '.join(params)}), not ({', '.join(accepted[0])})")
+        if params != expected:
+            problems.append(f"{name} takes ({', '.join(params)}), not ({', '.join(expected)})")
     for name, (args, kwargs) in _CALLS.items():
         try:
             inspect.signature(_function(name)).bind(None, *args, **kwargs)
