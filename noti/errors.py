@@ -4,6 +4,7 @@
 
     NotiError                    .code, .message
     ├── InvalidConfig            e.noti.config            bad NOTI_* setting, missing extra
+    │   └── IncompatibleDependency  e.noti.config.dependency  kombu changed what noti relies on
     ├── InvalidInput             e.cmd.noti.add.*         refused before anything is stored
     ├── PermissionDenied         e.cmd.noti.*.nopvg       the acting user may not do this
     ├── NotFound                 e.cmd.noti.not_found     unknown record (del: e.cmd.noti.del.not_a_msg)
@@ -37,6 +38,7 @@ __all__ = [
     "AmbiguousOutcome",
     "BridgeError",
     "DeliveryError",
+    "IncompatibleDependency",
     "InvalidConfig",
     "InvalidInput",
     "MalformedMessage",
@@ -81,6 +83,13 @@ class InvalidConfig(NotiError):
     """A setting or an installed extra is missing or wrong; raised at start-up or first use."""
 
     code = "e.noti.config"
+
+
+class IncompatibleDependency(InvalidConfig):
+    """An installed library (kombu) lacks or changed what noti relies on beyond its public
+    API (:mod:`noti.celery.compat`); a worker refuses to start."""
+
+    code = "e.noti.config.dependency"
 
 
 class InvalidInput(NotiError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib.resources
+import inspect
 import logging
 import re
 import socket
@@ -36,6 +37,7 @@ __all__ = [
     "connect",
     "load_script",
     "masked_url",
+    "pooled_connection",
     "refuses_writes",
     "script_source",
     "split_password",
@@ -238,6 +240,20 @@ Call = tuple[Sequence[Any], Sequence[Any]]
 _pack_command: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command
 
 
+#: redis-py < 5.3 requires a command name (unused) to take a connection from a pool; 5.3 and
+#: later deprecate passing one.
+_NAME_PARAMETER = inspect.signature(redis.ConnectionPool.get_connection).parameters.get("command_name")
+_GET_CONNECTION_ARGS: tuple[str, ...] = (
+    ("_",) if _NAME_PARAMETER is not None and _NAME_PARAMETER.default is inspect.Parameter.empty else ()
+)
+
+
+def pooled_connection(pool: redis.ConnectionPool) -> Any:
+    """A connection taken from ``pool`` (give it back with ``pool.release``), whatever the
+    redis-py version."""
+    return pool.get_connection(*_GET_CONNECTION_ARGS)
+
+
 class CommandPipeline:
     """Commands pipelined on one held connection: :meth:`send` writes a batch and returns
     at once, :meth:`results` reads the replies of the oldest batch not read yet, so the
@@ -316,7 +332,7 @@ class CommandPipeline:
     def _write(self, commands: Sequence[Any]) -> None:
         packed = [self._pack(command) for command in commands]
         if self._connection is None:
-            self._connection = self._client.connection_pool.get_connection()
+            self._connection = pooled_connection(self._client.connection_pool)
         # redis-py's health check (a PING every health_check_interval) would read the reply
         # of a batch in flight as the PONG: only with nothing in flight.
         idle = not any(replies is None and sent for sent, replies in self._batches)
@@ -592,7 +608,9 @@ class OutageRetry(Retry):
         super().__init__(
             ExponentialBackoff(cap=outage.cap_s, base=outage.base_s),
             retries,
-            (redis.ConnectionError, redis.TimeoutError, socket.timeout),
+            # OSError: redis-py < 7.2 retries only the socket's connect, whose refusal is
+            # then still an OSError (later versions retry the whole connect, as a ConnectionError)
+            (redis.ConnectionError, redis.TimeoutError, socket.timeout, OSError),
         )
         self.outage = outage
 
@@ -601,19 +619,17 @@ class OutageRetry(Retry):
         return f"<OutageRetry {self.outage.what!r}: {times}, back-off up to {self.outage.cap_s:g} s>"
 
     def call_with_retry(
-        self,
-        do: Callable[[], Any],
-        fail: Callable[..., Any],
-        is_retryable: Callable[[Exception], bool] | None = None,
-        with_failure_count: bool = False,
+        self, do: Callable[[], Any], fail: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> Any:
+        # redis-py's own call, whatever its version takes (``is_retryable`` and
+        # ``with_failure_count`` are newer than 5.0)
         def failed(error: Exception, *count: int) -> None:
             fail(error, *count)
             self.outage.failed(error)
             if self.outage.giving_up:
                 raise error
 
-        result = super().call_with_retry(do, failed, is_retryable, with_failure_count)
+        result = super().call_with_retry(do, failed, *args, **kwargs)
         self.outage.ok()
         return result
 

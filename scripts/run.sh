@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: noti for real on this machine. Installs noti into ./.venv, uses the Redis at
+# `make run`: noti for real on this machine. Installs noti[flower] into ./.venv, uses the Redis at
 # $NOTI_REDIS_URL (or starts one with AOF on, data under ./var/redis), starts a worker, beat
 # and Flower, sends a few demo notifications through the sandbox provider, waits until they
 # are delivered and prints `noti list`. Ctrl-C stops everything it started.
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 ONCE=0
 [ "${1:-}" = "--once" ] && ONCE=1
 
-scripts/venv.sh
+NOTI_EXTRAS=${NOTI_EXTRAS:-flower} scripts/venv.sh  # Flower is an extra: noti[flower]
 BIN=$PWD/.venv/bin
 mkdir -p var/log var/redis
 

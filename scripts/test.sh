@@ -1,10 +1,38 @@
 #!/usr/bin/env bash
-# `make test`: install noti with its test extras (and the bench peers, for the benchmarks' smoke test) into ./.venv, make sure redis-server exists
-# (the tests start their own on a free loopback port) and Chromium (tests/test_flower_truth.py renders Flower's pages headless), and run the whole suite.
+# `make test`: the version matrix. Installs noti with its test extras (and the bench peers, for
+# the benchmarks' smoke test) into ./.venv with the newest versions pip finds, and with its test
+# extras into ./.venv-lowest with the lowest supported versions (scripts/constraints-lowest.txt,
+# on Python 3.11), both at once; makes sure redis-server exists (the tests start their own on a
+# free loopback port) and Chromium (tests/test_flower_truth.py renders Flower's pages headless);
+# runs the whole suite on ./.venv and, alongside, the tests marked integration or bounds on
+# ./.venv-lowest (its output follows the first's).
+#   scripts/test.sh -k priority -x     pytest options: ./.venv only (NOTI_TEST_LOWEST=1: both)
+#   NOTI_TEST_LOWEST=0 scripts/test.sh  the newest only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+LOWEST=${NOTI_TEST_LOWEST:-}
+[ -z "$LOWEST" ] && { [ $# -eq 0 ] && LOWEST=1 || LOWEST=0; }
+LOWEST_PYTHON=${NOTI_LOWEST_PYTHON:-python3.11}
+if [ "$LOWEST" = 1 ] && ! command -v "$LOWEST_PYTHON" >/dev/null 2>&1; then
+    if [ "${CI:-}" = true ]; then
+        echo "$LOWEST_PYTHON is needed for the lowest supported versions (set NOTI_LOWEST_PYTHON)" >&2
+        exit 1
+    fi
+    echo "==> $LOWEST_PYTHON is not installed: the lowest supported versions are not tested" >&2
+    LOWEST=0
+fi
+
+started=$SECONDS
+lowest_install=
+if [ "$LOWEST" = 1 ]; then  # both venvs install at once (network and unpacking, not the tests)
+    PYTHON=$LOWEST_PYTHON VENV=.venv-lowest NOTI_EXTRAS=test NOTI_CONSTRAINTS=scripts/constraints-lowest.txt \
+        scripts/venv.sh &
+    lowest_install=$!
+fi
 NOTI_EXTRAS=test,bench scripts/venv.sh
+[ -n "$lowest_install" ] && wait "$lowest_install"
+echo "==> venvs ready in $((SECONDS - started)) s" >&2
 
 if [ -z "${NOTI_TEST_REDIS_URL:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -35,4 +63,51 @@ if ! have_chromium; then
     fi
 fi
 
-exec .venv/bin/python -m pytest "$@"
+versions() {
+    "$1/bin/python" - <<'PY'
+import sys
+from importlib.metadata import version
+
+names = ["celery", "kombu", "redis", "celery-redbeat", "flower", "pydantic", "click", "jinja2"]
+print(f"Python {sys.version.split()[0]}, " + ", ".join(f"{n} {version(n)}" for n in names))
+PY
+}
+
+lowest() {
+    # pytest restoring SIGINT, which a background job ignores: the trap below stops it cleanly
+    .venv-lowest/bin/python -c 'import signal, sys, pytest
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.exit(pytest.main(sys.argv[1:]))' -m "integration or bounds" "$@"
+}
+
+status=0
+lowest_status=0
+lowest_pid=
+if [ "$LOWEST" = 1 ] && [ -z "${NOTI_TEST_REDIS_URL:-}" ]; then
+    # alongside the newest (both spend most of their time waiting on workers and Redis; each
+    # starts its own redis-server); its output follows the newest's
+    lowest_log=$(mktemp "${TMPDIR:-/tmp}/noti-lowest-XXXXXX")
+    echo "==> the integration tests on the lowest versions, alongside: $(versions .venv-lowest)" >&2
+    lowest_started=$SECONDS
+    lowest "$@" >"$lowest_log" 2>&1 &
+    lowest_pid=$!
+    trap 'if [ -n "$lowest_pid" ] && kill -0 "$lowest_pid" 2>/dev/null; then kill -INT "$lowest_pid"; wait "$lowest_pid"; fi' EXIT
+fi
+echo "==> the whole suite on the newest versions: $(versions .venv)" >&2
+started=$SECONDS
+.venv/bin/python -m pytest "$@" || status=$?
+echo "==> the newest: exit $status in $((SECONDS - started)) s" >&2
+if [ -n "$lowest_pid" ]; then
+    wait "$lowest_pid" || lowest_status=$?
+    lowest_pid=
+    echo "==> the lowest: exit $lowest_status in $((SECONDS - lowest_started)) s; its output:" >&2
+    cat "$lowest_log"
+    rm -f "$lowest_log"
+elif [ "$LOWEST" = 1 ]; then  # one NOTI_TEST_REDIS_URL, flushed by each test: one suite at a time
+    echo "==> the integration tests on the lowest versions: $(versions .venv-lowest)" >&2
+    started=$SECONDS
+    lowest "$@" || lowest_status=$?
+    echo "==> the lowest: exit $lowest_status in $((SECONDS - started)) s" >&2
+fi
+[ "$status" = 0 ] && status=$lowest_status
+exit "$status"

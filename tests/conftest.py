@@ -115,15 +115,25 @@ def worker(start_worker_now: Callable[[], Any]) -> Iterator[Any]:
         yield running
 
 
+def start_in_process_worker(app: Any, **options: Any) -> Any:
+    """``celery.contrib.testing``'s ``start_worker`` on an event loop of its own. kombu's event
+    loop is process-wide and Celery < 5.7 reuses the one an earlier in-process worker left,
+    whose timer is not the new worker's: its ETA and countdown tasks never ran. (A test
+    process artefact: a worker process runs one worker.)"""
+    from celery.contrib.testing.worker import start_worker
+    from kombu.asynchronous import set_event_loop
+
+    set_event_loop(None)
+    return start_worker(app, **options)
+
+
 @pytest.fixture
 def start_worker_now(rt: Any) -> Callable[[], Any]:
     """The ``worker``, started when the test says: ``with start_worker_now(): ...``."""
-    from celery.contrib.testing.worker import start_worker
-
     from noti.celery.app import app
 
     def _start() -> Any:
-        return start_worker(
+        return start_in_process_worker(
             app,
             pool="threads",
             concurrency=4,

@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import BASE_ENV, ROOT
+
+pytestmark = pytest.mark.integration
 
 SCRIPT = """
 import gc

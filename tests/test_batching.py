@@ -16,6 +16,8 @@ from noti.store import RecordStore
 from tests.conftest import sandbox_outbox, wait_until
 from tests.fakes.webhook import SECRET, WebhookReceiver
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 PHONE9 = "+8613912345679"
 

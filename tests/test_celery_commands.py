@@ -18,7 +18,7 @@ import noti
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
 from tests.servers import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 PHONE = "+8613912345678"
 
 

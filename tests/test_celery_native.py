@@ -21,6 +21,8 @@ from noti.celery.app import app
 from noti.record import Status
 from tests.conftest import sandbox_outbox, wait_until
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 FINAL = (Status.DONE, Status.FAILED, Status.INVALID)
 

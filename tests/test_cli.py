@@ -11,14 +11,16 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner
 
 import noti
 from noti.cli import cli, main
 from noti.cli.notify import parse_keep
 from noti.errors import InvalidInput
 from noti.record import Status
+from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT, sandbox_outbox
+
+pytestmark = pytest.mark.bounds
 
 PHONE = "+8613912345678"
 ID = re.compile(r"^[0-9a-z]{26}$")
@@ -26,7 +28,7 @@ ID = re.compile(r"^[0-9a-z]{26}$")
 
 def run(*args: str, user: str = ALICE, stdin: str | None = None) -> Any:
     """Run the CLI in this process as ``user``; stdout, stderr and exit code on the result."""
-    runner = CliRunner()
+    runner = cli_runner()
     result = runner.invoke(_entry, ["--as", user, *args], input=stdin, catch_exceptions=False)
     return result
 
@@ -292,7 +294,7 @@ def test_console_script_runs_as_the_settings_user(rt: Any, redis_url: str) -> No
 
 
 def test_group_help_lists_the_commands() -> None:
-    result = CliRunner().invoke(cli, ["--help"])
+    result = cli_runner().invoke(cli, ["--help"])
     assert result.exit_code == 0
     for command in ("add", "send", "list", "del", "clean"):
         assert command in result.output

@@ -6,12 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import noti
 from noti.deadletter import DeadLetter
 from noti.record import Status, now_ms
 from noti.store import Outcome
 from tests.conftest import ADMIN, ALICE
 from tests.test_cli import run
+
+pytestmark = pytest.mark.bounds
 
 PHONE = "+8613912345678"
 

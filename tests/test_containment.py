@@ -16,6 +16,8 @@ from noti.celery.app import IGNORED_CELERY_VARIABLES, app
 from noti.record import Status
 from tests.conftest import BASE_ENV, wait_until
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 
 

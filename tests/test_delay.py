@@ -17,6 +17,8 @@ from noti.record import Channel, Status, now_ms
 from noti.upkeep import sweep_lost
 from tests.conftest import ADMIN, ALICE, BOB, sandbox_outbox, wait_until
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 
 
@@ -202,11 +204,11 @@ def test_a_lost_queue_message_is_swept_back_and_delivered_once(rt: Any) -> None:
     assert rt.redis.llen("noti.sms:9") == 1
     # a queue that is not empty is a backlog, not a loss: nothing is swept
     assert sweep_lost(rt, api.publisher, older_than_s=0, at_ms=now_ms() + 61_000) == 0
-    from celery.contrib.testing.worker import start_worker
-
     from noti.celery.app import app
+    from tests.conftest import start_in_process_worker
 
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING"):
+    options = {"pool": "threads", "concurrency": 2, "perform_ping_check": False, "loglevel": "WARNING"}
+    with start_in_process_worker(app, **options):
         done(rt, record_id)
         wait_until(lambda: rt.redis.llen("noti.sms:9") == 0)
     assert [e["id"] for e in sandbox_outbox(rt)] == [record_id]

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import noti
 from noti.celery.app import app
 from noti.celery.publish import Publisher
 from noti.record import Channel, Status
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
+
+pytestmark = pytest.mark.integration
 
 PHONE = "+8613912345678"
 

@@ -9,6 +9,7 @@ from noti import errors
 def test_every_error_descends_from_noti_error_with_its_code() -> None:
     expected = {
         "InvalidConfig": (errors.NotiError, "e.noti.config"),
+        "IncompatibleDependency": (errors.InvalidConfig, "e.noti.config.dependency"),
         "InvalidInput": (errors.NotiError, "e.cmd.noti.add.invalid"),
         "PermissionDenied": (errors.NotiError, "e.cmd.noti.nopvg"),
         "NotFound": (errors.NotiError, "e.cmd.noti.not_found"),

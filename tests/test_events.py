@@ -11,7 +11,6 @@ from typing import Any
 import click
 import pytest
 import redis
-from click.testing import CliRunner
 
 import tests.test_events_tasks  # noqa: F401 - registers the listener tasks
 from noti.cli import main
@@ -22,7 +21,10 @@ from noti.events.event import matches
 from noti.events.store import LockLost
 from noti.events.templates import compile_template, context
 from tests import hooks
+from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
+
+pytestmark = pytest.mark.bounds
 
 PHONE = "+8613912345678"
 SMS = {"type": "sms", "target": "{{ customer.phone }}", "text": "Order {{ id }} paid"}
@@ -544,7 +546,7 @@ def test_listing_events_filters_and_respects_ownership(rt: Any) -> None:
 
 
 def run(*args: str, user: str = ALICE) -> Any:
-    return CliRunner().invoke(_entry, ["--as", user, *args], catch_exceptions=False)
+    return cli_runner().invoke(_entry, ["--as", user, *args], catch_exceptions=False)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -30,6 +30,8 @@ from noti.record import Status
 from tests.conftest import BASE_ENV, ROOT, sandbox_outbox, wait_until
 from tests.servers import CeleryProcess
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("django")
 pytest.importorskip("flask")
 

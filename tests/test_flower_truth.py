@@ -32,7 +32,7 @@ from noti.record import Notification, Status
 from tests.conftest import ADMIN, BASE_ENV, WorkerProcess, sandbox_outbox, wait_until
 from tests.flower import Browser, FlowerProcess, find_chromium, require_chromium, table_rows
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 PHONE = "+8613912345678"
 #: How long the revoked notification waits before it is due (the revoke must reach the worker first).

@@ -22,6 +22,8 @@ from noti.celery.queues import ADOPT_BATCH, INTAKE_QUEUE, KOMBU_DEFAULT_SEPARATO
 from noti.record import Channel
 from tests.conftest import sandbox_outbox, wait_until
 
+pytestmark = pytest.mark.integration
+
 #: The transport options of the foreign apps under test: kombu's defaults, the options
 #: Celery's documentation suggests (noti's own steps and separator), and odd ones.
 FOREIGN_OPTIONS = {

@@ -14,6 +14,8 @@ from noti.record import Status
 from tests import handlers_example
 from tests.conftest import sandbox_outbox, wait_until
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 HANDLERS = "tests.handlers_example:"
 

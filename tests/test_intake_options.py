@@ -20,6 +20,8 @@ from noti.errors import InvalidInput
 from noti.record import Status
 from tests.conftest import ADMIN, ALICE, wait_until
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 TEXT = "Your login code is 4321"  # 23 characters
 #: Not the example number noti's own error messages quote.

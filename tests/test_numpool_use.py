@@ -7,12 +7,12 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner
 
 import noti
 from noti.errors import InvalidConfig
 from noti.numpool import NumberPool, NumberState
 from noti.record import Status
+from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
 
 PHONE = "+8613912345678"
@@ -112,7 +112,7 @@ def test_a_bad_pool_name_is_a_configuration_error(configure: Any) -> None:
 
 
 def run(*args: str) -> Any:
-    return CliRunner().invoke(_entry, list(args), catch_exceptions=False)
+    return cli_runner().invoke(_entry, list(args), catch_exceptions=False)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -29,6 +29,8 @@ from tests.conftest import wait_until
 from tests.fakes._server import Reply
 from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, SERVICE_SID, TwilioFake, error_reply
 
+pytestmark = pytest.mark.bounds
+
 PHONE = "+14155550123"
 OPTED_OUT = "+14155550100"
 LANDLINE = "+14155550199"

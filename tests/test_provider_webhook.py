@@ -16,7 +16,6 @@ from typing import Any
 import click
 import httpx
 import pytest
-from click.testing import CliRunner
 
 import noti
 from noti.cli import main
@@ -35,6 +34,7 @@ from noti.errors import (
 from noti.providers.base import Message
 from noti.providers.webhook import ERRORS, WebhookProvider, sign
 from noti.record import Channel, Status
+from tests.clirunner import cli_runner
 from tests.conftest import ALICE, wait_until
 from tests.fakes._server import Reply
 from tests.fakes.webhook import SECRET, WebhookReceiver
@@ -431,7 +431,7 @@ def run_cli(*args: str) -> Any:
     def entry(ctx: click.Context) -> None:
         main(list(ctx.args))
 
-    return CliRunner().invoke(entry, ["--as", ALICE, *args], catch_exceptions=False)
+    return cli_runner().invoke(entry, ["--as", ALICE, *args], catch_exceptions=False)
 
 
 def test_a_webhook_added_on_the_command_line_is_delivered_by_a_worker(

@@ -6,10 +6,14 @@ import base64
 import json
 from typing import Any
 
+import pytest
+
 from noti.celery.app import app
 from noti.celery.publish import Publisher
 from noti.celery.queues import DELIVER_TASK, priority_for_level
 from noti.record import Channel
+
+pytestmark = pytest.mark.integration
 
 VOLATILE_HEADERS = {"id", "root_id", "origin"}
 VOLATILE_PROPERTIES = {"correlation_id", "delivery_tag", "reply_to"}

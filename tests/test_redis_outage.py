@@ -38,7 +38,7 @@ from noti.redisconn import connect
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
 from tests.servers import CeleryProcess, RedisProcess, free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 PASSWORD = "outage-s3cret"
 PHONE = "+8613912345678"

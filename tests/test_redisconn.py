@@ -10,6 +10,8 @@ import redis
 
 from noti.redisconn import ScriptPipeline, run_batches, script_source
 
+pytestmark = pytest.mark.integration
+
 # Appends its argument to a list and returns the list's new length: a call that ran twice
 # would show in the list.
 APPEND = "return redis.call('RPUSH', KEYS[1], ARGV[1])"

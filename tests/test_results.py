@@ -19,6 +19,8 @@ from noti.errors import InvalidInput, PermanentFailure, RetriesExhausted, Tempor
 from noti.record import Status
 from tests.conftest import ADMIN, wait_until
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 
 

@@ -13,6 +13,8 @@ from noti.record import Status
 from tests.conftest import ALICE, BOB, MEMBER, sandbox_outbox, wait_until
 from tests.test_cli import run
 
+pytestmark = pytest.mark.integration
+
 PHONE = "+8613912345678"
 
 

@@ -10,6 +10,8 @@ from noti.config import load_settings
 from noti.errors import InvalidConfig
 from noti.users import Role, resolve_user
 
+pytestmark = pytest.mark.bounds
+
 
 def test_defaults_match_the_documentation(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("NOTI_REDIS_URL", "NOTI_ROOT_ADMINS", "NOTI_ROOT_MEMBERS", "NOTI_USER"):

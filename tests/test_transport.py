@@ -8,15 +8,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import kombu
 import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kombu import Connection, Consumer, Exchange, Producer, Queue  # type: ignore[attr-defined]
-from kombu.transport import redis as kombu_redis
+from kombu.asynchronous import Hub
 from kombu.utils.encoding import bytes_to_str
 
+from noti.celery.compat import check_kombu
 from noti.celery.transport import (
     ACK_FLUSH_AT,
     BulkChannel,
@@ -28,17 +28,15 @@ from noti.celery.transport import (
 from noti.record import Channel, Status
 from noti.store import ClaimState, claim_from_row
 
+pytestmark = pytest.mark.integration
+
 QUEUE = Queue("bulktest", Exchange("bulktest", type="direct"), routing_key="bulktest")
 
 
-def test_the_kombu_internals_it_overrides_are_the_pinned_ones() -> None:
-    # noti.celery.transport mirrors kombu 5.7.0's Channel._brpop_read: a kombu upgrade must be
-    # checked against it (pyproject.toml pins kombu)
-    assert kombu.__version__ == "5.7.0"
-    for name in ("_brpop_read", "_brpop_start", "_flush_brpop_reauth", "conn_or_acquire"):
-        assert hasattr(kombu_redis.Channel, name), name
-    for name in ("append", "ack", "restore_unacked", "pipe_or_acquire", "can_consume_max_estimate"):
-        assert hasattr(kombu_redis.QoS, name), name
+def test_the_installed_kombu_has_what_the_transport_relies_on() -> None:
+    # noti.celery.transport overrides kombu internals: the worker's start-up check
+    # (tests/test_kombu_compat.py) passes on the kombu installed here
+    check_kombu(bulk_transport=True)
     assert BulkTransport.Channel is BulkChannel and BulkChannel.QoS is BulkQoS
 
 
@@ -125,6 +123,52 @@ def test_unacked_messages_of_a_dead_consumer_come_back(rt: Any, conn: Connection
     # sent twice), and nothing is noted unacked any more
     assert sum(rt.redis.llen(k) for k in rt.redis.keys("bulktest*")) == 8
     assert rt.redis.hlen(channel.unacked_key) == 0
+
+
+class _Loop(Hub):  # type: ignore[misc]
+    """kombu's event loop, noting the periodic calls registered on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeated: list[tuple[float, Any]] = []
+
+    def call_repeatedly(self, delay: float, fun: Any, *args: Any) -> Any:
+        self.repeated.append((delay, fun))
+        return super().call_repeatedly(delay, fun, *args)
+
+
+def test_a_workers_loop_restores_unacked_messages_on_notis_interval_on_every_kombu(rt: Any) -> None:
+    # kombu < 5.7 ignores unacked_restore_interval (it restores every 10 s, scanning every
+    # tenth time): the bulk transport reads it and registers the restore itself
+    options = {"visibility_timeout": 1, "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
+    loop = _Loop()
+    try:
+        with Connection(rt.settings.redis_url, transport=BulkTransport, transport_options=options) as c:
+            channel = c.default_channel
+            assert channel.unacked_restore_interval == 1 and channel.unacked_restore_throttle == 1
+            c.transport.register_with_event_loop(c.connection, loop)
+            assert (1, c.transport.cycle.maybe_restore_messages) in loop.repeated
+    finally:
+        loop.close()
+
+
+def test_a_restore_without_a_throttle_scans_on_every_call_with_throttle_one(rt: Any) -> None:
+    # given a consumer that took messages and died (visibility timeout 1 s)
+    options = {"visibility_timeout": 1, "unacked_restore_throttle": 1}
+    _publish(rt.settings.redis_url, 4)
+    with Connection(rt.settings.redis_url, transport=BulkTransport, transport_options=options) as c:
+        got: list[Any] = []
+        _, channel = _consume(c, 4, lambda body, message: got.append(message))
+        c.drain_events(timeout=2)
+        channel.qos._delivered.clear()  # as after SIGKILL
+        channel.qos.restore_visible(num=100)  # a periodic restore: nothing is due yet
+        time.sleep(1.2)
+        # when the next restore is called as kombu < 5.7 calls it (no interval; it scanned on
+        # every tenth call only)
+        channel.qos.restore_visible(num=100)
+        # then it scanned: the messages are queued again
+        assert sum(rt.redis.llen(k) for k in rt.redis.keys("bulktest*")) == 4
+        assert rt.redis.hlen(channel.unacked_key) == 0
 
 
 def test_closing_restores_what_was_not_acked_and_flushes_the_acks(rt: Any) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 import click
 import pytest
 import redis
-from click.testing import CliRunner
 
 import noti
 from noti.bridge.webman import PendingStrategy, Producer, QueueKeys, QueueNames
@@ -23,6 +22,7 @@ from noti.bridge.webman.connection import connect
 from noti.cli import main
 from noti.config import load_settings
 from noti.errors import InvalidConfig
+from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, BASE_ENV, wait_until
 from tests.webman_fixtures.consumers import Collect
 
@@ -36,7 +36,7 @@ def _entry(ctx: click.Context) -> None:
 
 
 def run(*args: str, stdin: str | None = None) -> Any:
-    return CliRunner().invoke(_entry, list(args), input=stdin, catch_exceptions=False)
+    return cli_runner().invoke(_entry, list(args), input=stdin, catch_exceptions=False)
 
 
 @pytest.fixture

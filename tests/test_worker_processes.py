@@ -16,7 +16,7 @@ from noti.api import notifier
 from noti.record import Status
 from tests.conftest import ADMIN, BASE_ENV, ROOT, sandbox_outbox, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 PHONE = "+8613912345678"
 SANDBOX = '[channels.sms]\nprovider = "sandbox"\n'
 

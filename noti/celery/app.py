@@ -25,7 +25,7 @@ from noti.celery.queues import (
     priority_for_level,
     transport_options,
 )
-from noti.celery.transport import kombu_broker
+from noti.celery.transport import kombu_broker, worker_transport
 from noti.celery.worker import IGNORED_CELERY_VARIABLES, NotiProcess
 from noti.config import Settings
 from noti.delay import Pump
@@ -156,6 +156,20 @@ app = NotiCelery(
 app.add_defaults(lambda: celery_config(get_runtime().settings))
 
 
+class KombuCheck(bootsteps.Step):
+    """Worker bootstep: before the worker connects, check that the installed kombu still has
+    what noti relies on beneath its public API (:func:`noti.celery.compat.check_kombu`): the
+    worker refuses to start, naming kombu's version and what changed, if it does not."""
+
+    def create(self, worker: Any) -> None:
+        settings = get_runtime().settings
+        bulk = worker.app.conf.broker_transport == worker_transport(settings.broker)  # NotiProcess set it
+        if bulk or Publisher.for_settings(settings).writes_wire_format:
+            from noti.celery.compat import check_kombu
+
+            check_kombu(bulk_transport=bulk)
+
+
 class DelayPump(bootsteps.StartStopStep):
     """Worker bootstep: runs the delayed-set pump (one active copy across all workers). The
     same lock holder also looks for waiting events without a live processor every few seconds,
@@ -219,6 +233,7 @@ class DeliveryDrain(bootsteps.StartStopStep):
 DRAIN_TIMEOUT_S = 15.0
 
 app.steps["worker"].add(NotiProcess)
+app.steps["worker"].add(KombuCheck)
 app.steps["worker"].add(DelayPump)
 app.steps["consumer"].add(DeliveryDrain)
 from noti.celery.observe import Observing  # noqa: E402 - beside its registration

@@ -37,6 +37,7 @@ from functools import cached_property
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+import celery
 import redis
 
 from noti.celery.queues import DELIVER_TASK, priority_for_level, queue_key, transport_options
@@ -70,6 +71,10 @@ _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _
 _FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body"}
 
 Item = tuple[str, Channel, int]
+
+#: The ``ignore_result`` header Celery's ``send_task`` writes when not given one (Celery 5.5
+#: and 5.6: False; 5.7: None): the envelope is Celery's own.
+SEND_TASK_IGNORE_RESULT: bool | None = None if tuple(celery.VERSION[:2]) >= (5, 7) else False
 
 
 def _celery_signals() -> ModuleType | None:
@@ -270,7 +275,7 @@ class Publisher:
                 "argsrepr": repr([record_id]),
                 "kwargsrepr": "{}",
                 "origin": self._origin,
-                "ignore_result": None,
+                "ignore_result": SEND_TASK_IGNORE_RESULT,
                 "replaced_task_nesting": 0,
                 "stamped_headers": None,
                 "stamps": {},

@@ -30,8 +30,14 @@ supported (kombu would prefix only the first key of the script call). Producers,
 Flower keep the stock transport; the URL stays ``redis://`` (the Celery setting
 ``broker_transport`` names this class). Needs Redis >= 6.2 (``RPOP`` with a count).
 
-This overrides private kombu methods (``Channel._brpop_read``, ``Channel._brpop_start``, the
-Redis ``QoS``): kombu is pinned in pyproject.toml and tests/test_transport.py checks them.
+This overrides private kombu methods (``Channel._brpop_read``, ``Channel._brpop_start``,
+``Channel.conn_or_acquire``, the Redis ``QoS``): :mod:`noti.celery.compat` lists what it
+relies on, and a worker checks it before it starts (a kombu that changed it is refused).
+
+Unacked messages of a dead worker are restored every ``unacked_restore_interval`` seconds
+(noti sets it from ``NOTI_UNACKED_RESTORE_INTERVAL_S``, with ``unacked_restore_throttle`` 1).
+kombu reads those options from 5.7 on; with an earlier kombu this transport reads them and
+runs the restore on that interval itself (kombu's own timer, every 10 s, stays).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from noti.redisconn import Outage, ScriptPipeline, SentinelUrl, load_script, ref
 __all__ = [
     "ACK_FLUSH_AT",
     "BULK_MAX",
+    "KOMBU_RESTORE_OPTIONS",
     "BulkChannel",
     "BulkQoS",
     "BulkSentinelChannel",
@@ -82,6 +89,10 @@ log = logging.getLogger(__name__)
 BULK_MAX = 50
 #: Buffered acks that force a flush before the next BRPOP.
 ACK_FLUSH_AT = 256
+#: kombu reads the transport options ``unacked_restore_interval`` and
+#: ``unacked_restore_throttle`` (5.7 and later); an earlier kombu's event loop restores
+#: unacked messages every 10 s, scanning on every tenth call: this transport adds them.
+KOMBU_RESTORE_OPTIONS = "unacked_restore_interval" in kombu_redis.Channel.from_transport_options
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +160,13 @@ class BulkQoS(kombu_redis.QoS):
             self._acks[:0] = tags  # try again at the next flush; lost only if the process dies
             raise
 
+    def restore_visible(self, start: int = 0, num: int = 10, interval: int | None = None) -> Any:
+        """kombu's, scanning on every ``unacked_restore_throttle``-th call: kombu < 5.7 gives no
+        ``interval`` (it scanned on every tenth call)."""
+        if interval is None:
+            interval = getattr(self.channel, "unacked_restore_throttle", 10)
+        return super().restore_visible(start, num, interval)
+
     def restore_unacked(self, client: Any = None) -> None:
         self.flush_acks()
         super().restore_unacked(client)
@@ -186,6 +204,13 @@ class BulkChannel(kombu_redis.Channel):
 
     QoS = BulkQoS
     bulk_max = BULK_MAX
+    if not KOMBU_RESTORE_OPTIONS:  # kombu < 5.7: read them here (see the module)
+        from_transport_options = kombu_redis.Channel.from_transport_options + (  # type: ignore[assignment]
+            "unacked_restore_interval",
+            "unacked_restore_throttle",
+        )
+        unacked_restore_interval = 10
+        unacked_restore_throttle = 10
     #: Set by the consumer of delivery messages to have their records claimed as they are
     #: fetched; None: messages are only taken.
     delivery_claims: DeliveryClaims | None = None
@@ -228,12 +253,13 @@ class BulkChannel(kombu_redis.Channel):
         transport = self.connection
         return transport is None or getattr(transport, "client", None) is None
 
-    def _brpop_start(self, timeout: float | None = None) -> None:
+    def _brpop_start(self, *args: Any, **kwargs: Any) -> None:
         self.qos.flush_acks()
-        super()._brpop_start(timeout)
+        super()._brpop_start(*args, **kwargs)  # kombu's default timeout (5.5: 1 s; 5.6+: brpop_timeout)
 
     def _brpop_read(self, **options: Any) -> bool:
-        # kombu 5.7's _brpop_read, plus the bulk pop and the one-MULTI registration
+        # kombu's _brpop_read (5.5.2-5.7.0; noti.celery.compat checks it is still that one),
+        # plus the bulk pop and the one-MULTI registration
         try:
             try:
                 dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
@@ -248,7 +274,9 @@ class BulkChannel(kombu_redis.Channel):
             self._queue_cycle.rotate(dest)
         finally:
             self._in_poll = None  # type: ignore[assignment]
-            self._flush_brpop_reauth()
+            flush_reauth = getattr(self, "_flush_brpop_reauth", None)  # kombu >= 5.7
+            if flush_reauth is not None:
+                flush_reauth()
         room = self.qos.can_consume_max_estimate()
         more = min(self.bulk_max, self.bulk_max if room is None else room) - 1
         claiming = self.delivery_claims
@@ -379,13 +407,27 @@ class BulkTransport(kombu_redis.Transport):
 
     Channel = BulkChannel
 
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        super().register_with_event_loop(connection, loop)
+        if not KOMBU_RESTORE_OPTIONS:  # kombu < 5.7 restores every 10 s only (see the module)
+            interval = connection.client.transport_options.get("unacked_restore_interval", 10)
+            if interval != 10:
+                cycle: Any = self.cycle
+                loop.call_repeatedly(interval, cycle.maybe_restore_messages)
+
 
 class BulkSentinelChannel(BulkChannel, kombu_redis.SentinelChannel):
     """:class:`BulkChannel` on a primary found through Sentinel (kombu's ``SentinelChannel``
     gives the connection pool, this class the bulk fetch, claims and acks)."""
 
+    from_transport_options = BulkChannel.from_transport_options + tuple(  # type: ignore[assignment]
+        name
+        for name in kombu_redis.SentinelChannel.from_transport_options
+        if name not in BulkChannel.from_transport_options
+    )
 
-class BulkSentinelTransport(kombu_redis.SentinelTransport):
+
+class BulkSentinelTransport(BulkTransport, kombu_redis.SentinelTransport):
     """kombu's Sentinel transport with :class:`BulkSentinelChannel`: what noti's workers
     select instead of :class:`BulkTransport` when the broker is a ``redis+sentinel://`` URL."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any, BinaryIO
 
@@ -161,21 +162,19 @@ def _add_file(ctx: CliContext, file: BinaryIO, *, default_type: str | None, leve
     stored = 0
     refused = list(bad_lines)
     chunk = 2000
-    with Progress(
-        TextColumn("adding"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        disable=quiet or not sys.stderr.isatty(),
-        transient=True,
+    # no Progress at all unless shown: rich < 14.3 writes a blank line even when disabled
+    shown = not quiet and sys.stderr.isatty()
+    columns = (TextColumn("adding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with (
+        Progress(*columns, console=Console(stderr=True), transient=True) if shown else nullcontext()
     ) as progress:
-        task = progress.add_task("add", total=len(items))
+        task = progress.add_task("add", total=len(items)) if progress is not None else None
         for start in range(0, len(items), chunk):
             result = ctx.api_bulk(items[start : start + chunk])
             stored += result.stored
             refused += [(line_of[start + r.index], f"{r.code}: {r.message}") for r in result.refused]
-            progress.advance(task, min(chunk, len(items) - start))
+            if progress is not None and task is not None:
+                progress.advance(task, min(chunk, len(items) - start))
     for number, reason in sorted(refused):
         click.echo(f"line {number}: {reason}", err=True)
     if not quiet:
