@@ -26,6 +26,8 @@ from noti's settings, importing noti's Celery app only for the ``send_task`` pat
 from __future__ import annotations
 
 import base64
+import functools
+import importlib.metadata
 import json
 import os
 import re
@@ -37,7 +39,6 @@ from functools import cached_property
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-import celery
 import redis
 
 from noti.celery.queues import DELIVER_TASK, priority_for_level, queue_key, transport_options
@@ -72,9 +73,14 @@ _FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "bo
 
 Item = tuple[str, Channel, int]
 
-#: The ``ignore_result`` header Celery's ``send_task`` writes when not given one (Celery 5.5
-#: and 5.6: False; 5.7: None): the envelope is Celery's own.
-SEND_TASK_IGNORE_RESULT: bool | None = None if tuple(celery.VERSION[:2]) >= (5, 7) else False
+
+@functools.cache
+def send_task_ignore_result() -> bool | None:
+    """The ``ignore_result`` header Celery's ``send_task`` writes when not given one (Celery 5.5
+    and 5.6: False; 5.7: None), so the envelope is Celery's own. Read from the installed
+    distribution's metadata: publishing on Redis imports no Celery (the fast CLI)."""
+    major, minor = (int(part) for part in importlib.metadata.version("celery").split(".")[:2])
+    return None if (major, minor) >= (5, 7) else False
 
 
 def _celery_signals() -> ModuleType | None:
@@ -275,7 +281,7 @@ class Publisher:
                 "argsrepr": repr([record_id]),
                 "kwargsrepr": "{}",
                 "origin": self._origin,
-                "ignore_result": SEND_TASK_IGNORE_RESULT,
+                "ignore_result": send_task_ignore_result(),
                 "replaced_task_nesting": 0,
                 "stamped_headers": None,
                 "stamps": {},
