@@ -116,11 +116,16 @@ class SentinelSet:
         raise AssertionError(f"the sentinels did not agree on a new primary within {timeout_s} s")
 
     def close(self) -> None:
+        """Stop every process; one that does not stop within 10 s (a primary waiting for its
+        replicas, Redis' shutdown-timeout) is killed, so none outlives the test."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.terminate()
         for proc in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
                 proc.wait(10)
 
 

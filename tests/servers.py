@@ -90,7 +90,11 @@ def redis_server(*args: str) -> Iterator[str]:
     finally:
         client.close()
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:  # a server that refuses to stop must not outlive its test
+            proc.kill()
+            proc.wait(10)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
