@@ -21,9 +21,10 @@ from typing import Any
 import redis
 
 from bench._harness import redis_server
-from bench._noti import FAST, PHONE, WorkerConfig, noti_env, point_driver, write_config
+from bench._noti import FAST, WorkerConfig, noti_env, point_driver, write_config
 from bench._report import Row, attempt, errors_of, paired_ratio, present
 from bench._runner import main
+from bench.enqueue_bench import noti_notify, noti_notify_many
 
 __all__ = ["scenario_11"]
 
@@ -46,28 +47,6 @@ def primary_with_replica() -> Iterator[str]:
             yield primary
 
 
-def _one_at_a_time(n: int) -> float:
-    import noti
-
-    noti.notify_sms(PHONE, "warm-up")
-    started = time.perf_counter()
-    for i in range(n):
-        noti.notify_sms(PHONE, f"message {i}")
-    return n / (time.perf_counter() - started)
-
-
-def _many(n: int) -> float:
-    import noti
-
-    items = [{"type": "sms", "to": PHONE, "text": f"message {i}"} for i in range(n)]
-    started = time.perf_counter()
-    result = noti.notify_many(items)
-    elapsed = time.perf_counter() - started
-    if result.refused:
-        raise RuntimeError(f"{len(result.refused)} refused: {result.refused[0]}")
-    return n / elapsed
-
-
 def measure(reps: int, smoke: bool) -> tuple[dict[str, list[float | None]], dict[str, list[str]]]:
     samples: dict[str, list[float | None]] = {}
     errors: dict[str, list[str]] = {}
@@ -75,7 +54,7 @@ def measure(reps: int, smoke: bool) -> tuple[dict[str, list[float | None]], dict
         env = noti_env(url, write_config())
         flush = redis.Redis.from_url(url)
         for rep in range(reps):
-            for kind, run in (("one", _one_at_a_time), ("many", _many)):
+            for kind, run in (("one", noti_notify), ("many", noti_notify_many)):
                 for replicas in (1, 0):
                     name = f"{kind}/{replicas}"
                     flush.flushall()
