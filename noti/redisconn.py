@@ -470,11 +470,8 @@ class ReplicaWait:
                 a failover; the client's connections are dropped, so the next command finds
                 the primary again (through Sentinel, a new one after a switch).
         """
-        try:
+        with translate_errors(client):
             acknowledged = pipeline.wait_for_replicas(self.replicas, self.timeout_ms)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            where = getattr(client, "noti_url", "Redis")
-            raise StoreUnavailable(f"cannot reach Redis at {where}: {_reason(exc)}") from exc
         if acknowledged < self.replicas:
             client.connection_pool.disconnect()
             raise StoreUnavailable(
