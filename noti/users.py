@@ -26,7 +26,7 @@ from noti.config import Settings
 from noti.errors import PermissionDenied
 from noti.inputs import user_name
 
-__all__ = ["Role", "User", "check_user_name", "resolve_user"]
+__all__ = ["Role", "User", "resolve_user"]
 
 
 class Role(IntEnum):
@@ -92,15 +92,6 @@ class User:
             raise PermissionDenied(
                 f"only members of the root group may {action} (acting user: {self.name})", code=code
             )
-
-
-def check_user_name(name: object) -> str:
-    """``name`` if it can be a user name (:func:`noti.inputs.user_name`).
-
-    Raises:
-        InvalidInput: ``e.cmd.noti.baduser``.
-    """
-    return user_name(name)
 
 
 def resolve_user(settings: Settings, name: str | None = None) -> User:

@@ -41,10 +41,10 @@ from redis.commands.core import Script
 
 from noti.config import Settings
 from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
-from noti.inputs import check_name, finite_number
+from noti.inputs import check_name, finite_number, user_name
 from noti.keys import Keys
 from noti.redisconn import translate_errors
-from noti.users import User, check_user_name, resolve_user
+from noti.users import User, resolve_user
 
 __all__ = [
     "POOL_NAME_PATTERN",
@@ -402,7 +402,7 @@ class NumberPool:
             InvalidInput: ``e.cmd.noti.baduser``: ``owner`` cannot be a user name.
             StoreUnavailable: Redis cannot be reached.
         """
-        owner = check_user_name(owner)
+        owner = user_name(owner)
         if self.user is not None:
             self.user.require_root("e.noti.pool.chown.nopvg", f"give away the number pool {self.name}")
         reply = self._call("chown", owner)
