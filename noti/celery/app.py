@@ -179,12 +179,7 @@ class DelayPump(bootsteps.StartStopStep):
 
     def create(self, worker: Any) -> Pump:
         runtime = get_runtime()
-        publisher = Publisher(
-            worker.app,
-            store_url=runtime.settings.redis_url,
-            store_redis=runtime.redis,
-            broker_url=runtime.settings.broker,
-        )
+        publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
         periodic: list[tuple[float, Callable[[], object]]] = [
             (EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)
         ]
