@@ -145,6 +145,40 @@ class RedisProcess:
 #: The repository: ``celery -A noti`` runs from here.
 ROOT = Path(__file__).resolve().parent.parent
 
+#: The PHP class of the webman queue whose messages :data:`SMS_AND_WEBMAN_CONFIG` turns into
+#: notifications.
+WEBMAN_NOTIFY_CLASS = "app\\queue\\Notify"
+#: A worker's settings file: SMS through the sandbox, and the webman bridge on, with noti's
+#: notification consumer on :data:`WEBMAN_NOTIFY_CLASS`'s queue.
+SMS_AND_WEBMAN_CONFIG = f"""
+[channels.sms]
+provider = "sandbox"
+
+[webman]
+enabled = true
+
+[webman.consumers.notify]
+class = "noti.bridge.webman.notifications:NotificationConsumer"
+
+[webman.consumers.notify.options]
+php_class = '{WEBMAN_NOTIFY_CLASS}'
+block_time_ms = 300
+"""
+
+
+def run_noti(env: dict[str, str], *args: str, preload: str | None = None) -> str:
+    """``noti ARGS`` in a fresh process with ``env``, from the repository; its standard output
+    (it must succeed). ``preload``: a module imported first (a test's task listeners, which
+    ``noti listener add -task`` checks are registered)."""
+    run = "import runpy, sys; sys.argv[0] = 'noti'; runpy.run_module('noti', run_name='__main__')"
+    if preload is not None:
+        run = f"import {preload}; {run}"
+    done = subprocess.run(
+        [sys.executable, "-c", run, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
 
 class CeleryProcess:
     """A ``celery -A <app> <args>`` subprocess (worker, beat, Flower; noti's app unless told

@@ -36,29 +36,21 @@ from noti.keys import Keys
 from noti.providers.sandbox import read_outbox
 from noti.redisconn import connect
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
-from tests.servers import CeleryProcess, RedisProcess, free_port
+from tests.servers import (
+    SMS_AND_WEBMAN_CONFIG,
+    WEBMAN_NOTIFY_CLASS,
+    CeleryProcess,
+    RedisProcess,
+    free_port,
+    run_noti,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 PASSWORD = "outage-s3cret"
 PHONE = "+8613912345678"
-NOTIFY = "app\\queue\\Notify"
 #: How long Redis stays down.
 OUTAGE_S = 10.0
-CONFIG = f"""
-[channels.sms]
-provider = "sandbox"
-
-[webman]
-enabled = true
-
-[webman.consumers.notify]
-class = "noti.bridge.webman.notifications:NotificationConsumer"
-
-[webman.consumers.notify.options]
-php_class = '{NOTIFY}'
-block_time_ms = 300
-"""
 #: A beat log line that sends the 1 s entry (noti-events-sweep, NOTI_EVENT_SWEEP_INTERVAL_S=1).
 SEND = re.compile(
     r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProcess\] "
@@ -92,15 +84,7 @@ class Outage:
 
     def noti(self, *args: str) -> str:
         # the CLI checks a task listener's task is registered: import the test's task module first
-        run = (
-            "import runpy, sys, tests.outage_tasks; sys.argv[0] = 'noti'; "
-            "runpy.run_module('noti', run_name='__main__')"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", run, *args], env=self.env, cwd=ROOT, capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
+        return run_noti(self.env, *args, preload="tests.outage_tasks")
 
     def outbox_texts(self) -> list[str]:
         return [entry["fields"].get("text", "") for entry in read_outbox(self.redis, Keys("noti:"))]
@@ -129,7 +113,7 @@ def outage() -> Iterator[Outage]:
     url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0"
     client = connect(url)
     server.start(client)
-    (workdir / "noti.toml").write_text(CONFIG)
+    (workdir / "noti.toml").write_text(SMS_AND_WEBMAN_CONFIG)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
         **BASE_ENV,
@@ -264,7 +248,7 @@ def test_the_event_processor_stops_quietly_and_a_new_one_resumes_its_event(outag
 
 def test_the_webman_bridge_waits_and_consumes_after_the_outage(outage: Outage) -> None:
     # when: a PHP-shaped message arrives once Redis is back
-    keys = QueueKeys(QueueNames.from_class(NOTIFY), "webman_redis_queue_")
+    keys = QueueKeys(QueueNames.from_class(WEBMAN_NOTIFY_CLASS), "webman_redis_queue_")
     producer = Producer(webman_connect(outage.url), keys)
     producer.push({"type": "sms", "to": PHONE, "text": "from PHP after"})
     # then: the bridge consumed it and the SMS went out

@@ -6,9 +6,8 @@ Real processes: a primary, a replica and three sentinels on loopback (:mod:`test
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,24 +28,9 @@ from noti.record import Status
 from noti.redisconn import CommandPipeline, ReplicaWait, SentinelUrl, connect, masked_url
 from tests.conftest import BASE_ENV, wait_until
 from tests.sentinel import SentinelSet, sentinel_set
-from tests.servers import ROOT, CeleryProcess
+from tests.servers import SMS_AND_WEBMAN_CONFIG, WEBMAN_NOTIFY_CLASS, CeleryProcess, run_noti
 
 PHONE = "+8613912345678"
-NOTIFY = "app\\queue\\Notify"
-CONFIG = f"""
-[channels.sms]
-provider = "sandbox"
-
-[webman]
-enabled = true
-
-[webman.consumers.notify]
-class = "noti.bridge.webman.notifications:NotificationConsumer"
-
-[webman.consumers.notify.options]
-php_class = '{NOTIFY}'
-block_time_ms = 300
-"""
 
 pytestmark = pytest.mark.slow
 
@@ -180,19 +164,6 @@ def test_a_write_a_replica_did_not_acknowledge_is_reported_and_the_next_one_find
 # --- noti through a failover and a crash -------------------------------------------------------
 
 
-class _Cli:
-    """``noti …`` in a fresh process with ``env``; its standard output."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-
-    def __call__(self, *args: str) -> str:
-        command = [sys.executable, "-m", "noti", *args]
-        done = subprocess.run(command, env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-
 def _outbox_texts(url: str) -> list[str]:
     return [entry["fields"].get("text", "") for entry in read_outbox(connect(url), Keys("noti:"))]
 
@@ -225,7 +196,7 @@ def test_workers_beat_the_cli_and_callers_carry_on_through_a_failover_and_a_cras
     sentinels = sentinels_two_replicas
     url = sentinels.url(db=1)
     config = tmp_path / "noti.toml"
-    config.write_text(CONFIG)
+    config.write_text(SMS_AND_WEBMAN_CONFIG)
     env = {
         **os.environ,
         **BASE_ENV,
@@ -247,7 +218,7 @@ def test_workers_beat_the_cli_and_callers_carry_on_through_a_failover_and_a_cras
     try:
         for process in processes[:2]:
             wait_until(lambda p=process: "ready." in p.output() or not p.alive(), timeout=60)
-        cli = _Cli(env)
+        cli = functools.partial(run_noti, env)
         cli("listener", "add", "failover.sms", "-type", "sms", "-to", PHONE, "-text", "event {{ n }}")
         acknowledged: dict[str, str] = {}
         # when notifications keep coming while the primary is switched over, then killed
@@ -271,7 +242,7 @@ def test_workers_beat_the_cli_and_callers_carry_on_through_a_failover_and_a_cras
         # and the event processor and the webman bridge of the workers work on the new primary
         event_id = cli("event", "dispatch", "failover.sms", "-data", '{"n": 7}')
         webman = Producer(
-            webman_connect(url), QueueKeys(QueueNames.from_class(NOTIFY), "webman_redis_queue_")
+            webman_connect(url), QueueKeys(QueueNames.from_class(WEBMAN_NOTIFY_CLASS), "webman_redis_queue_")
         )
         webman.push({"type": "sms", "to": PHONE, "text": "from PHP"})
         wait_until(lambda: '"done"' in cli("event", "show", event_id, "-json"), timeout=60, interval=0.5)
