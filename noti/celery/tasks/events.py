@@ -13,6 +13,7 @@ from typing import Any
 from celery import Task
 
 from noti.celery.app import app
+from noti.celery.tasks.calls import bind_call
 from noti.errors import InvalidInput
 from noti.events import events
 
@@ -69,11 +70,11 @@ def _dispatch_shape(name: Any = None, payload: Any = None, user: Any = None) -> 
 
 
 def _dispatch_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
-    try:
-        return _dispatch_shape(*args, **kwargs)
-    except TypeError as exc:
-        message = str(exc).replace("_dispatch_shape()", "noti.events.dispatch")
-        raise InvalidInput(
-            f"{message}: noti.events.dispatch takes (name, payload=None, user=None)",
-            code="e.noti.event.badcall",
-        ) from None
+    return bind_call(
+        _dispatch_shape,
+        args,
+        kwargs,
+        task="noti.events.dispatch",
+        takes="(name, payload=None, user=None)",
+        code="e.noti.event.badcall",
+    )

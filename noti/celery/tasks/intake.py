@@ -44,6 +44,7 @@ from kombu.exceptions import EncodeError
 
 from noti.celery.app import app
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
+from noti.celery.tasks.calls import bind_call
 from noti.delay import due_ms
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.inputs import finite_number, shown
@@ -285,14 +286,14 @@ def _call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any, obj
         InvalidInput: ``e.cmd.noti.add.baditem``: they do not bind (the message is not a call
         of ``notify(type, target, lv=1, user=None, **fields)``).
     """
-    try:
-        return _shape(*args, **kwargs)
-    except TypeError as exc:
-        message = str(exc).replace("_shape()", "noti.notify")
-        raise InvalidInput(
-            f"{message}: noti.notify takes (type, target, lv=1, user=None, **fields)",
-            code="e.cmd.noti.add.baditem",
-        ) from None
+    return bind_call(
+        _shape,
+        args,
+        kwargs,
+        task="noti.notify",
+        takes="(type, target, lv=1, user=None, **fields)",
+        code="e.cmd.noti.add.baditem",
+    )
 
 
 def _mask_in_message(exc: NotiError, target: object) -> None:
