@@ -29,14 +29,27 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 
-spec="."
-[ -n "$EXTRAS" ] && spec=".[$EXTRAS]"
+# One install marker for every caller (`make run`, `make test`, `make docs`, `make bench`): it holds
+# the extras installed; a call whose extras are all there installs nothing, another installs the
+# union, so `make run` after `make test` (or the other way round) never re-installs.
 constrain=()
 [ -n "$CONSTRAINTS" ] && constrain=(--constraint "$CONSTRAINTS")
-stamp="$VENV/.noti-installed-$(echo "$spec $CONSTRAINTS" | tr -c 'a-z0-9' '_')"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || { [ -n "$CONSTRAINTS" ] && [ "$CONSTRAINTS" -nt "$stamp" ]; }; then
+marker="$VENV/.noti-installed"
+have=""
+[ -f "$marker" ] && have=$(sed -n 's/^extras=//p' "$marker")
+want=$(printf '%s\n' ${have//,/ } ${EXTRAS//,/ } | sed '/^$/d' | sort -u | paste -sd, -)
+missing=$(comm -13 <(printf '%s\n' ${have//,/ } | sed '/^$/d' | sort -u) \
+                   <(printf '%s\n' ${EXTRAS//,/ } | sed '/^$/d' | sort -u))
+stale=0
+[ ! -f "$marker" ] && stale=1
+[ -f "$marker" ] && [ pyproject.toml -nt "$marker" ] && stale=1
+[ -f "$marker" ] && [ -n "$CONSTRAINTS" ] && [ "$CONSTRAINTS" -nt "$marker" ] && stale=1
+[ -f "$marker" ] && [ "$(sed -n 's/^constraints=//p' "$marker")" != "$CONSTRAINTS" ] && stale=1
+if [ "$stale" = 1 ] || [ -n "$missing" ]; then
+    spec="."
+    [ -n "$want" ] && spec=".[$want]"
     echo "==> installing noti ($spec${CONSTRAINTS:+, constrained by $CONSTRAINTS}) into $VENV" >&2
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check ${constrain[@]+"${constrain[@]}"} -e "$spec" >&2
-    touch "$stamp"
+    printf 'extras=%s\nconstraints=%s\n' "$want" "$CONSTRAINTS" >"$marker"
 fi
