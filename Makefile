@@ -2,13 +2,20 @@
 PYTHON ?= python3
 VENV   ?= .venv
 
-.PHONY: run test bench chaos venv clean-var
+.PHONY: run test docs bench chaos venv clean-var
 
 run:
 	@scripts/run.sh
 
 test:
 	@scripts/test.sh
+
+# The documentation site (mkdocs.yml, docs/; references generated from the code by docsgen/):
+# into ./site, warnings are errors. `make docs DOCS_ARGS=serve` serves it on 127.0.0.1:8000.
+DOCS_ARGS ?= build --strict
+docs:
+	@NOTI_EXTRAS=docs scripts/venv.sh
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs $(DOCS_ARGS)
 
 # Every benchmark scenario against plain Celery in the same run, one table (bench/__main__.py).
 # BENCH_ARGS="--smoke" for tiny sizes; "--reps 1 --only 3,5" etc.

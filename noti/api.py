@@ -146,7 +146,7 @@ def schedule_many(
 
     Raises:
         InvalidInput: ``e.cmd.noti.add.baddelay``: a bad ``delay`` or ``eta`` (every item
-        would be refused for it; nothing is stored).
+            would be refused for it; nothing is stored).
     """
     due_ms(delay=delay, eta=eta, now_ms=now_ms())
     defaults: dict[str, Any] = {}

@@ -96,7 +96,9 @@ class Settings(BaseSettings):
     #: Back-off between attempts: ``linear`` (attempt × retry_seconds, webman's default) or
     #: ``exponential`` (retry_seconds × 2^(attempt-1) with full jitter, capped).
     retry_policy: Literal["linear", "exponential"] = "linear"
+    #: Back-off base in seconds (``linear``: attempt × this; ``exponential``: this × 2^(attempt-1)).
     retry_seconds: float = Field(default=60.0, ge=0)
+    #: Longest back-off between two attempts (seconds).
     retry_cap_s: float = Field(default=3600.0, gt=0)
     #: Rate-limit waits (not attempts) stop being free once a record is this old.
     rate_limited_max_s: float = Field(default=86400.0, gt=0)
@@ -110,6 +112,7 @@ class Settings(BaseSettings):
     unacked_restore_interval_s: float = Field(default=10.0, gt=0)
     #: Worker pool and concurrency used when ``celery worker`` is given none on its command line.
     worker_pool: Literal["threads", "prefork", "solo", "gevent", "eventlet"] = "threads"
+    #: Worker pool size used when ``celery worker`` is given no ``-c``.
     worker_concurrency: int = Field(default=8, ge=1, le=1000)
     #: Workers send task events (Flower's task list and counters, ``celery events``): on by
     #: default; off saves their cost per notification (``make bench`` prints both).
@@ -132,12 +135,14 @@ class Settings(BaseSettings):
     broker_bulk_fetch: bool = True
     #: How often the delayed pump looks for due records (seconds).
     pump_interval_s: float = Field(default=0.2, gt=0, le=10)
-    #: Maintenance intervals driven by ``celery beat``.
+    #: How often beat removes done records past ``keep_done_s`` (seconds).
     clean_interval_s: float = Field(default=3600.0, gt=0)
     #: How often waiting records whose queue message was lost are looked for, and how long a
     #: record must have gone untouched (and its queue be empty) to count as lost.
     sweep_interval_s: float = Field(default=60.0, gt=0)
+    #: How long a waiting record must have gone untouched to count as lost (seconds).
     sweep_after_s: float = Field(default=300.0, gt=0)
+    #: How often beat trims dead letters past ``dead_letter_max_age_s`` (seconds).
     dead_letter_trim_interval_s: float = Field(default=3600.0, gt=0)
 
     #: Port of the Prometheus exporter a worker serves (:mod:`noti.observe.prometheus`); None:
@@ -154,9 +159,11 @@ class Settings(BaseSettings):
 
     #: How long an idempotency key of ``notify(..., idempotency_key=…)`` is remembered.
     idempotency_ttl_s: float = Field(default=7 * 86400, gt=0)
-    #: Dead letters: stream size and age caps, and an optional hook ("module:function").
+    #: Most dead letters kept in the stream (older ones are trimmed first).
     dead_letter_max_len: int = Field(default=10_000, ge=1)
+    #: Dead letters older than this are trimmed (seconds).
     dead_letter_max_age_s: float = Field(default=7 * 86400, gt=0)
+    #: ``"module:function"`` called with each new dead letter (e.g. to alert); None: no hook.
     dead_letter_hook: str | None = None
     #: Application hooks run by the worker around each delivery: ``"package.module:Class"``, a
     #: :class:`noti.handlers.NotificationHandler` subclass (retry decider, on_success,
@@ -181,6 +188,7 @@ class Settings(BaseSettings):
     #: How often beat checks that events waiting have a live processor (``noti.events.sweep``).
     event_sweep_interval_s: float = Field(default=30.0, gt=0)
 
+    #: ``[channels.<type>]`` tables: a channel's default provider(s), attempt limit, retry policy.
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
     #: ``[providers.<name>]`` tables; ``kind`` picks the implementation (defaults to the name).
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict)

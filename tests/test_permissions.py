@@ -12,7 +12,7 @@ member) and ``boss`` (a root administrator) try it:
   are the same before and after (and the webman TOML file too).
 
 Every cell runs twice, once through the Python API and once through ``noti --as USER …``
-in this process, each on a freshly built world (:func:`build_world`). The README's roles
+in this process, each on a freshly built world (:func:`build_world`). The docs' roles
 table is generated from the same rows (``python -m tests.test_permissions`` rewrites it);
 :func:`test_the_readme_table_is_the_matrix` fails when they differ.
 """
@@ -675,9 +675,9 @@ def test_the_permissions_matrix(
         assert not any(token in out for token in absent), (absent, out)
 
 
-# --- the README's table ---------------------------------------------------------------------------
+# --- the table of the docs (docs/concepts/roles.md) -----------------------------------------------
 
-README = ROOT / "README.md"
+README = ROOT / "docs" / "concepts" / "roles.md"
 BEGIN = "<!-- permissions: generated from tests/test_permissions.py (python -m tests.test_permissions) -->"
 END = "<!-- /permissions -->"
 MARKS = {"ok": "✓", "no": "✗", "own": "own", "all": "all"}
@@ -716,7 +716,7 @@ def readme_block(text: str) -> str:
     return text[start:end].strip()
 
 
-def test_the_readme_table_is_the_matrix() -> None:
+def test_the_docs_table_is_the_matrix() -> None:
     assert readme_block(README.read_text()) == readme_table(), "run: python -m tests.test_permissions"
 
 

@@ -5,7 +5,7 @@ opt-in exporter, ``NOTI_METRICS_PORT``).
 Nothing is counted in the exporting process: the counters live in Redis
 (:mod:`noti.counters`) and the gauges are read there, so every exporter shows the same
 cluster-wide numbers and any one of them is enough. :data:`METRICS` is the one list of the
-names served; the README's table is generated from it (``python -m noti.observe.docs``).
+names served; the docs' table is generated from it (``noti.observe.docs``).
 """
 
 from __future__ import annotations
