@@ -1,8 +1,9 @@
 """Settings: the one object that holds noti's configuration, and the only reader of the environment.
 
 Values come, highest first, from ``NOTI_*`` environment variables (nested with ``__``, e.g.
-``NOTI_CHANNELS__SMS__PROVIDER=sandbox``), then from the TOML file named by ``NOTI_CONFIG``,
-then from the defaults below. Provider options (secrets included) live in the TOML file under
+``NOTI_CHANNELS__SMS__PROVIDER=sandbox``), then from the TOML file (:func:`config_file`: the
+one ``NOTI_CONFIG`` names, else the nearest ``noti.toml`` from the working directory up), then
+from the defaults below. Provider options (secrets included) live in the TOML file under
 ``[providers.<name>]``; they are never printed and never copied into records.
 """
 
@@ -29,9 +30,28 @@ from noti.bridge.webman.settings import WebmanSettings
 from noti.errors import InvalidConfig
 from noti.inputs import USER_NAME
 
-__all__ = ["ChannelSettings", "Settings", "get_settings", "load_settings"]
+__all__ = ["CONFIG_FILE_NAME", "ChannelSettings", "Settings", "config_file", "get_settings", "load_settings"]
 
 CommaList = Annotated[list[str], NoDecode]
+
+#: The settings file looked for when ``NOTI_CONFIG`` is not set.
+CONFIG_FILE_NAME = "noti.toml"
+
+
+def config_file(start: Path | None = None) -> str | None:
+    """The TOML file the settings are read from: the one ``NOTI_CONFIG`` names (set but empty:
+    none), else the first ``noti.toml`` in ``start`` (the working directory) or one of its
+    parents, so ``noti`` run anywhere in a project finds its file without exported variables.
+    """
+    named = os.environ.get("NOTI_CONFIG")
+    if named is not None:
+        return named or None
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / CONFIG_FILE_NAME
+        if candidate.is_file():
+            return str(candidate)
+    return None
 
 
 def _os_user() -> str:
@@ -68,7 +88,8 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
     )
 
-    #: The TOML file these settings were read from (``NOTI_CONFIG``), if any.
+    #: The TOML file these settings are read from (``NOTI_CONFIG``; unset: the nearest
+    #: ``noti.toml`` from the working directory up; set to "": none).
     config: str | None = None
     #: Record store (and, unless ``broker_url`` is set, the Celery broker).
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -236,11 +257,11 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config_file = os.environ.get("NOTI_CONFIG")
-        if config_file:
-            path = Path(config_file)
+        found = config_file()
+        if found:
+            path = Path(found)
             if not path.is_file():
-                raise InvalidConfig(f"NOTI_CONFIG names {config_file!r}, which is not a file")
+                raise InvalidConfig(f"NOTI_CONFIG names {found!r}, which is not a file")
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
 
@@ -251,6 +272,8 @@ def load_settings(**overrides: Any) -> Settings:
     Raises:
         InvalidConfig: a value is malformed; the message names the variable and the problem.
     """
+    if "config" not in overrides and "NOTI_CONFIG" not in os.environ:
+        overrides["config"] = config_file()  # the file found, for who asks (noti webman register)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
@@ -262,14 +285,14 @@ def load_settings(**overrides: Any) -> Settings:
 def _problem(error: Any) -> str:
     """One validation error, named as the user wrote it: the variable, or the TOML key."""
     loc = [str(part) for part in error["loc"]]
-    config_file = os.environ.get("NOTI_CONFIG")
+    found = config_file()
     if error["type"] != "extra_forbidden":
         variable = f"NOTI_{'__'.join(loc).upper()}"
-        if config_file and not any(name.upper() == variable for name in os.environ):
+        if found and not any(name.upper() == variable for name in os.environ):
             # the value came from the TOML file: name its key there, not a variable
-            return f"{'.'.join(loc)} in {config_file}: {error['msg']}"
+            return f"{'.'.join(loc)} in {found}: {error['msg']}"
         return f"{variable}: {error['msg']}"
-    where = f" in {config_file}" if config_file else ""
+    where = f" in {found}" if found else ""
     message = f"unknown setting {'.'.join(loc)!r}{where}"
     known = _known_keys(loc[:-1])
     close = difflib.get_close_matches(loc[-1], known, n=1)

@@ -22,6 +22,8 @@ from tests.servers import CeleryProcess
 
 for _name in [n for n in os.environ if n.startswith("NOTI_") and n != "NOTI_TEST_REDIS_URL"]:
     del os.environ[_name]
+# no settings file unless a test names one: never the noti.toml `make run` writes in the checkout
+os.environ["NOTI_CONFIG"] = ""
 
 ROOT = servers.ROOT
 ADMIN, MEMBER, ALICE, BOB = "boss", "ops", "alice", "bob"

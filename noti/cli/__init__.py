@@ -78,7 +78,10 @@ class LazyGroup(click.Group):
     lazy_commands=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.option("--as", "acting_user", metavar="USER", help="Act as USER (default: NOTI_USER or the OS user).")
+@click.option(
+    "-as", "--as", "acting_user", metavar="USER", help="Act as USER (default: NOTI_USER or the OS user)."
+)
+@click.version_option(None, "--version", "-version", package_name="noti", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, acting_user: str | None) -> None:
     """Notifications delivered by Celery workers from Redis."""

@@ -72,7 +72,7 @@ def show(ctx: CliContext, /, ident: str, as_json: bool) -> None:
 
 @dead.command("retry")
 @click.argument("idents", metavar="[ID]...", nargs=-1)
-@click.option("--all", "retry_all", is_flag=True, help="Retry every dead letter of a noti record.")
+@click.option("-all", "--all", "retry_all", is_flag=True, help="Retry every dead letter of a noti record.")
 @pass_cli
 def retry(ctx: CliContext, /, idents: tuple[str, ...], retry_all: bool) -> None:
     """Put records back to waiting with their attempts reset, and queue them."""

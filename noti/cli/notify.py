@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import nullcontext
 from datetime import datetime
@@ -17,6 +18,8 @@ from noti.record import to_json_dict
 
 __all__ = ["add", "clean", "delete", "get", "list_", "send"]
 
+_BARE_NUMBER = re.compile(r"^\s*[0-9.]+\s*\Z")
+
 #: The field that ``noti add TYPE`` reads from standard input when its option is omitted.
 STDIN_FIELD = {"sms": "text", "weixin": "content", "email": "text", "webhook": "content"}
 
@@ -27,6 +30,10 @@ def _read_stdin(code: str) -> str:
     Raises:
         InvalidInput: with ``code`` when it is not UTF-8 (nothing is stored).
     """
+    if sys.stdin.isatty():  # a person at a terminal, not a pipe: say why nothing happens
+        click.echo(
+            "reading the message from standard input (end with Ctrl-D; or pass it as an option)", err=True
+        )
     try:
         text = sys.stdin.read()
     except UnicodeDecodeError as exc:
@@ -206,10 +213,16 @@ def send(
     timeout: float,
     out: Output,
 ) -> None:
-    """Send waiting notifications now, in this process, highest level first."""
+    """Send waiting notifications now, in this process, highest level first; then a summary
+    line, ``N sent, M not sent``, on standard error."""
     results = ctx.api.send(record_id, user=ctx.user, creator=creator, limit=limit, timeout_s=timeout)
     collected = []
+    sent = not_sent = 0
     for result in results:
+        if result.mark == "OK":
+            sent += 1
+        else:
+            not_sent += 1
         if out.wants_json:
             collected.append(
                 {
@@ -228,6 +241,8 @@ def send(
         out.json(collected)
     elif out.wants_json and not out.quiet:
         click.echo("[]")
+    elif not out.quiet:  # on stderr: standard output stays the OK/KO lines scripts read
+        click.echo(f"{sent} sent, {not_sent} not sent", err=True)
 
 
 @click.command("list")
@@ -304,6 +319,13 @@ def parse_keep(text: str) -> float:
     """
     if text.strip() == "now":
         return 0.0
+    if text.strip() != "0" and _BARE_NUMBER.match(text):
+        # a number without a unit is most likely a typo for days or hours, and too small a
+        # window removes everything done: refused, as any other value is
+        raise InvalidInput(
+            f"-keep {text!r} has no unit: use Ns, Nm, Nh or Nday (e.g. 30m, 24h, 3day; 0: keep nothing)",
+            code="e.cmd.noti.clean.badkeep",
+        )
     return parse_duration(text, code="e.cmd.noti.clean.badkeep", what="-keep")
 
 

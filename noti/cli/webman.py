@@ -85,18 +85,26 @@ def webman() -> None:
 
 
 @webman.command("make-consumer")
-@click.option("--queue", prompt="Please enter the name of the queue", help="Queue name (letters and '-').")
 @click.option(
-    "--processes", type=click.IntRange(1, 64), default=1, prompt="Please enter the number of processes",
-    help="Consumer threads.",
+    "-queue", "--queue", prompt="Please enter the name of the queue", help="Queue name (letters and '-')."
+)
+@click.option(
+    "-processes", "--processes", type=click.IntRange(1, 64), default=1,
+    prompt="Please enter the number of processes", help="Consumer threads.",
 )  # fmt: skip
 @click.option(
-    "--path", "directory", default="app/queue", prompt="Please enter the path to create the class in",
+    "-path", "--path", "directory", default="app/queue",
+    prompt="Please enter the path to create the class in",
     help="Package directory of the class (also gives the PHP namespace).",
 )  # fmt: skip
-@click.option("--root", type=click.Path(file_okay=False), default=".", help="Where the package directory is.")
 @click.option(
-    "--config", "config", help="TOML file to register it in (default: NOTI_CONFIG, else ./noti.toml)."
+    "-root", "--root", type=click.Path(file_okay=False), default=".", help="Where the package directory is."
+)
+@click.option(
+    "-config",
+    "--config",
+    "config",
+    help="TOML file to register it in (default: NOTI_CONFIG, else ./noti.toml).",
 )
 def make_consumer(queue: str, processes: int, directory: str, root: str, config: str | None) -> None:
     """Create a consumer class and register it (asks like solar:make:consumer)."""
@@ -112,10 +120,15 @@ def make_consumer(queue: str, processes: int, directory: str, root: str, config:
 
 @webman.command("remove-consumer")
 @click.argument("name")
-@click.option("--purge-data", is_flag=True, help="Also delete its stream and delayed keys (asks first).")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
 @click.option(
-    "--config", "config", help="TOML file it is registered in (default: NOTI_CONFIG, else ./noti.toml)."
+    "-purge-data", "--purge-data", is_flag=True, help="Also delete its stream and delayed keys (asks first)."
+)
+@click.option("-yes", "--yes", "-y", is_flag=True, help="Do not ask.")
+@click.option(
+    "-config",
+    "--config",
+    "config",
+    help="TOML file it is registered in (default: NOTI_CONFIG, else ./noti.toml).",
 )
 @pass_cli
 def remove_consumer(ctx: CliContext, /, name: str, purge_data: bool, yes: bool, config: str | None) -> None:
@@ -135,7 +148,7 @@ def remove_consumer(ctx: CliContext, /, name: str, purge_data: bool, yes: bool, 
 
 
 @webman.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-json", "--json", "as_json", is_flag=True, help="Print JSON.")
 def list_consumers(as_json: bool) -> None:
     """Registered consumers and their queues' numbers (like solar:consumer:list)."""
     headers = [
@@ -186,7 +199,7 @@ def list_consumers(as_json: bool) -> None:
 
 @webman.command("clean")
 @click.argument("queue")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask.")
+@click.option("-yes", "--yes", "-y", is_flag=True, help="Do not ask.")
 @pass_cli
 def clean_queue(ctx: CliContext, /, queue: str, yes: bool) -> None:
     """Delete QUEUE's stream, delayed set and delayed data (like solar:clean:redis:data; root)."""
@@ -200,10 +213,16 @@ def clean_queue(ctx: CliContext, /, queue: str, yes: bool) -> None:
 
 @webman.command("history")
 @click.argument("queue")
-@click.option("--older-than", default="1h", show_default=True, help="Age of the message (Ns, Nm, Nh, Nd).")
-@click.option("--delete", "delete", is_flag=True, help="Delete the entries listed.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N entries.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "-older-than",
+    "--older-than",
+    default="1h",
+    show_default=True,
+    help="Age of the message (Ns, Nm, Nh, Nd).",
+)
+@click.option("-delete", "--delete", "delete", is_flag=True, help="Delete the entries listed.")
+@click.option("-limit", "--limit", type=click.IntRange(min=1), default=None, help="At most N entries.")
+@click.option("-json", "--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_cli
 def history_(
     ctx: CliContext, /, queue: str, older_than: str, delete: bool, limit: int | None, as_json: bool
