@@ -37,9 +37,24 @@ constrain=()
 marker="$VENV/.noti-installed"
 have=""
 [ -f "$marker" ] && have=$(sed -n 's/^extras=//p' "$marker")
+# the extras a list stands for, with those it includes (test includes flower: noti[flower])
+closure() {
+    "$VENV/bin/python" - "$1" <<'PY'
+import re, sys, tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"].get("optional-dependencies", {})
+todo, seen = [e for e in sys.argv[1].split(",") if e], set()
+while todo:
+    name = todo.pop()
+    if name not in seen:
+        seen.add(name)
+        for requirement in extras.get(name, []):
+            match = re.match(r"noti\[([^\]]*)\]", requirement.replace(" ", ""))
+            todo += match.group(1).split(",") if match else []
+print("\n".join(sorted(seen)))
+PY
+}
 want=$(printf '%s\n' ${have//,/ } ${EXTRAS//,/ } | sed '/^$/d' | sort -u | paste -sd, -)
-missing=$(comm -13 <(printf '%s\n' ${have//,/ } | sed '/^$/d' | sort -u) \
-                   <(printf '%s\n' ${EXTRAS//,/ } | sed '/^$/d' | sort -u))
+missing=$(comm -13 <(closure "$have") <(closure "$EXTRAS"))
 stale=0
 [ ! -f "$marker" ] && stale=1
 [ -f "$marker" ] && [ pyproject.toml -nt "$marker" ] && stale=1

@@ -1,0 +1,109 @@
+"""``make run`` (scripts/run.sh) as a person uses it: it starts Redis (on a private port, never
+6379), a worker, beat and Flower, delivers the demo, writes the settings file the CLI finds;
+Ctrl-C (a real SIGINT to its process group) stops everything in order, Redis by SHUTDOWN with
+its AOF flushed, and it exits 0 leaving nothing running. And ``make run`` / ``make test`` share
+one install: scripts/venv.sh installs nothing when the extras asked for are already there."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
+    if not (ROOT / ".venv" / "bin" / "celery").exists():
+        pytest.skip("scripts/run.sh runs noti from ./.venv, which is not installed here")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTI_")}
+    settings = tmp_path / "noti.toml"
+    env.update(
+        NOTI_RUN_VAR=str(tmp_path / "var"),
+        NOTI_RUN_SETTINGS=str(settings),
+        NOTI_FLOWER_PORT=str(free_port()),
+    )
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        run = subprocess.Popen(
+            ["scripts/run.sh"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 150
+        while "Press Ctrl-C to stop." not in log.read_text():
+            assert run.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        text = log.read_text()
+        port = int(re.search(r"redis-server on 127\.0\.0\.1:(\d+) \(pid (\d+)", text).group(1))  # type: ignore[union-attr]
+        assert port != 6379
+        pids = {"redis-server": int(re.search(r"redis-server on \S+ \(pid (\d+)", text).group(1))}  # type: ignore[union-attr]
+        for name in ("worker", "beat", "Flower"):
+            pids[name] = int(re.search(rf"{name} \(pid (\d+)\)", text).group(1))  # type: ignore[union-attr]
+        assert all(alive(pid) for pid in pids.values())
+        assert settings.read_text().startswith("# written by scripts/run.sh")
+        listed = subprocess.run(
+            [str(ROOT / ".venv/bin/noti"), "list", "-json", "-c"], cwd=tmp_path,
+            env={k: v for k, v in env.items() if not k.startswith("NOTI_")}, capture_output=True, text=True,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr  # found ./noti.toml: no exported variable
+        assert listed.stdout.count('"noti_st":10') == 5
+
+        os.killpg(run.pid, signal.SIGINT)  # what a Ctrl-C at its terminal sends
+        assert run.wait(timeout=90) == 0, log.read_text()
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    text = log.read_text()
+    stopped = [line.strip() for line in text.splitlines() if line.strip().endswith("stopped")]
+    assert stopped == ["worker stopped", "beat stopped", "Flower stopped", "redis-server stopped"], text
+    assert not [name for name, pid in pids.items() if alive(pid)], text
+    redis_log = (tmp_path / "var" / "log" / "redis.log").read_text()
+    assert "User requested shutdown" in redis_log  # SHUTDOWN, not a signal
+    assert "Calling fsync() on the AOF file" in redis_log or "fsync" in redis_log
+    assert "ready to exit" in redis_log
+    assert "You insist" not in redis_log
+    assert not settings.exists()  # the settings file it wrote is gone with it
+
+
+def test_one_install_marker_serves_run_and_test(tmp_path: Path) -> None:
+    """With the test extras installed (make test), make run's flower is there: nothing installed."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    marker = venv / ".noti-installed"
+    marker.write_text("extras=bench,test\nconstraints=\n")
+    later = (ROOT / "pyproject.toml").stat().st_mtime + 10
+    os.utime(marker, (later, later))
+    for extras in ("flower", "test", "", "bench,test", "test,flower"):
+        done = subprocess.run(
+            ["scripts/venv.sh"], cwd=ROOT, env={**os.environ, "VENV": str(venv), "NOTI_EXTRAS": extras},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "installing" not in done.stderr, (extras, done.stderr)
+    assert marker.read_text() == "extras=bench,test\nconstraints=\n"
