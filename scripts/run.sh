@@ -70,8 +70,8 @@ stop() {  # stop PID NAME SECONDS: SIGTERM, then SIGKILL after SECONDS
 
 cleanup() {
     local status=$?
-    trap - INT TERM EXIT
-    trap '' INT  # a second Ctrl-C does not cut the shutdown short
+    trap - INT TERM HUP EXIT
+    trap "" INT HUP  # a second Ctrl-C does not cut the shutdown short
     if [ -n "$WORKER$BEAT$FLOWER$REDIS" ]; then
         echo
         say "stopping"
@@ -95,8 +95,8 @@ except redis.ConnectionError:
     fi
     exit "$status"
 }
-on_signal() { exit 0; }  # Ctrl-C or SIGTERM: the normal way to stop; cleanup runs on EXIT
-trap on_signal INT TERM
+on_signal() { exit 0; }  # Ctrl-C, SIGTERM, a closed terminal: the way to stop; cleanup runs on EXIT
+trap on_signal INT TERM HUP
 trap cleanup EXIT
 
 redis_answers() {

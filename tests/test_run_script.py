@@ -107,3 +107,54 @@ def test_one_install_marker_serves_run_and_test(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert "installing" not in done.stderr, (extras, done.stderr)
     assert marker.read_text() == "extras=bench,test\nconstraints=\n"
+
+
+@pytest.mark.slow
+def test_make_run_at_a_terminal_exits_0_on_ctrl_c(tmp_path: Path) -> None:
+    """The keystroke itself: ^C typed at `make run`'s terminal (a pty) signals its foreground
+    process group; make must not die of it (it would exit 130), run.sh stops everything."""
+    import pty
+    import select
+    import shutil
+
+    if not (ROOT / ".venv" / "bin" / "celery").exists() or shutil.which("make") is None:
+        pytest.skip("needs make and ./.venv")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTI_")}
+    env.update(
+        NOTI_RUN_VAR=str(tmp_path / "var"),
+        NOTI_RUN_SETTINGS=str(tmp_path / "noti.toml"),
+        NOTI_FLOWER_PORT=str(free_port()),
+    )
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: make run on the pty as its controlling terminal
+        os.chdir(ROOT)
+        os.execvpe("make", ["make", "run"], env)
+    seen = b""
+
+    def read_until(token: bytes, seconds: float) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + seconds
+        while token not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # the terminal closed: make has exited
+                    return
+                if not chunk:
+                    return
+                seen += chunk
+
+    try:
+        read_until(b"Press Ctrl-C to stop.", 150)
+        assert b"Press Ctrl-C to stop." in seen, seen.decode(errors="replace")
+        os.write(fd, b"\x03")  # ^C: the terminal sends SIGINT to its foreground process group
+        read_until(b"redis-server stopped", 90)
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)  # make; closing the terminal hangs up run.sh, which stops the rest
+        raise
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, seen.decode(errors="replace")
+    assert b"redis-server stopped" in seen
+    assert not (tmp_path / "noti.toml").exists()
