@@ -10,7 +10,7 @@
     ├── NotFound                 e.cmd.noti.not_found     unknown record (del: e.cmd.noti.del.not_a_msg)
     ├── StoreUnavailable         e.noti.store.unavailable Redis down, refused or timed out
     ├── DeliveryError            e.noti.delivery          raised by providers only; the class is the
-    │   │                                                 outcome class of shared/providers.md §0
+    │   │                                                 outcome class (R, D, F, P, O, C, U below)
     │   ├── TemporaryFailure     e.noti.delivery.temporary    R: retried per the retry policy
     │   │   ├── RateLimited      e.noti.delivery.ratelimited  D: waits retry_after_s, not an attempt
     │   │   ├── ProviderOutage   e.noti.delivery.outage       F: the next provider is tried

@@ -65,7 +65,7 @@ under ``<prefix>beat:``.
 
 The webman-redis-queue bridge's keys are not built here: the PHP plugin dictates them (its
 connection prefix, ``webman_redis_queue_`` by default, never ``NOTI_KEY_PREFIX``), and
-:mod:`noti.bridge.webman.layout` builds them per ``shared/compat/webman/layout.md``.
+:mod:`noti.bridge.webman.layout` builds them as the plugin does.
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ def list_(
 @json_options
 @pass_cli
 def get(ctx: CliContext, /, record_ids: tuple[str, ...], out: Output) -> None:
-    """Show notifications by id (yours; root members: anyone's): the seed's fields, or -json."""
+    """Show notifications by id (yours; root members: anyone's): every field, or -json."""
     records = [ctx.api.get(record_id, user=ctx.user) for record_id in record_ids]
     if out.quiet:
         return
@@ -311,11 +311,12 @@ def delete(ctx: CliContext, /, record_ids: tuple[str, ...], quiet: bool) -> None
 
 
 def parse_keep(text: str) -> float:
-    """Seconds from the seed's ``Nm`` / ``Nh`` / ``Nday`` (also ``Ns``, ``Nd``; ``0`` = keep none).
+    """Seconds from ``Nm`` / ``Nh`` / ``Nday`` (also ``Ns``, ``Nd``; ``0`` = keep none).
 
     Raises:
-        InvalidInput: ``e.cmd.noti.clean.badkeep`` for anything else (the seed removed every
-        record for unknown values; noti refuses, so a typo cannot wipe the store).
+        InvalidInput: ``e.cmd.noti.clean.badkeep`` for anything else, a number without a unit
+        included (the original command removed every record for unknown values; noti
+        refuses, so a typo cannot wipe the store).
     """
     if text.strip() == "now":
         return 0.0
