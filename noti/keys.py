@@ -29,6 +29,10 @@ key                             type     holds
                                          written only when it fails (TTL = ``result_expires``)
 ``noti:lock:<name>``            STRING   a lease lock (token, PX expiry)
 ``noti:rate:<provider>``        HASH     the provider's token bucket (tokens, ts)
+``noti:rate:<provider>:line``   ZSET     records waiting for its tokens, score = precedence
+                                         (level, then the user's clock; :mod:`noti.ratelimit`)
+``noti:rate:<provider>:back``   ZSET     those records, score = ms by which each must ask again
+``noti:rate:<provider>:clock``  ZSET     user -> where that user's next place starts (ms)
 ``noti:suppressed:<channel>``   SET      targets that opted out of a channel
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
 ``noti:weixin:token:<appid>``   STRING   a WeChat account's access token (TTL = its expires_in
@@ -144,6 +148,15 @@ class Keys:
 
     def rate_bucket(self, provider: str) -> str:
         return f"{self.prefix}rate:{provider}"
+
+    def rate_line(self, provider: str) -> str:
+        return f"{self.prefix}rate:{provider}:line"
+
+    def rate_back(self, provider: str) -> str:
+        return f"{self.prefix}rate:{provider}:back"
+
+    def rate_clock(self, provider: str) -> str:
+        return f"{self.prefix}rate:{provider}:clock"
 
     def suppressed(self, channel: str) -> str:
         return f"{self.prefix}suppressed:{channel}"

@@ -35,6 +35,7 @@ from noti.errors import (
 from noti.handlers import STOP, NotificationHandler, call_hook
 from noti.privacy import mask_target
 from noti.providers import Message, Provider, Receipt
+from noti.ratelimit import Place
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.runtime import Runtime
@@ -50,8 +51,6 @@ POISON_MARGIN = 3
 #: Pauses before trying again to record an outcome when Redis does not answer: the send
 #: happened, so giving up would mean sending it again after the lease.
 FINISH_RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
-#: A rate-limit wait this short is slept through; a longer one postpones the record.
-SHORT_WAIT_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +218,7 @@ class Sender:
                     outcomes[i] = self._failed(record, exc, policies[i])
             while requests:
                 timings: dict[int, tuple[str, float]] = {}
-                answers = self._send_round(requests, timings)
+                answers = self._send_round(requests, timings, attempts)
                 requests = {}
                 for i, timing in timings.items():
                     attempts[i].calls.append(timing)
@@ -240,11 +239,15 @@ class Sender:
         return [outcome for outcome in outcomes if outcome is not None]
 
     def _send_round(
-        self, requests: dict[int, tuple[Provider, Message]], timings: dict[int, tuple[str, float]]
+        self,
+        requests: dict[int, tuple[Provider, Message]],
+        timings: dict[int, tuple[str, float]],
+        attempts: Sequence[Attempt],
     ) -> dict[int, StepResult | BaseException]:
         """One round of blocking sends, grouped by provider; a rate-limited provider gets its
-        requests one at a time, each right after its token. ``timings`` gets, per request
-        sent, its provider and how long the call took (a group's calls took as long as it)."""
+        requests one at a time, each right after its token (``attempts[i]``'s record takes
+        its place in line). ``timings`` gets, per request sent, its provider and how long the
+        call took (a group's calls took as long as it)."""
         by_provider: dict[int, list[int]] = {}
         for i, (provider, _) in requests.items():
             by_provider.setdefault(id(provider), []).append(i)
@@ -254,7 +257,7 @@ class Sender:
             if provider.options.rate_limit_per_s:  # each send right after its token
                 for i in group:
                     try:
-                        wait_s = self._take_token(provider)
+                        wait_s = self._take_token(provider, attempts[i].record)
                     except Exception as exc:  # e.g. Redis gone: this record's attempt ends so
                         answers[i] = exc
                         continue
@@ -297,7 +300,7 @@ class Sender:
             policy = self._policy(record)
             try:
                 receipt = await self._run_async(
-                    self._failover(record, suppressed=attempt.claim.suppressed), attempt.calls
+                    self._failover(record, suppressed=attempt.claim.suppressed), record, attempt.calls
                 )
             except Exception as exc:
                 return self._failed(record, exc, policy)
@@ -474,17 +477,21 @@ class Sender:
             retry=record.retry,
         )
 
-    async def _run_async(self, plan: Plan, calls: list[tuple[str, float]]) -> Receipt:
-        """Drive a failover plan on the running asyncio loop; each provider call is noted in
-        ``calls`` with its duration."""
+    async def _run_async(self, plan: Plan, record: Notification, calls: list[tuple[str, float]]) -> Receipt:
+        """Drive ``record``'s failover plan on the running asyncio loop; each provider call is
+        noted in ``calls`` with its duration."""
         loop = asyncio.get_running_loop()
         try:
             provider, message = next(plan)
             while True:
                 result: StepResult
                 wait_s = 0.0
-                if provider.options.rate_limit_per_s:  # a Redis call, and maybe a short sleep
-                    wait_s = await loop.run_in_executor(None, self._take_token, provider)
+                if provider.options.rate_limit_per_s:  # Redis calls, in line for a token
+                    place = self._place(provider, record)
+                    wait_s, done = await loop.run_in_executor(None, place.ask)
+                    while not done:  # a short wait for our turn: sleep it here, not on a thread
+                        await asyncio.sleep(wait_s)
+                        wait_s, done = await loop.run_in_executor(None, place.ask)
                 if wait_s > 0:
                     result = wait_s
                 else:
@@ -560,20 +567,30 @@ class Sender:
         assert failure is not None  # a chain is never empty
         raise failure
 
-    def _take_token(self, provider: Provider) -> float:
-        """Wait briefly for the provider's rate limit; the seconds still to wait (0: go)."""
-        rate = provider.options.rate_limit_per_s
-        if not rate:
+    def _take_token(self, provider: Provider, record: Notification) -> float:
+        """Stand in ``provider``'s line for a token for ``record``: 0 when taken (send now),
+        else the seconds still to wait (the place was given up; :mod:`noti.ratelimit`)."""
+        if not provider.options.rate_limit_per_s:
             return 0.0
-        limiter = self.runtime.rate_limiter
-        for _ in range(4):
-            wait_s = limiter.acquire(provider.name, rate_per_s=rate, burst=provider.options.rate_burst)
-            if wait_s <= 0:
-                return 0.0
-            if wait_s > SHORT_WAIT_S:
-                return wait_s
+        place = self._place(provider, record)
+        wait_s, done = place.ask()
+        while not done:
             time.sleep(wait_s)
-        return SHORT_WAIT_S
+            wait_s, done = place.ask()
+        return wait_s
+
+    def _place(self, provider: Provider, record: Notification) -> Place:
+        """``record``'s place in the line of ``provider``'s rate limit."""
+        rate = provider.options.rate_limit_per_s
+        assert rate  # only rate-limited providers have a line
+        return self.runtime.rate_limiter.place(
+            provider.name,
+            rate_per_s=rate,
+            burst=provider.options.rate_burst,
+            contender=record.id,
+            level=record.level,
+            user=record.creator,
+        )
 
 
 def _run_hooks(
