@@ -53,6 +53,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": broker_url,
         "broker_connection_retry_on_startup": True,
+        # a worker waits for Redis as long as it is away (Celery's 100 tries end it after
+        # about 48 minutes, and nothing restarts a worker that gave up)
+        "broker_connection_max_retries": None,
         "broker_transport_options": transport,
         "visibility_timeout": settings.visibility_timeout_s,
         # noti.notify's results and every record's state, read from noti's own keys and
