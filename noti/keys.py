@@ -41,7 +41,7 @@ key                             type     holds
 ``noti:events:st:<status>``     ZSET     ids ``new`` / ``activated`` (score = seq) or
                                          ``done`` (score = done ms)
 ``noti:events:user:<user>``     ZSET     ids dispatched by ``<user>``, score = seq
-``noti:events:starting``        STRING   a processor task was just queued (PX expiry)
+``noti:events:starting``        STRING   a processor task is queued and has not started yet (PX expiry)
 ``noti:events:stop``            HASH     how the last event processor stopped
 ``noti:lock:events``            STRING   the event processor's liveness lock (JSON: token,
                                          host, pid, since; PX expiry, renewed)

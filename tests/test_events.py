@@ -602,3 +602,67 @@ def test_cli_errors_print_their_code(rt: Any) -> None:
 def test_module_level_dispatch_uses_the_acting_user(rt: Any) -> None:
     event_id = dispatch("order.paid", PAID)
     assert Events(rt).get(event_id).user == ALICE
+
+
+# --- the starting marker: exact, so no dispatch waits for the sweep ---------------------------
+
+
+def test_a_dispatch_right_after_a_processor_went_idle_queues_a_processor_at_once(rt: Any) -> None:
+    # given an event whose dispatch queued a processor (and marked it as starting)
+    api, starts = make(rt)
+    api.dispatch("order.paid", PAID)
+    assert starts == [1] and rt.redis.exists(rt.keys.event_starting)
+    # when that processor runs, empties the queue and goes idle
+    assert api.processor().run().reason is StopReason.IDLE
+    # then nothing says a processor is starting any more ...
+    assert not rt.redis.exists(rt.keys.event_starting)
+    # ... so the very next dispatch queues one itself instead of leaving its event to the sweep
+    api.dispatch("order.paid", PAID)
+    assert starts == [1, 1]
+
+
+def test_the_starting_marker_is_dropped_when_a_processor_takes_the_lock_or_finds_it_taken(rt: Any) -> None:
+    api, starts = make(rt)
+    # a processor that takes the lock drops the marker as it does (it is no longer "starting")
+    api.dispatch("order.paid", PAID)
+    processor = api.processor()
+    seen: list[int] = []
+    processor.listeners_of = lambda event: seen.append(rt.redis.exists(rt.keys.event_starting)) or []  # type: ignore[method-assign]
+    processor.run()
+    assert seen == [0]
+    # a queued processor that finds another one alive exits, and drops the marker too
+    rt.redis.set(rt.keys.event_starting, "dispatch", px=60_000)
+    rt.redis.set(rt.keys.event_lock, '{"token":"t","host":"h","pid":1,"since_ms":1}', px=60_000)
+    assert api.processor().run().reason is StopReason.BUSY
+    assert not rt.redis.exists(rt.keys.event_starting)
+
+
+def test_a_processor_stopped_by_a_bug_leaves_no_marker_behind(rt: Any) -> None:
+    # given a processor whose listener lookup has a bug, and two events waiting
+    api, starts = make(rt)
+    api.dispatch("order.paid", PAID)
+    api.dispatch("order.paid", PAID)
+    processor = api.processor()
+
+    def broken(event: Any) -> Any:
+        raise ZeroDivisionError("a bug")
+
+    processor.listeners_of = broken  # type: ignore[method-assign]
+    report = processor.run()
+    # then it queued no successor and left no marker: the next dispatch queues a processor
+    assert (report.reason, report.successor) == (StopReason.ERROR, False)
+    assert not rt.redis.exists(rt.keys.event_starting) and not rt.redis.exists(rt.keys.event_lock)
+    api.dispatch("order.paid", PAID)
+    assert starts == [1, 1]
+
+
+def test_a_processor_handing_over_marks_its_successor_as_starting(configure: Any) -> None:
+    rt = configure(event_processor_max_runtime_s=1e-6)
+    api, starts = make(rt)
+    api.dispatch("order.paid", PAID)
+    api.dispatch("order.paid", PAID)
+    report = api.processor().run()
+    assert (report.reason, report.processed, report.successor) == (StopReason.TIME, 1, True)
+    assert starts == [1, 1] and rt.redis.exists(rt.keys.event_starting)
+    api.dispatch("order.paid", PAID)  # the successor is on its way: no third processor
+    assert starts == [1, 1]

@@ -89,6 +89,7 @@ class ProcessorLock:
         self.holder = holder
         self.value = holder.encode()
         self.ttl_ms = max(int(ttl_s * 1000), 100)
+        self._acquire = load_script(client, "acquire", package="noti.events")
         self._renew = load_script(client, "renew", package="noti.events")
         self._release = load_script(client, "release", package="noti.events")
         self._lost = threading.Event()
@@ -101,9 +102,16 @@ class ProcessorLock:
         return self._lost.is_set()
 
     def acquire(self) -> bool:
-        """Take the lock if no processor holds it, and start renewing it."""
+        """Take the lock if no processor holds it, and start renewing it. Either way the
+        starting marker is dropped (see ``acquire.lua``)."""
         with translate_errors(self.redis):
-            taken = bool(self.redis.set(self.keys.event_lock, self.value, nx=True, px=self.ttl_ms))
+            taken = bool(
+                int(
+                    self._acquire(
+                        keys=[self.keys.event_lock, self.keys.event_starting], args=[self.value, self.ttl_ms]
+                    )
+                )
+            )
         if taken:
             self._thread = threading.Thread(target=self._renew_loop, name="noti-events-lock", daemon=True)
             self._thread.start()
@@ -148,9 +156,10 @@ class ProcessorLock:
             self._thread.join(5)
             self._thread = None
 
-    def release(self, *, idle: bool, reason: str, processed: int, now_ms: int) -> int:
-        """Let go of the lock (see ``release.lua``): -1 not ours, 0 events wait (idle mode
-        only; the lock is kept), 1 released, 2 released and a successor must be queued."""
+    def release(self, *, mode: str, reason: str, processed: int, now_ms: int) -> int:
+        """Let go of the lock (see ``release.lua``; ``mode`` is ``idle``, ``handover`` or
+        ``stop``): -1 not ours, 0 events wait (idle mode only; the lock is kept), 1 released,
+        2 released and a successor must be queued (handover mode only)."""
         k = self.keys
         with translate_errors(self.redis):
             return int(
@@ -158,7 +167,7 @@ class ProcessorLock:
                     keys=[k.event_lock, k.event_queue, k.event_starting, k.event_stop],
                     args=[
                         self.value,
-                        "idle" if idle else "handover",
+                        mode,
                         self.ttl_ms,
                         now_ms,
                         reason,

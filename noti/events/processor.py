@@ -183,7 +183,10 @@ class Processor:
         name = self.holder.name
         try:
             released = lock.release(
-                idle=False, reason=reason.value, processed=self.processed, now_ms=now_ms()
+                mode="stop" if reason is StopReason.ERROR else "handover",
+                reason=reason.value,
+                processed=self.processed,
+                now_ms=now_ms(),
             )
         except StoreUnavailable:
             log.warning("event processor %s: could not release its lock; it will expire", name)
@@ -224,7 +227,7 @@ class Processor:
                 on_poison=self._poisoned,
             )
             if activation is None:
-                released = lock.release(idle=True, reason="idle", processed=self.processed, now_ms=now_ms())
+                released = lock.release(mode="idle", reason="idle", processed=self.processed, now_ms=now_ms())
                 if released == 0:
                     continue  # an event arrived between the two steps
                 return StopReason.IDLE if released > 0 else StopReason.LOST
