@@ -16,7 +16,7 @@ import tests.test_events_tasks  # noqa: F401 - registers the listener tasks
 from noti.cli import main
 from noti.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied
-from noti.events import Events, EventStatus, StopReason, add_listener, dispatch, list_listeners
+from noti.events import Events, EventStatus, Outcome, StopReason, add_listener, dispatch, list_listeners
 from noti.events.event import matches
 from noti.events.store import LockLost
 from noti.events.templates import compile_template, context
@@ -666,3 +666,79 @@ def test_a_processor_handing_over_marks_its_successor_as_starting(configure: Any
     assert starts == [1, 1] and rt.redis.exists(rt.keys.event_starting)
     api.dispatch("order.paid", PAID)  # the successor is on its way: no third processor
     assert starts == [1, 1]
+
+
+# --- fencing: a processor that lost its lock writes nothing and stops -------------------------
+
+
+def test_a_processor_that_loses_its_lock_mid_event_stops_and_its_successor_runs_each_listener_once(
+    rt: Any,
+) -> None:
+    # given three listeners; while the second runs, another processor takes the lock (as
+    # after a stall past the lock's time-to-live)
+    from tests.test_events_tasks import SEEN, THIEF, attempts_key
+
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.record_order", name="a-first")
+    add_listener("order.paid", "tests.events.steal_lock", name="b-stall")
+    add_listener("order.paid", "tests.events.record_order", name="c-last")
+    add_listener("order.paid", SMS, name="d-sms")
+    event_id = api.dispatch("order.paid", PAID)
+    stalled = api.processor()
+    report = stalled.run()
+    # then it stopped there: no later listener ran, no notification was made, nothing was
+    # written after the loss (the outcome of b, the event's end), and the lock is the thief's
+    assert (report.reason, report.processed) == (StopReason.LOST, 0)
+    assert rt.redis.lrange(SEEN, 0, -1) == [f"{event_id}:event:{event_id}:{list_listeners()[0].id}"]
+    assert rt.store.count() == 0
+    stored = rt.redis.hgetall(rt.keys.event(event_id))
+    assert stored["status"] == "activated" and stored["tries"] == "1"
+    assert sorted(f for f in stored if f.startswith("o:")) == [f"o:{list_listeners()[0].id}"]
+    assert rt.redis.get(rt.keys.event_lock) == THIEF
+    # and it said it stalled (it did not die)
+    assert rt.redis.exists(rt.keys.event_stalled(stalled.holder.name))
+    # when the thief's lock expires and a successor runs
+    rt.redis.delete(rt.keys.event_lock)
+    assert api.processor().run().processed == 1
+    # then it took the same event over: the first listener was not run again, the one that
+    # was interrupted ran again (same key), the others ran once; one notification
+    event = api.get(event_id)
+    assert event.status is EventStatus.DONE and event.tries == 2 and not event.failed
+    assert [o.listener for o in event.outcomes] == ["a-first", "b-stall", "c-last", "d-sms"]
+    assert [o.result for o in event.outcomes[:3]] == [1, 2, 2]
+    assert rt.redis.get(attempts_key(event_id)) == "2"
+    assert len(rt.redis.lrange(SEEN, 0, -1)) == 2 and rt.store.count() == 1
+    # and the outcomes recorded one by one were folded into the return data
+    assert not [f for f in rt.redis.hkeys(rt.keys.event(event_id)) if f.startswith("o:")]
+
+
+def test_a_processor_that_lost_its_lock_records_no_listener_outcome(rt: Any) -> None:
+    api, _ = make(rt)
+    event_id = api.dispatch("order.paid", PAID)
+    rt.redis.set(rt.keys.event_lock, "mine", px=60_000)
+    assert api.store.activate("mine", now_ms=1, processor="p") is not None
+    api.store.record_outcome("mine", event_id, "L1", Outcome("one", result=1))
+    rt.redis.set(rt.keys.event_lock, "someone else", px=60_000)
+    with pytest.raises(LockLost):
+        api.store.record_outcome("mine", event_id, "L2", Outcome("two", result=2))
+    assert api.store.holds("someone else") and not api.store.holds("mine")
+    assert {f for f in rt.redis.hkeys(rt.keys.event(event_id)) if f.startswith("o:")} == {"o:L1"}
+
+
+def test_processors_that_stalled_are_not_counted_as_deaths_towards_poison(rt: Any) -> None:
+    # given an event activated three times (NOTI_EVENT_MAX_TRIES): its first processor died,
+    # the other two lost their lock while alive (stalled) and said so
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.echo", name="echo")
+    event_id = api.dispatch("order.paid", {"id": 1})
+    for name in ("dead", "stalled-1", "stalled-2"):
+        rt.redis.set(rt.keys.event_lock, name, px=60_000)
+        assert api.store.activate(name, now_ms=1, processor=name, max_tries=3) is not None
+        rt.redis.delete(rt.keys.event_lock)
+    api.store.mark_stalled("stalled-1")
+    api.store.mark_stalled("stalled-2")
+    # when the next processor runs, it takes the event over instead of poisoning it
+    api.processor().run()
+    event = api.get(event_id)
+    assert event.status is EventStatus.DONE and not event.failed and event.tries == 4
+    assert rt.dead_letters.entries() == []
