@@ -97,6 +97,12 @@ class Keeper:
             return None
         return self._proc
 
+    def start(self) -> None:
+        """Start the keeper process now if it is not running (a worker that consumes events
+        does at start-up, so that its first processor's lock is kept from the start)."""
+        with self._lock:
+            self._ensure()
+
     def hold(self, url: str, key: str, value: str, ttl_ms: int) -> bool:
         """Keep the lock ``key`` = ``value`` alive from now on; False without a keeper."""
         return self._send({"op": "hold", "url": url, "key": key, "value": value, "ttl_ms": ttl_ms})
@@ -141,6 +147,7 @@ def serve(parent: int) -> int:
     renew: Any = None
     due = 0.0
     pending = b""
+    print(f"noti: event lock keeper {os.getpid()} ready for process {parent}", file=sys.stderr, flush=True)
     while True:
         wait = max(0.0, due - time.monotonic()) if held else 1.0
         readable, _, _ = select.select([0], [], [], min(wait, 1.0))
@@ -156,7 +163,7 @@ def serve(parent: int) -> int:
                 message = json.loads(line)
                 if message["op"] == "hold":
                     held = message
-                    due = time.monotonic() + message["ttl_ms"] / 3000
+                    due = time.monotonic()  # renewed at once: the hold may have waited for start-up
                 elif held is not None and message.get("value") == held["value"]:
                     held = None
         if held is None or time.monotonic() < due:
