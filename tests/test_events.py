@@ -742,3 +742,118 @@ def test_processors_that_stalled_are_not_counted_as_deaths_towards_poison(rt: An
     event = api.get(event_id)
     assert event.status is EventStatus.DONE and not event.failed and event.tries == 4
     assert rt.dead_letters.entries() == []
+
+
+# --- retry and replay ----------------------------------------------------------------------------
+
+
+def test_retry_re_runs_the_failed_listeners_in_a_new_ordered_step(rt: Any) -> None:
+    # given an event whose second listener failed (a bug), while the others succeeded
+    api, starts = make(rt)
+    add_listener("order.*", SMS, name="a-sms")
+    add_listener("order.*", "tests.events.fail_first", name="b-flaky")
+    add_listener("order.*", "tests.events.echo", name="c-echo")
+    failed = api.dispatch("order.paid", PAID)
+    api.processor().run()
+    before = api.get(failed)
+    assert before.failed and [o.listener for o in before.outcomes if o.failed] == ["b-flaky"]
+    assert [e.id for e in api.select(failed=True)] == [failed]
+    # when, after the fix, it is retried between two other dispatches
+    later = api.dispatch("invoice.later", {})  # no listener
+    queued = api.retry(failed)
+    last = api.dispatch("invoice.last", {})
+    # then it is queued again as a new step, after the events dispatched before the retry
+    assert queued.status is EventStatus.NEW and queued.replays == 1
+    assert rt.redis.lrange(rt.keys.event_queue, 0, -1) == [later, failed, last]
+    api.processor().run()
+    after = api.get(failed)
+    assert after.status is EventStatus.DONE and not after.failed and after.replays == 1
+    # only the failed listener ran again; the others kept their outcomes, nothing made twice
+    assert [o.listener for o in after.outcomes] == ["a-sms", "b-flaky", "c-echo"]
+    assert after.outcomes[0] == before.outcomes[0] and after.outcomes[2] == before.outcomes[2]
+    assert after.outcomes[1].result == 2
+    assert rt.store.count() == 1  # the SMS, made once
+    assert api.select(failed=True) == []
+    # and the steps ran in queue order
+    done = sorted((api.get(i) for i in (later, failed, last)), key=lambda e: e.done_ms)
+    assert [e.id for e in done] == [later, failed, last]
+
+
+def test_retry_of_one_listener_re_runs_only_that_one(rt: Any) -> None:
+    api, _ = make(rt)
+    add_listener("order.*", "tests.events.explode", name="a-explodes")
+    add_listener("order.*", "tests.events.fail_first", name="b-flaky")
+    event_id = api.dispatch("order.paid", PAID)
+    api.processor().run()
+    api.retry(event_id, listener="b-flaky")
+    api.processor().run()
+    event = api.get(event_id)
+    a, b = event.outcomes
+    assert (a.error_code, b.failed, b.result) == ("e.noti.event.task.failed", False, 2)
+    assert event.error_code == "e.noti.event.task.failed"  # a-explodes still failed
+
+
+def test_retry_refuses_what_it_cannot_retry_and_changes_nothing(rt: Any) -> None:
+    api, _ = make(rt)
+    add_listener("order.*", "tests.events.explode", name="boom", user=MEMBER)
+    bobs = api.dispatch("order.paid", PAID, user=BOB)
+    api.processor().run()
+    fine = api.dispatch("invoice.fine", {}, user=BOB)  # no listener: done without error
+    api.processor().run()
+    waiting = api.dispatch("order.paid", PAID, user=BOB)
+    snapshot = {k: rt.redis.dump(k) for k in rt.redis.keys("noti:*")}
+    cases = {
+        "e.noti.event.not_found": lambda: api.retry("0" * 20, user=BOB),
+        "e.noti.event.retry.nopvg": lambda: api.retry(bobs, user=ALICE),
+        "e.noti.listener.badname": lambda: api.retry(bobs, listener="../etc", user=BOB),
+        "e.noti.event.retry.badlistener": lambda: api.retry(bobs, listener="nosuch", user=BOB),
+        "e.noti.event.retry.notdone": lambda: api.retry(waiting, user=BOB),
+        "e.noti.event.retry.nofailure": lambda: api.retry(fine, user=BOB),
+    }
+    for code, call in cases.items():
+        assert code_of(call) == code
+    assert {k: rt.redis.dump(k) for k in rt.redis.keys("noti:*")} == snapshot
+    # the owner and root members may
+    assert api.retry(bobs, user=MEMBER).status is EventStatus.NEW
+
+
+def test_a_poisoned_event_is_replayed_after_a_fix_and_leaves_the_dead_letters(rt: Any) -> None:
+    # given an event set aside as poison (each processor that took it died), dead-lettered
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.echo", name="echo")
+    pill = api.dispatch("order.paid", {"id": 1})
+    for n in range(3):
+        rt.redis.set(rt.keys.event_lock, f"dead-{n}", px=60_000)
+        api.store.activate(f"dead-{n}", now_ms=1, processor=f"dead-{n}", max_tries=3)
+        rt.redis.delete(rt.keys.event_lock)
+    api.processor().run()
+    assert api.get(pill).error_code == "e.noti.event.poison"
+    assert [e.id for e in api.select(failed=True)] == [pill]
+    [letter] = rt.dead_letters.entries()
+    assert letter.record_id == pill
+    # when it is replayed (after the fix)
+    api.retry(pill)
+    api.processor().run()
+    # then every listener ran, and it left the dead letters
+    event = api.get(pill)
+    assert event.status is EventStatus.DONE and not event.failed and event.replays == 1
+    assert [o.listener for o in event.outcomes] == ["echo"] and event.outcomes[0].result["payload"] == {
+        "id": 1
+    }
+    assert rt.dead_letters.entries() == []
+
+
+def test_cli_event_retry_and_list_errors(rt: Any) -> None:
+    add_listener("order.*", "tests.events.fail_first", name="flaky")
+    event_id = dispatch("order.paid", PAID)
+    Events(rt, start_processor=lambda: None).processor().run()
+    listed = run("event", "list", "-errors", "-json")
+    assert listed.exit_code == 0, listed.output
+    assert [e["id"] for e in json.loads(listed.stdout)] == [event_id]
+    retried = run("event", "retry", event_id, "-listener", "flaky")
+    assert retried.exit_code == 0, retried.output
+    assert retried.stdout.strip() == event_id
+    bad = run("event", "retry", event_id)
+    assert bad.exit_code == 1 and bad.stderr.startswith("e.noti.event.retry.notdone: ")
+    unknown = run("event", "retry", "nosuch")
+    assert unknown.exit_code == 1 and unknown.stderr.startswith("e.noti.event.not_found: ")

@@ -111,6 +111,14 @@ def _register() -> None:
         time.sleep(float(event["payload"]["sleep_s"]))
         return int(get_runtime().redis.incr(attempts_key(event["id"])))
 
+    @shared_task(name="tests.events.fail_first")
+    def fail_first(event: dict[str, Any]) -> int:
+        """Fails the first time it is called for an event (a bug since fixed), then succeeds."""
+        attempt = int(get_runtime().redis.incr(attempts_key(event["id"])))
+        if attempt == 1:
+            raise RuntimeError("not fixed yet")
+        return attempt
+
     @shared_task(name="tests.events.explode")
     def explode(event: dict[str, Any]) -> None:
         """Always fails."""

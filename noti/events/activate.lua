@@ -14,7 +14,8 @@
 -- ARGV[7] poison error code, ARGV[8] stall marker prefix.
 -- Returns {-1} when the lock is not the caller's, {0, poisoned} when no event waits, else
 -- {1, poisoned, id, name, user, payload, created ms, seq, tries, listeners version,
--- recorded outcomes (a flat list: field, JSON, field, JSON…)};
+-- recorded outcomes (a flat list: field, JSON, field, JSON…), the listeners to re-run (JSON,
+-- '' unless the event was queued again by retry.lua), the return data of its last step};
 -- poisoned lists the events set aside as poison in this step, each {id, name, tries,
 -- payload, error message}.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -76,8 +77,9 @@ while true do
         end
       end
     end
+    local again = redis.call('HMGET', key, 'rerun', 'result')
     return {1, poisoned, id, f[1], f[2], f[3], f[4], f[5], tries, redis.call('GET', KEYS[5]) or '',
-      recorded}
+      recorded, again[1] or '', again[2] or ''}
   else
     redis.call('LPOP', KEYS[2])
   end

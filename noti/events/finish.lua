@@ -15,6 +15,7 @@ if redis.call('HGET', KEYS[5], 'status') ~= 'activated' then
 end
 redis.call('HSET', KEYS[5], 'status', 'done', 'done_ms', ARGV[3], 'result', ARGV[4],
   'error_code', ARGV[5], 'error_message', ARGV[6])
+redis.call('HDEL', KEYS[5], 'rerun')
 for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
   if string.sub(f, 1, 2) == 'o:' then
     redis.call('HDEL', KEYS[5], f)

@@ -291,6 +291,24 @@ class Processor:
         matching = self.listeners.matching(event.name, event.listeners_version)
         return [(listener, ready) for listener, ready in matching if may_read(listener.user)]
 
+    @staticmethod
+    def _plan(
+        event: Activation, matching: list[tuple[Listener, CompiledListener | InvalidInput]]
+    ) -> list[Outcome | tuple[Listener, CompiledListener | InvalidInput]]:
+        """What to do for each listener: run it, or (an event queued again by a retry) keep
+        its outcome from the last step. A retry re-runs the listeners it names (all: every
+        one) that still exist, keeps the other outcomes in their order, and runs no listener
+        added since; an event with no return data (set aside as poison) runs them all."""
+        if event.rerun is None or not event.previous:
+            return list(matching)
+        by_name = {listener.name: (listener, ready) for listener, ready in matching}
+        wanted = set(event.rerun) or {o.listener for o in event.previous}
+        plan: list[Outcome | tuple[Listener, CompiledListener | InvalidInput]] = []
+        for old in event.previous:
+            found = by_name.get(old.listener)
+            plan.append(found if found is not None and old.listener in wanted else old)
+        return plan
+
     def run_listeners(self, event: Activation, *, fence: ProcessorLock | None = None) -> list[Outcome]:
         """Run every listener of ``event`` (see :meth:`listeners_of`); one outcome each,
         failures included. A listener whose outcome an earlier processor recorded (``event``
@@ -309,7 +327,11 @@ class Processor:
             event.payload, event_id=event.id, name=event.name, user=event.user, created_ms=event.created_ms
         )
         outcomes: list[Outcome] = []
-        for listener, ready in matching:
+        for item in self._plan(event, matching):
+            if isinstance(item, Outcome):  # kept from the event's last step (a retry)
+                outcomes.append(item)
+                continue
+            listener, ready = item
             task = listener.action.task if isinstance(listener.action, TaskAction) else None
             recorded = event.recorded.get(listener.id)
             if recorded is not None:

@@ -52,6 +52,11 @@ class Activation:
     #: Outcomes recorded by earlier processors of this event (taken over after a death or a
     #: stall), by listener id: those listeners are not run again.
     recorded: Mapping[str, Outcome] = field(default_factory=dict)
+    #: Set when the event was queued again (:meth:`EventStore.requeue`): the names of the
+    #: listeners to re-run (empty: every listener); the others keep their ``previous`` outcome.
+    rerun: tuple[str, ...] | None = None
+    #: The return data of the event's last step (when ``rerun`` is set).
+    previous: tuple[Outcome, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,7 @@ class EventStore:
         scripts = {n: load_script(client, n, package="noti.events") for n in _SCRIPTS}
         self._dispatch, self._kick, self._activate = scripts["dispatch"], scripts["kick"], scripts["activate"]
         self._finish, self._clean, self._outcome = scripts["finish"], scripts["clean"], scripts["outcome"]
+        self._retry = scripts["retry"]
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -208,7 +214,7 @@ class EventStore:
                 on_poison(letter)
         if state == 0:
             return None
-        event_id, name, user, payload, created, seq, tries, version, flat = row[2:11]
+        event_id, name, user, payload, created, seq, tries, version, flat, rerun, previous = row[2:13]
         recorded = {
             flat[i][len(OUTCOME_FIELD) :]: Outcome.from_json(json.loads(flat[i + 1]))
             for i in range(0, len(flat), 2)
@@ -223,7 +229,31 @@ class EventStore:
             tries=int(tries),
             listeners_version=version,
             recorded=recorded,
+            rerun=tuple(json.loads(rerun)) if rerun else None,
+            previous=tuple(Outcome.from_json(o) for o in json.loads(previous)) if rerun and previous else (),
         )
+
+    def requeue(
+        self, event_id: str, rerun: Sequence[str], *, now_ms: int, starting_ttl_ms: int
+    ) -> tuple[int, bool]:
+        """Queue a done event again at the end of the arrival queue to re-run the listeners
+        ``rerun`` (names; empty: all) (``retry.lua``): ``(1, start)`` when queued, where
+        ``start`` says the caller must queue a processor; ``(0, False)`` when it is not done,
+        ``(-1, False)`` when it is gone."""
+        k = self.keys
+        with translate_errors(self.redis):
+            state, start = self._retry(
+                keys=[
+                    k.event(event_id),
+                    k.event_queue,
+                    k.event_status_index(EventStatus.NEW),
+                    k.event_status_index(EventStatus.DONE),
+                    k.event_lock,
+                    k.event_starting,
+                ],
+                args=[event_id, json.dumps(list(rerun)), now_ms, starting_ttl_ms],
+            )
+        return int(state), bool(int(start))
 
     def holds(self, lock_value: str) -> bool:
         """Does the caller still hold the processor lock? (A processor asks before each
@@ -328,14 +358,18 @@ class EventStore:
         status: EventStatus | None = None,
         user: str | None = None,
         name: str | None = None,
+        failed: bool = False,
         limit: int = 100,
     ) -> list[Event]:
-        """Events newest first (by arrival), filtered; at most ``limit``.
+        """Events newest first (by arrival), filtered; at most ``limit``. With ``failed``,
+        only done events with an error (a listener failed, or poison).
 
         ``name`` is a name or a pattern with ``*``. One index is read (the status's, else the
         user's, else all events), page by page, and the other filters are applied to it.
         """
         k = self.keys
+        if failed:
+            status = EventStatus.DONE
         if status is not None:
             index = k.event_status_index(status)
         elif user is not None:
@@ -356,6 +390,8 @@ class EventStore:
                 if name is not None and not matches(name, event.name):
                     continue
                 if status is not None and event.status is not status:
+                    continue
+                if failed and not event.failed:
                     continue
                 found.append(event)
                 if len(found) >= limit:
@@ -379,4 +415,4 @@ class EventStore:
             return cast(dict[str, str], self.redis.hgetall(self.keys.event_stop))
 
 
-_SCRIPTS = ("dispatch", "kick", "activate", "finish", "clean", "outcome")
+_SCRIPTS = ("dispatch", "kick", "activate", "finish", "clean", "outcome", "retry")
