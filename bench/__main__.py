@@ -19,11 +19,12 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 10. CLI start-up: noti list / get / add vs python -c "import redis"    (bench.cli_bench)
 11. notify() acknowledged by a replica (WAIT) vs by the primary alone  (bench.replica_bench)
 12. soak: 1,000,000 SMS, the workers' RSS growth                        (bench.soak_bench)
+13. events under sparse traffic: dispatch to activation p50/p99/max     (bench.events_bench)
 15. scaling: the drain with 1, 2, 4, 8 processes; producers 1 and 2     (bench.limits_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
-met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1 if a row
-failed to measure (a missed target is reported in the table, not an error).
+met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1
+if a row failed to measure (a missed target is reported in the table, not an error).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bench import (
     delay_bench,
     drain_bench,
     enqueue_bench,
+    events_bench,
     latency_bench,
     limits_bench,
     priority_bench,
@@ -57,6 +59,7 @@ SCENARIOS: dict[int, Scenario] = {
     **replica_bench.SCENARIOS,
     **soak_bench.SCENARIOS,
     **limits_bench.SCENARIOS,
+    **events_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

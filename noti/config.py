@@ -162,6 +162,10 @@ class Settings(BaseSettings):
     #: :class:`noti.handlers.NotificationHandler` subclass (retry decider, on_success,
     #: on_retry, on_failure, on_dead_letter).
     handlers: str | None = None
+    #: Modules the CLI, the API and the workers import to find the Celery tasks that event
+    #: listeners call (Celery's ``imports``): ``"shop.tasks,shop.audit"``. A module that
+    #: cannot be imported is an error naming it (``e.noti.config.imports``).
+    imports: CommaList = Field(default_factory=list)
 
     #: Events (:mod:`noti.events`). The processor hands over to a fresh one after this long…
     event_processor_max_runtime_s: float = Field(default=300.0, gt=0)
@@ -187,7 +191,7 @@ class Settings(BaseSettings):
     #: ``[webman]``: the webman-redis-queue bridge (:mod:`noti.bridge.webman`).
     webman: WebmanSettings = Field(default_factory=WebmanSettings)
 
-    @field_validator("root_admins", "root_members", mode="before")
+    @field_validator("root_admins", "root_members", "imports", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):

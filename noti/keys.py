@@ -45,8 +45,10 @@ key                             type     holds
 ``noti:events:st:<status>``     ZSET     ids ``new`` / ``activated`` (score = seq) or
                                          ``done`` (score = done ms)
 ``noti:events:user:<user>``     ZSET     ids dispatched by ``<user>``, score = seq
-``noti:events:starting``        STRING   a processor task was just queued (PX expiry)
+``noti:events:starting``        STRING   a processor task is queued and has not started yet (PX expiry)
 ``noti:events:stop``            HASH     how the last event processor stopped
+``noti:events:stalled:<proc>``  STRING   that processor lost its lock while alive (a stall,
+                                         not a death: poison does not count it; PX 1 day)
 ``noti:lock:events``            STRING   the event processor's liveness lock (JSON: token,
                                          host, pid, since; PX expiry, renewed)
 ``noti:listeners``              HASH     listener name -> listener (JSON)
@@ -207,6 +209,11 @@ class Keys:
     @property
     def event_stop(self) -> str:
         return f"{self.prefix}events:stop"
+
+    def event_stalled(self, processor: str) -> str:
+        """Set by a processor that found its lock lost while it was alive (stalled, not dead);
+        ``event_stalled("")`` is the prefix ``activate.lua`` appends processor names to."""
+        return f"{self.prefix}events:stalled:{processor}"
 
     @property
     def event_lock(self) -> str:

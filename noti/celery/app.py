@@ -87,6 +87,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_scheduler": "noti.celery.scheduler:Scheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": 5,
+        # the user's task modules (event listeners' tasks): the worker imports them at start
+        "imports": list(settings.imports),
         **redbeat_config(settings.redis_url, key_prefix=Keys(settings.key_prefix).beat_prefix),
     }
 
