@@ -8,6 +8,7 @@ few of the flood's, not after its backlog.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -64,8 +65,9 @@ def test_within_a_level_a_user_with_many_waiting_stands_behind_a_user_with_few(r
     for contender in flood:
         ask(rt, contender, user="flood")
     ask(rt, "calm", user="calm")
-    # then the newcomer is second in line, behind only the flood's first record
-    assert line(rt) == ["f0", "calm", "f1", "f2", "f3", "f4", "f5"]
+    # then the newcomer stands beside the flood's first record (both started now: the same
+    # millisecond goes by id), before every other one of the flood's
+    assert set(line(rt)[:2]) == {"f0", "calm"} and line(rt)[2:] == ["f1", "f2", "f3", "f4", "f5"]
     # and two tokens go to those two, whatever order they ask in
     give_tokens(rt, 2)
     assert ask(rt, "f5", user="flood") > 0
@@ -150,3 +152,34 @@ def test_another_users_notifications_overtake_a_flood_through_a_real_worker(
         overtaken_by = sum(1 for i in sent[before : sent.index(record_id)] if i in set(flood))
         assert overtaken_by <= 5, (record_id, overtaken_by)
     assert all(rt.store.get(i).retry == 0 for i in urgent + other)  # waiting is not an attempt
+
+
+def test_status_and_the_metrics_show_each_line_and_who_runs_ahead(configure: Any) -> None:
+    from noti.observe.prometheus import metrics_of
+    from noti.observe.snapshot import Observer
+    from tests.test_cli import run
+
+    # given a provider at 10 a second with an empty bucket, four records of one user and one
+    # of another waiting in its line (a token is 100 ms of the provider's time)
+    rt = configure(providers={"vendor": {"kind": "sandbox", "rate_limit_per_s": 10, "rate_burst": 1}})
+    give_tokens(rt, 0)
+    for i in range(4):
+        rt.rate_limiter.acquire("vendor", rate_per_s=10, burst=1, contender=f"f{i}", user="flood", hold_s=60)
+    rt.rate_limiter.acquire("vendor", rate_per_s=10, burst=1, contender="c", user="calm", hold_s=60)
+    # then the snapshot shows the line and the flooding user furthest ahead of its share
+    [line] = Observer(rt).snapshot().rate_lines
+    assert line.provider == "vendor" and line.waiting == 5
+    assert [user for user, _ in line.leads] == ["flood", "calm"]
+    assert 0.3 < dict(line.leads)["flood"] <= 0.4 and 0 < dict(line.leads)["calm"] <= 0.1
+    # and so do noti status (JSON and screen) and the Prometheus metrics
+    shown = run("status", "-json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["rate_lines"][0]["waiting"] == 5
+    assert "vendor: 5 in line; users ahead of their share: flood +0." in run("status").stdout
+    samples = {
+        (sample.name, sample.labels.get("provider")): sample.value
+        for family in metrics_of(Observer(rt).snapshot())
+        for sample in family.samples
+    }
+    assert samples[("noti_rate_line_waiting", "vendor")] == 5
+    assert 0.3 < samples[("noti_rate_user_lead_max_seconds", "vendor")] <= 0.4
