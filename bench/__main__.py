@@ -18,6 +18,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 10. CLI start-up: noti list / get / add vs python -c "import redis"    (bench.cli_bench)
 11. notify() acknowledged by a replica (WAIT) vs by the primary alone  (bench.replica_bench)
 12. soak: 1,000,000 SMS, the workers' RSS growth                        (bench.soak_bench)
+13. number pool: 30 SMS over 3 senders at 20 ms each, < 0.5 s           (bench.numpool_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, target, met) and writes
 ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1 if a row
@@ -35,6 +36,7 @@ from bench import (
     drain_bench,
     enqueue_bench,
     latency_bench,
+    numpool_bench,
     priority_bench,
     replica_bench,
     soak_bench,
@@ -53,6 +55,7 @@ SCENARIOS: dict[int, Scenario] = {
     **cli_bench.SCENARIOS,
     **replica_bench.SCENARIOS,
     **soak_bench.SCENARIOS,
+    **numpool_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":
