@@ -20,6 +20,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 11. notify() acknowledged by a replica (WAIT) vs by the primary alone  (bench.replica_bench)
 12. soak: 1,000,000 SMS, the workers' RSS growth                        (bench.soak_bench)
 13. events under sparse traffic: dispatch to activation p50/p99/max     (bench.events_bench)
+14. number pool: 30 SMS over 3 senders at 20 ms each, < 0.5 s           (bench.numpool_bench)
 15. scaling: the drain with 1, 2, 4, 8 processes; producers 1 and 2     (bench.limits_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
@@ -40,6 +41,7 @@ from bench import (
     events_bench,
     latency_bench,
     limits_bench,
+    numpool_bench,
     priority_bench,
     replica_bench,
     soak_bench,
@@ -60,6 +62,7 @@ SCENARIOS: dict[int, Scenario] = {
     **soak_bench.SCENARIOS,
     **limits_bench.SCENARIOS,
     **events_bench.SCENARIOS,
+    **numpool_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

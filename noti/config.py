@@ -12,6 +12,7 @@ import difflib
 import functools
 import getpass
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -27,7 +28,7 @@ from pydantic_settings import (
 
 from noti.bridge.webman.settings import WebmanSettings
 from noti.errors import InvalidConfig
-from noti.inputs import USER_NAME
+from noti.inputs import POOL_KEY_BASE, POOL_NAME_PATTERN, USER_NAME
 
 __all__ = ["ChannelSettings", "Settings", "get_settings", "load_settings"]
 
@@ -82,6 +83,15 @@ class Settings(BaseSettings):
     redis_wait_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
     #: Prefix of every Redis key noti owns (records, indexes, delayed set, locks).
     key_prefix: str = "noti:"
+    #: Where the sender-number pools live (:mod:`noti.numpool`; the CLI, the providers and
+    #: the API alike): a ``redis://``, ``rediss://``, ``unix://`` or ``redis+sentinel://`` URL,
+    #: or a Redis Cluster ``redis+cluster://[[user]:password@]host:port[,host:port…]``.
+    #: None: the pools live in ``redis_url``'s Redis.
+    numpool_redis_url: str | None = None
+    #: Pools whose keys live under a base of the operator's choice instead of
+    #: ``<key_prefix>{numpool:<pool>}``: pool name -> base, one hash tag in it, e.g.
+    #: ``{ shared = "{numpool}" }`` to share seed 003's own pool with its clients.
+    numpool_keys: dict[str, str] = Field(default_factory=dict)
     #: Acting user of the CLI and of API calls that pass no ``user``.
     user: str = Field(default_factory=_os_user)
     #: Administrators of the ``root`` group: level cap 1000, may see and delete everything.
@@ -204,6 +214,33 @@ class Settings(BaseSettings):
         for name in [value] if isinstance(value, str) else value:
             if not USER_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a user name (1-64 letters, digits or _ . @ + -)")
+        return value
+
+    @field_validator("numpool_redis_url")
+    @classmethod
+    def _numpool_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from noti.redisconn import check_url  # noti.redisconn needs no settings
+
+        problem = check_url(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("numpool_keys")
+    @classmethod
+    def _numpool_bases(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, base in value.items():
+            if not re.fullmatch(POOL_NAME_PATTERN, name):
+                raise ValueError(f"{name[:80]!r} is not a pool name (1-64 of A-Z a-z 0-9 _ . -)")
+            if not POOL_KEY_BASE.fullmatch(base):
+                raise ValueError(
+                    f"pool {name}: key base {base[:80]!r} must hold one hash tag {{…}} and no space "
+                    "or other brace, e.g. '{numpool}'"
+                )
+        if len(set(value.values())) != len(value):
+            raise ValueError("two pools share a key base")
         return value
 
     @field_validator("key_prefix")

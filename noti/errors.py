@@ -253,6 +253,13 @@ class NoFreeNumber(PoolError):
 
     code = "e.noti.pool.empty"
 
+    def __init__(
+        self, message: str, *, pool: str = "", code: str | None = None, lease_ends_in_s: float | None = None
+    ) -> None:
+        super().__init__(message, pool=pool, code=code)
+        #: Seconds until the earliest lease of a held number ends (None: no number is leased).
+        self.lease_ends_in_s = lease_ends_in_s
+
 
 class BridgeError(NotiError):
     """The webman-redis-queue bridge (:mod:`noti.bridge.webman`) could not do what was asked."""

@@ -53,12 +53,17 @@ key                             type     holds
                                          host, pid, since; PX expiry, renewed)
 ``noti:listeners``              HASH     listener name -> listener (JSON)
 ``noti:listeners:version``      STRING   bumped on every listener change
-``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`); the
-                                         hash tag ``{numpool:<pool>}`` puts all its keys in
-                                         one cluster slot, so one script can touch them all
-  ``…:numstate``                HASH     number -> state (``idle+up``, ``busy+down``, …)
-  ``…:idle:up``                 ZSET     free numbers (idle and up), score = free order
-  ``…:seq``                     STRING   counter giving ``idle:up`` its scores
+``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
+                                         seed 003's layout; the hash tag
+                                         ``{numpool:<pool>}`` puts all its keys in one
+                                         cluster slot, so one script can touch them all
+                                         (``numpool_keys`` may give a pool another base,
+                                         such as the seed's ``{numpool}``)
+  ``…:numstate``                HASH     number -> JSON ``{"callstate": 0|1, "regstate":
+                                         0|1}`` (+ ``"lease"`` while noti holds it)
+  ``…:idle:up``                 LIST     free numbers (idle and up), longest free first
+  ``…:leases``                  ZSET     numbers noti holds under a lease, score = its end
+  ``…:released``                LIST     a token per number freed: waiting senders BLPOP it
   ``…:sticky:<sha256>``         STRING   a recipient's sticky sender number (TTL)
   ``…:owner``                   STRING   the user who created the pool (its first ``add``);
                                          none on a pool made before pools had owners
@@ -88,6 +93,9 @@ class Keys:
     """Key builder for one key prefix."""
 
     prefix: str = "noti:"
+    #: ``(pool, base)`` pairs of the ``numpool_keys`` setting: pools whose keys live under a
+    #: base of the operator's choice (a seed-003 client's ``{numpool}``).
+    numpool_bases: tuple[tuple[str, str], ...] = ()
 
     def record(self, record_id: str) -> str:
         return f"{self.prefix}rec:{record_id}"
@@ -173,9 +181,18 @@ class Keys:
         """WeChat account ``appid``'s cached access token; refreshed under ``lock("weixin:<appid>")``."""
         return f"{self.prefix}weixin:token:{appid}"
 
+    def numpool_base(self, pool: str) -> str:
+        """The base of number pool ``pool``'s keys (``KEYS[1]`` of its script): the one the
+        ``numpool_keys`` setting gives it, else ``<prefix>{numpool:<pool>}``."""
+        for name, base in self.numpool_bases:
+            if name == pool:
+                return base
+        return f"{self.prefix}{{numpool:{pool}}}"
+
     def numpool(self, pool: str, part: str) -> str:
-        """Key ``part`` (``numstate``, ``idle:up``, …) of number pool ``pool``, hash-tagged by pool."""
-        return f"{self.prefix}{{numpool:{pool}}}:{part}"
+        """Key ``part`` (``numstate``, ``idle:up``, ``released``, …) of number pool ``pool``;
+        every part shares the base's hash tag."""
+        return f"{self.numpool_base(pool)}:{part}"
 
     # --- events (noti.events) --------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import redis
 from noti.counters import Family, parse
 from noti.events.liveness import Holder
 from noti.keys import Keys
+from noti.numpool.pool import decode_state
 from noti.observe.presence import WorkerInfo, read_workers
 from noti.record import Channel, Status
 from noti.redisconn import connect, translate_errors
@@ -356,8 +357,9 @@ def read_snapshot(
     pool_states = []
     for name in pool_names:
         counts = dict.fromkeys(POOL_STATES, 0)
-        for state in next(second):
-            if state in counts:
+        for raw in next(second):
+            state = decode_state(raw)
+            if state is not None and state in counts:
                 counts[state] += 1
         pool_states.append(PoolState(name, counts))
     queue_states = []

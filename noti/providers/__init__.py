@@ -22,6 +22,7 @@ from noti.imports import load_object
 from noti.keys import Keys
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
+from noti.redisconn import PoolClient
 
 __all__ = ["BUILTIN", "Message", "Provider", "ProviderOptions", "ProviderSet", "Receipt", "load_kind"]
 
@@ -69,9 +70,12 @@ def load_kind(kind: str) -> type[Provider]:
 class ProviderSet:
     """The configured provider instances of one process, created on first use."""
 
-    def __init__(self, settings: Settings, *, redis: redis.Redis, keys: Keys) -> None:
+    def __init__(
+        self, settings: Settings, *, redis: redis.Redis, keys: Keys, pool_redis: PoolClient | None = None
+    ) -> None:
         self._settings = settings
         self._redis = redis
+        self._pool_redis = pool_redis
         self._keys = keys
         self._instances: dict[str, Provider] = {}
         self._chains: dict[tuple[Channel, str | None], list[Provider]] = {}
@@ -99,6 +103,8 @@ class ProviderSet:
                 instance = load_kind(options.get("kind") or name)(
                     name, options, redis=self._redis, keys=self._keys
                 )
+                if self._pool_redis is not None:
+                    instance.pool_redis = self._pool_redis
                 self._instances[name] = instance
             return instance
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from noti.errors import InvalidConfig
 from noti.keys import Keys
 from noti.record import Channel, Notification
+from noti.redisconn import PoolClient
 
 __all__ = ["Message", "Provider", "ProviderOptions", "Receipt"]
 
@@ -37,6 +38,8 @@ class Message:
     attempt: int = 0
     level: int = 1
     creator: str = ""
+    #: The sender a number pool lent this send (``sender_pool``; :mod:`noti.providers._sender`).
+    sender: str | None = None
 
     @classmethod
     def from_record(cls, record: Notification) -> Message:
@@ -83,6 +86,8 @@ class Provider(abc.ABC):
     kind: ClassVar[str]
     channels: ClassVar[frozenset[Channel]]
     Options: ClassVar[type[ProviderOptions]] = ProviderOptions
+    #: Where the number pools live (``numpool_redis_url``); None: :attr:`redis`.
+    pool_redis: PoolClient | None = None
 
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: redis.Redis, keys: Keys) -> None:
         """Raises :class:`InvalidConfig` when ``options`` do not fit :attr:`Options`."""

@@ -16,7 +16,7 @@ option                 default                          meaning
 =====================  ===============================  ==========================================
 ``access_key_id``      required                         AccessKey ID (a RAM user's, ideally)
 ``access_key_secret``  required                         its secret (never printed)
-``sign_name``          required                         approved signature (签名)
+``sign_name``          required (or ``sender_pool``)    approved signature (签名)
 ``template_code``      required                         approved template, ``SMS_…``
 ``template_params``    none                             the template's variable names
 ``text_param``         none                             the variable plain text fills
@@ -25,6 +25,8 @@ option                 default                          meaning
 ``endpoint``           ``https://dysmsapi.aliyuncs.com``  API base URL
 ``region``             ``cn-hangzhou``                  ``RegionId``
 ``timeout_s``          10                               seconds a request may take
+``sender_pool``        none                             take ``SignName`` from this number pool
+                                                        (:mod:`noti.providers._sender`)
 =====================  ===============================  ==========================================
 
 The text becomes ``TemplateParam``, a JSON *string* of string values (see
@@ -73,9 +75,10 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Self
 from urllib.parse import quote
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 
 from noti.errors import (
     AmbiguousOutcome,
@@ -89,6 +92,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import _http
+from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_values
 from noti.providers.base import Message, Provider, Receipt
 from noti.record import Channel
@@ -208,13 +212,19 @@ def classify(code: str, message: str, *, status: int = 200, provider: str = "") 
     return known(text, provider=provider, vendor_code=vendor_code)
 
 
-class AliyunOptions(TemplateOptions):
+class AliyunOptions(TemplateOptions, SenderPoolOptions):
     access_key_id: str = Field(min_length=1)
     access_key_secret: SecretStr
-    sign_name: str = Field(min_length=1)
+    sign_name: str | None = Field(default=None, min_length=1)
     template_code: str = Field(min_length=1)
     endpoint: str = Field(default="https://dysmsapi.aliyuncs.com", pattern=r"^https?://[^/\s]+/?$")
     region: str = Field(default="cn-hangzhou", min_length=1)
+
+    @model_validator(mode="after")
+    def _signed(self) -> Self:
+        if self.sign_name is None and self.sender_pool is None:
+            raise ValueError("set sign_name, or sender_pool to take sign names from a number pool")
+        return self
 
 
 class AliyunSmsProvider(Provider):
@@ -259,7 +269,7 @@ class AliyunSmsProvider(Provider):
             "Timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())),
             "Version": API_VERSION,
             "PhoneNumbers": self._number(message.target),
-            "SignName": opts.sign_name,
+            "SignName": message.sender or opts.sign_name or "",
             "TemplateCode": opts.template_code,
             "OutId": message.id,
         }
@@ -268,6 +278,7 @@ class AliyunSmsProvider(Provider):
         params["Signature"] = sign_v1(params, opts.access_key_secret.get_secret_value())
         return params
 
+    @pooled_send
     def send(self, message: Message) -> Receipt:
         try:
             params = self.request_params(message)

@@ -81,6 +81,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import _http
+from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_values
 from noti.providers.base import Message, Provider, Receipt
 from noti.record import Channel
@@ -227,7 +228,7 @@ def classify(code: str, message: str, *, provider: str = "", now_s: float | None
     return known(text, provider=provider, vendor_code=code)
 
 
-class TencentOptions(TemplateOptions):
+class TencentOptions(TemplateOptions, SenderPoolOptions):
     secret_id: str = Field(min_length=1)
     secret_key: SecretStr
     sdk_app_id: str = Field(pattern=r"^[0-9]{1,20}$")
@@ -244,8 +245,8 @@ class TencentOptions(TemplateOptions):
                 "set template_params (the template's variables in order) or text_param "
                 "(its only variable); a template without variables takes template_params = []"
             )
-        if self.template_scope == "mainland" and not self.sign_name:
-            raise ValueError("sign_name is required for a mainland template")
+        if self.template_scope == "mainland" and not self.sign_name and self.sender_pool is None:
+            raise ValueError("sign_name (or sender_pool) is required for a mainland template")
         return self
 
 
@@ -286,10 +287,16 @@ class TencentSmsProvider(Provider):
             "TemplateParamSet": list(template_values(message.fields.get("text"), opts).values()),
             "SessionContext": message.id,
         }
-        if opts.sign_name:
-            body["SignName"] = opts.sign_name
-        if opts.sender_id:
-            body["SenderId"] = opts.sender_id
+        sign_name, sender_id = opts.sign_name, opts.sender_id
+        if message.sender is not None:  # from the pool: the sign (mainland) or SenderId
+            if opts.template_scope == "mainland":
+                sign_name = message.sender
+            else:
+                sender_id = message.sender
+        if sign_name:
+            body["SignName"] = sign_name
+        if sender_id:
+            body["SenderId"] = sender_id
         return body
 
     def signed_headers(self, payload: bytes, *, timestamp: int) -> dict[str, str]:
@@ -315,6 +322,7 @@ class TencentSmsProvider(Provider):
             ),
         }
 
+    @pooled_send
     def send(self, message: Message) -> Receipt:
         try:
             body = self.request_body(message)

@@ -12,7 +12,10 @@ option                     default                     meaning
 ``account_sid``            (required)                  ``AC`` + 32 hex digits
 ``auth_token``             (required, secret)          the account's auth token
 ``from`` (or ``from_``)    –                           sending number, E.164; or …
-``messaging_service_sid``  –                           … ``MG…`` service: exactly one of the two
+``messaging_service_sid``  –                           … ``MG…`` service; or …
+``sender_pool``            –                           … a number pool ``From`` is taken from
+                                                       (:mod:`noti.providers._sender`): one
+                                                       of the three
 ``status_callback``        –                           http(s) URL Twilio posts status changes to
 ``base_url``               ``https://api.twilio.com``  API root (tests point it at a fake)
 ``timeout_s``              10                          seconds per request
@@ -66,7 +69,8 @@ from noti.errors import (
 )
 from noti.privacy import mask_target
 from noti.providers import _http
-from noti.providers.base import Message, Provider, ProviderOptions, Receipt
+from noti.providers._sender import SenderPoolOptions, pooled_send
+from noti.providers.base import Message, Provider, Receipt
 from noti.record import E164_PHONE, Channel, phone_e164
 
 __all__ = ["ERRORS", "TwilioOptions", "TwilioProvider"]
@@ -115,7 +119,7 @@ _SERVICE_SID = re.compile(r"^MG[0-9a-fA-F]{32}$")
 _HTTP_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 
-class TwilioOptions(ProviderOptions):
+class TwilioOptions(SenderPoolOptions):
     model_config = ConfigDict(populate_by_name=True)
 
     account_sid: str = Field(pattern=_SID.pattern)
@@ -132,8 +136,8 @@ class TwilioOptions(ProviderOptions):
 
     @model_validator(mode="after")
     def _one_sender(self) -> TwilioOptions:
-        if (self.from_ is None) == (self.messaging_service_sid is None):
-            raise ValueError("set exactly one of 'from' and 'messaging_service_sid'")
+        if [self.from_, self.messaging_service_sid, self.sender_pool].count(None) != 2:
+            raise ValueError("set exactly one of 'from', 'messaging_service_sid' and 'sender_pool'")
         return self
 
 
@@ -168,11 +172,13 @@ class TwilioProvider(Provider):
                 code="e.cmd.noti.add.badtext",
             )
 
+    @pooled_send
     def send(self, message: Message) -> Receipt:
         opts = self.options
         form = {"To": e164(message.target) or message.target, "Body": str(message.fields.get("text", ""))}
-        if opts.from_ is not None:
-            form["From"] = opts.from_
+        sender = message.sender or opts.from_  # the pool's number, when it lent one
+        if sender is not None:
+            form["From"] = sender
         if opts.messaging_service_sid is not None:
             form["MessagingServiceSid"] = opts.messaging_service_sid
         if opts.status_callback is not None:
