@@ -32,6 +32,7 @@ from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage,
 __all__ = [
     "cannot_connect",
     "client",
+    "join_path",
     "json_object",
     "map_transport_errors",
     "no_complete_answer",
@@ -81,6 +82,12 @@ def client() -> httpx.Client:
             )
             _client_pid = os.getpid()
         return _client
+
+
+def join_path(base: str, path: str) -> str:
+    """``path`` under a base URL that may carry a path of its own (a vendor's regional path,
+    a proxy's prefix): ``join_path("https://proxy/sms/", "/")`` is ``https://proxy/sms/``."""
+    return base.rstrip("/") + "/" + path.lstrip("/")
 
 
 def cannot_connect(provider: str, exc: BaseException) -> ProviderOutage:

@@ -37,6 +37,12 @@ class Message:
     attempt: int = 0
     level: int = 1
     creator: str = ""
+    #: An earlier attempt may have been sent (it timed out after the request went out, or its
+    #: sender died mid-send): a provider that can ask its vendor does so before sending again
+    #: (:class:`noti.providers._lookup.LookupProvider`); the others send again.
+    in_doubt: bool = False
+    #: When the record was created (ms): no earlier attempt can be older.
+    created_ms: int = 0
 
     @classmethod
     def from_record(cls, record: Notification) -> Message:
@@ -48,6 +54,7 @@ class Message:
             attempt=record.retry,
             level=record.level,
             creator=record.creator,
+            created_ms=record.created_ms,
         )
 
 
