@@ -22,7 +22,7 @@ from noti.errors import InvalidConfig
 from noti.keys import Keys
 from noti.record import Channel, Notification
 
-__all__ = ["Message", "Provider", "ProviderOptions", "Receipt"]
+__all__ = ["Message", "Provider", "ProviderOptions", "Receipt", "options_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +84,21 @@ class ProviderOptions(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=120)
 
 
+def options_problem(name: str, exc: ValidationError) -> str:
+    """What is wrong with ``[providers.<name>]``, each problem naming its key as written in the
+    table (``[providers.tw] from: …``); a rule across keys names the table and says which keys."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown option"
+        problems.append(
+            f"[providers.{name}] {where}: {message}" if where else f"[providers.{name}]: {message}"
+        )
+    return "; ".join(problems) or f"[providers.{name}] is invalid"
+
+
 class Provider(abc.ABC):
     """One configured provider instance (one account of one vendor)."""
 
@@ -99,10 +114,7 @@ class Provider(abc.ABC):
         try:
             self.options = self.Options(**options)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-            )
-            raise InvalidConfig(f"[providers.{name}] is invalid: {problems}") from None
+            raise InvalidConfig(options_problem(name, exc)) from None
 
     def check(self, message: Message) -> None:
         """Refuse a message this provider could never send (raise InvalidInput); default: accept."""
