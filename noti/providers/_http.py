@@ -30,6 +30,7 @@ import httpx
 from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage, TemporaryFailure
 
 __all__ = [
+    "BASE_URL",
     "cannot_connect",
     "client",
     "join_path",
@@ -64,6 +65,10 @@ def _masked(url: httpx.URL) -> httpx.URL:
 _httpx_log = logging.getLogger("httpx")
 if not any(isinstance(f, _MaskCredentials) for f in _httpx_log.filters):
     _httpx_log.addFilter(_MaskCredentials())
+
+#: A vendor base URL option: ``http(s)://host[:port]`` with an optional path (a vendor's
+#: regional path, a corporate proxy's prefix); no query, fragment or whitespace.
+BASE_URL = r"^https?://[^\s/?#]+(?:/[^\s?#]*)?$"
 
 _lock = threading.Lock()
 _client: httpx.Client | None = None

@@ -22,7 +22,7 @@ option                 default                          meaning
 ``text_param``         none                             the variable plain text fills
 ``template_scope``     ``mainland``                     ``international`` for a 国际/港澳台 template
 ``param_max_chars``    none                             refuse longer parameter values at add
-``endpoint``           ``https://dysmsapi.aliyuncs.com``  API base URL
+``endpoint``           ``https://dysmsapi.aliyuncs.com``  API base URL; a path is kept (a proxy prefix)
 ``region``             ``cn-hangzhou``                  ``RegionId``
 ``timeout_s``          10                               seconds a request may take
 =====================  ===============================  ==========================================
@@ -223,7 +223,7 @@ class AliyunOptions(TemplateOptions):
     access_key_secret: SecretStr
     sign_name: str = Field(min_length=1)
     template_code: str = Field(min_length=1)
-    endpoint: str = Field(default="https://dysmsapi.aliyuncs.com", pattern=r"^https?://[^/\s]+/?$")
+    endpoint: str = Field(default="https://dysmsapi.aliyuncs.com", pattern=_http.BASE_URL)
     region: str = Field(default="cn-hangzhou", min_length=1)
 
 

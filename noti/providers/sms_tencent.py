@@ -23,7 +23,7 @@ option                 default                             meaning
 ``sender_id``          none                                ``SenderId`` (international)
 ``param_max_chars``    none                                12 for a personal (non-enterprise) account
 ``region``             ``ap-guangzhou``                    ``X-TC-Region`` (required by this version)
-``endpoint``           ``https://sms.tencentcloudapi.com``   API base URL
+``endpoint``           ``https://sms.tencentcloudapi.com``   API base URL; a path is kept (proxy prefix)
 ``timeout_s``          10                                  seconds a request may take
 =====================  ==================================  =======================================
 
@@ -244,7 +244,7 @@ class TencentOptions(TemplateOptions):
     template_id: str = Field(min_length=1)
     sender_id: str | None = None
     region: str = Field(default="ap-guangzhou", min_length=1)
-    endpoint: str = Field(default="https://sms.tencentcloudapi.com", pattern=r"^https?://[^/\s]+/?$")
+    endpoint: str = Field(default="https://sms.tencentcloudapi.com", pattern=_http.BASE_URL)
 
     @model_validator(mode="after")
     def _sendable(self) -> Self:
