@@ -32,6 +32,11 @@ The text becomes ``TemplateParam``, a JSON *string* of string values (see
 digits, international ones as country code + number without ``+``. ``OutId`` is the record
 id, so receipts and ``QuerySendDetails`` name the record. ``BizId`` is the receipt's msgid.
 
+A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
+first looked up with ``QuerySendDetails`` (:meth:`AliyunSmsProvider.look_up`): found by its
+``OutId``, the record is done without a second ``SendSms`` (no ``BizId``: the details carry
+none); not found, it is sent; a failed query is an ``UnconfirmedOutcome``.
+
 Outcomes (``Code``; HTTP 200 unless said):
 
 ==========================================  =======================================================

@@ -31,6 +31,11 @@ option                 default                             meaning
 :mod:`noti.providers._sms`); numbers are sent in E.164 (``+8613912345678``);
 ``SessionContext`` is the record id. ``SerialNo`` is the receipt's msgid.
 
+A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
+first looked up with ``PullSmsSendStatusByPhoneNumber`` (:meth:`TencentSmsProvider.look_up`):
+found by its ``SessionContext``, the record is done with its ``SerialNo`` and not sent again;
+not found, it is sent; a failed pull is an ``UnconfirmedOutcome``.
+
 Outcomes (the ``Code`` of ``Response.Error`` or of our number's ``SendStatusSet`` entry):
 
 ==================================================  =============================================

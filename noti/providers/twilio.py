@@ -4,6 +4,12 @@ One ``POST {base_url}/2010-04-01/Accounts/{account_sid}/Messages.json`` per atte
 encoded, with HTTP basic auth ``account_sid:auth_token``. The receipt's msgid is the message
 sid (``SM…``). An 11-digit mainland mobile target is sent as ``+86…`` (Twilio wants E.164).
 
+A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
+first looked up in the Messages list of its ``To`` (:meth:`TwilioProvider.look_up`): one
+outbound message with the record's body since the record was made means it was sent (the
+receipt names its sid); none, it is sent; several, or a failed list, is an
+``UnconfirmedOutcome``.
+
 Options (``[providers.<name>]`` with ``kind = "twilio"``):
 
 =========================  ==========================  ==========================================
