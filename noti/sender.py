@@ -540,7 +540,9 @@ class Sender:
         as an attempt; else the configuration failure fails the record.
         """
         rt = self.runtime
-        message = dataclasses.replace(Message.from_record(record), in_doubt=in_doubt)
+        message = Message.from_record(record)
+        if in_doubt:
+            message = dataclasses.replace(message, in_doubt=True)
         chain = rt.providers.chain(record.channel, record.provider)
         if suppressed:  # the claim saw the target's opt-out
             raise RecipientOptedOut(
