@@ -53,6 +53,12 @@ class ChannelSettings(BaseModel):
     retry_max: int | None = Field(default=None, ge=1, le=100)
     #: Retry policy of this channel's records, ``"linear:60"`` or ``"exponential:5:600"``.
     retry_policy: str | None = None
+    #: What an attempt does when an earlier one may have been sent (a timeout after the
+    #: request went out, a worker killed mid-send) and the provider's status look-up cannot
+    #: tell whether it was: ``hold`` sends nothing (the look-up is tried again at each
+    #: attempt; when they run out the record fails for an operator): never two messages, maybe
+    #: none. ``resend`` sends again: never none, maybe two. See docs/providers-sms.md.
+    lookup_failure: Literal["hold", "resend"] = "hold"
 
 
 class Settings(BaseSettings):

@@ -16,6 +16,7 @@
     │   │   ├── ProviderOutage   e.noti.delivery.outage       F: the next provider is tried
     │   │   ├── StaleCredential  e.noti.delivery.credential   R1: refreshed and tried again at once
     │   │   └── AmbiguousOutcome e.noti.delivery.ambiguous    U: may have been sent; no failover
+    │   │       └── UnconfirmedOutcome e.noti.delivery.unconfirmed  U: the vendor could not be asked
     │   ├── PermanentFailure     e.noti.delivery.permanent    P: record invalid (-1) at once
     │   │   └── RecipientOptedOut e.noti.delivery.optedout    O: invalid, target suppressed
     │   └── ProviderMisconfigured e.noti.delivery.config      C: next provider; else failed (0)
@@ -57,6 +58,7 @@ __all__ = [
     "StoreUnavailable",
     "TemporaryFailure",
     "TransitionRefused",
+    "UnconfirmedOutcome",
 ]
 
 
@@ -182,6 +184,15 @@ class AmbiguousOutcome(TemporaryFailure):
     providers never both deliver it."""
 
     code = "e.noti.delivery.ambiguous"
+
+
+class UnconfirmedOutcome(AmbiguousOutcome):
+    """An earlier attempt may have been sent and the vendor could not be asked whether it
+    was (its status look-up failed or is not allowed). With the channel's ``lookup_failure =
+    "hold"`` the record sends nothing: the look-up is tried again at its next attempt, and once
+    its attempts run out it fails for an operator (dead letter class ``unconfirmed``)."""
+
+    code = "e.noti.delivery.unconfirmed"
 
 
 class PermanentFailure(DeliveryError):

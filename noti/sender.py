@@ -10,6 +10,7 @@ lease is renewed (:mod:`noti.lease`), so a slow call is never taken over and sen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -31,6 +32,7 @@ from noti.errors import (
     RecipientOptedOut,
     StaleCredential,
     StoreUnavailable,
+    UnconfirmedOutcome,
 )
 from noti.handlers import STOP, NotificationHandler, call_hook
 from noti.privacy import mask_target
@@ -39,7 +41,7 @@ from noti.ratelimit import Place
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.runtime import Runtime
-from noti.store import Claim, ClaimState, Finish, Outcome, Revoked
+from noti.store import UNSURE_FIELD, Claim, ClaimState, Finish, Outcome, Revoked
 
 __all__ = ["Attempt", "SendResult", "Sender"]
 
@@ -211,7 +213,9 @@ class Sender:
                     continue
                 record = attempt.record
                 policies[i] = self._policy(record)
-                plans[i] = self._failover(record, suppressed=attempt.claim.suppressed)
+                plans[i] = self._failover(
+                    record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
+                )
                 try:
                     requests[i] = next(plans[i])
                 except Exception as exc:
@@ -300,7 +304,11 @@ class Sender:
             policy = self._policy(record)
             try:
                 receipt = await self._run_async(
-                    self._failover(record, suppressed=attempt.claim.suppressed), record, attempt.calls
+                    self._failover(
+                        record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
+                    ),
+                    record,
+                    attempt.calls,
                 )
             except Exception as exc:
                 return self._failed(record, exc, policy)
@@ -328,6 +336,7 @@ class Sender:
                 )
             if outcome.error_class == "opted_out":
                 rt.store.suppress(record.channel.value, record.target)
+            outcome = _still_unsure(outcome, attempt.claim.in_doubt)
             calls = attempt.calls
             items.append(
                 Finish(record.id, attempt.owner, outcome, letter, calls[-1][0] if calls else "", tuple(calls))
@@ -507,7 +516,7 @@ class Sender:
             receipt: Receipt = done.value
             return receipt
 
-    def _failover(self, record: Notification, *, suppressed: bool = False) -> Plan:
+    def _failover(self, record: Notification, *, suppressed: bool = False, in_doubt: bool = False) -> Plan:
         """The record's providers in failover order (shared/providers.md §0), as a plan.
 
         It yields each ``(provider, message)`` to send and is sent back what happened (a
@@ -519,12 +528,21 @@ class Sender:
         - ``PermanentFailure`` (and ``RecipientOptedOut``), ``RateLimited`` (a per-recipient
           window) and ``AmbiguousOutcome`` (it may have been sent): no failover.
 
+        ``in_doubt``: an earlier attempt may have been sent (:attr:`Claim.in_doubt`). Each
+        provider that can ask its vendor does so before sending (:mod:`noti.providers._lookup`),
+        so the next provider is tried only after the previous one's look-up said "not sent" and
+        its own send then failed. A look-up that cannot tell (``UnconfirmedOutcome``) ends the
+        attempt under the channel's ``lookup_failure = "hold"``; under ``"resend"`` the same
+        provider sends at once without asking.
+
         When every provider failed: if one was only throttled by its rate limit, the record
         waits for the soonest window (not an attempt); else a temporary failure, if any, counts
         as an attempt; else the configuration failure fails the record.
         """
         rt = self.runtime
         message = Message.from_record(record)
+        if in_doubt:
+            message = dataclasses.replace(message, in_doubt=True)
         chain = rt.providers.chain(record.channel, record.provider)
         if suppressed:  # the claim saw the target's opt-out
             raise RecipientOptedOut(
@@ -544,6 +562,9 @@ class Sender:
                         provider=provider.name,
                         vendor_code=result.vendor_code,
                     )
+            if isinstance(result, UnconfirmedOutcome) and self._resends(record):
+                log.warning("deliver %s: %s; sending again (lookup_failure = resend)", record.id, result)
+                result = yield provider, dataclasses.replace(message, in_doubt=False)
             if isinstance(result, Receipt):
                 return result
             if isinstance(result, float):
@@ -566,6 +587,10 @@ class Sender:
         failure = temporary or misconfigured
         assert failure is not None  # a chain is never empty
         raise failure
+
+    def _resends(self, record: Notification) -> bool:
+        """Whether the record's channel sends again when a look-up cannot tell (``lookup_failure``)."""
+        return self.runtime.settings.channel(record.channel.value).lookup_failure == "resend"
 
     def _take_token(self, provider: Provider, record: Notification) -> float:
         """Stand in ``provider``'s line for a token for ``record``: 0 when taken (send now),
@@ -591,6 +616,15 @@ class Sender:
             level=record.level,
             user=record.creator,
         )
+
+
+def _still_unsure(outcome: Outcome, in_doubt: bool) -> Outcome:
+    """``outcome`` keeping the record's doubt: an attempt that began in doubt (an earlier one
+    may have been sent) and did not end sent leaves the record unsure, so the next attempt asks
+    the vendor again (the claim's ``_inflight`` evidence of a crash is gone after the finish)."""
+    if not in_doubt or outcome.status is Status.DONE or any(k == UNSURE_FIELD for k, _ in outcome.fields):
+        return outcome
+    return dataclasses.replace(outcome, fields=(*outcome.fields, (UNSURE_FIELD, "1")))
 
 
 def _run_hooks(

@@ -100,9 +100,14 @@ class ProviderSet:
                         f"no provider called {name!r} (configured: {configured}); "
                         f"add a [providers.{name}] table to the settings"
                     )
-                instance = load_kind(options.get("kind") or name)(
-                    name, options, redis=self._redis, keys=self._keys
-                )
+                kind = options.get("kind") or name
+                if not isinstance(kind, str):
+                    raise InvalidConfig(f"[providers.{name}] kind: must be a string, not {kind!r}")
+                try:
+                    cls = load_kind(kind)
+                except InvalidConfig as exc:
+                    raise InvalidConfig(f"[providers.{name}] kind: {exc.message}") from None
+                instance = cls(name, options, redis=self._redis, keys=self._keys)
                 if self._pool_redis is not None:
                     instance.pool_redis = self._pool_redis
                 self._instances[name] = instance
