@@ -6,6 +6,7 @@ peer libraries the issue names (:mod:`bench.peers`) in one run.
 
 Scenarios (each on its own private redis-server; repetitions interleaved noti, baseline, …):
 
+0. the floor of one Redis: PING, EVALSHA, pipelined LPUSH; rows show a fraction of it (bench.limits_bench)
 1. ``notify()`` one at a time vs plain ``.delay()``                    (bench.enqueue_bench)
 2. ``notify_many()`` vs a Celery publish loop                          (bench.enqueue_bench)
 3. drain 20,000 SMS, sandbox, vs plain Celery prefork -c 2 INCR task   (bench.drain_bench)
@@ -18,10 +19,13 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 10. CLI start-up: noti list / get / add vs python -c "import redis"    (bench.cli_bench)
 11. notify() acknowledged by a replica (WAIT) vs by the primary alone  (bench.replica_bench)
 12. soak: 1,000,000 SMS, the workers' RSS growth                        (bench.soak_bench)
+13. events under sparse traffic: dispatch to activation p50/p99/max     (bench.events_bench)
+14. number pool: 30 SMS over 3 senders at 20 ms each, < 0.5 s           (bench.numpool_bench)
+15. scaling: the drain with 1, 2, 4, 8 processes; producers 1 and 2     (bench.limits_bench)
 
-Prints one table (noti median, min..max, baseline median, ratio, target, met) and writes
-``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1 if a row
-failed to measure (a missed target is reported in the table, not an error).
+Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
+met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1
+if a row failed to measure (a missed target is reported in the table, not an error).
 """
 
 from __future__ import annotations
@@ -34,7 +38,10 @@ from bench import (
     delay_bench,
     drain_bench,
     enqueue_bench,
+    events_bench,
     latency_bench,
+    limits_bench,
+    numpool_bench,
     priority_bench,
     replica_bench,
     soak_bench,
@@ -53,6 +60,9 @@ SCENARIOS: dict[int, Scenario] = {
     **cli_bench.SCENARIOS,
     **replica_bench.SCENARIOS,
     **soak_bench.SCENARIOS,
+    **limits_bench.SCENARIOS,
+    **events_bench.SCENARIOS,
+    **numpool_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

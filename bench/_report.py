@@ -91,6 +91,10 @@ class Row:
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: The figure as a fraction of what one Redis allows on this path (:mod:`bench._floor`),
+    #: and that floor's name; None for a row compared with no floor.
+    floor_fraction: float | None = None
+    floor_name: str = ""
 
     def __post_init__(self) -> None:
         if self.ratio is None:
@@ -111,7 +115,8 @@ class Row:
         return None if self.check is None else bool(self.check(self))
 
     def cells(self) -> list[str]:
-        """The printed cells: scenario, noti median, min..max, baseline, ratio, target, met."""
+        """The printed cells: scenario, noti median, min..max, baseline, ratio, of floor,
+        target, met."""
         spread = f"{_num(min(self.noti))}..{_num(max(self.noti))}" if self.noti else "-"
         base = self.baseline_median
         met = {True: "yes", False: "NO", None: "-"}[self.met]
@@ -121,6 +126,7 @@ class Row:
             spread,
             _num(base) if base is not None else "-",
             f"{self.ratio:.2f}x" if self.ratio is not None else "-",
+            f"{self.floor_fraction:.0%}" if self.floor_fraction is not None else "-",
             self.target,
             met,
         ]
@@ -141,7 +147,7 @@ def _num(value: float) -> str:
     return f"{value:.2f}"
 
 
-HEADER = ["scenario", "noti median", "min..max", "baseline", "ratio", "target", "met"]
+HEADER = ["scenario", "noti median", "min..max", "baseline", "ratio", "of floor", "target", "met"]
 
 
 def format_table(rows: Sequence[Row]) -> str:
@@ -157,6 +163,8 @@ def format_table(rows: Sequence[Row]) -> str:
         own = [f"ERROR: {row.error}"] if row.error else []
         if row.baseline_name:
             own.append(f"baseline: {row.baseline_name}")
+        if row.floor_name:
+            own.append(f"floor: {row.floor_name}")
         for note in own + row.notes:
             text = f"[{row.scenario}] {note}"
             if text not in seen:

@@ -10,10 +10,11 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from bench._floor import apply_floors, floor_now, needs_floor
 from bench._harness import write_results
 from bench._machine import describe, probe
 from bench._noti import FAST, WorkerConfig
-from bench._report import Row, format_table, rows_json
+from bench._report import Row, attempt, format_table, rows_json
 
 __all__ = ["Scenario", "main", "run"]
 
@@ -36,6 +37,10 @@ def run(
             traceback.print_exc(file=sys.stderr)
             rows.append(Row(number, "(crashed)", "", [], "-", error=f"{type(exc).__name__}: {exc}"))
         print(f"   scenario {number}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    if needs_floor(rows):
+        floor = ctx.get("floor") or attempt([], "the floor", lambda: floor_now(smoke))
+        if floor:
+            apply_floors(rows, floor)
     return rows
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "FLOOD",
     "FULL",
     "MEMBER",
+    "PLAIN",
     "SHORT",
     "Call",
     "Fault",

@@ -32,7 +32,7 @@ from typing import Any
 
 from chaos.causes import key_mismatches, repeats, second_records
 from chaos.facts import Facts, percentiles, record_info
-from chaos.plan import CALM, FLOOD
+from chaos.plan import CALM, FLOOD, PLAIN
 from chaos.providers import IDEMPOTENT_CHANNELS, PERMANENT, TEMPORARY
 from chaos.run import RunData
 
@@ -211,25 +211,43 @@ def _content_and_time(run: Facts, report: Report) -> None:
     report.timing["delayed_email_webhook_lateness_s"] = percentiles(unlimited)
 
 
+#: The other plain users' immediate level-1 SMS: the flood's level, another user.
+PLAIN_LEVEL_1 = "plain level 1"
+
+
 def _flood(run: Facts, report: Report) -> None:
     window = run.data.plan.flood_window
     if window is None:
         return
     start, end = run.data.t0 + window[0], run.data.t0 + window[1]
-    latencies: dict[str, list[float]] = {CALM: [], FLOOD: []}
+    plan = run.data.plan
+    latencies: dict[str, list[float]] = {CALM: [], FLOOD: [], PLAIN_LEVEL_1: []}
     for result in run.data.results:
-        if result.call.user not in latencies or result.returned is None or result.record_id is None:
+        call = result.call
+        # the plain users' own level-1 SMS: sent at once, to a target that takes them
+        group = (
+            PLAIN_LEVEL_1
+            if call.user in PLAIN
+            and call.channel == "sms"
+            and call.level == 1
+            and call.delay_s is None
+            and call.kind != "key-repeat"
+            and call.seq not in plan.bad | plan.flaky
+            else call.user
+        )
+        if group not in latencies or result.returned is None or result.record_id is None:
             continue
         if not start <= result.returned <= end:
             continue
         accepts = run.accepts(result.record_id)
         if accepts:
-            latencies[result.call.user].append(accepts[0].at - result.returned)
+            latencies[group].append(accepts[0].at - result.returned)
     backlog = [n for t, n in run.data.flood_backlog if start <= t <= end + 5]
     report.flood = {
         "window_s": [round(window[0], 1), round(window[1], 1)],
         "calm_level_100_sms_latency_s": percentiles(latencies[CALM]),
         "flood_level_1_sms_latency_s": percentiles(latencies[FLOOD]),
+        "plain_level_1_sms_latency_s": percentiles(latencies[PLAIN_LEVEL_1]),
         "flood_backlog_peak": max(backlog) if backlog else 0,
     }
 

@@ -96,6 +96,10 @@ def _rows(reports: Sequence[Report]) -> list[Row]:
                 lambda r: _pcts(r.flood.get("calm_level_100_sms_latency_s", {})),
             ),
             (
+                "flood: u1-u3's lv-1 SMS p50/p95/p99/max",
+                lambda r: _pcts(r.flood.get("plain_level_1_sms_latency_s", {})),
+            ),
+            (
                 "flood: flood's lv-1 SMS p50/p95/p99/max",
                 lambda r: _pcts(r.flood.get("flood_level_1_sms_latency_s", {})),
             ),

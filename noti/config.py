@@ -13,6 +13,7 @@ import difflib
 import functools
 import getpass
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,7 +29,7 @@ from pydantic_settings import (
 
 from noti.bridge.webman.settings import WebmanSettings
 from noti.errors import InvalidConfig
-from noti.inputs import USER_NAME
+from noti.inputs import POOL_KEY_BASE, POOL_NAME_PATTERN, USER_NAME
 
 __all__ = ["CONFIG_FILE_NAME", "ChannelSettings", "Settings", "config_file", "get_settings", "load_settings"]
 
@@ -72,6 +73,12 @@ class ChannelSettings(BaseModel):
     retry_max: int | None = Field(default=None, ge=1, le=100)
     #: Retry policy of this channel's records, ``"linear:60"`` or ``"exponential:5:600"``.
     retry_policy: str | None = None
+    #: What an attempt does when an earlier one may have been sent (a timeout after the
+    #: request went out, a worker killed mid-send) and the provider's status look-up cannot
+    #: tell whether it was: ``hold`` sends nothing (the look-up is tried again at each
+    #: attempt; when they run out the record fails for an operator): never two messages, maybe
+    #: none. ``resend`` sends again: never none, maybe two. See docs/providers-sms.md.
+    lookup_failure: Literal["hold", "resend"] = "hold"
 
 
 class Settings(BaseSettings):
@@ -103,6 +110,15 @@ class Settings(BaseSettings):
     redis_wait_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
     #: Prefix of every Redis key noti owns (records, indexes, delayed set, locks).
     key_prefix: str = "noti:"
+    #: Where the sender-number pools live (:mod:`noti.numpool`; the CLI, the providers and
+    #: the API alike): a ``redis://``, ``rediss://``, ``unix://`` or ``redis+sentinel://`` URL,
+    #: or a Redis Cluster ``redis+cluster://[[user]:password@]host:port[,host:port…]``.
+    #: None: the pools live in ``redis_url``'s Redis.
+    numpool_redis_url: str | None = None
+    #: Pools whose keys live under a base of the operator's choice instead of
+    #: ``<key_prefix>{numpool:<pool>}``: pool name -> base, one hash tag in it, e.g.
+    #: ``{ shared = "{numpool}" }`` to share seed 003's own pool with its clients.
+    numpool_keys: dict[str, str] = Field(default_factory=dict)
     #: Acting user of the CLI and of API calls that pass no ``user``.
     user: str = Field(default_factory=_os_user)
     #: Administrators of the ``root`` group: level cap 1000, may see and delete everything.
@@ -190,6 +206,10 @@ class Settings(BaseSettings):
     #: :class:`noti.handlers.NotificationHandler` subclass (retry decider, on_success,
     #: on_retry, on_failure, on_dead_letter).
     handlers: str | None = None
+    #: Modules the CLI, the API and the workers import to find the Celery tasks that event
+    #: listeners call (Celery's ``imports``): ``"shop.tasks,shop.audit"``. A module that
+    #: cannot be imported is an error naming it (``e.noti.config.imports``).
+    imports: CommaList = Field(default_factory=list)
 
     #: Events (:mod:`noti.events`). The processor hands over to a fresh one after this long…
     event_processor_max_runtime_s: float = Field(default=300.0, gt=0)
@@ -216,7 +236,7 @@ class Settings(BaseSettings):
     #: ``[webman]``: the webman-redis-queue bridge (:mod:`noti.bridge.webman`).
     webman: WebmanSettings = Field(default_factory=WebmanSettings)
 
-    @field_validator("root_admins", "root_members", mode="before")
+    @field_validator("root_admins", "root_members", "imports", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -229,6 +249,33 @@ class Settings(BaseSettings):
         for name in [value] if isinstance(value, str) else value:
             if not USER_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a user name (1-64 letters, digits or _ . @ + -)")
+        return value
+
+    @field_validator("numpool_redis_url")
+    @classmethod
+    def _numpool_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from noti.redisconn import check_url  # noti.redisconn needs no settings
+
+        problem = check_url(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("numpool_keys")
+    @classmethod
+    def _numpool_bases(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, base in value.items():
+            if not re.fullmatch(POOL_NAME_PATTERN, name):
+                raise ValueError(f"{name[:80]!r} is not a pool name (1-64 of A-Z a-z 0-9 _ . -)")
+            if not POOL_KEY_BASE.fullmatch(base):
+                raise ValueError(
+                    f"pool {name}: key base {base[:80]!r} must hold one hash tag {{…}} and no space "
+                    "or other brace, e.g. '{numpool}'"
+                )
+        if len(set(value.values())) != len(value):
+            raise ValueError("two pools share a key base")
         return value
 
     @field_validator("key_prefix")

@@ -16,6 +16,7 @@
     │   │   ├── ProviderOutage   e.noti.delivery.outage       F: the next provider is tried
     │   │   ├── StaleCredential  e.noti.delivery.credential   R1: refreshed and tried again at once
     │   │   └── AmbiguousOutcome e.noti.delivery.ambiguous    U: may have been sent; no failover
+    │   │       └── UnconfirmedOutcome e.noti.delivery.unconfirmed  U: the vendor could not be asked
     │   ├── PermanentFailure     e.noti.delivery.permanent    P: record invalid (-1) at once
     │   │   └── RecipientOptedOut e.noti.delivery.optedout    O: invalid, target suppressed
     │   └── ProviderMisconfigured e.noti.delivery.config      C: next provider; else failed (0)
@@ -57,6 +58,7 @@ __all__ = [
     "StoreUnavailable",
     "TemporaryFailure",
     "TransitionRefused",
+    "UnconfirmedOutcome",
 ]
 
 
@@ -184,6 +186,15 @@ class AmbiguousOutcome(TemporaryFailure):
     code = "e.noti.delivery.ambiguous"
 
 
+class UnconfirmedOutcome(AmbiguousOutcome):
+    """An earlier attempt may have been sent and the vendor could not be asked whether it
+    was (its status look-up failed or is not allowed). With the channel's ``lookup_failure =
+    "hold"`` the record sends nothing: the look-up is tried again at its next attempt, and once
+    its attempts run out it fails for an operator (dead letter class ``unconfirmed``)."""
+
+    code = "e.noti.delivery.unconfirmed"
+
+
 class PermanentFailure(DeliveryError):
     """This message can never be delivered as it is (bad target, rejected content)."""
 
@@ -252,6 +263,13 @@ class NoFreeNumber(PoolError):
     """``call`` found no number that is idle and registered (for a sticky recipient: its own)."""
 
     code = "e.noti.pool.empty"
+
+    def __init__(
+        self, message: str, *, pool: str = "", code: str | None = None, lease_ends_in_s: float | None = None
+    ) -> None:
+        super().__init__(message, pool=pool, code=code)
+        #: Seconds until the earliest lease of a held number ends (None: no number is leased).
+        self.lease_ends_in_s = lease_ends_in_s
 
 
 class BridgeError(NotiError):

@@ -273,6 +273,10 @@ def check_json_shape(value: Any, *, what: str, code: str) -> None:
 
 #: User names: parts of Redis keys (``noti:idx:user:<name>``), so no ``:``, space or control.
 USER_NAME = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
+#: What a sender-number pool's name may be (it goes inside the keys' hash tag: never a brace).
+POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: What a pool's key base (``numpool_keys``) may be: one hash tag ``{…}``, no space or other brace.
+POOL_KEY_BASE = re.compile(r"[^\s{}]{0,100}\{[^\s{}]{1,100}\}[^\s{}]{0,100}")
 
 
 def user_name(value: object, *, code: str = "e.cmd.noti.baduser") -> str:

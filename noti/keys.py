@@ -29,6 +29,10 @@ key                             type     holds
                                          written only when it fails (TTL = ``result_expires``)
 ``noti:lock:<name>``            STRING   a lease lock (token, PX expiry)
 ``noti:rate:<provider>``        HASH     the provider's token bucket (tokens, ts)
+``noti:rate:<provider>:line``   ZSET     records waiting for its tokens, score = precedence
+                                         (level, then the user's clock; :mod:`noti.ratelimit`)
+``noti:rate:<provider>:back``   ZSET     those records, score = ms by which each must ask again
+``noti:rate:<provider>:clock``  ZSET     user -> where that user's next place starts (ms)
 ``noti:suppressed:<channel>``   SET      targets that opted out of a channel
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
 ``noti:weixin:token:<appid>``   STRING   a WeChat account's access token (TTL = its expires_in
@@ -41,18 +45,25 @@ key                             type     holds
 ``noti:events:st:<status>``     ZSET     ids ``new`` / ``activated`` (score = seq) or
                                          ``done`` (score = done ms)
 ``noti:events:user:<user>``     ZSET     ids dispatched by ``<user>``, score = seq
-``noti:events:starting``        STRING   a processor task was just queued (PX expiry)
+``noti:events:starting``        STRING   a processor task is queued and has not started yet (PX expiry)
 ``noti:events:stop``            HASH     how the last event processor stopped
+``noti:events:stalled:<proc>``  STRING   that processor lost its lock while alive (a stall,
+                                         not a death: poison does not count it; PX 1 day)
 ``noti:lock:events``            STRING   the event processor's liveness lock (JSON: token,
                                          host, pid, since; PX expiry, renewed)
 ``noti:listeners``              HASH     listener name -> listener (JSON)
 ``noti:listeners:version``      STRING   bumped on every listener change
-``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`); the
-                                         hash tag ``{numpool:<pool>}`` puts all its keys in
-                                         one cluster slot, so one script can touch them all
-  ``…:numstate``                HASH     number -> state (``idle+up``, ``busy+down``, …)
-  ``…:idle:up``                 ZSET     free numbers (idle and up), score = free order
-  ``…:seq``                     STRING   counter giving ``idle:up`` its scores
+``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
+                                         seed 003's layout; the hash tag
+                                         ``{numpool:<pool>}`` puts all its keys in one
+                                         cluster slot, so one script can touch them all
+                                         (``numpool_keys`` may give a pool another base,
+                                         such as the seed's ``{numpool}``)
+  ``…:numstate``                HASH     number -> JSON ``{"callstate": 0|1, "regstate":
+                                         0|1}`` (+ ``"lease"`` while noti holds it)
+  ``…:idle:up``                 LIST     free numbers (idle and up), longest free first
+  ``…:leases``                  ZSET     numbers noti holds under a lease, score = its end
+  ``…:released``                LIST     a token per number freed: waiting senders BLPOP it
   ``…:sticky:<sha256>``         STRING   a recipient's sticky sender number (TTL)
   ``…:owner``                   STRING   the user who created the pool (its first ``add``);
                                          none on a pool made before pools had owners
@@ -82,6 +93,9 @@ class Keys:
     """Key builder for one key prefix."""
 
     prefix: str = "noti:"
+    #: ``(pool, base)`` pairs of the ``numpool_keys`` setting: pools whose keys live under a
+    #: base of the operator's choice (a seed-003 client's ``{numpool}``).
+    numpool_bases: tuple[tuple[str, str], ...] = ()
 
     def record(self, record_id: str) -> str:
         return f"{self.prefix}rec:{record_id}"
@@ -145,6 +159,15 @@ class Keys:
     def rate_bucket(self, provider: str) -> str:
         return f"{self.prefix}rate:{provider}"
 
+    def rate_line(self, provider: str) -> str:
+        return f"{self.prefix}rate:{provider}:line"
+
+    def rate_back(self, provider: str) -> str:
+        return f"{self.prefix}rate:{provider}:back"
+
+    def rate_clock(self, provider: str) -> str:
+        return f"{self.prefix}rate:{provider}:clock"
+
     def suppressed(self, channel: str) -> str:
         return f"{self.prefix}suppressed:{channel}"
 
@@ -158,9 +181,18 @@ class Keys:
         """WeChat account ``appid``'s cached access token; refreshed under ``lock("weixin:<appid>")``."""
         return f"{self.prefix}weixin:token:{appid}"
 
+    def numpool_base(self, pool: str) -> str:
+        """The base of number pool ``pool``'s keys (``KEYS[1]`` of its script): the one the
+        ``numpool_keys`` setting gives it, else ``<prefix>{numpool:<pool>}``."""
+        for name, base in self.numpool_bases:
+            if name == pool:
+                return base
+        return f"{self.prefix}{{numpool:{pool}}}"
+
     def numpool(self, pool: str, part: str) -> str:
-        """Key ``part`` (``numstate``, ``idle:up``, …) of number pool ``pool``, hash-tagged by pool."""
-        return f"{self.prefix}{{numpool:{pool}}}:{part}"
+        """Key ``part`` (``numstate``, ``idle:up``, ``released``, …) of number pool ``pool``;
+        every part shares the base's hash tag."""
+        return f"{self.numpool_base(pool)}:{part}"
 
     # --- events (noti.events) --------------------------------------------------------------
 
@@ -194,6 +226,11 @@ class Keys:
     @property
     def event_stop(self) -> str:
         return f"{self.prefix}events:stop"
+
+    def event_stalled(self, processor: str) -> str:
+        """Set by a processor that found its lock lost while it was alive (stalled, not dead);
+        ``event_stalled("")`` is the prefix ``activate.lua`` appends processor names to."""
+        return f"{self.prefix}events:stalled:{processor}"
 
     @property
     def event_lock(self) -> str:

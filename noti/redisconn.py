@@ -19,26 +19,32 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 import hiredis
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import Script
 from redis.retry import Retry
 
 from noti.errors import InvalidConfig, StoreUnavailable
 
 __all__ = [
+    "CLUSTER_SCHEME",
+    "ClusterUrl",
     "CommandPipeline",
     "Outage",
     "OutageRetry",
+    "PoolClient",
     "ReplicaWait",
     "SENTINEL_SCHEME",
     "ScriptPipeline",
     "SentinelUrl",
-    "run_batches",
-    "run_commands",
+    "check_url",
     "connect",
+    "connect_any",
     "load_script",
     "masked_url",
     "pooled_connection",
     "refuses_writes",
+    "run_batches",
+    "run_commands",
     "script_source",
     "split_password",
     "translate_errors",
@@ -209,6 +215,93 @@ def connect(
             **options,
         )
         client = sentinel.master_for(sentinel_url.service, db=sentinel_url.db)  # type: ignore[no-untyped-call]
+    client.noti_url = masked_url(url)  # type: ignore[attr-defined]
+    return client
+
+
+#: The URL scheme of a Redis Cluster (:func:`connect_any`): ``redis+cluster://h1:p1,h2:p2``.
+CLUSTER_SCHEME = "redis+cluster"
+#: A single Redis or a Redis Cluster client (both run scripts by SHA).
+PoolClient = redis.Redis | RedisCluster
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterUrl:
+    """``redis+cluster://[[user]:password@]host:port[,host:port…][/]``: some of a Redis
+    Cluster's nodes (the client learns the others); no database, no options."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> ClusterUrl | None:
+        """The cluster ``url`` names, or None when it is not a cluster URL.
+
+        Raises:
+            InvalidConfig: no node, a node without a port, a database or an option.
+        """
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme.lower() != CLUSTER_SCHEME:
+            return None
+        netloc, slash, path = rest.partition("/")
+        if path or "?" in netloc or "#" in netloc:
+            raise InvalidConfig(
+                f"{masked_url(url)}: a cluster URL names nodes only (no database, path or options): "
+                "redis+cluster://host:port[,host:port…]"
+            )
+        credentials, at, hosts = netloc.rpartition("@")
+        username = password = None
+        if at:
+            user, colon, secret = credentials.partition(":")
+            username = unquote(user) or None
+            password = unquote(secret) if colon else None
+        nodes = []
+        for item in hosts.split(","):
+            host, colon, port = item.strip().rpartition(":")
+            host = host.strip("[]")
+            if not host or not colon or not port.isdigit() or not 0 < int(port) < 65536:
+                raise InvalidConfig(f"{masked_url(url)}: {item[:80]!r} is not host:port")
+            nodes.append((host, int(port)))
+        return cls(tuple(nodes), username, password)
+
+
+def check_url(url: str) -> str | None:
+    """What is wrong with ``url`` as the address of a Redis, a Sentinel or a Cluster (None:
+    nothing): for settings, which must refuse a bad value before anything connects."""
+    scheme = url.partition("://")[0].lower()
+    if scheme not in ("redis", "rediss", "unix", SENTINEL_SCHEME, CLUSTER_SCHEME):
+        return (
+            f"{masked_url(url)[:120]!r} is not a Redis URL: use redis://, rediss://, unix://, "
+            f"{SENTINEL_SCHEME}:// or {CLUSTER_SCHEME}://"
+        )
+    try:
+        ClusterUrl.parse(url)
+        SentinelUrl.parse(url)
+    except InvalidConfig as exc:
+        return exc.message
+    return None
+
+
+def connect_any(url: str, *, socket_timeout_s: float = 10.0) -> PoolClient:
+    """A client for ``url``: a :class:`~redis.cluster.RedisCluster` for a ``redis+cluster://``
+    URL (:class:`ClusterUrl`), else :func:`connect`'s. No connection is made until the first
+    command.
+
+    Raises:
+        InvalidConfig: a malformed URL.
+    """
+    cluster = ClusterUrl.parse(url)
+    if cluster is None:
+        return connect(url, socket_timeout_s=socket_timeout_s)
+    client = RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in cluster.nodes],  # type: ignore[no-untyped-call]
+        username=cluster.username,
+        password=cluster.password,
+        decode_responses=True,
+        socket_timeout=socket_timeout_s,
+        socket_connect_timeout=3,
+    )
     client.noti_url = masked_url(url)  # type: ignore[attr-defined]
     return client
 

@@ -12,8 +12,13 @@ RateLimited           waiting until the window ends        no (yes once the reco
 StoreUnavailable      waiting 5 s (Redis failed mid-send)  no
 TemporaryFailure      waiting until now + back-off;        yes
 (and ProviderOutage,  failed (0) once ``noti_retry``
-StaleCredential,      reaches ``noti_retry_max``
-AmbiguousOutcome)
+StaleCredential,      reaches ``noti_retry_max``; an
+AmbiguousOutcome)     AmbiguousOutcome also marks the
+                      record unsure (``_unsure``): every
+                      later attempt asks the vendor
+                      whether it was sent before sending
+                      (dead letter class ``unconfirmed``
+                      for an UnconfirmedOutcome)
 PermanentFailure      invalid (-1)                         –
 RecipientOptedOut     invalid (-1); target suppressed      –
 ProviderMisconfigured failed (0): fix the settings, retry  –
@@ -34,6 +39,7 @@ from typing import Literal
 
 from noti.config import Settings
 from noti.errors import (
+    AmbiguousOutcome,
     DeliveryError,
     InvalidConfig,
     InvalidInput,
@@ -45,12 +51,13 @@ from noti.errors import (
     RetriesExhausted,
     StoreUnavailable,
     TemporaryFailure,
+    UnconfirmedOutcome,
     error_class,
     split_code,
 )
 from noti.inputs import shown
 from noti.record import Notification, Status
-from noti.store import Outcome
+from noti.store import UNSURE_FIELD, Outcome
 
 __all__ = ["RetryDecider", "RetryPolicy", "decide", "delivered", "error_for", "outcome_error"]
 
@@ -178,6 +185,8 @@ def decide(
     if isinstance(error, (InvalidConfig, InvalidInput, ProviderMisconfigured)):
         return Outcome(Status.FAILED, _errmsg(str(error)), record.retry, error_class="config")
     if isinstance(error, DeliveryError):
+        # it may have been sent: every later attempt asks the vendor first (until it is sent)
+        unsure = ((UNSURE_FIELD, "1"),) if isinstance(error, AmbiguousOutcome) else ()
         attempts = record.retry + 1
         choice = (
             decider(record, error, attempts) if decider is not None and attempts < record.retry_max else None
@@ -185,14 +194,20 @@ def decide(
         if attempts >= record.retry_max or choice == "stop":
             why = "retries stopped by the handler" if choice == "stop" else f"after {attempts} attempts"
             message = f"{RetriesExhausted.code}: {why}, last error {error}"
-            return Outcome(Status.FAILED, _errmsg(message), attempts, error_class="exhausted")
+            # held: nobody could tell whether it was sent; an operator decides (dead letter)
+            held = "unconfirmed" if isinstance(error, UnconfirmedOutcome) else "exhausted"
+            return Outcome(Status.FAILED, _errmsg(message), attempts, error_class=held, fields=unsure)
         wait_s = policy.delay_s(attempts)
         if isinstance(error, TemporaryFailure) and error.retry_after_s is not None:
             wait_s = max(wait_s, error.retry_after_s)
         if isinstance(choice, float):
             wait_s = choice
         return Outcome(
-            Status.WAITING, _errmsg(str(error)), attempts, not_before_ms=now_ms + int(wait_s * 1000)
+            Status.WAITING,
+            _errmsg(str(error)),
+            attempts,
+            not_before_ms=now_ms + int(wait_s * 1000),
+            fields=unsure,
         )
     detail = f"{UNEXPECTED_CODE}: {type(error).__name__}: {error}"
     return Outcome(Status.INVALID, _errmsg(detail), record.retry, error_class="unexpected")

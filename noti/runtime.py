@@ -18,7 +18,7 @@ from noti.handlers import NotificationHandler, load_handler
 from noti.keys import Keys
 from noti.lease import LeaseKeeper
 from noti.ratelimit import RateLimiter
-from noti.redisconn import ReplicaWait, connect
+from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
 from noti.store import RecordStore
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class Runtime:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys(settings.key_prefix, tuple(sorted(settings.numpool_keys.items())))
         self.redis = connect(settings.redis_url)
         replica_wait = None
         if settings.redis_wait_replicas:
@@ -49,6 +49,13 @@ class Runtime:
             hook=load_hook(settings.dead_letter_hook),
         )
 
+    @functools.cached_property
+    def numpool_redis(self) -> PoolClient:
+        """Where the number pools live: ``numpool_redis_url`` (a Redis, Sentinel or Cluster
+        URL), else the records' Redis."""
+        url = self.settings.numpool_redis_url
+        return self.redis if url is None else connect_any(url)
+
     @property
     def providers(self) -> ProviderSet:
         """The configured providers, built on first use (reading records needs none of their
@@ -60,7 +67,9 @@ class Runtime:
                 if found is None:
                     from noti.providers import ProviderSet
 
-                    found = self._providers = ProviderSet(self.settings, redis=self.redis, keys=self.keys)
+                    found = self._providers = ProviderSet(
+                        self.settings, redis=self.redis, keys=self.keys, pool_redis=self.numpool_redis
+                    )
         return found
 
     @functools.cached_property

@@ -10,6 +10,7 @@ lease is renewed (:mod:`noti.lease`), so a slow call is never taken over and sen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -31,14 +32,16 @@ from noti.errors import (
     RecipientOptedOut,
     StaleCredential,
     StoreUnavailable,
+    UnconfirmedOutcome,
 )
 from noti.handlers import STOP, NotificationHandler, call_hook
 from noti.privacy import mask_target
 from noti.providers import Message, Provider, Receipt
+from noti.ratelimit import Place
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.runtime import Runtime
-from noti.store import Claim, ClaimState, Finish, Outcome, Revoked
+from noti.store import UNSURE_FIELD, Claim, ClaimState, Finish, Outcome, Revoked
 
 __all__ = ["Attempt", "SendResult", "Sender"]
 
@@ -50,8 +53,6 @@ POISON_MARGIN = 3
 #: Pauses before trying again to record an outcome when Redis does not answer: the send
 #: happened, so giving up would mean sending it again after the lease.
 FINISH_RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
-#: A rate-limit wait this short is slept through; a longer one postpones the record.
-SHORT_WAIT_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,14 +213,16 @@ class Sender:
                     continue
                 record = attempt.record
                 policies[i] = self._policy(record)
-                plans[i] = self._failover(record, suppressed=attempt.claim.suppressed)
+                plans[i] = self._failover(
+                    record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
+                )
                 try:
                     requests[i] = next(plans[i])
                 except Exception as exc:
                     outcomes[i] = self._failed(record, exc, policies[i])
             while requests:
                 timings: dict[int, tuple[str, float]] = {}
-                answers = self._send_round(requests, timings)
+                answers = self._send_round(requests, timings, attempts)
                 requests = {}
                 for i, timing in timings.items():
                     attempts[i].calls.append(timing)
@@ -240,11 +243,15 @@ class Sender:
         return [outcome for outcome in outcomes if outcome is not None]
 
     def _send_round(
-        self, requests: dict[int, tuple[Provider, Message]], timings: dict[int, tuple[str, float]]
+        self,
+        requests: dict[int, tuple[Provider, Message]],
+        timings: dict[int, tuple[str, float]],
+        attempts: Sequence[Attempt],
     ) -> dict[int, StepResult | BaseException]:
         """One round of blocking sends, grouped by provider; a rate-limited provider gets its
-        requests one at a time, each right after its token. ``timings`` gets, per request
-        sent, its provider and how long the call took (a group's calls took as long as it)."""
+        requests one at a time, each right after its token (``attempts[i]``'s record takes
+        its place in line). ``timings`` gets, per request sent, its provider and how long the
+        call took (a group's calls took as long as it)."""
         by_provider: dict[int, list[int]] = {}
         for i, (provider, _) in requests.items():
             by_provider.setdefault(id(provider), []).append(i)
@@ -254,7 +261,7 @@ class Sender:
             if provider.options.rate_limit_per_s:  # each send right after its token
                 for i in group:
                     try:
-                        wait_s = self._take_token(provider)
+                        wait_s = self._take_token(provider, attempts[i].record)
                     except Exception as exc:  # e.g. Redis gone: this record's attempt ends so
                         answers[i] = exc
                         continue
@@ -297,7 +304,11 @@ class Sender:
             policy = self._policy(record)
             try:
                 receipt = await self._run_async(
-                    self._failover(record, suppressed=attempt.claim.suppressed), attempt.calls
+                    self._failover(
+                        record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
+                    ),
+                    record,
+                    attempt.calls,
                 )
             except Exception as exc:
                 return self._failed(record, exc, policy)
@@ -325,6 +336,7 @@ class Sender:
                 )
             if outcome.error_class == "opted_out":
                 rt.store.suppress(record.channel.value, record.target)
+            outcome = _still_unsure(outcome, attempt.claim.in_doubt)
             calls = attempt.calls
             items.append(
                 Finish(record.id, attempt.owner, outcome, letter, calls[-1][0] if calls else "", tuple(calls))
@@ -474,17 +486,21 @@ class Sender:
             retry=record.retry,
         )
 
-    async def _run_async(self, plan: Plan, calls: list[tuple[str, float]]) -> Receipt:
-        """Drive a failover plan on the running asyncio loop; each provider call is noted in
-        ``calls`` with its duration."""
+    async def _run_async(self, plan: Plan, record: Notification, calls: list[tuple[str, float]]) -> Receipt:
+        """Drive ``record``'s failover plan on the running asyncio loop; each provider call is
+        noted in ``calls`` with its duration."""
         loop = asyncio.get_running_loop()
         try:
             provider, message = next(plan)
             while True:
                 result: StepResult
                 wait_s = 0.0
-                if provider.options.rate_limit_per_s:  # a Redis call, and maybe a short sleep
-                    wait_s = await loop.run_in_executor(None, self._take_token, provider)
+                if provider.options.rate_limit_per_s:  # Redis calls, in line for a token
+                    place = self._place(provider, record)
+                    wait_s, done = await loop.run_in_executor(None, place.ask)
+                    while not done:  # a short wait for our turn: sleep it here, not on a thread
+                        await asyncio.sleep(wait_s)
+                        wait_s, done = await loop.run_in_executor(None, place.ask)
                 if wait_s > 0:
                     result = wait_s
                 else:
@@ -500,7 +516,7 @@ class Sender:
             receipt: Receipt = done.value
             return receipt
 
-    def _failover(self, record: Notification, *, suppressed: bool = False) -> Plan:
+    def _failover(self, record: Notification, *, suppressed: bool = False, in_doubt: bool = False) -> Plan:
         """The record's providers in failover order (shared/providers.md §0), as a plan.
 
         It yields each ``(provider, message)`` to send and is sent back what happened (a
@@ -512,12 +528,21 @@ class Sender:
         - ``PermanentFailure`` (and ``RecipientOptedOut``), ``RateLimited`` (a per-recipient
           window) and ``AmbiguousOutcome`` (it may have been sent): no failover.
 
+        ``in_doubt``: an earlier attempt may have been sent (:attr:`Claim.in_doubt`). Each
+        provider that can ask its vendor does so before sending (:mod:`noti.providers._lookup`),
+        so the next provider is tried only after the previous one's look-up said "not sent" and
+        its own send then failed. A look-up that cannot tell (``UnconfirmedOutcome``) ends the
+        attempt under the channel's ``lookup_failure = "hold"``; under ``"resend"`` the same
+        provider sends at once without asking.
+
         When every provider failed: if one was only throttled by its rate limit, the record
         waits for the soonest window (not an attempt); else a temporary failure, if any, counts
         as an attempt; else the configuration failure fails the record.
         """
         rt = self.runtime
         message = Message.from_record(record)
+        if in_doubt:
+            message = dataclasses.replace(message, in_doubt=True)
         chain = rt.providers.chain(record.channel, record.provider)
         if suppressed:  # the claim saw the target's opt-out
             raise RecipientOptedOut(
@@ -537,6 +562,9 @@ class Sender:
                         provider=provider.name,
                         vendor_code=result.vendor_code,
                     )
+            if isinstance(result, UnconfirmedOutcome) and self._resends(record):
+                log.warning("deliver %s: %s; sending again (lookup_failure = resend)", record.id, result)
+                result = yield provider, dataclasses.replace(message, in_doubt=False)
             if isinstance(result, Receipt):
                 return result
             if isinstance(result, float):
@@ -560,20 +588,43 @@ class Sender:
         assert failure is not None  # a chain is never empty
         raise failure
 
-    def _take_token(self, provider: Provider) -> float:
-        """Wait briefly for the provider's rate limit; the seconds still to wait (0: go)."""
-        rate = provider.options.rate_limit_per_s
-        if not rate:
+    def _resends(self, record: Notification) -> bool:
+        """Whether the record's channel sends again when a look-up cannot tell (``lookup_failure``)."""
+        return self.runtime.settings.channel(record.channel.value).lookup_failure == "resend"
+
+    def _take_token(self, provider: Provider, record: Notification) -> float:
+        """Stand in ``provider``'s line for a token for ``record``: 0 when taken (send now),
+        else the seconds still to wait (the place was given up; :mod:`noti.ratelimit`)."""
+        if not provider.options.rate_limit_per_s:
             return 0.0
-        limiter = self.runtime.rate_limiter
-        for _ in range(4):
-            wait_s = limiter.acquire(provider.name, rate_per_s=rate, burst=provider.options.rate_burst)
-            if wait_s <= 0:
-                return 0.0
-            if wait_s > SHORT_WAIT_S:
-                return wait_s
+        place = self._place(provider, record)
+        wait_s, done = place.ask()
+        while not done:
             time.sleep(wait_s)
-        return SHORT_WAIT_S
+            wait_s, done = place.ask()
+        return wait_s
+
+    def _place(self, provider: Provider, record: Notification) -> Place:
+        """``record``'s place in the line of ``provider``'s rate limit."""
+        rate = provider.options.rate_limit_per_s
+        assert rate  # only rate-limited providers have a line
+        return self.runtime.rate_limiter.place(
+            provider.name,
+            rate_per_s=rate,
+            burst=provider.options.rate_burst,
+            contender=record.id,
+            level=record.level,
+            user=record.creator,
+        )
+
+
+def _still_unsure(outcome: Outcome, in_doubt: bool) -> Outcome:
+    """``outcome`` keeping the record's doubt: an attempt that began in doubt (an earlier one
+    may have been sent) and did not end sent leaves the record unsure, so the next attempt asks
+    the vendor again (the claim's ``_inflight`` evidence of a crash is gone after the finish)."""
+    if not in_doubt or outcome.status is Status.DONE or any(k == UNSURE_FIELD for k, _ in outcome.fields):
+        return outcome
+    return dataclasses.replace(outcome, fields=(*outcome.fields, (UNSURE_FIELD, "1")))
 
 
 def _run_hooks(

@@ -26,6 +26,7 @@ from noti.redisconn import ReplicaWait, ScriptPipeline, load_script, translate_e
 
 __all__ = [
     "REVOKED_CODE",
+    "UNSURE_FIELD",
     "Claim",
     "ClaimState",
     "CreatePipeline",
@@ -37,6 +38,10 @@ __all__ = [
 ]
 
 _PAGE = 500
+#: Hash field ("1") of a record an earlier attempt of which may have been sent: set through the
+#: outcome's fields (:func:`noti.retry.decide`, the sender) and kept until the record is sent
+#: (finish.lua), so every later attempt asks the vendor first.
+UNSURE_FIELD = "_unsure"
 
 
 class ClaimState(enum.Enum):
@@ -64,6 +69,16 @@ class Claim:
     suppressed: bool = False
     #: For CLAIMED: a revoke found the record held by another sender; the claimer revokes it.
     revoke_requested: bool = False
+    #: For CLAIMED: an earlier attempt ended without knowing whether it was sent (``_unsure``).
+    unsure: bool = False
+
+    @property
+    def in_doubt(self) -> bool:
+        """For CLAIMED: an earlier attempt may have been sent. Either it ended ambiguous
+        (:attr:`unsure`), or it never recorded an outcome at all (the claim before this one
+        is still counted in ``_inflight``: its sender died, maybe mid-send). The claim script
+        wrote both marks already, so knowing costs no round trip."""
+        return self.unsure or self.claims > 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,6 +615,7 @@ def claim_from_row(row: list[Any]) -> Claim:
             claims=int(data.get("_inflight", "1")),
             suppressed=data.get("_suppressed") == "1",
             revoke_requested="noti_revoke_requested" in data,
+            unsure=bool(data.get(UNSURE_FIELD)),
         )
     if state in (ClaimState.LEASED, ClaimState.NOT_DUE):
         return Claim(state, until_ms=int(row[1]))

@@ -20,6 +20,7 @@ def test_every_error_descends_from_noti_error_with_its_code() -> None:
         "ProviderOutage": (errors.TemporaryFailure, "e.noti.delivery.outage"),
         "StaleCredential": (errors.TemporaryFailure, "e.noti.delivery.credential"),
         "AmbiguousOutcome": (errors.TemporaryFailure, "e.noti.delivery.ambiguous"),
+        "UnconfirmedOutcome": (errors.AmbiguousOutcome, "e.noti.delivery.unconfirmed"),
         "PermanentFailure": (errors.DeliveryError, "e.noti.delivery.permanent"),
         "RecipientOptedOut": (errors.PermanentFailure, "e.noti.delivery.optedout"),
         "ProviderMisconfigured": (errors.DeliveryError, "e.noti.delivery.config"),

@@ -16,7 +16,7 @@ import tests.test_events_tasks  # noqa: F401 - registers the listener tasks
 from noti.cli import main
 from noti.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied
-from noti.events import Events, EventStatus, StopReason, add_listener, dispatch, list_listeners
+from noti.events import Events, EventStatus, Outcome, StopReason, add_listener, dispatch, list_listeners
 from noti.events.event import matches
 from noti.events.store import LockLost
 from noti.events.templates import compile_template, context
@@ -602,3 +602,258 @@ def test_cli_errors_print_their_code(rt: Any) -> None:
 def test_module_level_dispatch_uses_the_acting_user(rt: Any) -> None:
     event_id = dispatch("order.paid", PAID)
     assert Events(rt).get(event_id).user == ALICE
+
+
+# --- the starting marker: exact, so no dispatch waits for the sweep ---------------------------
+
+
+def test_a_dispatch_right_after_a_processor_went_idle_queues_a_processor_at_once(rt: Any) -> None:
+    # given an event whose dispatch queued a processor (and marked it as starting)
+    api, starts = make(rt)
+    api.dispatch("order.paid", PAID)
+    assert starts == [1] and rt.redis.exists(rt.keys.event_starting)
+    # when that processor runs, empties the queue and goes idle
+    assert api.processor().run().reason is StopReason.IDLE
+    # then nothing says a processor is starting any more ...
+    assert not rt.redis.exists(rt.keys.event_starting)
+    # ... so the very next dispatch queues one itself instead of leaving its event to the sweep
+    api.dispatch("order.paid", PAID)
+    assert starts == [1, 1]
+
+
+def test_the_starting_marker_is_dropped_when_a_processor_takes_the_lock_or_finds_it_taken(rt: Any) -> None:
+    api, starts = make(rt)
+    # a processor that takes the lock drops the marker as it does (it is no longer "starting")
+    api.dispatch("order.paid", PAID)
+    processor = api.processor()
+    seen: list[int] = []
+    processor.listeners_of = lambda event: seen.append(rt.redis.exists(rt.keys.event_starting)) or []  # type: ignore[method-assign]
+    processor.run()
+    assert seen == [0]
+    # a queued processor that finds another one alive exits, and drops the marker too
+    rt.redis.set(rt.keys.event_starting, "dispatch", px=60_000)
+    rt.redis.set(rt.keys.event_lock, '{"token":"t","host":"h","pid":1,"since_ms":1}', px=60_000)
+    assert api.processor().run().reason is StopReason.BUSY
+    assert not rt.redis.exists(rt.keys.event_starting)
+
+
+def test_a_processor_stopped_by_a_bug_leaves_no_marker_behind(rt: Any) -> None:
+    # given a processor whose listener lookup has a bug, and two events waiting
+    api, starts = make(rt)
+    api.dispatch("order.paid", PAID)
+    api.dispatch("order.paid", PAID)
+    processor = api.processor()
+
+    def broken(event: Any) -> Any:
+        raise ZeroDivisionError("a bug")
+
+    processor.listeners_of = broken  # type: ignore[method-assign]
+    report = processor.run()
+    # then it queued no successor and left no marker: the next dispatch queues a processor
+    assert (report.reason, report.successor) == (StopReason.ERROR, False)
+    assert not rt.redis.exists(rt.keys.event_starting) and not rt.redis.exists(rt.keys.event_lock)
+    api.dispatch("order.paid", PAID)
+    assert starts == [1, 1]
+
+
+def test_a_processor_handing_over_marks_its_successor_as_starting(configure: Any) -> None:
+    rt = configure(event_processor_max_runtime_s=1e-6)
+    api, starts = make(rt)
+    api.dispatch("order.paid", PAID)
+    api.dispatch("order.paid", PAID)
+    report = api.processor().run()
+    assert (report.reason, report.processed, report.successor) == (StopReason.TIME, 1, True)
+    assert starts == [1, 1] and rt.redis.exists(rt.keys.event_starting)
+    api.dispatch("order.paid", PAID)  # the successor is on its way: no third processor
+    assert starts == [1, 1]
+
+
+# --- fencing: a processor that lost its lock writes nothing and stops -------------------------
+
+
+def test_a_processor_that_loses_its_lock_mid_event_stops_and_its_successor_runs_each_listener_once(
+    rt: Any,
+) -> None:
+    # given three listeners; while the second runs, another processor takes the lock (as
+    # after a stall past the lock's time-to-live)
+    from tests.test_events_tasks import SEEN, THIEF, attempts_key
+
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.record_order", name="a-first")
+    add_listener("order.paid", "tests.events.steal_lock", name="b-stall")
+    add_listener("order.paid", "tests.events.record_order", name="c-last")
+    add_listener("order.paid", SMS, name="d-sms")
+    event_id = api.dispatch("order.paid", PAID)
+    stalled = api.processor()
+    report = stalled.run()
+    # then it stopped there: no later listener ran, no notification was made, nothing was
+    # written after the loss (the outcome of b, the event's end), and the lock is the thief's
+    assert (report.reason, report.processed) == (StopReason.LOST, 0)
+    assert rt.redis.lrange(SEEN, 0, -1) == [f"{event_id}:event:{event_id}:{list_listeners()[0].id}"]
+    assert rt.store.count() == 0
+    stored = rt.redis.hgetall(rt.keys.event(event_id))
+    assert stored["status"] == "activated" and stored["tries"] == "1"
+    assert sorted(f for f in stored if f.startswith("o:")) == [f"o:{list_listeners()[0].id}"]
+    assert rt.redis.get(rt.keys.event_lock) == THIEF
+    # and it said it stalled (it did not die)
+    assert rt.redis.exists(rt.keys.event_stalled(stalled.holder.name))
+    # when the thief's lock expires and a successor runs
+    rt.redis.delete(rt.keys.event_lock)
+    assert api.processor().run().processed == 1
+    # then it took the same event over: the first listener was not run again, the one that
+    # was interrupted ran again (same key), the others ran once; one notification
+    event = api.get(event_id)
+    assert event.status is EventStatus.DONE and event.tries == 2 and not event.failed
+    assert [o.listener for o in event.outcomes] == ["a-first", "b-stall", "c-last", "d-sms"]
+    assert [o.result for o in event.outcomes[:3]] == [1, 2, 2]
+    assert rt.redis.get(attempts_key(event_id)) == "2"
+    assert len(rt.redis.lrange(SEEN, 0, -1)) == 2 and rt.store.count() == 1
+    # and the outcomes recorded one by one were folded into the return data
+    assert not [f for f in rt.redis.hkeys(rt.keys.event(event_id)) if f.startswith("o:")]
+
+
+def test_a_processor_that_lost_its_lock_records_no_listener_outcome(rt: Any) -> None:
+    api, _ = make(rt)
+    event_id = api.dispatch("order.paid", PAID)
+    rt.redis.set(rt.keys.event_lock, "mine", px=60_000)
+    assert api.store.activate("mine", now_ms=1, processor="p") is not None
+    api.store.record_outcome("mine", event_id, "L1", Outcome("one", result=1))
+    rt.redis.set(rt.keys.event_lock, "someone else", px=60_000)
+    with pytest.raises(LockLost):
+        api.store.record_outcome("mine", event_id, "L2", Outcome("two", result=2))
+    assert api.store.holds("someone else") and not api.store.holds("mine")
+    assert {f for f in rt.redis.hkeys(rt.keys.event(event_id)) if f.startswith("o:")} == {"o:L1"}
+
+
+def test_processors_that_stalled_are_not_counted_as_deaths_towards_poison(rt: Any) -> None:
+    # given an event activated three times (NOTI_EVENT_MAX_TRIES): its first processor died,
+    # the other two lost their lock while alive (stalled) and said so
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.echo", name="echo")
+    event_id = api.dispatch("order.paid", {"id": 1})
+    for name in ("dead", "stalled-1", "stalled-2"):
+        rt.redis.set(rt.keys.event_lock, name, px=60_000)
+        assert api.store.activate(name, now_ms=1, processor=name, max_tries=3) is not None
+        rt.redis.delete(rt.keys.event_lock)
+    api.store.mark_stalled("stalled-1")
+    api.store.mark_stalled("stalled-2")
+    # when the next processor runs, it takes the event over instead of poisoning it
+    api.processor().run()
+    event = api.get(event_id)
+    assert event.status is EventStatus.DONE and not event.failed and event.tries == 4
+    assert rt.dead_letters.entries() == []
+
+
+# --- retry and replay ----------------------------------------------------------------------------
+
+
+def test_retry_re_runs_the_failed_listeners_in_a_new_ordered_step(rt: Any) -> None:
+    # given an event whose second listener failed (a bug), while the others succeeded
+    api, starts = make(rt)
+    add_listener("order.*", SMS, name="a-sms")
+    add_listener("order.*", "tests.events.fail_first", name="b-flaky")
+    add_listener("order.*", "tests.events.echo", name="c-echo")
+    failed = api.dispatch("order.paid", PAID)
+    api.processor().run()
+    before = api.get(failed)
+    assert before.failed and [o.listener for o in before.outcomes if o.failed] == ["b-flaky"]
+    assert [e.id for e in api.select(failed=True)] == [failed]
+    # when, after the fix, it is retried between two other dispatches
+    later = api.dispatch("invoice.later", {})  # no listener
+    queued = api.retry(failed)
+    last = api.dispatch("invoice.last", {})
+    # then it is queued again as a new step, after the events dispatched before the retry
+    assert queued.status is EventStatus.NEW and queued.replays == 1
+    assert rt.redis.lrange(rt.keys.event_queue, 0, -1) == [later, failed, last]
+    api.processor().run()
+    after = api.get(failed)
+    assert after.status is EventStatus.DONE and not after.failed and after.replays == 1
+    # only the failed listener ran again; the others kept their outcomes, nothing made twice
+    assert [o.listener for o in after.outcomes] == ["a-sms", "b-flaky", "c-echo"]
+    assert after.outcomes[0] == before.outcomes[0] and after.outcomes[2] == before.outcomes[2]
+    assert after.outcomes[1].result == 2
+    assert rt.store.count() == 1  # the SMS, made once
+    assert api.select(failed=True) == []
+    # and the steps ran in queue order
+    done = sorted((api.get(i) for i in (later, failed, last)), key=lambda e: e.done_ms)
+    assert [e.id for e in done] == [later, failed, last]
+
+
+def test_retry_of_one_listener_re_runs_only_that_one(rt: Any) -> None:
+    api, _ = make(rt)
+    add_listener("order.*", "tests.events.explode", name="a-explodes")
+    add_listener("order.*", "tests.events.fail_first", name="b-flaky")
+    event_id = api.dispatch("order.paid", PAID)
+    api.processor().run()
+    api.retry(event_id, listener="b-flaky")
+    api.processor().run()
+    event = api.get(event_id)
+    a, b = event.outcomes
+    assert (a.error_code, b.failed, b.result) == ("e.noti.event.task.failed", False, 2)
+    assert event.error_code == "e.noti.event.task.failed"  # a-explodes still failed
+
+
+def test_retry_refuses_what_it_cannot_retry_and_changes_nothing(rt: Any) -> None:
+    api, _ = make(rt)
+    add_listener("order.*", "tests.events.explode", name="boom", user=MEMBER)
+    bobs = api.dispatch("order.paid", PAID, user=BOB)
+    api.processor().run()
+    fine = api.dispatch("invoice.fine", {}, user=BOB)  # no listener: done without error
+    api.processor().run()
+    waiting = api.dispatch("order.paid", PAID, user=BOB)
+    snapshot = {k: rt.redis.dump(k) for k in rt.redis.keys("noti:*")}
+    cases = {
+        "e.noti.event.not_found": lambda: api.retry("0" * 20, user=BOB),
+        "e.noti.event.retry.nopvg": lambda: api.retry(bobs, user=ALICE),
+        "e.noti.listener.badname": lambda: api.retry(bobs, listener="../etc", user=BOB),
+        "e.noti.event.retry.badlistener": lambda: api.retry(bobs, listener="nosuch", user=BOB),
+        "e.noti.event.retry.notdone": lambda: api.retry(waiting, user=BOB),
+        "e.noti.event.retry.nofailure": lambda: api.retry(fine, user=BOB),
+    }
+    for code, call in cases.items():
+        assert code_of(call) == code
+    assert {k: rt.redis.dump(k) for k in rt.redis.keys("noti:*")} == snapshot
+    # the owner and root members may
+    assert api.retry(bobs, user=MEMBER).status is EventStatus.NEW
+
+
+def test_a_poisoned_event_is_replayed_after_a_fix_and_leaves_the_dead_letters(rt: Any) -> None:
+    # given an event set aside as poison (each processor that took it died), dead-lettered
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.echo", name="echo")
+    pill = api.dispatch("order.paid", {"id": 1})
+    for n in range(3):
+        rt.redis.set(rt.keys.event_lock, f"dead-{n}", px=60_000)
+        api.store.activate(f"dead-{n}", now_ms=1, processor=f"dead-{n}", max_tries=3)
+        rt.redis.delete(rt.keys.event_lock)
+    api.processor().run()
+    assert api.get(pill).error_code == "e.noti.event.poison"
+    assert [e.id for e in api.select(failed=True)] == [pill]
+    [letter] = rt.dead_letters.entries()
+    assert letter.record_id == pill
+    # when it is replayed (after the fix)
+    api.retry(pill)
+    api.processor().run()
+    # then every listener ran, and it left the dead letters
+    event = api.get(pill)
+    assert event.status is EventStatus.DONE and not event.failed and event.replays == 1
+    assert [o.listener for o in event.outcomes] == ["echo"] and event.outcomes[0].result["payload"] == {
+        "id": 1
+    }
+    assert rt.dead_letters.entries() == []
+
+
+def test_cli_event_retry_and_list_errors(rt: Any) -> None:
+    add_listener("order.*", "tests.events.fail_first", name="flaky")
+    event_id = dispatch("order.paid", PAID)
+    Events(rt, start_processor=lambda: None).processor().run()
+    listed = run("event", "list", "-errors", "-json")
+    assert listed.exit_code == 0, listed.output
+    assert [e["id"] for e in json.loads(listed.stdout)] == [event_id]
+    retried = run("event", "retry", event_id, "-listener", "flaky")
+    assert retried.exit_code == 0, retried.output
+    assert retried.stdout.strip() == event_id
+    bad = run("event", "retry", event_id)
+    assert bad.exit_code == 1 and bad.stderr.startswith("e.noti.event.retry.notdone: ")
+    unknown = run("event", "retry", "nosuch")
+    assert unknown.exit_code == 1 and unknown.stderr.startswith("e.noti.event.not_found: ")

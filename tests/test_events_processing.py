@@ -294,3 +294,27 @@ def test_events_left_behind_by_a_dead_processor_are_picked_up_without_beat(rt: A
     event_id = dispatch("late.one", {"n": 1}, user=ADMIN)
     # then once the lock has expired the worker notices and a processor handles them
     assert done(rt, event_id, timeout=30).status is EventStatus.DONE
+
+
+def test_under_sparse_traffic_each_dispatch_after_an_idle_processor_queues_one_itself(
+    rt: Any, worker: Any
+) -> None:
+    # given events dispatched one at a time, each after the processor before it went idle
+    from noti.events.api import queue_processor
+
+    kicked: list[str] = []
+
+    def start() -> None:
+        kicked.append("queued")
+        queue_processor()
+
+    api = Events(rt, start_processor=start)
+    add_listener("order.*", "tests.events.record_order", name="order")
+    for n in range(3):
+        event_id = api.dispatch("order.paid", {"n": n})
+        # then each dispatch queued its processor at once (the sweep had nothing to do) ...
+        assert kicked == ["queued"] * (n + 1)
+        assert done(rt, event_id).outcomes[0].result == n + 1
+        wait_until(lambda: not api.status().alive)
+        # ... and the processor left no "starting" marker behind to hold back the next one
+        assert not rt.redis.exists(rt.keys.event_starting)

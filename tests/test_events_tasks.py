@@ -10,6 +10,7 @@ collection would evaluate it and read the Celery configuration too early.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -22,6 +23,9 @@ BUSY = "test:busy"
 OVERLAPS = "test:overlaps"
 SEEN = "test:seen"
 RELEASE = "test:release"
+PID = "test:pid"
+#: The lock value steal_lock puts in place of the processor's.
+THIEF = '{"token":"thief","host":"elsewhere","pid":1,"since_ms":1}'
 #: Set (to "1") in the environment of the worker subprocesses exit_process may end.
 MAY_EXIT = "TEST_EVENTS_MAY_EXIT"
 
@@ -61,6 +65,60 @@ def _register() -> None:
             raise RuntimeError(f"exit_process ends only worker subprocesses started with {MAY_EXIT}=1")
         os._exit(1)
 
+    @shared_task(name="tests.events.steal_lock")
+    def steal_lock(event: dict[str, Any]) -> int:
+        """The first time for an event, another processor takes the lock meanwhile (as after a
+        stall past the lock's time-to-live)."""
+        runtime = get_runtime()
+        attempt = int(runtime.redis.incr(attempts_key(event["id"])))
+        if attempt == 1:
+            runtime.redis.set(runtime.keys.event_lock, THIEF, px=60_000)
+        return attempt
+
+    @shared_task(name="tests.events.signal_and_wait")
+    def signal_and_wait(event: dict[str, Any]) -> int:
+        """The first time for an event: says which process runs it (under ``test:pid``), then
+        waits (up to 60 s) until RELEASE is set. Records each call's end in SEEN."""
+        client = get_runtime().redis
+        attempt = int(client.incr(attempts_key(event["id"])))
+        if attempt == 1:
+            client.set(PID, os.getpid())
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not client.exists(RELEASE):
+                time.sleep(0.05)
+        client.rpush(SEEN, f"{event['id']}:{event['key']}:wait:{os.getpid()}")
+        return attempt
+
+    @shared_task(name="tests.events.hold_gil")
+    def hold_gil(event: dict[str, Any]) -> int:
+        """Holds the GIL for ``payload.hold_s`` seconds (a long computation in C would), so no
+        other thread of its process runs meanwhile."""
+        client = get_runtime().redis
+        client.set(PID, os.getpid())
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(1000)
+        try:
+            deadline = time.monotonic() + float(event["payload"]["hold_s"])
+            while time.monotonic() < deadline:
+                pass
+        finally:
+            sys.setswitchinterval(previous)
+        return int(client.incr(attempts_key(event["id"])))
+
+    @shared_task(name="tests.events.sleep")
+    def sleep(event: dict[str, Any]) -> int:
+        """Sleeps ``payload.sleep_s`` seconds (the GIL released), then counts its call."""
+        time.sleep(float(event["payload"]["sleep_s"]))
+        return int(get_runtime().redis.incr(attempts_key(event["id"])))
+
+    @shared_task(name="tests.events.fail_first")
+    def fail_first(event: dict[str, Any]) -> int:
+        """Fails the first time it is called for an event (a bug since fixed), then succeeds."""
+        attempt = int(get_runtime().redis.incr(attempts_key(event["id"])))
+        if attempt == 1:
+            raise RuntimeError("not fixed yet")
+        return attempt
+
     @shared_task(name="tests.events.explode")
     def explode(event: dict[str, Any]) -> None:
         """Always fails."""
@@ -78,5 +136,5 @@ _register()
 def test_the_listener_tasks_are_registered_in_the_noti_app(rt: Any) -> None:
     from noti.events.actions import find_task
 
-    names = ("record_order", "block_first", "exit_process", "explode", "echo")
+    names = ("record_order", "block_first", "exit_process", "explode", "echo", "steal_lock", "hold_gil")
     assert all(find_task(f"tests.events.{name}") is not None for name in names)

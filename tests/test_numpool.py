@@ -129,8 +129,8 @@ def raw(client: PoolClient, pool: NumberPool) -> tuple[Any, Any, Any]:
     """Everything the pool keeps in Redis, for "nothing changed" checks."""
     return (
         client.hgetall(KEYS.numpool(pool.name, "numstate")),
-        client.zrange(KEYS.numpool(pool.name, "idle:up"), 0, -1, withscores=True),
-        client.get(KEYS.numpool(pool.name, "seq")),
+        client.lrange(KEYS.numpool(pool.name, "idle:up"), 0, -1),
+        client.zrange(KEYS.numpool(pool.name, "leases"), 0, -1, withscores=True),
     )
 
 

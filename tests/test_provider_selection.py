@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 import noti
+from noti.errors import InvalidConfig
 from noti.record import Status
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
 from tests.test_cli import run
@@ -89,4 +92,49 @@ def test_noti_providers_lists_kinds_and_configured_instances_with_secrets_masked
     assert kinds["sandbox"]["status"] == "ok" and "sms" in kinds["sandbox"]["channels"]
     configured = {c["name"]: c for c in data["configured"]}
     assert configured["main"]["default_for"] == "sms" and configured["main"]["status"] == "ok"
-    assert configured["broken"]["status"].startswith("e.noti.config: unknown provider kind 'nosuch'")
+    assert configured["broken"]["status"].startswith(
+        "e.noti.config: [providers.broken] kind: unknown provider kind 'nosuch'"
+    )
+
+
+def test_noti_providers_json_shows_a_weixin_providers_accounts_with_secrets_masked(configure: Any) -> None:
+    configure(
+        providers={
+            "wx": {"kind": "weixin", "accounts": {"main": {"appid": "wx0123", "secret": "s3cret-value"}}}
+        },
+        channels={"weixin": {"provider": "wx"}},
+    )
+    out = run("providers", "-json").stdout
+    assert "s3cret-value" not in out
+    [wx] = [c for c in json.loads(out)["configured"] if c["name"] == "wx"]
+    assert wx["status"] == "ok"
+    assert wx["options"]["accounts"] == {"main": {"appid": "wx0123", "secret": "**********"}}
+    table = run("providers").stdout
+    assert "wx0123" in table and "s3cret-value" not in table
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "names"),
+    [
+        (
+            "tw",
+            {"kind": "twilio", "account_sid": "AC123", "auth_token": "t", "from": "+15005550006"},
+            "account_sid",
+        ),
+        ("tw", {"kind": "twilio", "account_sid": "AC" + "0" * 32, "auth_token": "t"}, "'from'"),
+        ("ali", {"kind": "aliyun", "access_key_id": "k"}, "access_key_secret: Field required"),
+        ("ali", {"kind": "sandbox", "no_such_option": 1}, "no_such_option: unknown option"),
+        ("wx", {"kind": "weixin", "accounts": {"a": {"appid": "x"}}}, "accounts.a.secret"),
+        ("odd", {"kind": "nosuch"}, "kind: unknown provider kind"),
+        ("odd", {"kind": 7}, "kind: must be a string"),
+    ],
+)
+def test_a_bad_provider_table_is_refused_naming_the_provider_and_the_key(
+    configure: Any, name: str, table: dict[str, Any], names: str
+) -> None:
+    rt = configure(providers={name: table})
+    with pytest.raises(InvalidConfig) as caught:
+        rt.providers.get(name)
+    assert caught.value.code == "e.noti.config"
+    assert f"[providers.{name}]" in caught.value.message and names in caught.value.message
+    assert "  is invalid" not in str(caught.value) and "Value error" not in caught.value.message

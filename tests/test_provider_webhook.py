@@ -298,6 +298,36 @@ def test_the_receiver_refuses_a_body_changed_after_signing(receiver: WebhookRece
     assert response.status_code == 400 and receiver.ids == []
 
 
+def test_a_rotated_secret_signs_with_each_so_old_and_new_receivers_verify(configure: Any) -> None:
+    # given a provider rotating from SECRET (old) to OTHER_SECRET (new): the new one first
+    rt = configure(
+        providers={"hook": options(secret=[OTHER_SECRET, SECRET])}, channels={"webhook": {"provider": "hook"}}
+    )
+    for receiver_secret in (SECRET, OTHER_SECRET):
+        with WebhookReceiver(receiver_secret) as receiver:
+            assert isinstance(receiver, WebhookReceiver)
+            # when it sends, then a receiver holding either secret verifies it
+            provider(rt).send(message(url(receiver)))
+            assert receiver.refusals == [] and receiver.ids == ["rec1"]
+            [request] = receiver.requests
+            header = request.headers["webhook-signature"]
+            stamp = int(request.headers["webhook-timestamp"])
+            new_key = base64.b64decode(OTHER_SECRET.removeprefix("whsec_"))
+            old_key = base64.b64decode(SECRET.removeprefix("whsec_"))
+            # one signature per secret, space-separated, the first secret's first
+            signed = [sign(key, "rec1", stamp, request.body) for key in (new_key, old_key)]
+            assert (
+                header == " ".join(signed) and sign([new_key, old_key], "rec1", stamp, request.body) == header
+            )
+    # and a list of one is the same as the bare secret
+    single = configure(
+        providers={"hook": options(secret=[SECRET])}, channels={"webhook": {"provider": "hook"}}
+    )
+    with WebhookReceiver(SECRET) as receiver:
+        provider(single).send(message(url(receiver)))
+        assert len(receiver.requests[0].headers["webhook-signature"].split(" ")) == 1
+
+
 def test_a_wrong_secret_is_refused_by_the_receiver(configure: Any, receiver: WebhookReceiver) -> None:
     rt = configure(
         providers={"hook": options(secret=OTHER_SECRET)}, channels={"webhook": {"provider": "hook"}}
@@ -403,6 +433,18 @@ def test_a_non_public_target_is_refused_again_at_send_time(rt: Any, receiver: We
         {"headers": {"Bad Name": "x"}},
         {"headers": {"X-Split": "a\r\nInjected: yes"}},
         {"allow_redirects": True},
+        {"secret": []},
+        {"secret": [SECRET, SECRET]},
+        {"secret": [SECRET, "whsec_!!!not base64!!!"]},
+        {"secret": [SECRET, 42]},
+        {
+            "secret": [
+                SECRET,
+                OTHER_SECRET,
+                *(f"whsec_{base64.b64encode(bytes([n]) * 24).decode()}" for n in range(4)),
+            ]
+        },
+        {"secret": {"new": SECRET}},
     ],
 )
 def test_bad_options_are_refused_without_showing_the_secret(
@@ -412,8 +454,11 @@ def test_bad_options_are_refused_without_showing_the_secret(
     with pytest.raises(InvalidConfig) as info:
         rt.providers.get("hook")
     assert SECRET not in str(info.value)
-    if "secret" in overrides:
-        assert overrides["secret"] not in str(info.value)
+    secrets = overrides.get("secret", [])
+    for secret in (
+        secrets.values() if isinstance(secrets, dict) else [secrets] if isinstance(secrets, str) else secrets
+    ):
+        assert str(secret) not in str(info.value)
 
 
 def test_a_missing_secret_is_refused(configure: Any) -> None:

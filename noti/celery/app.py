@@ -53,6 +53,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": broker_url,
         "broker_connection_retry_on_startup": True,
+        # a worker waits for Redis as long as it is away (Celery's 100 tries end it after
+        # about 48 minutes, and nothing restarts a worker that gave up)
+        "broker_connection_max_retries": None,
         "broker_transport_options": transport,
         "visibility_timeout": settings.visibility_timeout_s,
         # noti.notify's results and every record's state, read from noti's own keys and
@@ -84,6 +87,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_scheduler": "noti.celery.scheduler:Scheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": 5,
+        # the user's task modules (event listeners' tasks): the worker imports them at start
+        "imports": list(settings.imports),
         **redbeat_config(settings.redis_url, key_prefix=Keys(settings.key_prefix).beat_prefix),
     }
 

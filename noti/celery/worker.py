@@ -53,6 +53,23 @@ class NotiProcess(bootsteps.Step):
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
         enter_noti_worker(worker.app)
+        if _consumes_events(worker.app):
+            # event processors run here: their lock keeper is ready before the first one
+            worker_ready.connect(_start_lock_keeper, weak=False)
+            worker_process_init.connect(_start_lock_keeper, weak=False)
+
+
+def _consumes_events(app: Any) -> bool:
+    from noti.celery.queues import EVENTS_QUEUE
+
+    consumed = app.amqp.queues.consume_from
+    return not consumed or EVENTS_QUEUE in consumed
+
+
+def _start_lock_keeper(**_: Any) -> None:
+    from noti.events.keeper import keeper
+
+    keeper().start()
 
 
 def enter_noti_worker(app: Any) -> None:

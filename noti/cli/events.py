@@ -1,4 +1,4 @@
-"""``noti event dispatch | list | show | status`` and ``noti listener add | list | del``."""
+"""``noti event dispatch | list | show | retry | status`` and ``noti listener add | list | del``."""
 
 from __future__ import annotations
 
@@ -84,6 +84,7 @@ def dispatch_cmd(
 )
 @click.option("-name", "--name", help="Only events of this name (* matches any characters).")
 @click.option("-u", "--user", "creator", help="Only events dispatched by USER (others: root members).")
+@click.option("-errors", "--errors", is_flag=True, help="Only done events with an error (newest done first).")
 @limit_option
 @json_options
 @pass_cli
@@ -93,12 +94,18 @@ def list_cmd(
     status: str | None,
     name: str | None,
     creator: str | None,
+    errors: bool,
     limit: int | None,
     out: Output,
 ) -> None:
     """List events, newest first (at most 100 unless -limit says otherwise)."""
     found = events().select(
-        user=ctx.user, creator=creator, status=status, name=name, limit=100 if limit is None else limit
+        user=ctx.user,
+        creator=creator,
+        status=status,
+        name=name,
+        failed=errors,
+        limit=100 if limit is None else limit,
     )
     if out.quiet:
         return
@@ -164,6 +171,28 @@ def show_cmd(
         out.json(found.to_json())
     else:
         click.echo("\n".join(_show_lines(found)))
+
+
+@event.command("retry")
+@click.argument("event_id", metavar="ID")
+@click.option("-listener", "--listener", help="Re-run only this failed listener (default: every failed one).")
+@json_options
+@pass_cli
+def retry_cmd(
+    ctx: CliContext,
+    /,
+    event_id: str,
+    listener: str | None,
+    out: Output,
+) -> None:
+    """Re-run the failed listeners of a done event (a poisoned one: all) in a new step."""
+    queued = events().retry(event_id, listener=listener, user=ctx.user)
+    if out.quiet:
+        return
+    if out.wants_json:
+        out.json(queued.to_json())
+    else:
+        click.echo(queued.id)
 
 
 @event.command("status")

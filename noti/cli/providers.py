@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from noti.cli._options import CliContext, Output, json_options, pass_cli
 from noti.cli._output import print_table
@@ -16,13 +16,19 @@ __all__ = ["providers"]
 
 
 def _masked(value: Any) -> Any:
+    """An option value fit for JSON and the terminal: secrets masked, nested models (a weixin
+    provider's accounts) as objects, anything else JSON does not know as its text."""
     if isinstance(value, SecretStr):
         return "**********" if value.get_secret_value() else ""
+    if isinstance(value, BaseModel):
+        return {k: _masked(v) for k, v in dict(value).items()}
     if isinstance(value, dict):
-        return {k: _masked(v) for k, v in value.items()}
-    if isinstance(value, list):
+        return {str(k): _masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
         return [_masked(v) for v in value]
-    return value
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
 
 
 @click.command("providers")

@@ -61,7 +61,8 @@ def parse_watch(value: str) -> float:
 )
 @json_options
 def status(watch: str | None, out: Output) -> None:
-    """Workers, queues, delayed set, dead letters, events and number pools, on one screen."""
+    """Workers, queues, delayed set, dead letters, events, rate limits and number pools, on
+    one screen."""
     from noti.observe.snapshot import Observer
     from noti.runtime import get_runtime
 
@@ -191,6 +192,12 @@ def render(snap: Snapshot, console: Console) -> None:
         f"\n[bold]events[/bold]  backlog {events.backlog}, oldest {_age(events.oldest_age_s)}; {processor}; "
         f"processed {totals.get('events_done', 0)} of {totals.get('events_dispatched', 0)} dispatched"
     )
+
+    if snap.rate_lines:
+        console.print("\n[bold]rate limits[/bold]")
+    for line in snap.rate_lines:
+        ahead = ", ".join(f"{user} +{_age(lead)}" for user, lead in line.leads) or "none"
+        console.print(f"  {line.provider}: {line.waiting} in line; users ahead of their share: {ahead}")
 
     console.print("\n[bold]number pools[/bold]" + ("" if snap.pools else "  none"))
     for pool in snap.pools:

@@ -62,6 +62,7 @@ __all__ = [
     "list_listeners",
     "processor_status",
     "remove_listener",
+    "retry_event",
 ]
 
 
@@ -113,3 +114,8 @@ def list_events(**kwargs: Any) -> list[Event]:
 def processor_status() -> ProcessorStatus:
     """Is a processor alive, where, since when, and the backlog (see :meth:`Events.status`)."""
     return events().status()
+
+
+def retry_event(event_id: str, *, listener: str | None = None, user: str | None = None) -> Event:
+    """Re-run the failed listeners of a done event in a new step (see :meth:`Events.retry`)."""
+    return events().retry(event_id, listener=listener, user=user)

@@ -11,9 +11,10 @@ argument, the event: ``{"id", "name", "user", "payload", "created_ms", "listener
 Its return value (made JSON-safe) is kept in the event's return data. The call is
 at-least-once: a processor killed during it calls it again on resume, with the same
 ``key`` (also the task's ``request.id``), so a task that must not repeat can deduplicate on
-it. Listener tasks must be registered in the worker's noti app: define them with
-``@shared_task`` (or ``@app.task`` of noti's app, ``noti.celery.app.app``) in a module the worker imports
-(``celery -A noti worker -I myapp.listeners``). noti's and Celery's own tasks are refused.
+it. Listener tasks must be registered in noti's app: define them with ``@shared_task`` (or
+``@app.task`` of noti's app, ``noti.celery.app.app``) in a module named in ``NOTI_IMPORTS``,
+which the CLI, the API and the workers import (``celery -A noti worker -I myapp.listeners``
+works for the worker alone). noti's and Celery's own tasks are refused.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.event import Outcome
 from noti.events.templates import ADD_PREFIX, CompiledTemplate, compile_template
+from noti.imports import import_modules
 from noti.record import CHANNEL_FIELDS, REQUIRED_FIELDS, Channel, parse_channel, parse_level
 
 if TYPE_CHECKING:
@@ -198,17 +200,24 @@ def _variables(tree: Any) -> set[str]:
 
 
 @functools.cache
-def _import_task_modules() -> None:
+def _import_task_modules(modules: tuple[str, ...]) -> None:
     from noti.celery.app import app
 
+    import_modules(modules)
     app.loader.import_default_modules()
 
 
 def find_task(name: str) -> Any | None:
-    """The task called ``name`` in this process's noti app, or None."""
-    from noti.celery.app import app
+    """The task called ``name`` in this process's noti app, or None. The modules of
+    ``NOTI_IMPORTS`` are imported first (once).
 
-    _import_task_modules()
+    Raises:
+        InvalidConfig: ``e.noti.config.imports``: one of them cannot be imported.
+    """
+    from noti.celery.app import app
+    from noti.runtime import get_runtime
+
+    _import_task_modules(tuple(get_runtime().settings.imports))
     return app.tasks.get(name)
 
 
@@ -290,7 +299,8 @@ class CompiledTask:
                 run.listener_name,
                 task=name,
                 error_code="e.noti.event.task.unknown",
-                error_message=f"no task {name!r} is registered in this worker (import its module with -I)",
+                error_message=f"no task {name!r} is registered in this worker (name its module in"
+                " NOTI_IMPORTS)",
             )
         event = {
             "id": run.event_id,
@@ -339,7 +349,7 @@ def compile_action(action: Action, *, check_task: bool = True) -> CompiledAction
         if check_task and find_task(name) is None:
             raise InvalidInput(
                 f"no Celery task {name!r} is registered: define it with @shared_task in a module"
-                " this process and the workers import",
+                " named in NOTI_IMPORTS (imported by the CLI, the API and the workers)",
                 code="e.noti.listener.notask",
             )
         return CompiledTask(action)

@@ -1,17 +1,21 @@
 -- Activate the event at the head of the arrival queue, for the processor holding the lock.
--- A new event becomes activated; an event already activated (its processor died) is taken
--- again as it is, with tries + 1, unless it was activated ARGV[5] times already: then it is
--- poison (it kills its processor), so it is marked done with the error code ARGV[7], a dead
--- letter is appended, and the next event is looked at. Entries whose event is gone or done
--- are dropped.
+-- A new event becomes activated; an event already activated (its processor died, or stalled
+-- past its lock) is taken again as it is, with tries + 1 and the listener outcomes recorded
+-- so far, unless ARGV[5] of the processors that activated it died: then it is poison (it
+-- kills its processor), so it is marked done with the error code ARGV[7], a dead letter is
+-- appended, and the next event is looked at. A processor that lost its lock while alive
+-- (a stall: SIGSTOP, a listener holding the GIL) says so under ARGV[8] .. its name, and is
+-- not counted as a death. Entries whose event is gone or done are dropped.
 -- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'new' index,
 -- KEYS[4] 'activated' index, KEYS[5] listeners version, KEYS[6] 'done' index,
 -- KEYS[7] dead-letter stream, KEYS[8] counters hash (noti/counters.py: events_done|poison).
 -- ARGV[1] lock value, ARGV[2] now (ms), ARGV[3] processor name, ARGV[4] event key prefix,
 -- ARGV[5] most activations per event (0 = no limit), ARGV[6] dead-letter stream max length,
--- ARGV[7] poison error code.
+-- ARGV[7] poison error code, ARGV[8] stall marker prefix.
 -- Returns {-1} when the lock is not the caller's, {0, poisoned} when no event waits, else
--- {1, poisoned, id, name, user, payload, created ms, seq, tries, listeners version};
+-- {1, poisoned, id, name, user, payload, created ms, seq, tries, listeners version,
+-- recorded outcomes (a flat list: field, JSON, field, JSON…), the listeners to re-run (JSON,
+-- '' unless the event was queued again by retry.lua), the return data of its last step};
 -- poisoned lists the events set aside as poison in this step, each {id, name, tries,
 -- payload, error message}.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -27,10 +31,19 @@ while true do
   local key = ARGV[4] .. id
   local status = redis.call('HGET', key, 'status')
   local tries = tonumber(redis.call('HGET', key, 'tries') or '0') or 0
+  local deaths = 0
   if status == 'activated' and max_tries > 0 and tries >= max_tries then
+    for holder in string.gmatch(redis.call('HGET', key, 'holders') or '', '[^\n]+') do
+      if redis.call('EXISTS', ARGV[8] .. holder) == 0 then
+        deaths = deaths + 1
+      end
+    end
+  end
+  if status == 'activated' and max_tries > 0 and deaths >= max_tries then
     local f = redis.call('HMGET', key, 'name', 'payload')
-    local message = 'activated ' .. tries .. ' times without finishing: its processor died each'
-      .. ' time (a listener that kills or exhausts its process?); set aside after'
+    local died = deaths == tries and 'each time' or (deaths .. ' of those times')
+    local message = 'activated ' .. tries .. ' times without finishing: its processor died ' .. died
+      .. ' (a listener that kills or exhausts its process?); set aside after'
       .. ' NOTI_EVENT_MAX_TRIES = ' .. max_tries
     redis.call('HSET', key, 'status', 'done', 'done_ms', ARGV[2], 'result', '[]',
       'error_code', ARGV[7], 'error_message', message)
@@ -49,10 +62,24 @@ while true do
       redis.call('ZREM', KEYS[3], id)
       redis.call('ZADD', KEYS[4], redis.call('HGET', key, 'seq'), id)
     end
-    redis.call('HSET', key, 'activated_ms', ARGV[2], 'processor', ARGV[3])
+    local holders = redis.call('HGET', key, 'holders')
+    holders = holders and (holders .. '\n' .. ARGV[3]) or ARGV[3]
+    redis.call('HSET', key, 'activated_ms', ARGV[2], 'processor', ARGV[3], 'holders', holders)
     tries = redis.call('HINCRBY', key, 'tries', 1)
     local f = redis.call('HMGET', key, 'name', 'user', 'payload', 'created_ms', 'seq')
-    return {1, poisoned, id, f[1], f[2], f[3], f[4], f[5], tries, redis.call('GET', KEYS[5]) or ''}
+    local recorded = {}
+    if tries > 1 then
+      local all = redis.call('HGETALL', key)
+      for i = 1, #all, 2 do
+        if string.sub(all[i], 1, 2) == 'o:' then
+          recorded[#recorded + 1] = all[i]
+          recorded[#recorded + 1] = all[i + 1]
+        end
+      end
+    end
+    local again = redis.call('HMGET', key, 'rerun', 'result')
+    return {1, poisoned, id, f[1], f[2], f[3], f[4], f[5], tries, redis.call('GET', KEYS[5]) or '',
+      recorded, again[1] or '', again[2] or ''}
   else
     redis.call('LPOP', KEYS[2])
   end

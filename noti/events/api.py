@@ -29,9 +29,9 @@ from noti.events.event import (
 from noti.events.listeners import CompiledListener, Listener, ListenerRegistry, validate_listener_name
 from noti.events.liveness import Holder, read_holder
 from noti.events.processor import Limits, Processor
-from noti.events.store import EventCounts, EventStore
+from noti.events.store import POISON_CODE, EventCounts, EventStore
 from noti.events.templates import context
-from noti.inputs import check_name, finite_number, integer
+from noti.inputs import check_name, finite_number, integer, shown
 from noti.record import new_id, now_ms
 from noti.runtime import Runtime, get_runtime
 from noti.users import User, resolve_user
@@ -212,9 +212,11 @@ class Events:
         creator: str | None = None,
         status: EventStatus | str | None = None,
         name: str | None = None,
+        failed: bool = False,
         limit: int | None = 100,
     ) -> list[Event]:
-        """Events newest first; a non-root user sees only their own.
+        """Events newest first; a non-root user sees only their own. With ``failed``, only
+        done events with an error (a listener failed, or poison), newest done first.
 
         Raises:
             InvalidInput: ``e.noti.event.badst``, ``e.noti.listener.badevent`` (name pattern),
@@ -236,7 +238,62 @@ class Events:
         if limit is not None:
             limit = integer(limit, what="limit", code="e.noti.event.badlimit")
         count = limit if limit is not None and limit > 0 else 10**9
-        return self.store.select(status=st, user=creator, name=name, limit=count)
+        return self.store.select(status=st, user=creator, name=name, failed=bool(failed), limit=count)
+
+    def retry(self, event_id: str, *, listener: str | None = None, user: str | None = None) -> Event:
+        """Re-run the failed listeners of a done event (or only ``listener``, one of them) in a
+        new step: the event is queued again at the end of the arrival queue, and the processor
+        re-runs those listeners in order, keeping the other outcomes. Notifications keep their
+        idempotency key (``event:<event id>:<listener id>``), so one a listener already made is
+        not made twice. An event set aside as poison runs all its listeners again (after a fix),
+        and its dead letter is removed. Returns the event as queued again (``new``).
+
+        Raises:
+            NotFound: ``e.noti.event.not_found``. PermissionDenied: ``e.noti.event.retry.nopvg``.
+            InvalidInput: ``e.noti.event.retry.notdone`` (not done yet),
+            ``e.noti.event.retry.nofailure`` (no listener failed), ``e.noti.listener.badname``,
+            ``e.noti.event.retry.badlistener`` (no failed listener of that name on the event).
+        """
+        event = self.store.get(event_id)
+        if event is None:
+            raise NotFound(f"no event has id {shown(event_id)}", code="e.noti.event.not_found")
+        self.user(user).require_access(event.user, code="e.noti.event.retry.nopvg", action="retry events")
+        if listener is not None:
+            validate_listener_name(listener)
+        if event.status is not EventStatus.DONE:
+            raise InvalidInput(
+                f"event {event.id} is {event.status.value}; only a done event can be retried",
+                code="e.noti.event.retry.notdone",
+            )
+        poison = event.error_code == POISON_CODE
+        failed = [o.listener for o in event.outcomes if o.failed]
+        if listener is not None:
+            if listener not in failed:
+                raise InvalidInput(
+                    f"event {event.id} has no failed listener {listener!r}"
+                    f" (failed: {', '.join(failed) or 'none'})",
+                    code="e.noti.event.retry.badlistener",
+                )
+            rerun = [listener]
+        elif failed:
+            rerun = failed
+        elif poison:
+            rerun = []
+        else:
+            raise InvalidInput(f"no listener of event {event.id} failed", code="e.noti.event.retry.nofailure")
+        state, start = self.store.requeue(
+            event.id, rerun, now_ms=now_ms(), starting_ttl_ms=self._starting_ttl_ms
+        )
+        if state <= 0:
+            raise InvalidInput(
+                f"event {event.id} changed meanwhile; try again", code="e.noti.event.retry.notdone"
+            )
+        if poison:
+            letters = [x.entry_id for x in self.runtime.dead_letters.entries() if x.record_id == event.id]
+            self.runtime.dead_letters.remove([x for x in letters if x])
+        if start:
+            self._start(f"event {event.id} (retry)")
+        return self.get(event.id, user=user)
 
     def status(self) -> ProcessorStatus:
         """Is a processor alive, where, since when; the backlog; how the last one stopped."""

@@ -15,6 +15,9 @@ field             meaning
 ``tries``         how many times a processor activated it (2+ after a processor died; at
                   most ``event_max_tries``, then it is done as ``e.noti.event.poison``)
 ``processor``     the processor that activated it last (``host/pid/token``)
+``replays``       how many times ``noti event retry`` queued it again (``rerun``: the
+                  listeners the next step re-runs; ``o:<listener id>``: outcomes recorded
+                  one by one during a step, folded into ``result`` when it is done)
 ``result``        the return data: one JSON entry per listener (see :class:`Outcome`)
 ``error_code``    empty when every listener succeeded, else the first failure's code;
 ``error_message`` with its message and how many listeners failed
@@ -219,6 +222,8 @@ class Event:
     outcomes: tuple[Outcome, ...] = ()
     error_code: str = ""
     error_message: str = ""
+    #: How many times it was queued again by a retry (``noti event retry``).
+    replays: int = 0
 
     @property
     def failed(self) -> bool:
@@ -249,6 +254,7 @@ class Event:
             "wait_ms": self.wait_ms,
             "run_ms": self.run_ms,
             "tries": self.tries,
+            "replays": self.replays,
             "processor": self.processor or None,
             "error_code": self.error_code or None,
             "error_message": self.error_message or None,
@@ -283,4 +289,5 @@ def event_from_hash(data: Mapping[str, str]) -> Event:
         outcomes=outcomes,
         error_code=data.get("error_code", ""),
         error_message=data.get("error_message", ""),
+        replays=_int(data.get("replays")),
     )

@@ -3,7 +3,8 @@
 -- KEYS[4] 'done' index, KEYS[5] event hash, KEYS[6] counters hash (noti/counters.py:
 -- events_done|ok, or events_done|error when ARGV[5] names an error).
 -- ARGV[1] lock value, ARGV[2] id, ARGV[3] now (ms), ARGV[4] return data (JSON),
--- ARGV[5] error code, ARGV[6] error message.
+-- ARGV[5] error code, ARGV[6] error message. The listener outcomes recorded one by one
+-- (outcome.lua, fields 'o:<listener id>') are dropped: the return data holds them all now.
 -- Returns 1 when done, 0 when the event is not activated any more, -1 when the lock is
 -- not the caller's (another processor owns the queue now: nothing is written).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -14,6 +15,12 @@ if redis.call('HGET', KEYS[5], 'status') ~= 'activated' then
 end
 redis.call('HSET', KEYS[5], 'status', 'done', 'done_ms', ARGV[3], 'result', ARGV[4],
   'error_code', ARGV[5], 'error_message', ARGV[6])
+redis.call('HDEL', KEYS[5], 'rerun')
+for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+  if string.sub(f, 1, 2) == 'o:' then
+    redis.call('HDEL', KEYS[5], f)
+  end
+end
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
 redis.call('HINCRBY', KEYS[6], ARGV[5] == '' and 'events_done|ok' or 'events_done|error', 1)

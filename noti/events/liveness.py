@@ -1,11 +1,17 @@
 """The event processor's liveness lock: the analogue of the seed's ``flock`` with a pid.
 
 ``noti:lock:events`` holds JSON naming the processor (a random token, host, pid, since,
-Celery task id) and expires ``event_lock_ttl_s`` after its last renewal. A thread renews
-it every third of that while the processor's process lives, even while a slow listener
-runs; when the process dies the lock expires, and the next dispatch or the beat sweep
-queues a new processor. The lock is taken with ``SET NX PX``: of two processors started
-at once, one gets it and the other exits at once.
+Celery task id) and expires ``event_lock_ttl_s`` after its last renewal. Two renew it
+every third of that: the keeper process (:mod:`noti.events.keeper`), which renews while
+the processor's process runs even when a listener holds the GIL, and a thread of the
+processor, which also notices when the lock was lost. When the process dies (or is
+stopped) the lock expires, and the next dispatch or the sweep queues a new processor.
+The lock is taken with ``SET NX PX`` (``acquire.lua``, which also drops the starting
+marker): of two processors started at once, one gets it and the other exits at once.
+
+The lock's value is the processor's fencing token: every write of a processor (activate,
+each listener's outcome, finish, release) is a script that first checks the lock still
+holds that value, so a processor that lost its lock writes nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 
 import redis
 
+from noti.events.keeper import keeper
 from noti.keys import Keys
 from noti.redisconn import Outage, load_script, translate_errors
 
@@ -83,12 +90,17 @@ def read_holder(client: redis.Redis, keys: Keys) -> tuple[Holder, int] | None:
 class ProcessorLock:
     """One processor's hold on the lock: acquire once, renew in a thread, release."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, holder: Holder, *, ttl_s: float) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: Keys, holder: Holder, *, ttl_s: float, keeper_url: str | None = None
+    ) -> None:
         self.redis = client
+        #: The Redis URL the keeper process renews the lock on (None: the thread alone).
+        self.keeper_url = keeper_url
         self.keys = keys
         self.holder = holder
         self.value = holder.encode()
         self.ttl_ms = max(int(ttl_s * 1000), 100)
+        self._acquire = load_script(client, "acquire", package="noti.events")
         self._renew = load_script(client, "renew", package="noti.events")
         self._release = load_script(client, "release", package="noti.events")
         self._lost = threading.Event()
@@ -101,10 +113,19 @@ class ProcessorLock:
         return self._lost.is_set()
 
     def acquire(self) -> bool:
-        """Take the lock if no processor holds it, and start renewing it."""
+        """Take the lock if no processor holds it, and start renewing it. Either way the
+        starting marker is dropped (see ``acquire.lua``)."""
         with translate_errors(self.redis):
-            taken = bool(self.redis.set(self.keys.event_lock, self.value, nx=True, px=self.ttl_ms))
+            taken = bool(
+                int(
+                    self._acquire(
+                        keys=[self.keys.event_lock, self.keys.event_starting], args=[self.value, self.ttl_ms]
+                    )
+                )
+            )
         if taken:
+            if self.keeper_url is not None:
+                keeper().hold(self.keeper_url, self.keys.event_lock, self.value, self.ttl_ms)
             self._thread = threading.Thread(target=self._renew_loop, name="noti-events-lock", daemon=True)
             self._thread.start()
         return taken
@@ -144,13 +165,16 @@ class ProcessorLock:
 
     def stop_renewing(self) -> None:
         self._stop.set()
+        if self.keeper_url is not None:
+            keeper().drop(self.value)
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
 
-    def release(self, *, idle: bool, reason: str, processed: int, now_ms: int) -> int:
-        """Let go of the lock (see ``release.lua``): -1 not ours, 0 events wait (idle mode
-        only; the lock is kept), 1 released, 2 released and a successor must be queued."""
+    def release(self, *, mode: str, reason: str, processed: int, now_ms: int) -> int:
+        """Let go of the lock (see ``release.lua``; ``mode`` is ``idle``, ``handover`` or
+        ``stop``): -1 not ours, 0 events wait (idle mode only; the lock is kept), 1 released,
+        2 released and a successor must be queued (handover mode only)."""
         k = self.keys
         with translate_errors(self.redis):
             return int(
@@ -158,7 +182,7 @@ class ProcessorLock:
                     keys=[k.event_lock, k.event_queue, k.event_starting, k.event_stop],
                     args=[
                         self.value,
-                        "idle" if idle else "handover",
+                        mode,
                         self.ttl_ms,
                         now_ms,
                         reason,

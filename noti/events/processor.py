@@ -127,6 +127,7 @@ class Processor:
         dead_letters: DeadLetters | None = None,
         task_id: str = "",
         memory_mb: Callable[[], float] = resident_memory_mb,
+        keeper: bool = True,
     ) -> None:
         self.store = store
         self.listeners = listeners
@@ -137,12 +138,20 @@ class Processor:
         self.dead_letters = dead_letters
         self.holder = Holder.this_process(since_ms=now_ms(), task_id=task_id)
         self._memory_mb = memory_mb
+        #: Whether the keeper process (:mod:`noti.events.keeper`) renews the lock too.
+        self.keeper = keeper
         #: Events this run has marked done so far.
         self.processed = 0
 
     def run(self) -> RunReport:
         """Process events until none is left or a limit is reached (see the module doc)."""
-        lock = ProcessorLock(self.store.redis, self.store.keys, self.holder, ttl_s=self.limits.lock_ttl_s)
+        lock = ProcessorLock(
+            self.store.redis,
+            self.store.keys,
+            self.holder,
+            ttl_s=self.limits.lock_ttl_s,
+            keeper_url=self.settings.redis_url if self.keeper else None,
+        )
         name = self.holder.name
         if not lock.acquire():
             log.info("event processor %s: another processor is alive; exiting", name)
@@ -153,6 +162,7 @@ class Processor:
             reason = self._loop(lock, started)
         except LockLost:
             reason = StopReason.LOST
+            self._say_stalled(name)
         except StoreUnavailable as exc:
             # Its lock expires unrenewed; once Redis is back the sweep (the delay pump's worker
             # every 2 s, beat's noti.events.sweep) queues a processor, which takes this event again
@@ -183,7 +193,10 @@ class Processor:
         name = self.holder.name
         try:
             released = lock.release(
-                idle=False, reason=reason.value, processed=self.processed, now_ms=now_ms()
+                mode="stop" if reason is StopReason.ERROR else "handover",
+                reason=reason.value,
+                processed=self.processed,
+                now_ms=now_ms(),
             )
         except StoreUnavailable:
             log.warning("event processor %s: could not release its lock; it will expire", name)
@@ -214,7 +227,7 @@ class Processor:
     def _loop(self, lock: ProcessorLock, started: float) -> StopReason:
         while True:
             if lock.lost:
-                return StopReason.LOST
+                raise LockLost("the processor lock was lost")
             activation = self.store.activate(
                 lock.value,
                 now_ms=now_ms(),
@@ -224,17 +237,38 @@ class Processor:
                 on_poison=self._poisoned,
             )
             if activation is None:
-                released = lock.release(idle=True, reason="idle", processed=self.processed, now_ms=now_ms())
+                released = lock.release(mode="idle", reason="idle", processed=self.processed, now_ms=now_ms())
                 if released == 0:
                     continue  # an event arrived between the two steps
-                return StopReason.IDLE if released > 0 else StopReason.LOST
-            outcomes = self.run_listeners(activation)
+                if released < 0:
+                    raise LockLost("the processor lock was lost")
+                return StopReason.IDLE
+            outcomes = self.run_listeners(activation, fence=lock)
             self.store.finish(lock.value, activation.id, outcomes, now_ms=now_ms())
             self.processed += 1
             if time.monotonic() - started >= self.limits.max_runtime_s:
                 return StopReason.TIME
             if self._memory_mb() >= self.limits.max_memory_mb:
                 return StopReason.MEMORY
+
+    def _say_stalled(self, name: str) -> None:
+        """This processor is alive but lost its lock (it stalled past the lock's time-to-live):
+        say so, so that the one that took its event over is not counted as replacing a dead
+        one (poison is for events whose processors really died)."""
+        log.warning(
+            "event processor %s: lost its lock while alive (stalled past NOTI_EVENT_LOCK_TTL_S?);"
+            " stopping without writing more: the processor that took over goes on",
+            name,
+        )
+        try:
+            self.store.mark_stalled(name)
+        except StoreUnavailable:
+            pass
+
+    def _check(self, fence: ProcessorLock) -> None:
+        """Raise :class:`LockLost` unless this processor still holds its lock (asked of Redis)."""
+        if fence.lost or not self.store.holds(fence.value):
+            raise LockLost("the processor lock was lost")
 
     def _poisoned(self, letter: DeadLetter) -> None:
         log.error("event %s (%s): set aside as poison: %s", letter.record_id, letter.type, letter.errmsg)
@@ -257,11 +291,35 @@ class Processor:
         matching = self.listeners.matching(event.name, event.listeners_version)
         return [(listener, ready) for listener, ready in matching if may_read(listener.user)]
 
-    def run_listeners(self, event: Activation) -> list[Outcome]:
+    @staticmethod
+    def _plan(
+        event: Activation, matching: list[tuple[Listener, CompiledListener | InvalidInput]]
+    ) -> list[Outcome | tuple[Listener, CompiledListener | InvalidInput]]:
+        """What to do for each listener: run it, or (an event queued again by a retry) keep
+        its outcome from the last step. A retry re-runs the listeners it names (all: every
+        one) that still exist, keeps the other outcomes in their order, and runs no listener
+        added since; an event with no return data (set aside as poison) runs them all."""
+        if event.rerun is None or not event.previous:
+            return list(matching)
+        by_name = {listener.name: (listener, ready) for listener, ready in matching}
+        wanted = set(event.rerun) or {o.listener for o in event.previous}
+        plan: list[Outcome | tuple[Listener, CompiledListener | InvalidInput]] = []
+        for old in event.previous:
+            found = by_name.get(old.listener)
+            plan.append(found if found is not None and old.listener in wanted else old)
+        return plan
+
+    def run_listeners(self, event: Activation, *, fence: ProcessorLock | None = None) -> list[Outcome]:
         """Run every listener of ``event`` (see :meth:`listeners_of`); one outcome each,
-        failures included.
+        failures included. A listener whose outcome an earlier processor recorded (``event``
+        was taken over) is not run again: its recorded outcome is used.
+
+        With ``fence`` (the processor's lock), the lock is checked before each listener runs
+        (so before each notification is made) and each listener's outcome is recorded as
+        it happens, by a script that checks the lock too.
 
         Raises:
+            LockLost: the lock was lost; nothing more was run or written.
             StoreUnavailable: Redis or the broker failed; the event must be taken again.
         """
         matching = self.listeners_of(event)
@@ -269,8 +327,16 @@ class Processor:
             event.payload, event_id=event.id, name=event.name, user=event.user, created_ms=event.created_ms
         )
         outcomes: list[Outcome] = []
-        for listener, ready in matching:
+        for item in self._plan(event, matching):
+            if isinstance(item, Outcome):  # kept from the event's last step (a retry)
+                outcomes.append(item)
+                continue
+            listener, ready = item
             task = listener.action.task if isinstance(listener.action, TaskAction) else None
+            recorded = event.recorded.get(listener.id)
+            if recorded is not None:
+                outcomes.append(recorded)
+                continue
             if isinstance(ready, InvalidInput):
                 outcomes.append(
                     Outcome(listener.name, task=task, error_code=ready.code, error_message=ready.message)
@@ -290,8 +356,10 @@ class Processor:
                 if ready.filter is not None and not ready.filter.test(values):
                     outcomes.append(Outcome(listener.name, task=task, skipped="filter"))
                     continue
+                if fence is not None:
+                    self._check(fence)
                 outcomes.append(ready.action.run(run, values, self.notifier))
-            except StoreUnavailable:
+            except (StoreUnavailable, LockLost):
                 raise
             except NotiError as exc:
                 outcomes.append(
@@ -312,6 +380,8 @@ class Processor:
                         error_message=f"{type(exc).__name__}: {exc}",
                     )
                 )
+            if fence is not None:
+                self.store.record_outcome(fence.value, event.id, listener.id, outcomes[-1])
         if event.tries > 1:
             log.info("event %s: resumed (try %d)", event.id, event.tries)
         return outcomes

@@ -12,8 +12,8 @@ nothing. ``activate.lua`` also sets aside, as poison, an event that was activate
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
@@ -28,6 +28,10 @@ __all__ = ["POISON_CODE", "Activation", "EventCounts", "EventStore"]
 
 #: The error code of an event set aside because every processor that took it died.
 POISON_CODE = "e.noti.event.poison"
+#: The event hash field prefix of a listener outcome recorded as it happened (+ listener id).
+OUTCOME_FIELD = "o:"
+#: How long a stall marker is kept (ms).
+_STALL_KEEP_MS = 86_400_000
 _PAGE = 200
 _CLEAN_BATCH = 500
 
@@ -45,6 +49,14 @@ class Activation:
     tries: int
     #: The listeners' version read in the same step (see :mod:`noti.events.listeners`).
     listeners_version: str
+    #: Outcomes recorded by earlier processors of this event (taken over after a death or a
+    #: stall), by listener id: those listeners are not run again.
+    recorded: Mapping[str, Outcome] = field(default_factory=dict)
+    #: Set when the event was queued again (:meth:`EventStore.requeue`): the names of the
+    #: listeners to re-run (empty: every listener); the others keep their ``previous`` outcome.
+    rerun: tuple[str, ...] | None = None
+    #: The return data of the event's last step (when ``rerun`` is set).
+    previous: tuple[Outcome, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +83,8 @@ class EventStore:
         self.keys = keys
         scripts = {n: load_script(client, n, package="noti.events") for n in _SCRIPTS}
         self._dispatch, self._kick, self._activate = scripts["dispatch"], scripts["kick"], scripts["activate"]
-        self._finish, self._clean = scripts["finish"], scripts["clean"]
+        self._finish, self._clean, self._outcome = scripts["finish"], scripts["clean"], scripts["outcome"]
+        self._retry = scripts["retry"]
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -179,6 +192,7 @@ class EventStore:
                     max(int(max_tries), 0),
                     dead_letter_max_len,
                     POISON_CODE,
+                    k.event_stalled(""),
                 ],
             )
         state = int(row[0])
@@ -200,7 +214,11 @@ class EventStore:
                 on_poison(letter)
         if state == 0:
             return None
-        event_id, name, user, payload, created, seq, tries, version = row[2:10]
+        event_id, name, user, payload, created, seq, tries, version, flat, rerun, previous = row[2:13]
+        recorded = {
+            flat[i][len(OUTCOME_FIELD) :]: Outcome.from_json(json.loads(flat[i + 1]))
+            for i in range(0, len(flat), 2)
+        }
         return Activation(
             id=event_id,
             name=name,
@@ -210,10 +228,66 @@ class EventStore:
             seq=int(seq),
             tries=int(tries),
             listeners_version=version,
+            recorded=recorded,
+            rerun=tuple(json.loads(rerun)) if rerun else None,
+            previous=tuple(Outcome.from_json(o) for o in json.loads(previous)) if rerun and previous else (),
         )
+
+    def requeue(
+        self, event_id: str, rerun: Sequence[str], *, now_ms: int, starting_ttl_ms: int
+    ) -> tuple[int, bool]:
+        """Queue a done event again at the end of the arrival queue to re-run the listeners
+        ``rerun`` (names; empty: all) (``retry.lua``): ``(1, start)`` when queued, where
+        ``start`` says the caller must queue a processor; ``(0, False)`` when it is not done,
+        ``(-1, False)`` when it is gone."""
+        k = self.keys
+        with translate_errors(self.redis):
+            state, start = self._retry(
+                keys=[
+                    k.event(event_id),
+                    k.event_queue,
+                    k.event_status_index(EventStatus.NEW),
+                    k.event_status_index(EventStatus.DONE),
+                    k.event_lock,
+                    k.event_starting,
+                ],
+                args=[event_id, json.dumps(list(rerun)), now_ms, starting_ttl_ms],
+            )
+        return int(state), bool(int(start))
+
+    def holds(self, lock_value: str) -> bool:
+        """Does the caller still hold the processor lock? (A processor asks before each
+        listener: one that lost its lock runs no more listeners and makes no notification.)"""
+        with translate_errors(self.redis):
+            return cast(str | None, self.redis.get(self.keys.event_lock)) == lock_value
+
+    def record_outcome(self, lock_value: str, event_id: str, listener_id: str, outcome: Outcome) -> None:
+        """Record one listener's outcome on an activated event (``outcome.lua``), so that a
+        processor taking the event over does not run that listener again.
+
+        Raises:
+            LockLost: the caller does not hold the processor lock (nothing was written).
+        """
+        text = json.dumps(outcome.to_json(), ensure_ascii=False, separators=(",", ":"))
+        with translate_errors(self.redis):
+            done = int(
+                self._outcome(
+                    keys=[self.keys.event_lock, self.keys.event(event_id)],
+                    args=[lock_value, OUTCOME_FIELD + listener_id, text],
+                )
+            )
+        if done < 0:
+            raise LockLost("the processor lock was lost")
+
+    def mark_stalled(self, processor: str) -> None:
+        """Say that ``processor`` lost its lock while alive, so that the processor which took
+        its event over is not counted as replacing a dead one (see ``activate.lua``)."""
+        with translate_errors(self.redis):
+            self.redis.set(self.keys.event_stalled(processor), 1, px=_STALL_KEEP_MS)
 
     def finish(self, lock_value: str, event_id: str, outcomes: list[Outcome], *, now_ms: int) -> bool:
         """Mark an activated event done with its return data; False if it was not activated.
+        The outcomes recorded one by one (:meth:`record_outcome`) are dropped.
 
         Raises:
             LockLost: the caller does not hold the processor lock (nothing was written).
@@ -284,14 +358,18 @@ class EventStore:
         status: EventStatus | None = None,
         user: str | None = None,
         name: str | None = None,
+        failed: bool = False,
         limit: int = 100,
     ) -> list[Event]:
-        """Events newest first (by arrival), filtered; at most ``limit``.
+        """Events newest first (by arrival), filtered; at most ``limit``. With ``failed``,
+        only done events with an error (a listener failed, or poison).
 
         ``name`` is a name or a pattern with ``*``. One index is read (the status's, else the
         user's, else all events), page by page, and the other filters are applied to it.
         """
         k = self.keys
+        if failed:
+            status = EventStatus.DONE
         if status is not None:
             index = k.event_status_index(status)
         elif user is not None:
@@ -312,6 +390,8 @@ class EventStore:
                 if name is not None and not matches(name, event.name):
                     continue
                 if status is not None and event.status is not status:
+                    continue
+                if failed and not event.failed:
                     continue
                 found.append(event)
                 if len(found) >= limit:
@@ -335,4 +415,4 @@ class EventStore:
             return cast(dict[str, str], self.redis.hgetall(self.keys.event_stop))
 
 
-_SCRIPTS = ("dispatch", "kick", "activate", "finish", "clean")
+_SCRIPTS = ("dispatch", "kick", "activate", "finish", "clean", "outcome", "retry")

@@ -27,6 +27,9 @@ for i = 9, #KEYS do
     redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', errmsg, 'noti_timeout_at', not_before,
       'noti_retry', ARGV[a + 4], 'lm', now)
     redis.call('HDEL', key, '_owner', '_inflight')
+    if new_st == '10' then -- sent: no earlier attempt is in doubt any more
+      redis.call('HDEL', key, '_unsure')
+    end
     if ARGV[a + 5] ~= '' then
       redis.call('HSET', key, 'expi', ARGV[a + 5])
     end

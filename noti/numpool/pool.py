@@ -2,15 +2,22 @@
 
 Each number has a call state (idle/busy) and a registration state (up/down). Six events
 (:class:`Event`) move it through the state table of seed 003, which lives in
-``numpool.lua`` and nowhere else: each event is one ``EVALSHA`` over keys that share the
-hash tag ``{numpool:NAME}``, so it is atomic on a single Redis and on Redis Cluster.
+``numpool.lua`` and nowhere else: each event is one ``EVALSHA sha 1 <base> event number …``
+(the seed's calling convention, noti's own arguments after it) over keys that share the
+base's hash tag ``{numpool:NAME}``, so it is atomic on a single Redis and on Redis Cluster.
+The data is in the seed's layout (a HASH of JSON states, a LIST of free numbers), so a
+seed-003 client and noti share one pool; docs/numpool.md lists what noti adds.
 
 ``call`` without a number takes the number that has been free (idle and up) the longest:
-the free set is a ZSET scored by a counter bumped each time a number becomes free, so
-numbers are handed out in the order they were given back (least recently used). Every free
-number is used in turn, which spreads the sending volume (and a carrier's per-number limits)
-evenly, and the pick is deterministic, so tests can predict it. A random pick (``SPOP``,
-allowed in Redis 7 scripts) is fair only on average and may hand back the number just freed.
+a number that becomes free goes to the tail of the free list and ``call`` takes the head,
+so numbers are handed out in the order they were given back (least recently used). Every
+free number is used in turn, which spreads the sending volume (and a carrier's per-number
+limits) evenly, and the pick is deterministic, so tests can predict it.
+
+A number noti's providers take is held under a lease (``lease_s``): if the worker dies
+mid-send, the first script call after the lease ends hangs it up. Each number that becomes
+free pushes a token on the pool's ``released`` list, so a sender waiting for one
+(:meth:`NumberPool.wait_released`) wakes at once.
 
 A pool belongs to the user whose ``add`` created it. Only its owner and root members (and
 administrators) may fire its events or read it, and only root may give it to someone else
@@ -29,6 +36,7 @@ import enum
 import functools
 import hashlib
 import importlib.resources
+import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,14 +44,13 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
-from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from noti.config import Settings
 from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
-from noti.inputs import check_name, finite_number, user_name
+from noti.inputs import POOL_NAME_PATTERN, check_name, finite_number, user_name
 from noti.keys import Keys
-from noti.redisconn import translate_errors
+from noti.redisconn import PoolClient, translate_errors
 from noti.users import User, resolve_user
 
 __all__ = [
@@ -55,20 +62,18 @@ __all__ = [
     "PoolSnapshot",
     "PoolStats",
     "Transition",
+    "decode_state",
 ]
 
 log = logging.getLogger(__name__)
 
-#: A single Redis or a Redis Cluster client; both run the script by SHA.
-PoolClient = redis.Redis | RedisCluster
 
 #: How long a recipient keeps its sticky sender number after its last send, by default.
 DEFAULT_STICKY_TTL_S = 24 * 3600.0
 
-#: What a pool name may be (it goes inside the keys' hash tag, so never a brace).
-POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _POOL_NAME = re.compile(POOL_NAME_PATTERN)
-_NUMBER = re.compile(r"^[A-Za-z0-9+*#._:@-]{1,64}$")
+#: A number: a phone number, or a sign name or sender id (any letters, 信息 included).
+_NUMBER = re.compile(r"^[\w+*#.:@-]{1,64}$")
 
 
 class NumberState(enum.StrEnum):
@@ -193,6 +198,31 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_BY_FLAGS = {
+    (0, 0): NumberState.IDLE_DOWN,
+    (0, 1): NumberState.IDLE_UP,
+    (1, 0): NumberState.BUSY_DOWN,
+    (1, 1): NumberState.BUSY_UP,
+}
+
+
+def decode_state(raw: str | bytes) -> NumberState | None:
+    """A number's state as stored: the seed's JSON ``{"callstate": 0|1, "regstate": 0|1}``,
+    or an earlier noti's string (``idle+up``); None when it is neither."""
+    text = _text(raw)
+    if not text.startswith("{"):
+        try:
+            return NumberState(text) if text != NumberState.NODATA else None
+        except ValueError:
+            return None
+    try:
+        fields = json.loads(text)
+        flags = (int(fields["callstate"]), int(fields["regstate"]))
+    except (ValueError, TypeError, KeyError):
+        return None
+    return _BY_FLAGS.get(flags)
+
+
 @functools.cache
 def _source() -> str:
     return importlib.resources.files("noti.numpool").joinpath("numpool.lua").read_text()
@@ -257,21 +287,17 @@ class NumberPool:
             from noti.runtime import get_runtime  # the edge: only when the caller gave none
 
             runtime = get_runtime()
-            client = runtime.redis if client is None else client
+            client = runtime.numpool_redis if client is None else client
             keys = runtime.keys if keys is None else keys
-        if "{" in keys.prefix or "}" in keys.prefix:
-            raise InvalidConfig(f"key prefix {keys.prefix!r} holds a brace; the pool's hash tag needs none")
+        base = keys.numpool_base(name)
+        if base.count("{") != 1 or base.count("}") != 1:
+            raise InvalidConfig(f"pool {name}: key base {base!r} must hold exactly one hash tag {{...}}")
         self.name = name
         self.keys = keys
         #: The acting user; None for a :meth:`trusted` handle.
         self.user = user
         self._client = client
-        self._script_keys = [
-            keys.numpool(name, "numstate"),
-            keys.numpool(name, "idle:up"),
-            keys.numpool(name, "seq"),
-            keys.numpool(name, "owner"),
-        ]
+        self._base = base
         self._script = _load_script(client)
         # The script's ARGV[3] and ARGV[4]: who acts, and whether any pool is theirs.
         self._actor = ["", "0"] if user is None else [user.name, "1" if user.is_root else "0"]
@@ -292,7 +318,7 @@ class NumberPool:
 
         Raises:
             InvalidInput: an unknown event (``e.noti.pool.badevent``) or a malformed number
-                (``e.noti.pool.badnumber``: 1-64 of ``A-Z a-z 0-9 + * # . _ : @ -``).
+                (``e.noti.pool.badnumber``: 1-64 letters (any script), digits or ``_ + * # . : @ -``).
             PermissionDenied: ``e.noti.pool.<event>.nopvg``: the pool is someone else's (see
                 the module's docstring); nothing changed.
             TransitionRefused: the table refuses ``event`` in the number's state.
@@ -360,22 +386,34 @@ class NumberPool:
         *,
         sticky_to: str | None = None,
         sticky_ttl_s: float = DEFAULT_STICKY_TTL_S,
+        lease_s: float | None = None,
     ) -> Transition:
         """Take ``number``, or without one the number free the longest, and mark it busy.
 
         With ``sticky_to`` (a recipient; no ``number``), the recipient gets the number it
         got last time while that number is up, and the binding lasts ``sticky_ttl_s`` after
-        each call. Only a hash of the recipient is stored.
+        each call. Only a hash of the recipient is stored. With ``lease_s``, the number is
+        hung up by the pool itself once that long has passed without a hang-up (the caller
+        died): the first script call after the lease ends does it.
 
         Raises:
             NoFreeNumber: no number is idle and up; or the sticky number is in a call.
             TransitionRefused: ``number`` given and the table refuses (``unknown``, ``down``, ``busy``).
             InvalidInput, PermissionDenied, StoreUnavailable: see :meth:`fire`; ``e.noti.pool.badsticky`` for
                 ``sticky_to`` with a number, a ``sticky_to`` that is not text (or holds a
-                control character or a lone surrogate), or a TTL under 1 ms or not finite.
+                control character or a lone surrogate), or a TTL under 1 ms or not finite;
+                ``e.noti.pool.badlease`` for a lease under 1 ms, over a day or not finite.
         """
+        lease_ms = 0
+        if lease_s is not None:
+            lease_ms = int(
+                finite_number(
+                    lease_s, what="lease (s)", code="e.noti.pool.badlease", minimum=0.001, maximum=86400
+                )
+                * 1000
+            )
         if sticky_to is None:
-            return self._run(Event.CALL, "" if number is None else self._number(number))
+            return self._run(Event.CALL, "" if number is None else self._number(number), lease_ms=lease_ms)
         if number is not None:
             raise InvalidInput("call takes a number or sticky_to, not both", code="e.noti.pool.badsticky")
         check_name(sticky_to, what="sticky_to (the recipient)", code="e.noti.pool.badsticky", max_len=2048)
@@ -390,7 +428,19 @@ class NumberPool:
         if ttl_ms < 1:
             raise InvalidInput(f"sticky TTL {sticky_ttl_s!r} s is too short", code="e.noti.pool.badsticky")
         digest = hashlib.sha256(sticky_to.encode()).hexdigest()[:32]
-        return self._run(Event.CALL, "", sticky=(self.keys.numpool(self.name, f"sticky:{digest}"), ttl_ms))
+        return self._run(Event.CALL, "", sticky=(digest, ttl_ms), lease_ms=lease_ms)
+
+    def wait_released(self, timeout_s: float) -> bool:
+        """Block until a number of this pool becomes free (a hang-up, a registration, an
+        expired lease), at most ``timeout_s``; True when one did. A wake-up is a hint: the
+        number may be taken by another caller first, so call again.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        timeout = max(0.001, round(float(timeout_s), 3))
+        with self._errors():
+            return self._client.blpop([self.keys.numpool(self.name, "released")], timeout) is not None
 
     def chown(self, owner: str) -> str | None:
         """Give the pool to ``owner`` (root members and administrators only); the previous
@@ -447,7 +497,10 @@ class NumberPool:
         reply = self._call("show", "")
         self._refuse_if_denied("show", reply)
         flat, free = cast(list[Any], reply[2]), cast(list[Any], reply[3])
-        states = sorted((_text(k), NumberState(_text(v))) for k, v in zip(flat[::2], flat[1::2], strict=True))
+        states = sorted(
+            (_text(k), decode_state(v) or NumberState.NODATA)
+            for k, v in zip(flat[::2], flat[1::2], strict=True)
+        )
         return PoolSnapshot(_text(reply[1]) or None, dict(states), [_text(n) for n in free])
 
     def owner(self) -> str | None:
@@ -497,18 +550,20 @@ class NumberPool:
     def _number(self, number: str) -> str:
         if not isinstance(number, str) or not _NUMBER.fullmatch(number):
             raise InvalidInput(
-                f"bad number {number!r} for pool {self.name}: use 1-64 of A-Z a-z 0-9 + * # . _ : @ -",
+                f"bad number {number!r} for pool {self.name}: use 1-64 letters, digits or _ + * # . : @ -",
                 code="e.noti.pool.badnumber",
             )
         return number
 
-    def _call(self, event: str, number: str, *, sticky: tuple[str, int] | None = None) -> list[Any]:
-        keys = self._script_keys if sticky is None else [*self._script_keys, sticky[0]]
+    def _call(
+        self, event: str, number: str, *, sticky: tuple[str, int] | None = None, lease_ms: int = 0
+    ) -> list[Any]:
+        # The seed's EVALSHA sha 1 <base> event number, then noti's own arguments.
         args: list[str | int] = [event, number, *self._actor]
-        if sticky is not None:
-            args.append(sticky[1])
+        args += [sticky[0], sticky[1]] if sticky is not None else ["", 0]
+        args.append(lease_ms)
         with self._errors():
-            return cast(list[Any], self._script(keys=keys, args=args))
+            return cast(list[Any], self._script(keys=[self._base], args=args))
 
     def _refuse_if_denied(self, verb: str, reply: list[Any]) -> None:
         """Raises :class:`PermissionDenied` when the script refused the acting user."""
@@ -528,16 +583,23 @@ class NumberPool:
             code=f"e.noti.pool.{verb}.nopvg",
         )
 
-    def _run(self, event: Event, number: str, *, sticky: tuple[str, int] | None = None) -> Transition:
-        reply = self._call(event.value, number, sticky=sticky)
+    def _run(
+        self, event: Event, number: str, *, sticky: tuple[str, int] | None = None, lease_ms: int = 0
+    ) -> Transition:
+        reply = self._call(event.value, number, sticky=sticky, lease_ms=lease_ms)
         self._refuse_if_denied(event.value, reply)
-        result, got, before, after = (_text(part) for part in reply)
+        result, got, before, after = (_text(part) for part in reply[:4])
         if event is Event.ADD and result == "ok":
             self._register()
         if result == "ok":
             return Transition(self.name, got, event, NumberState(before), NumberState(after))
         if result == "empty":
-            raise NoFreeNumber(f"pool {self.name}: no number is idle and up", pool=self.name)
+            hint = int(reply[4]) if len(reply) > 4 else -1
+            raise NoFreeNumber(
+                f"pool {self.name}: no number is idle and up",
+                pool=self.name,
+                lease_ends_in_s=hint / 1000 if hint >= 0 else None,
+            )
         if result == "sticky_busy":
             raise NoFreeNumber(
                 f"pool {self.name}: {got}, the sticky sender number of this recipient, is in a call",

@@ -117,6 +117,18 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "noti_numpool_numbers", "gauge", ("pool", "state"), "Numbers of a sender-number pool by state"
     ),
+    MetricSpec(
+        "noti_rate_line_waiting",
+        "gauge",
+        ("provider",),
+        "Records waiting in line for a rate-limited provider's tokens",
+    ),
+    MetricSpec(
+        "noti_rate_user_lead_max_seconds",
+        "gauge",
+        ("provider",),
+        "How far ahead of now the busiest user's clock runs at a rate-limited provider (0: none ahead)",
+    ),
     MetricSpec("noti_workers_alive", "gauge", (), "noti workers whose heartbeat is recent"),
     MetricSpec(
         "noti_worker_heartbeat_age_seconds",
@@ -183,6 +195,11 @@ def metrics_of(snap: Snapshot) -> Iterator[Metric]:
     yield _gauge("noti_events_processor_up", 1 if snap.events.processor is not None else 0)
     yield _labelled(
         "noti_numpool_numbers", [((p.name, state), n) for p in snap.pools for state, n in p.counts.items()]
+    )
+    yield _labelled("noti_rate_line_waiting", [((line.provider,), line.waiting) for line in snap.rate_lines])
+    yield _labelled(
+        "noti_rate_user_lead_max_seconds",
+        [((line.provider,), max((lead for _, lead in line.leads), default=0.0)) for line in snap.rate_lines],
     )
     yield _gauge("noti_workers_alive", len(snap.workers_alive))
     yield _labelled(

@@ -27,6 +27,7 @@ import redis
 from noti.counters import Family, parse
 from noti.events.liveness import Holder
 from noti.keys import Keys
+from noti.numpool.pool import decode_state
 from noti.observe.presence import WorkerInfo, read_workers
 from noti.record import Channel, Status
 from noti.redisconn import connect, translate_errors
@@ -39,6 +40,7 @@ __all__ = [
     "Observer",
     "PoolState",
     "QueueState",
+    "RateLineState",
     "Snapshot",
     "read_snapshot",
 ]
@@ -47,6 +49,8 @@ __all__ = [
 UNACKED_KEY = "unacked"
 #: The number states a pool reports (every state but "not in the pool").
 POOL_STATES = ("idle+up", "idle+down", "busy+up", "busy+down")
+#: The users shown per rate-limit line (those whose clocks run furthest ahead).
+LEADS = 5
 _STATUS_NAMES = {
     Status.WAITING: "waiting",
     Status.DONE: "done",
@@ -121,6 +125,25 @@ class PoolState:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLineState:
+    """The line in front of one rate-limited provider's tokens (:mod:`noti.ratelimit`)."""
+
+    provider: str
+    #: Records whose senders wait in line for a token now.
+    waiting: int
+    #: Users whose clock runs ahead of now, most ahead first, with the seconds it is ahead:
+    #: how much of the provider's time they have taken lately (a flood shows here).
+    leads: tuple[tuple[str, float], ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "waiting": self.waiting,
+            "leads": [{"user": user, "ahead_s": ahead} for user, ahead in self.leads],
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """The cluster's state at :attr:`at_ms` (see the module)."""
 
@@ -144,6 +167,8 @@ class Snapshot:
     events: EventsState
     pools: tuple[PoolState, ...]
     workers: tuple[WorkerInfo, ...]
+    #: The rate-limited providers' lines, by provider name.
+    rate_lines: tuple[RateLineState, ...] = ()
     #: Seconds the reading took.
     read_s: float = 0.0
 
@@ -177,6 +202,7 @@ class Snapshot:
             "records": dict(self.records),
             "events": self.events.as_json(),
             "pools": [p.as_json() for p in self.pools],
+            "rate_lines": [line.as_json() for line in self.rate_lines],
             "counters": counters,
             "read_s": self.read_s,
         }
@@ -194,6 +220,9 @@ class Observer:
         self.queues = tuple(queue_names())
         self.list_key = queue_key
         self.steps = len(PRIORITY_STEPS)
+        self.rate_limited = tuple(
+            sorted(name for name, options in settings.providers.items() if options.get("rate_limit_per_s"))
+        )
         self.broker: redis.Redis | None = None
         if settings.broker == settings.redis_url:
             self.broker = self.client
@@ -213,6 +242,7 @@ class Observer:
             queues=self.queues,
             steps=self.steps,
             list_key=self.list_key,
+            rate_limited=self.rate_limited,
             now_ms=now_ms,
         )
 
@@ -230,12 +260,14 @@ def read_snapshot(
     queues: Sequence[str],
     steps: int,
     list_key: Callable[[str, int], str],
+    rate_limited: Sequence[str] = (),
     now_ms: int | None = None,
 ) -> Snapshot:
     """Read the cluster's state (see the module): ``client`` is the record store's Redis,
     ``broker`` the broker's (``client`` itself when they are one; None when the broker is
-    not Redis); ``queues`` are noti's queue names, ``steps`` the number of priority steps
-    and ``list_key(queue, step)`` the broker list of a queue's step.
+    not Redis); ``queues`` are noti's queue names, ``steps`` the number of priority steps,
+    ``list_key(queue, step)`` the broker list of a queue's step, and ``rate_limited`` the
+    providers whose rate-limit lines to read.
 
     Raises:
         StoreUnavailable: Redis (or the broker) cannot be reached.
@@ -262,6 +294,9 @@ def read_snapshot(
         pipe.pttl(keys.event_lock)
         pipe.hgetall(keys.workers)
         pipe.smembers(keys.numpools)
+        for name in rate_limited:
+            pipe.zcard(keys.rate_line(name))
+            pipe.zrevrangebyscore(keys.rate_clock(name), "+inf", now, start=0, num=LEADS, withscores=True)
         own = len(pipe)
         on_broker = pipe if broker is client else None
         if on_broker is not None:
@@ -275,7 +310,16 @@ def read_snapshot(
             broker_replies = broker_pipe.execute()
     metrics, *by_status = replies[:5]
     delayed, delayed_due, oldest_delayed, dead, backlog, event_head, lock_text, lock_ttl, workers, pools = (
-        replies[5:own]
+        replies[5:15]
+    )
+    line_replies = replies[15:own]
+    rate_lines = tuple(
+        RateLineState(
+            name,
+            int(line_replies[2 * n]),
+            tuple((str(user), round((float(at) - now) / 1000, 3)) for user, at in line_replies[2 * n + 1]),
+        )
+        for n, name in enumerate(rate_limited)
     )
     lengths: list[int] = []
     tails: list[tuple[str, str]] = []  # (queue, record id) of each oldest channel message
@@ -313,8 +357,9 @@ def read_snapshot(
     pool_states = []
     for name in pool_names:
         counts = dict.fromkeys(POOL_STATES, 0)
-        for state in next(second):
-            if state in counts:
+        for raw in next(second):
+            state = decode_state(raw)
+            if state is not None and state in counts:
                 counts[state] += 1
         pool_states.append(PoolState(name, counts))
     queue_states = []
@@ -351,6 +396,7 @@ def read_snapshot(
         ),
         pools=tuple(pool_states),
         workers=tuple(read_workers(cast(dict[str, str], workers))),
+        rate_lines=rate_lines,
         read_s=time.perf_counter() - started,
     )
 

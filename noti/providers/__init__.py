@@ -22,6 +22,7 @@ from noti.imports import load_object
 from noti.keys import Keys
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
+from noti.redisconn import PoolClient
 
 __all__ = ["BUILTIN", "Message", "Provider", "ProviderOptions", "ProviderSet", "Receipt", "load_kind"]
 
@@ -69,9 +70,12 @@ def load_kind(kind: str) -> type[Provider]:
 class ProviderSet:
     """The configured provider instances of one process, created on first use."""
 
-    def __init__(self, settings: Settings, *, redis: redis.Redis, keys: Keys) -> None:
+    def __init__(
+        self, settings: Settings, *, redis: redis.Redis, keys: Keys, pool_redis: PoolClient | None = None
+    ) -> None:
         self._settings = settings
         self._redis = redis
+        self._pool_redis = pool_redis
         self._keys = keys
         self._instances: dict[str, Provider] = {}
         self._chains: dict[tuple[Channel, str | None], list[Provider]] = {}
@@ -96,9 +100,16 @@ class ProviderSet:
                         f"no provider called {name!r} (configured: {configured}); "
                         f"add a [providers.{name}] table to the settings"
                     )
-                instance = load_kind(options.get("kind") or name)(
-                    name, options, redis=self._redis, keys=self._keys
-                )
+                kind = options.get("kind") or name
+                if not isinstance(kind, str):
+                    raise InvalidConfig(f"[providers.{name}] kind: must be a string, not {kind!r}")
+                try:
+                    cls = load_kind(kind)
+                except InvalidConfig as exc:
+                    raise InvalidConfig(f"[providers.{name}] kind: {exc.message}") from None
+                instance = cls(name, options, redis=self._redis, keys=self._keys)
+                if self._pool_redis is not None:
+                    instance.pool_redis = self._pool_redis
                 self._instances[name] = instance
             return instance
 

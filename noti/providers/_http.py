@@ -30,8 +30,10 @@ import httpx
 from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage, TemporaryFailure
 
 __all__ = [
+    "BASE_URL",
     "cannot_connect",
     "client",
+    "join_path",
     "json_object",
     "map_transport_errors",
     "no_complete_answer",
@@ -64,6 +66,10 @@ _httpx_log = logging.getLogger("httpx")
 if not any(isinstance(f, _MaskCredentials) for f in _httpx_log.filters):
     _httpx_log.addFilter(_MaskCredentials())
 
+#: A vendor base URL option: ``http(s)://host[:port]`` with an optional path (a vendor's
+#: regional path, a corporate proxy's prefix); no query, fragment or whitespace.
+BASE_URL = r"^https?://[^\s/?#]+(?:/[^\s?#]*)?$"
+
 _lock = threading.Lock()
 _client: httpx.Client | None = None
 _client_pid = 0
@@ -81,6 +87,12 @@ def client() -> httpx.Client:
             )
             _client_pid = os.getpid()
         return _client
+
+
+def join_path(base: str, path: str) -> str:
+    """``path`` under a base URL that may carry a path of its own (a vendor's regional path,
+    a proxy's prefix): ``join_path("https://proxy/sms/", "/")`` is ``https://proxy/sms/``."""
+    return base.rstrip("/") + "/" + path.lstrip("/")
 
 
 def cannot_connect(provider: str, exc: BaseException) -> ProviderOutage:

@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from noti.errors import InvalidConfig
 from noti.keys import Keys
 from noti.record import Channel, Notification
+from noti.redisconn import PoolClient
 
-__all__ = ["Message", "Provider", "ProviderOptions", "Receipt"]
+__all__ = ["Message", "Provider", "ProviderOptions", "Receipt", "options_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,14 @@ class Message:
     attempt: int = 0
     level: int = 1
     creator: str = ""
+    #: The sender a number pool lent this send (``sender_pool``; :mod:`noti.providers._sender`).
+    sender: str | None = None
+    #: An earlier attempt may have been sent (it timed out after the request went out, or its
+    #: sender died mid-send): a provider that can ask its vendor does so before sending again
+    #: (:class:`noti.providers._lookup.LookupProvider`); the others send again.
+    in_doubt: bool = False
+    #: When the record was created (ms): no earlier attempt can be older.
+    created_ms: int = 0
 
     @classmethod
     def from_record(cls, record: Notification) -> Message:
@@ -48,6 +57,7 @@ class Message:
             attempt=record.retry,
             level=record.level,
             creator=record.creator,
+            created_ms=record.created_ms,
         )
 
 
@@ -77,12 +87,29 @@ class ProviderOptions(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, le=120)
 
 
+def options_problem(name: str, exc: ValidationError) -> str:
+    """What is wrong with ``[providers.<name>]``, each problem naming its key as written in the
+    table (``[providers.tw] from: …``); a rule across keys names the table and says which keys."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown option"
+        problems.append(
+            f"[providers.{name}] {where}: {message}" if where else f"[providers.{name}]: {message}"
+        )
+    return "; ".join(problems) or f"[providers.{name}] is invalid"
+
+
 class Provider(abc.ABC):
     """One configured provider instance (one account of one vendor)."""
 
     kind: ClassVar[str]
     channels: ClassVar[frozenset[Channel]]
     Options: ClassVar[type[ProviderOptions]] = ProviderOptions
+    #: Where the number pools live (``numpool_redis_url``); None: :attr:`redis`.
+    pool_redis: PoolClient | None = None
 
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: redis.Redis, keys: Keys) -> None:
         """Raises :class:`InvalidConfig` when ``options`` do not fit :attr:`Options`."""
@@ -92,10 +119,7 @@ class Provider(abc.ABC):
         try:
             self.options = self.Options(**options)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-            )
-            raise InvalidConfig(f"[providers.{name}] is invalid: {problems}") from None
+            raise InvalidConfig(options_problem(name, exc)) from None
 
     def check(self, message: Message) -> None:
         """Refuse a message this provider could never send (raise InvalidInput); default: accept."""

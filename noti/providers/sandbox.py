@@ -12,13 +12,9 @@ option         default     meaning
 ``delay_ms``   0           time each send takes, as a slow vendor would
 =============  ==========  ===================================================================
 
-``sender_pool = "NAME"`` (default none) takes a sender number from that number pool
-(:mod:`noti.numpool`; the operator names it, so the provider passes no owner check) for each
-send, records it as ``"sender"`` in the outbox entry and always gives it back after. When
-none is free the send raises ``RateLimited``: the record waits ``sender_wait_s`` (default
-1.0) and the attempt is not counted. ``sender_sticky_s`` > 0 keeps each recipient on the
-same sender number while that number stays up, for that many seconds after the recipient's
-last send.
+``sender_pool = "NAME"`` (default none) takes a sender number from that number pool for
+each send, as every SMS provider does (:mod:`noti.providers._sender`: ``sender_wait_s``,
+``sender_sticky_s``, ``sender_lease_s``), and records it as ``"sender"`` in the outbox entry.
 
 What was sent is in ``noti:sandbox:<name>`` (:meth:`SandboxProvider.outbox`), one JSON
 object per delivery, oldest first; ``at`` is when it was sent (ms) and ``t`` the same in
@@ -32,27 +28,23 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field
 from redis import Redis
 
 from noti.errors import PermanentFailure, TemporaryFailure
 from noti.keys import Keys
-from noti.numpool import POOL_NAME_PATTERN, NumberPool, borrowed_sender
-from noti.providers.base import Message, Provider, ProviderOptions, Receipt
+from noti.providers._sender import SenderPoolOptions, pooled_send
+from noti.providers.base import Message, Provider, Receipt
 from noti.record import Channel, now_ms
 from noti.redisconn import translate_errors
 
 __all__ = ["SandboxProvider", "read_outbox"]
 
 
-class SandboxOptions(ProviderOptions):
+class SandboxOptions(SenderPoolOptions):
     fail: Literal["never", "always"] = "never"
     fail_first: int = 0
     error: Literal["temporary", "permanent"] = "temporary"
     delay_ms: int = 0
-    sender_pool: str | None = Field(default=None, pattern=POOL_NAME_PATTERN)
-    sender_wait_s: float = Field(default=1.0, ge=0)
-    sender_sticky_s: float = Field(default=0.0, ge=0)
 
 
 class SandboxProvider(Provider):
@@ -68,18 +60,9 @@ class SandboxProvider(Provider):
         # one RPUSH: no wait worth a thread, unless it is asked to be slow or to borrow numbers
         return not self.options.delay_ms and self.options.sender_pool is None
 
+    @pooled_send
     def send(self, message: Message) -> Receipt:
-        opts = self.options
-        if opts.sender_pool is None:
-            return self._deliver(message, sender=None)
-        with borrowed_sender(
-            NumberPool.trusted(opts.sender_pool, client=self.redis, keys=self.keys),
-            provider=self.name,
-            retry_after_s=opts.sender_wait_s,
-            sticky_to=message.target,
-            sticky_ttl_s=opts.sender_sticky_s,
-        ) as sender:
-            return self._deliver(message, sender=sender)
+        return self._deliver(message, sender=message.sender)
 
     def send_many(self, messages: Sequence[Message]) -> Sequence[Receipt | Exception]:
         """Deliver many with one round trip (one pipelined RPUSH per message)."""

@@ -16,14 +16,16 @@ option                 default                          meaning
 =====================  ===============================  ==========================================
 ``access_key_id``      required                         AccessKey ID (a RAM user's, ideally)
 ``access_key_secret``  required                         its secret (never printed)
-``sign_name``          required                         approved signature (签名)
+``sign_name``          required (or ``sender_pool``)    approved signature (签名)
 ``template_code``      required                         approved template, ``SMS_…``
 ``template_params``    none                             the template's variable names
 ``text_param``         none                             the variable plain text fills
 ``template_scope``     ``mainland``                     ``international`` for a 国际/港澳台 template
 ``param_max_chars``    none                             refuse longer parameter values at add
-``endpoint``           ``https://dysmsapi.aliyuncs.com``  API base URL
+``endpoint``           ``https://dysmsapi.aliyuncs.com``  API base URL; a path is kept (a proxy prefix)
 ``region``             ``cn-hangzhou``                  ``RegionId``
+``sender_pool``        none                             take ``SignName`` from this number pool
+                                                        (:mod:`noti.providers._sender`)
 ``timeout_s``          10                               seconds a request may take
 =====================  ===============================  ==========================================
 
@@ -31,6 +33,11 @@ The text becomes ``TemplateParam``, a JSON *string* of string values (see
 :mod:`noti.providers._sms`). Numbers go out as Aliyun wants them: mainland mobiles as 11
 digits, international ones as country code + number without ``+``. ``OutId`` is the record
 id, so receipts and ``QuerySendDetails`` name the record. ``BizId`` is the receipt's msgid.
+
+A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
+first looked up with ``QuerySendDetails`` (:meth:`AliyunSmsProvider.look_up`): found by its
+``OutId``, the record is done without a second ``SendSms`` (no ``BizId``: the details carry
+none); not found, it is sent; a failed query is an ``UnconfirmedOutcome``.
 
 Outcomes (``Code``; HTTP 200 unless said):
 
@@ -73,9 +80,11 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Any, Self
 from urllib.parse import quote
 
-from pydantic import Field, SecretStr
+import httpx
+from pydantic import Field, SecretStr, model_validator
 
 from noti.errors import (
     AmbiguousOutcome,
@@ -89,11 +98,13 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import _http
+from noti.providers._lookup import LookupProvider
+from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_values
-from noti.providers.base import Message, Provider, Receipt
+from noti.providers.base import Message, Receipt
 from noti.record import Channel
 
-__all__ = ["ERRORS", "AliyunSmsProvider", "classify", "limit_window_s", "sign_v1"]
+__all__ = ["ERRORS", "AliyunSmsProvider", "beijing_days", "classify", "limit_window_s", "sign_v1"]
 
 API_VERSION = "2017-05-25"
 #: Waits for ``isv.BUSINESS_LIMIT_CONTROL``, by the window its message names (first match).
@@ -105,6 +116,13 @@ LIMIT_WINDOWS_S: tuple[tuple[str, float], ...] = (
     ("天", 86400.0),
     ("day", 86400.0),
 )
+#: Beijing time, whose calendar day ``QuerySendDetails``' ``SendDate`` names.
+BEIJING_UTC_OFFSET_S = 8 * 3600
+#: ``QuerySendDetails`` keeps 30 days; a look-up asks at most this many days back.
+LOOKUP_DAYS = 30
+#: Rows per ``QuerySendDetails`` page (Aliyun's maximum) and pages read per day at most.
+LOOKUP_PAGE_SIZE = 50
+LOOKUP_MAX_PAGES = 20
 #: Wait for a flow-control message that names no window we know.
 UNKNOWN_WINDOW_S = 3600.0
 #: Words in an ``isv.BLACK_KEY_CONTROL_LIMIT`` message that make it the number's blacklist.
@@ -208,16 +226,22 @@ def classify(code: str, message: str, *, status: int = 200, provider: str = "") 
     return known(text, provider=provider, vendor_code=vendor_code)
 
 
-class AliyunOptions(TemplateOptions):
+class AliyunOptions(TemplateOptions, SenderPoolOptions):
     access_key_id: str = Field(min_length=1)
     access_key_secret: SecretStr
-    sign_name: str = Field(min_length=1)
+    sign_name: str | None = Field(default=None, min_length=1)
     template_code: str = Field(min_length=1)
-    endpoint: str = Field(default="https://dysmsapi.aliyuncs.com", pattern=r"^https?://[^/\s]+/?$")
+    endpoint: str = Field(default="https://dysmsapi.aliyuncs.com", pattern=_http.BASE_URL)
     region: str = Field(default="cn-hangzhou", min_length=1)
 
+    @model_validator(mode="after")
+    def _signed(self) -> Self:
+        if self.sign_name is None and self.sender_pool is None:
+            raise ValueError("set sign_name, or sender_pool to take sign names from a number pool")
+        return self
 
-class AliyunSmsProvider(Provider):
+
+class AliyunSmsProvider(LookupProvider):
     """Sends SMS templates through Aliyun's ``SendSms``."""
 
     kind = "aliyun"
@@ -240,6 +264,24 @@ class AliyunSmsProvider(Provider):
         self._number(message.target)
         template_values(message.fields.get("text"), self.options)
 
+    def _signed(self, action: str, params: dict[str, str]) -> dict[str, str]:
+        """``params`` of an ``action`` call, with the common parameters and the signature."""
+        opts = self.options
+        signed = {
+            "AccessKeyId": opts.access_key_id,
+            "Action": action,
+            "Format": "JSON",
+            "RegionId": opts.region,
+            "SignatureMethod": "HMAC-SHA1",
+            "SignatureNonce": str(uuid.uuid4()),
+            "SignatureVersion": "1.0",
+            "Timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())),
+            "Version": API_VERSION,
+            **params,
+        }
+        signed["Signature"] = sign_v1(signed, opts.access_key_secret.get_secret_value())
+        return signed
+
     def request_params(self, message: Message) -> dict[str, str]:
         """The signed parameters of the ``SendSms`` call for ``message``.
 
@@ -249,36 +291,25 @@ class AliyunSmsProvider(Provider):
         opts = self.options
         values = template_values(message.fields.get("text"), opts)
         params = {
-            "AccessKeyId": opts.access_key_id,
-            "Action": "SendSms",
-            "Format": "JSON",
-            "RegionId": opts.region,
-            "SignatureMethod": "HMAC-SHA1",
-            "SignatureNonce": str(uuid.uuid4()),
-            "SignatureVersion": "1.0",
-            "Timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())),
-            "Version": API_VERSION,
             "PhoneNumbers": self._number(message.target),
-            "SignName": opts.sign_name,
+            "SignName": message.sender or opts.sign_name or "",
             "TemplateCode": opts.template_code,
             "OutId": message.id,
         }
         if values:
             params["TemplateParam"] = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
-        params["Signature"] = sign_v1(params, opts.access_key_secret.get_secret_value())
-        return params
+        return self._signed("SendSms", params)
 
-    def send(self, message: Message) -> Receipt:
-        try:
-            params = self.request_params(message)
-        except InvalidInput as exc:  # accepted at add time; the settings changed since
-            raise PermanentFailure(
-                f"{self.name}: {exc.message}", provider=self.name, vendor_code="noti.template"
-            ) from None
+    def _call(self, params: dict[str, str]) -> tuple[httpx.Response, dict[str, Any]]:
+        """POST a signed call; the answer and its JSON object.
+
+        Raises:
+            DeliveryError: the transport failed, or the answer is not a JSON object.
+        """
         body = "&".join(f"{_percent(k)}={_percent(v)}" for k, v in params.items())
         with _http.map_transport_errors(self.name):
             response = _http.client().post(
-                self.options.endpoint.rstrip("/") + "/",
+                _http.join_path(self.options.endpoint, "/"),
                 content=body.encode(),
                 headers={
                     "content-type": "application/x-www-form-urlencoded; charset=utf-8",
@@ -286,20 +317,10 @@ class AliyunSmsProvider(Provider):
                 },
                 timeout=self.options.timeout_s,
             )
-        data = _http.json_object(response, self.name)
-        code = str(data.get("Code") or "")
-        request_id = str(data.get("RequestId") or "")
-        if response.status_code == 200 and code == "OK":
-            biz_id = data.get("BizId")
-            return Receipt(
-                provider=self.name, msgid=str(biz_id) if biz_id else None, raw=f"RequestId={request_id}"
-            )
-        if response.status_code == 200 and not code:
-            raise AmbiguousOutcome(
-                f"{self.name}: an answer without Code: {response.text[:200]!r}",
-                provider=self.name,
-                vendor_code="http.200",
-            )
+        return response, _http.json_object(response, self.name)
+
+    def _refusal(self, response: httpx.Response, data: dict[str, Any], code: str) -> DeliveryError:
+        """The outcome class of an answer that is not ``OK``."""
         error = classify(
             code,
             # Aliyun echoes the string-to-sign (phone number, template values) in this message
@@ -313,4 +334,89 @@ class AliyunSmsProvider(Provider):
             and "retry-after" in response.headers
         ):
             error.retry_after_s = _http.retry_after_s(response, 0.0)
-        raise error
+        return error
+
+    def look_up(self, message: Message) -> Receipt | None:
+        """``QuerySendDetails`` of the record's number on each Beijing day since the record was
+        made (newest first, at most :data:`LOOKUP_DAYS`), matched by ``OutId`` (the record id).
+        Its details carry no ``BizId``, so the receipt names none.
+
+        Raises:
+            DeliveryError: the query failed (not allowed to this RAM user, Aliyun down…).
+        """
+        try:
+            number = self._number(message.target)
+        except InvalidInput:  # the settings changed: the send refuses it (nothing can be found)
+            return None
+        for day in beijing_days(message.created_ms / 1000, self.clock()):
+            page = 1
+            while True:
+                params = {
+                    "PhoneNumber": number,
+                    "SendDate": day,
+                    "PageSize": str(LOOKUP_PAGE_SIZE),
+                    "CurrentPage": str(page),
+                }
+                response, data = self._call(self._signed("QuerySendDetails", params))
+                code = str(data.get("Code") or "")
+                if response.status_code != 200 or code != "OK":
+                    raise self._refusal(response, data, code)
+                box = data.get("SmsSendDetailDTOs")
+                details = box.get("SmsSendDetailDTO") if isinstance(box, dict) else None
+                rows = [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
+                for row in rows:
+                    if row.get("OutId") == message.id:
+                        return Receipt(
+                            provider=self.name,
+                            raw=f"QuerySendDetails: SendDate={row.get('SendDate')} "
+                            f"SendStatus={row.get('SendStatus')}",
+                        )
+                total = int(data.get("TotalCount") or 0)
+                if (
+                    len(rows) < LOOKUP_PAGE_SIZE
+                    or page * LOOKUP_PAGE_SIZE >= total
+                    or page >= LOOKUP_MAX_PAGES
+                ):
+                    break
+                page += 1
+        return None
+
+    @pooled_send
+    def send_new(self, message: Message) -> Receipt:
+        try:
+            params = self.request_params(message)
+        except InvalidInput as exc:  # accepted at add time; the settings changed since
+            raise PermanentFailure(
+                f"{self.name}: {exc.message}", provider=self.name, vendor_code="noti.template"
+            ) from None
+        response, data = self._call(params)
+        code = str(data.get("Code") or "")
+        request_id = str(data.get("RequestId") or "")
+        if response.status_code == 200 and code == "OK":
+            biz_id = data.get("BizId")
+            return Receipt(
+                provider=self.name, msgid=str(biz_id) if biz_id else None, raw=f"RequestId={request_id}"
+            )
+        if response.status_code == 200 and not code:
+            raise AmbiguousOutcome(
+                f"{self.name}: an answer without Code: {response.text[:200]!r}",
+                provider=self.name,
+                vendor_code="http.200",
+            )
+        raise self._refusal(response, data, code)
+
+
+def beijing_days(since_s: float, now_s: float) -> list[str]:
+    """``SendDate`` values (``yyyyMMdd``, Beijing time) from ``now_s`` back to ``since_s``,
+    newest first, at most :data:`LOOKUP_DAYS` (a ``since_s`` of 0: today only)."""
+    first = since_s if since_s > 0 else now_s
+    days: list[str] = []
+    at = now_s
+    while len(days) < LOOKUP_DAYS:
+        day = time.strftime("%Y%m%d", time.gmtime(at + BEIJING_UTC_OFFSET_S))
+        if day not in days:
+            days.append(day)
+        if at <= first:
+            break
+        at = max(first, at - 86400)
+    return days

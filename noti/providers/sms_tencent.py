@@ -23,13 +23,18 @@ option                 default                             meaning
 ``sender_id``          none                                ``SenderId`` (international)
 ``param_max_chars``    none                                12 for a personal (non-enterprise) account
 ``region``             ``ap-guangzhou``                    ``X-TC-Region`` (required by this version)
-``endpoint``           ``https://sms.tencentcloudapi.com``   API base URL
+``endpoint``           ``https://sms.tencentcloudapi.com``   API base URL; a path is kept (proxy prefix)
 ``timeout_s``          10                                  seconds a request may take
 =====================  ==================================  =======================================
 
 ``TemplateParamSet`` is the parameter values in ``template_params`` order (see
 :mod:`noti.providers._sms`); numbers are sent in E.164 (``+8613912345678``);
 ``SessionContext`` is the record id. ``SerialNo`` is the receipt's msgid.
+
+A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
+first looked up with ``PullSmsSendStatusByPhoneNumber`` (:meth:`TencentSmsProvider.look_up`):
+found by its ``SessionContext``, the record is done with its ``SerialNo`` and not sent again;
+not found, it is sent; a failed pull is an ``UnconfirmedOutcome``.
 
 Outcomes (the ``Code`` of ``Response.Error`` or of our number's ``SendStatusSet`` entry):
 
@@ -81,14 +86,24 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import _http
+from noti.providers._lookup import LookupProvider
+from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_values
-from noti.providers.base import Message, Provider, Receipt
+from noti.providers.base import Message, Receipt
 from noti.record import Channel
 
 __all__ = ["ERRORS", "RATE_LIMITS_S", "TencentSmsProvider", "classify", "tc3_authorization"]
 
 SERVICE = "sms"
 ACTION = "SendSms"
+#: The status look-up of a message in doubt (receipts by number and time).
+PULL_ACTION = "PullSmsSendStatusByPhoneNumber"
+#: Look-up window: from the record's creation (less a clock slack), at most 7 days back;
+#: rows per page (Tencent's maximum) and pages read at most.
+LOOKUP_SLACK_S = 60
+LOOKUP_MAX_S = 7 * 86400
+LOOKUP_PAGE_SIZE = 100
+LOOKUP_MAX_PAGES = 10
 API_VERSION = "2021-01-11"
 CONTENT_TYPE = "application/json; charset=utf-8"
 #: Beijing time (no daylight saving) and the hour marketing SMS may be sent again.
@@ -227,7 +242,7 @@ def classify(code: str, message: str, *, provider: str = "", now_s: float | None
     return known(text, provider=provider, vendor_code=code)
 
 
-class TencentOptions(TemplateOptions):
+class TencentOptions(TemplateOptions, SenderPoolOptions):
     secret_id: str = Field(min_length=1)
     secret_key: SecretStr
     sdk_app_id: str = Field(pattern=r"^[0-9]{1,20}$")
@@ -235,7 +250,7 @@ class TencentOptions(TemplateOptions):
     template_id: str = Field(min_length=1)
     sender_id: str | None = None
     region: str = Field(default="ap-guangzhou", min_length=1)
-    endpoint: str = Field(default="https://sms.tencentcloudapi.com", pattern=r"^https?://[^/\s]+/?$")
+    endpoint: str = Field(default="https://sms.tencentcloudapi.com", pattern=_http.BASE_URL)
 
     @model_validator(mode="after")
     def _sendable(self) -> Self:
@@ -244,12 +259,12 @@ class TencentOptions(TemplateOptions):
                 "set template_params (the template's variables in order) or text_param "
                 "(its only variable); a template without variables takes template_params = []"
             )
-        if self.template_scope == "mainland" and not self.sign_name:
-            raise ValueError("sign_name is required for a mainland template")
+        if self.template_scope == "mainland" and not self.sign_name and self.sender_pool is None:
+            raise ValueError("sign_name (or sender_pool) is required for a mainland template")
         return self
 
 
-class TencentSmsProvider(Provider):
+class TencentSmsProvider(LookupProvider):
     """Sends SMS templates through Tencent Cloud's ``SendSms`` (2021-01-11)."""
 
     kind = "tencent"
@@ -286,19 +301,25 @@ class TencentSmsProvider(Provider):
             "TemplateParamSet": list(template_values(message.fields.get("text"), opts).values()),
             "SessionContext": message.id,
         }
-        if opts.sign_name:
-            body["SignName"] = opts.sign_name
-        if opts.sender_id:
-            body["SenderId"] = opts.sender_id
+        sign_name, sender_id = opts.sign_name, opts.sender_id
+        if message.sender is not None:  # from the pool: the sign (mainland) or SenderId
+            if opts.template_scope == "mainland":
+                sign_name = message.sender
+            else:
+                sender_id = message.sender
+        if sign_name:
+            body["SignName"] = sign_name
+        if sender_id:
+            body["SenderId"] = sender_id
         return body
 
-    def signed_headers(self, payload: bytes, *, timestamp: int) -> dict[str, str]:
-        """Every header of a ``SendSms`` request carrying ``payload``, ``Authorization`` included."""
+    def signed_headers(self, payload: bytes, *, timestamp: int, action: str = ACTION) -> dict[str, str]:
+        """Every header of an ``action`` request carrying ``payload``, ``Authorization`` included."""
         opts = self.options
         signed = {
             "content-type": CONTENT_TYPE,
             "host": urlsplit(opts.endpoint).netloc,
-            "x-tc-action": ACTION,
+            "x-tc-action": action,
         }
         return {
             **signed,
@@ -315,19 +336,18 @@ class TencentSmsProvider(Provider):
             ),
         }
 
-    def send(self, message: Message) -> Receipt:
-        try:
-            body = self.request_body(message)
-        except InvalidInput as exc:  # accepted at add time; the settings changed since
-            raise PermanentFailure(
-                f"{self.name}: {exc.message}", provider=self.name, vendor_code="noti.template"
-            ) from None
+    def _call(self, action: str, body: dict[str, Any], now_s: float) -> tuple[str, dict[str, Any]]:
+        """POST a signed ``action``; the ``RequestId`` and the ``Response`` object.
+
+        Raises:
+            DeliveryError: the transport failed, the answer is unreadable, or it is an
+                ``Error`` (classified).
+        """
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        now_s = self.clock()
-        headers = self.signed_headers(payload, timestamp=int(now_s))
+        headers = self.signed_headers(payload, timestamp=int(now_s), action=action)
         with _http.map_transport_errors(self.name):
             response = _http.client().post(
-                self.options.endpoint.rstrip("/") + "/",
+                _http.join_path(self.options.endpoint, "/"),
                 content=payload,
                 headers=headers,
                 timeout=self.options.timeout_s,
@@ -341,12 +361,23 @@ class TencentSmsProvider(Provider):
                 provider=self.name,
                 vendor_code=f"http.{response.status_code}",
             )
-        request_id = str(answer.get("RequestId") or "")
         error = answer.get("Error")
         if isinstance(error, dict):
             raise classify(
                 str(error.get("Code") or ""), str(error.get("Message") or ""), provider=self.name, now_s=now_s
             )
+        return str(answer.get("RequestId") or ""), answer
+
+    @pooled_send
+    def send_new(self, message: Message) -> Receipt:
+        try:
+            body = self.request_body(message)
+        except InvalidInput as exc:  # accepted at add time; the settings changed since
+            raise PermanentFailure(
+                f"{self.name}: {exc.message}", provider=self.name, vendor_code="noti.template"
+            ) from None
+        now_s = self.clock()
+        request_id, answer = self._call(ACTION, body, now_s)
         entry = self._status_of(answer.get("SendStatusSet"), body["PhoneNumberSet"][0])
         if entry is None:
             raise AmbiguousOutcome(
@@ -361,6 +392,47 @@ class TencentSmsProvider(Provider):
                 provider=self.name, msgid=str(serial) if serial else None, raw=f"RequestId={request_id}"
             )
         raise classify(code, str(entry.get("Message") or ""), provider=self.name, now_s=now_s)
+
+    def look_up(self, message: Message) -> Receipt | None:
+        """``PullSmsSendStatusByPhoneNumber`` of the record's number since the record was made
+        (at most :data:`LOOKUP_MAX_S` back), matched by ``SessionContext`` (the record id);
+        the receipt names its ``SerialNo``. Tencent lists a message once its delivery report
+        is in (seconds, usually): a look-up right after the send may miss it, so in-doubt
+        records are retried after the back-off (docs/providers-sms.md).
+
+        Raises:
+            DeliveryError: the pull failed.
+        """
+        try:
+            number = self._number(message.target)
+        except InvalidInput:  # the settings changed: the send refuses it (nothing can be found)
+            return None
+        now_s = self.clock()
+        since_s = message.created_ms / 1000 - LOOKUP_SLACK_S if message.created_ms else now_s - 86400
+        body: dict[str, Any] = {
+            "BeginTime": int(max(since_s, now_s - LOOKUP_MAX_S)),
+            "EndTime": int(now_s + LOOKUP_SLACK_S),
+            "Offset": 0,
+            "Limit": LOOKUP_PAGE_SIZE,
+            "PhoneNumber": number,
+            "SmsSdkAppId": self.options.sdk_app_id,
+        }
+        for _ in range(LOOKUP_MAX_PAGES):
+            _, answer = self._call(PULL_ACTION, body, now_s)
+            rows = answer.get("PullSmsSendStatusSet")
+            rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+            for row in rows:
+                if row.get("SessionContext") == message.id:
+                    serial = row.get("SerialNo")
+                    return Receipt(
+                        provider=self.name,
+                        msgid=str(serial) if serial else None,
+                        raw=f"PullSmsSendStatusByPhoneNumber: ReportStatus={row.get('ReportStatus')}",
+                    )
+            if len(rows) < LOOKUP_PAGE_SIZE:
+                break
+            body["Offset"] += LOOKUP_PAGE_SIZE
+        return None
 
     @staticmethod
     def _status_of(statuses: object, number: str) -> dict[str, Any] | None:

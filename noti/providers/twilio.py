@@ -4,6 +4,12 @@ One ``POST {base_url}/2010-04-01/Accounts/{account_sid}/Messages.json`` per atte
 encoded, with HTTP basic auth ``account_sid:auth_token``. The receipt's msgid is the message
 sid (``SM…``). An 11-digit mainland mobile target is sent as ``+86…`` (Twilio wants E.164).
 
+A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
+first looked up in the Messages list of its ``To`` (:meth:`TwilioProvider.look_up`): one
+outbound message with the record's body since the record was made means it was sent (the
+receipt names its sid); none, it is sent; several, or a failed list, is an
+``UnconfirmedOutcome``.
+
 Options (``[providers.<name>]`` with ``kind = "twilio"``):
 
 =========================  ==========================  ==========================================
@@ -12,7 +18,10 @@ option                     default                     meaning
 ``account_sid``            (required)                  ``AC`` + 32 hex digits
 ``auth_token``             (required, secret)          the account's auth token
 ``from`` (or ``from_``)    –                           sending number, E.164; or …
-``messaging_service_sid``  –                           … ``MG…`` service: exactly one of the two
+``messaging_service_sid``  –                           … ``MG…`` service; or …
+``sender_pool``            –                           … a number pool ``From`` is taken from
+                                                       (:mod:`noti.providers._sender`): one
+                                                       of the three
 ``status_callback``        –                           http(s) URL Twilio posts status changes to
 ``base_url``               ``https://api.twilio.com``  API root (tests point it at a fake)
 ``timeout_s``              10                          seconds per request
@@ -48,7 +57,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -66,7 +77,9 @@ from noti.errors import (
 )
 from noti.privacy import mask_target
 from noti.providers import _http
-from noti.providers.base import Message, Provider, ProviderOptions, Receipt
+from noti.providers._lookup import LookupProvider, unconfirmed
+from noti.providers._sender import SenderPoolOptions, pooled_send
+from noti.providers.base import Message, Receipt
 from noti.record import E164_PHONE, Channel, phone_e164
 
 __all__ = ["ERRORS", "TwilioOptions", "TwilioProvider"]
@@ -81,6 +94,10 @@ DEFAULT_RETRY_AFTER_S = 1.0
 MIN_RATE_LIMIT_WAIT_S = 1.0
 #: Twilio's limit on ``Body``.
 BODY_MAX = 1600
+#: Look-up: clock slack before the record's creation, messages per page, pages read at most.
+LOOKUP_SLACK_S = 60
+LOOKUP_PAGE_SIZE = 50
+LOOKUP_MAX_PAGES = 5
 
 #: Twilio error code -> outcome class (shared/providers.md §4.3).
 ERRORS: dict[str, type[DeliveryError]] = {
@@ -115,7 +132,7 @@ _SERVICE_SID = re.compile(r"^MG[0-9a-fA-F]{32}$")
 _HTTP_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 
-class TwilioOptions(ProviderOptions):
+class TwilioOptions(SenderPoolOptions):
     model_config = ConfigDict(populate_by_name=True)
 
     account_sid: str = Field(pattern=_SID.pattern)
@@ -132,8 +149,8 @@ class TwilioOptions(ProviderOptions):
 
     @model_validator(mode="after")
     def _one_sender(self) -> TwilioOptions:
-        if (self.from_ is None) == (self.messaging_service_sid is None):
-            raise ValueError("set exactly one of 'from' and 'messaging_service_sid'")
+        if [self.from_, self.messaging_service_sid, self.sender_pool].count(None) != 2:
+            raise ValueError("set exactly one of 'from', 'messaging_service_sid' and 'sender_pool'")
         return self
 
 
@@ -142,7 +159,7 @@ def e164(target: str) -> str | None:
     return phone_e164(target)
 
 
-class TwilioProvider(Provider):
+class TwilioProvider(LookupProvider):
     """SMS through one Twilio account."""
 
     kind = "twilio"
@@ -168,11 +185,13 @@ class TwilioProvider(Provider):
                 code="e.cmd.noti.add.badtext",
             )
 
-    def send(self, message: Message) -> Receipt:
+    @pooled_send
+    def send_new(self, message: Message) -> Receipt:
         opts = self.options
         form = {"To": e164(message.target) or message.target, "Body": str(message.fields.get("text", ""))}
-        if opts.from_ is not None:
-            form["From"] = opts.from_
+        sender = message.sender or opts.from_  # the pool's number, when it lent one
+        if sender is not None:
+            form["From"] = sender
         if opts.messaging_service_sid is not None:
             form["MessagingServiceSid"] = opts.messaging_service_sid
         if opts.status_callback is not None:
@@ -207,6 +226,66 @@ class TwilioProvider(Provider):
         log.debug("twilio %s: record %s accepted as %s (%s)", self.name, message.id, sid, status)
         return Receipt(provider=self.name, msgid=sid, raw=f"HTTP {response.status_code} status={status}")
 
+    def look_up(self, message: Message) -> Receipt | None:
+        """The Messages list of the record's ``To`` (newest first, unsent ones included: no
+        ``DateSent`` filter, since a queued message has no ``date_sent`` yet), read back to the
+        record's creation: the outbound message with the record's body made since then. Twilio
+        stores no id of ours on a message (no idempotency key, and the status-callback URL is not
+        in the Message resource), so the body is the tag; when several messages match, the
+        look-up cannot tell which is this record's (:class:`UnconfirmedOutcome`).
+
+        Raises:
+            DeliveryError: the list could not be read, or it matches more than one message.
+        """
+        to = e164(message.target) or message.target
+        body = str(message.fields.get("text", ""))
+        since = (message.created_ms / 1000 - LOOKUP_SLACK_S) if message.created_ms else 0.0
+        url: str | None = f"{self.endpoint}?{urlencode({'To': to, 'PageSize': LOOKUP_PAGE_SIZE})}"
+        found: list[dict[str, Any]] = []
+        for _ in range(LOOKUP_MAX_PAGES):
+            if url is None:
+                break
+            with _http.map_transport_errors(self.name):
+                response = _http.client().get(
+                    url,
+                    auth=(self.options.account_sid, self.options.auth_token.get_secret_value()),
+                    headers={"accept": "application/json"},
+                    timeout=self.options.timeout_s,
+                )
+            if not response.is_success:
+                raise self._error(response)
+            data = _http.json_object(response, self.name)
+            rows = data.get("messages")
+            rows = [m for m in rows if isinstance(m, dict)] if isinstance(rows, list) else []
+            older = False
+            for row in rows:
+                created = _rfc2822_s(row.get("date_created"))
+                if created is not None and created < since:
+                    older = True
+                    continue
+                if (
+                    row.get("to") == to
+                    and row.get("body") == body
+                    and str(row.get("direction", "")).startswith("outbound")
+                ):
+                    found.append(row)
+            next_uri = data.get("next_page_uri")
+            url = (
+                f"{self.options.base_url}{next_uri}"
+                if isinstance(next_uri, str) and next_uri and not older
+                else None
+            )
+        if len(found) > 1:
+            raise unconfirmed(
+                self.name,
+                f"{len(found)} messages with this body went to this number since the record was made",
+                vendor_code="noti.lookup.several",
+            )
+        if not found:
+            return None
+        sid = str(found[0].get("sid") or "") or None
+        return Receipt(provider=self.name, msgid=sid, raw=f"Messages list: status={found[0].get('status')}")
+
     def _error(self, response: httpx.Response) -> DeliveryError:
         """The outcome class of a non-2xx answer (see the module's table)."""
         status = response.status_code
@@ -236,6 +315,16 @@ class TwilioProvider(Provider):
             retry_after = _http.retry_after_s(response, 0.0) if "retry-after" in response.headers else None
             return cls(detail, retry_after_s=retry_after, **kwargs)
         return cls(detail, **kwargs)
+
+
+def _rfc2822_s(value: object) -> float | None:
+    """Unix seconds of an RFC 2822 date as Twilio writes them (None when it is not one)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
 
 
 def _json_or_none(content: bytes) -> dict[str, Any] | None:

@@ -12,7 +12,8 @@ Options (``[providers.<name>]`` with ``kind = "webhook"``):
 =================  ==========  ===================================================================
 option             default     meaning
 =================  ==========  ===================================================================
-``secret``         (required)  ``whsec_`` + base64 of a 24-64 byte key (secret)
+``secret``         (required)  ``whsec_`` + base64 of a 24-64 byte key (secret); or a list of
+                               1-5 such secrets, to rotate: see below
 ``allow_private``  false       allow targets on private, loopback, link-local or other non-public
                                addresses; refused by default (SSRF) at ``add`` for literal
                                addresses and ``localhost``, and at send time after resolving
@@ -20,6 +21,13 @@ option             default     meaning
                                not ``webhook-*``, ``content-type``, ``host``
 ``timeout_s``      10          seconds per request
 =================  ==========  ===================================================================
+
+Rotating the secret: set ``secret = ["whsec_NEW…", "whsec_OLD…"]``. Every request then
+carries one signature per secret in ``webhook-signature``, space-separated, the first
+secret's first (``v1,<new> v1,<old>``), as the Standard Webhooks spec provides for rotation;
+a receiver verifies with whichever secret it has (the ``standardwebhooks``/``svix`` libraries
+accept a header when any of its signatures matches). Give receivers the new secret, then drop
+the old one from the list. docs/providers-sms.md walks through it.
 
 Classification of the receiver's answer (:data:`ERRORS`, exact status first, then its class):
 
@@ -54,7 +62,7 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,16 +134,36 @@ def _secret_key(secret: str) -> bytes:
     return key
 
 
+#: Most secrets a webhook provider signs with at once (a rotation needs two).
+SECRETS_MAX = 5
+
+
 class WebhookOptions(ProviderOptions):
-    secret: SecretStr
+    #: One ``whsec_`` secret, or several while rotating (the first one is the new one).
+    secret: SecretStr | list[SecretStr]
     allow_private: bool = False
     headers: dict[str, SecretStr] = Field(default_factory=dict)
 
     @field_validator("secret")
     @classmethod
-    def _valid_secret(cls, value: SecretStr) -> SecretStr:
-        _secret_key(value.get_secret_value())
+    def _valid_secret(cls, value: SecretStr | list[SecretStr]) -> SecretStr | list[SecretStr]:
+        secrets = value if isinstance(value, list) else [value]
+        if not 1 <= len(secrets) <= SECRETS_MAX:
+            raise ValueError(f"give 1 to {SECRETS_MAX} secrets, not {len(secrets)}")
+        texts = [s.get_secret_value() for s in secrets]
+        if len(set(texts)) != len(texts):
+            raise ValueError("the same secret is listed twice")
+        for n, text in enumerate(texts, 1):
+            try:
+                _secret_key(text)
+            except ValueError as exc:  # never the secret itself in the message
+                raise ValueError(f"secret {n} of {len(texts)}: {exc}") from None
         return value
+
+    def secret_keys(self) -> list[bytes]:
+        """The HMAC keys to sign with, the first (newest) secret's first."""
+        secrets = self.secret if isinstance(self.secret, list) else [self.secret]
+        return [_secret_key(s.get_secret_value()) for s in secrets]
 
     @field_validator("headers")
     @classmethod
@@ -160,10 +188,14 @@ _FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20\x09\x21-\x7e]*[\x21-\x7e])?)?
 _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def sign(key: bytes, webhook_id: str, timestamp: int, body: bytes) -> str:
-    """The ``webhook-signature`` value of ``body`` sent as ``webhook_id`` at ``timestamp``."""
-    digest = hmac.new(key, f"{webhook_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
+def sign(key: bytes | Sequence[bytes], webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value of ``body`` sent as ``webhook_id`` at ``timestamp``:
+    ``v1,<base64>`` per key, space-separated, in the order of the keys."""
+    keys = [key] if isinstance(key, bytes) else list(key)
+    signed = f"{webhook_id}.{timestamp}.".encode() + body
+    return " ".join(
+        "v1," + base64.b64encode(hmac.new(k, signed, hashlib.sha256).digest()).decode() for k in keys
+    )
 
 
 #: Ranges some Python versions still call global although no webhook should go there.
@@ -254,7 +286,7 @@ class WebhookProvider(Provider):
 
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: Redis, keys: Keys) -> None:
         super().__init__(name, options, redis=redis, keys=keys)
-        self._key = _secret_key(self.options.secret.get_secret_value())
+        self._hmac_keys = self.options.secret_keys()
 
     def check(self, message: Message) -> None:
         """Raises InvalidInput: no host, or (without allow_private) a literal non-public address."""
@@ -321,7 +353,7 @@ class WebhookProvider(Provider):
             "content-type": "application/json",
             "webhook-id": message.id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": sign(self._key, message.id, timestamp, body),
+            "webhook-signature": sign(self._hmac_keys, message.id, timestamp, body),
         }
         server_hostname = _parsed(message.target).host if pinned else None
         return _Request(url, headers, body, server_hostname)

@@ -21,6 +21,11 @@ It behaves as shared/providers.md §2.8 says the real one does:
 - A balance counter (``isv.AMOUNT_NOT_ENOUGH``); ``BizId`` + ``RequestId`` on success.
 - No deduplication: the same request twice sends twice (:attr:`AliyunFake.sent`).
   :meth:`AliyunFake.accept_then_hang` records the next send and answers too late.
+- ``QuerySendDetails`` (signed like any call): ``PhoneNumber``, ``SendDate`` (``yyyyMMdd``,
+  Beijing time), ``PageSize`` (1-50) and ``CurrentPage`` required (``MissingParameter`` /
+  ``isv.INVALID_PARAMETERS``); rows of that number and day, paged, each with its ``OutId``
+  and no ``BizId`` (as Aliyun's). :attr:`AliyunFake.lookup_down` answers it with 503
+  ``ServiceUnavailable`` (the send still works).
 """
 
 from __future__ import annotations
@@ -117,6 +122,10 @@ class AliyunFake(FakeServer):
         self._flow = _Flow()
         self._seq = 0
         self._hang_s = 0.0
+        #: QuerySendDetails answers 503 ServiceUnavailable.
+        self.lookup_down = False
+        #: QuerySendDetails calls received (signature checked).
+        self.lookups = 0
         self._state = threading.Lock()
 
     # -- helpers ------------------------------------------------------------------------------
@@ -368,6 +377,25 @@ class AliyunFake(FakeServer):
         return self._business(params, "OK", "OK", BizId=biz_id)
 
     def _query(self, params: dict[str, str]) -> Reply:
+        self.lookups += 1
+        if self.lookup_down:
+            return self._gateway(
+                params, 503, "ServiceUnavailable", "The request has failed due to a temporary failure."
+            )
+        for name in ("PhoneNumber", "SendDate", "PageSize", "CurrentPage"):
+            if not params.get(name):
+                return self._gateway(
+                    params,
+                    400,
+                    "MissingParameter",
+                    f'The input parameter "{name}" that is mandatory is not supplied.',
+                )
+        try:
+            size, page = int(params["PageSize"]), int(params["CurrentPage"])
+        except ValueError:
+            size = page = 0
+        if not (1 <= size <= 50 and page >= 1 and re.fullmatch(r"[0-9]{8}", params["SendDate"])):
+            return self._business(params, "isv.INVALID_PARAMETERS", "参数异常")
         phone = params.get("PhoneNumber", "")
         day = params.get("SendDate", "")
         rows = [
@@ -390,6 +418,7 @@ class AliyunFake(FakeServer):
             }
             for s in rows
         ]
+        shown = details[(page - 1) * size : page * size]
         return self._business(
-            params, "OK", "OK", TotalCount=len(details), SmsSendDetailDTOs={"SmsSendDetailDTO": details}
+            params, "OK", "OK", TotalCount=len(details), SmsSendDetailDTOs={"SmsSendDetailDTO": shown}
         )

@@ -20,6 +20,11 @@ It behaves as shared/providers.md §3.6 says the real one does:
 - ``SerialNo`` per accepted number, ``SessionContext`` echoed; no deduplication
   (:attr:`TencentFake.sent`); :meth:`TencentFake.accept_then_hang` records the next send
   and answers too late.
+- ``PullSmsSendStatusByPhoneNumber`` (signed the same way, its own ``X-TC-Action``):
+  ``BeginTime``, ``Offset``, ``Limit`` (1-100), ``PhoneNumber``, ``SmsSdkAppId`` required,
+  ``EndTime`` optional; the delivery reports of that number sent in the window, paged, each
+  with ``SerialNo`` and ``SessionContext``. :attr:`TencentFake.lookup_down` answers it with
+  ``InternalError.Timeout`` (the send still works).
 """
 
 from __future__ import annotations
@@ -99,6 +104,10 @@ class TencentFake(FakeServer):
         self._history: dict[str, list[tuple[float, str]]] = {}
         self._seq = 0
         self._hang_s = 0.0
+        #: PullSmsSendStatusByPhoneNumber answers InternalError.Timeout.
+        self.lookup_down = False
+        #: PullSmsSendStatusByPhoneNumber calls received (signature checked).
+        self.lookups = 0
         self._state = threading.Lock()
 
     def accept_then_hang(self, seconds: float) -> None:
@@ -122,7 +131,7 @@ class TencentFake(FakeServer):
         h = received.headers
         if received.method != "POST":
             return self.error("InvalidParameter", "only POST with a JSON body is supported here")
-        if h.get("x-tc-action") != "SendSms":
+        if h.get("x-tc-action") not in ("SendSms", "PullSmsSendStatusByPhoneNumber"):
             return self.error("InvalidAction", f"The action `{h.get('x-tc-action')}` is not found.")
         if h.get("x-tc-version") != "2021-01-11":
             return self.error("NoSuchVersion", f"The version `{h.get('x-tc-version')}` is not supported.")
@@ -193,6 +202,8 @@ class TencentFake(FakeServer):
         if not isinstance(body, dict):
             return self.error("FailedOperation.JsonParseFail", "解析请求包体时候失败。")
         with self._state:
+            if received.headers.get("x-tc-action") == "PullSmsSendStatusByPhoneNumber":
+                return self._pull(body)
             reply = self._send(body)
             if self._hang_s and any(
                 s.get("Code") == "Ok" for s in reply.body["Response"].get("SendStatusSet", [])
@@ -200,6 +211,51 @@ class TencentFake(FakeServer):
                 reply = Reply(reply.status, reply.body, reply.headers, hang_s=self._hang_s)
                 self._hang_s = 0.0
             return reply
+
+    def _pull(self, body: dict[str, Any]) -> Reply:
+        self.lookups += 1
+        if self.lookup_down:
+            return self.error("InternalError.Timeout", "接口超时。")
+        for name in ("BeginTime", "Offset", "Limit", "PhoneNumber", "SmsSdkAppId"):
+            if name not in body:
+                return self.error(
+                    "MissingParameter", f"The request is missing a required parameter `{name}`."
+                )
+        if body["SmsSdkAppId"] != self.sdk_app_id:
+            return self.error("InvalidParameterValue.SdkAppIdNotExist", "SdkAppId 不存在。")
+        begin, offset, limit = body["BeginTime"], body["Offset"], body["Limit"]
+        end = body.get("EndTime", int(self.clock()))
+        if (
+            not all(isinstance(v, int) and v >= 0 for v in (begin, offset, limit, end))
+            or not 1 <= limit <= 100
+        ):
+            return self.error(
+                "InvalidParameter", "BeginTime, EndTime, Offset and Limit (1-100) are integers."
+            )
+        number = _e164(str(body["PhoneNumber"]))
+        rows = [
+            {
+                "UserReceiveTime": int(s.at_s),
+                "CountryCode": "86" if s.phone.startswith("+86") else "",
+                "SubscriberNumber": s.phone[3:] if s.phone.startswith("+86") else s.phone,
+                "PhoneNumber": s.phone,
+                "SerialNo": s.serial_no,
+                "ReportStatus": "SUCCESS",
+                "Description": "用户短信送达成功",
+                "SessionContext": s.session_context,
+            }
+            for s in self.sent
+            if s.phone == number and begin <= s.at_s <= end
+        ]
+        return Reply(
+            200,
+            {
+                "Response": {
+                    "PullSmsSendStatusSet": rows[offset : offset + limit],
+                    "RequestId": str(uuid.uuid4()),
+                }
+            },
+        )
 
     def _request_error(self, body: dict[str, Any]) -> Reply | None:
         if body.get("SmsSdkAppId") != self.sdk_app_id:

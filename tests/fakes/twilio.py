@@ -9,7 +9,15 @@ service sid), ``Body`` (21602 missing, 21617 over 1,600 characters), ``StatusCal
 refuses it (21604). An accepted message is stored and answered with 201 and the Message
 JSON (``status`` ``queued``, or ``accepted`` through a Messaging Service); ``GET
 …/Messages/{sid}.json`` fetches it. Scripted replies (e.g. :func:`error_reply`) never
-create a message, as Twilio's 429 does not; ``delay_s`` creates it and answers late.
+create a message, as Twilio's 429 does not; ``delay_s`` creates it and answers late, and
+:meth:`TwilioFake.accept_then_hang` does so for the next message only.
+
+``GET …/Messages.json`` lists the messages, newest first, filtered by ``To``, ``From`` and
+``DateSent`` (``DateSent``, ``DateSent<``, ``DateSent>``: a GMT ``YYYY-MM-DD``; a queued
+message has no ``date_sent`` and never matches it), paged by ``PageSize`` (default 50, at most
+1000) and ``Page`` with ``next_page_uri``. :attr:`TwilioFake.list_down` answers the list with
+503/20500; :attr:`TwilioFake.send_refusal` answers every create with that reply (e.g. the
+account limit 60728) without creating a message.
 """
 
 from __future__ import annotations
@@ -20,9 +28,9 @@ import hmac
 import re
 import uuid
 from datetime import UTC, datetime
-from email.utils import format_datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from tests.fakes._server import FakeServer, Received, Reply
 
@@ -91,6 +99,15 @@ class TwilioFake(FakeServer):
         self.landlines = set(landlines)
         #: Created messages by sid, as Twilio would return them.
         self.messages: dict[str, dict[str, Any]] = {}
+        self.list_down = False
+        self.send_refusal: Reply | None = None
+        #: List requests received (authenticated).
+        self.lookups = 0
+        self._hang_s = 0.0
+
+    def accept_then_hang(self, seconds: float) -> None:
+        """Create (and keep) the next message, then answer only after ``seconds``."""
+        self._hang_s = seconds
 
     def reset(self) -> None:
         """Forget requests, messages, the script and the delay (to reuse one server across tests)."""
@@ -99,6 +116,10 @@ class TwilioFake(FakeServer):
             self.messages.clear()
             self._script.clear()
             self.delay_s = 0.0
+            self._hang_s = 0.0
+            self.list_down = False
+            self.send_refusal = None
+            self.lookups = 0
 
     def verify(self, received: Received) -> Reply | None:
         match = _PATH.match(received.path)
@@ -110,10 +131,17 @@ class TwilioFake(FakeServer):
         if match["account"] != self.account_sid:
             return error_reply(20404)
         if received.method == "GET":
+            if match["sid"] is None:
+                self.lookups += 1
+                return (
+                    Reply(503, {"code": 20500, "message": "Internal Server Error", "status": 503})
+                    if (self.list_down)
+                    else None
+                )
             return None if match["sid"] in self.messages else error_reply(20404)
         if received.method != "POST" or match["sid"] is not None:
             return Reply(405, {"code": 20004, "message": "Method not allowed", "status": 405})
-        return self._refusal(_params(received))
+        return self._refusal(_params(received)) or self.send_refusal
 
     def _authenticated(self, header: str) -> bool:
         scheme, _, encoded = header.partition(" ")
@@ -156,6 +184,8 @@ class TwilioFake(FakeServer):
         match = _PATH.match(received.path)
         assert match is not None  # verify() refused every other path
         if received.method == "GET":
+            if match["sid"] is None:
+                return self._list(received)
             return Reply(200, self.messages[match["sid"]])
         params = _params(received)
         sid = "SM" + uuid.uuid4().hex
@@ -187,7 +217,54 @@ class TwilioFake(FakeServer):
         }
         with self._lock:
             self.messages[sid] = message
-        return Reply(201, message)
+            hang_s, self._hang_s = self._hang_s, 0.0
+        return Reply(201, message, hang_s=hang_s)
+
+    def _list(self, received: Received) -> Reply:
+        query = {name: values[-1] for name, values in received.query.items()}
+        with self._lock:
+            rows = list(reversed(self.messages.values()))  # newest first
+        if "To" in query:
+            rows = [m for m in rows if m["to"] == query["To"]]
+        if "From" in query:
+            rows = [m for m in rows if m["from"] == query["From"]]
+        for key, keep in (
+            ("DateSent", lambda day, d: day == d),
+            ("DateSent<", lambda day, d: day <= d),
+            ("DateSent>", lambda day, d: day >= d),
+        ):
+            if key in query:
+                rows = [m for m in rows if m["date_sent"] and keep(_gmt_day(m["date_sent"]), query[key])]
+        try:
+            size, page = min(1000, int(query.get("PageSize", 50))), int(query.get("Page", 0))
+        except ValueError:
+            return Reply(400, {"code": 20001, "message": "Invalid paging parameters", "status": 400})
+        shown = rows[page * size : (page + 1) * size]
+        base = f"/2010-04-01/Accounts/{self.account_sid}/Messages.json"
+        kept = {k: v for k, v in query.items() if k not in ("Page", "PageSize")}
+
+        def uri(n: int) -> str:
+            return f"{base}?{urlencode({**kept, 'PageSize': size, 'Page': n})}"
+
+        more = (page + 1) * size < len(rows)
+        return Reply(
+            200,
+            {
+                "messages": shown,
+                "page": page,
+                "page_size": size,
+                "start": page * size,
+                "end": page * size + max(0, len(shown) - 1),
+                "uri": uri(page),
+                "first_page_uri": uri(0),
+                "next_page_uri": uri(page + 1) if more else None,
+                "previous_page_uri": uri(page - 1) if page else None,
+            },
+        )
+
+
+def _gmt_day(rfc2822: str) -> str:
+    return parsedate_to_datetime(rfc2822).astimezone(UTC).strftime("%Y-%m-%d")
 
 
 def _params(received: Received) -> dict[str, str]:

@@ -1,0 +1,15 @@
+-- Record one listener's outcome on an activated event, for the processor holding the lock.
+-- Recorded outcomes survive a change of processor: a successor that takes the event over
+-- (its predecessor died or stalled) runs only the listeners without one.
+-- KEYS[1] processor lock, KEYS[2] event hash.
+-- ARGV[1] lock value, ARGV[2] field ('o:<listener id>'), ARGV[3] outcome (JSON).
+-- Returns 1 when recorded, 0 when the event is not activated, -1 when the lock is not the
+-- caller's (nothing is written: the caller stops).
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return -1
+end
+if redis.call('HGET', KEYS[2], 'status') ~= 'activated' then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return 1
