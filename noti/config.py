@@ -77,7 +77,7 @@ class ChannelSettings(BaseModel):
     #: request went out, a worker killed mid-send) and the provider's status look-up cannot
     #: tell whether it was: ``hold`` sends nothing (the look-up is tried again at each
     #: attempt; when they run out the record fails for an operator): never two messages, maybe
-    #: none. ``resend`` sends again: never none, maybe two. See docs/providers-sms.md.
+    #: none. ``resend`` sends again: never none, maybe two. See docs/howto/providers/sms-once.md.
     lookup_failure: Literal["hold", "resend"] = "hold"
 
 
@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     numpool_redis_url: str | None = None
     #: Pools whose keys live under a base of the operator's choice instead of
     #: ``<key_prefix>{numpool:<pool>}``: pool name -> base, one hash tag in it, e.g.
-    #: ``{ shared = "{numpool}" }`` to share seed 003's own pool with its clients.
+    #: ``{ shared = "{numpool}" }`` to share the pool plain clients keep under ``{numpool}``.
     numpool_keys: dict[str, str] = Field(default_factory=dict)
     #: Acting user of the CLI and of API calls that pass no ``user``.
     user: str = Field(default_factory=_os_user)

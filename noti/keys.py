@@ -5,7 +5,8 @@ With the default prefix ``noti:``:
 ==============================  =======  ==================================================
 key                             type     holds
 ==============================  =======  ==================================================
-``noti:rec:<id>``               HASH     one notification record (seed field names)
+``noti:rec:<id>``               HASH     one notification record (the original system's
+                                         field names)
 ``noti:idx:all``                ZSET     every record id, score = created ms
 ``noti:idx:user:<user>``        ZSET     ids created by ``<user>``, score = created ms
 ``noti:idx:st:<st>``            ZSET     ids in status ``<st>``, score = ms it entered it
@@ -54,11 +55,11 @@ key                             type     holds
 ``noti:listeners``              HASH     listener name -> listener (JSON)
 ``noti:listeners:version``      STRING   bumped on every listener change
 ``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
-                                         seed 003's layout; the hash tag
+                                         the plain pool layout; the hash tag
                                          ``{numpool:<pool>}`` puts all its keys in one
                                          cluster slot, so one script can touch them all
                                          (``numpool_keys`` may give a pool another base,
-                                         such as the seed's ``{numpool}``)
+                                         such as a plain client's ``{numpool}``)
   ``…:numstate``                HASH     number -> JSON ``{"callstate": 0|1, "regstate":
                                          0|1}`` (+ ``"lease"`` while noti holds it)
   ``…:idle:up``                 LIST     free numbers (idle and up), longest free first
@@ -94,7 +95,7 @@ class Keys:
 
     prefix: str = "noti:"
     #: ``(pool, base)`` pairs of the ``numpool_keys`` setting: pools whose keys live under a
-    #: base of the operator's choice (a seed-003 client's ``{numpool}``).
+    #: base of the operator's choice (a plain client's ``{numpool}``).
     numpool_bases: tuple[tuple[str, str], ...] = ()
 
     def record(self, record_id: str) -> str:

@@ -1,12 +1,12 @@
 """The sender-number pool: numbers shared by many processes, moved by one atomic Lua script.
 
 Each number has a call state (idle/busy) and a registration state (up/down). Six events
-(:class:`Event`) move it through the state table of seed 003, which lives in
-``numpool.lua`` and nowhere else: each event is one ``EVALSHA sha 1 <base> event number …``
-(the seed's calling convention, noti's own arguments after it) over keys that share the
-base's hash tag ``{numpool:NAME}``, so it is atomic on a single Redis and on Redis Cluster.
-The data is in the seed's layout (a HASH of JSON states, a LIST of free numbers), so a
-seed-003 client and noti share one pool; docs/numpool.md lists what noti adds.
+(:class:`Event`) move it through the pool's state table, which lives in ``numpool.lua`` and
+nowhere else: each event is one ``EVALSHA sha 1 <base> event number …`` (the plain calling
+convention, noti's own arguments after it) over keys that share the base's hash tag
+``{numpool:NAME}``, so it is atomic on a single Redis and on Redis Cluster. The data is in
+the plain layout (a HASH of JSON states, a LIST of free numbers), so a plain client that
+knows nothing of noti and noti share one pool; docs/howto/numpool.md lists what noti adds.
 
 ``call`` without a number takes the number that has been free (idle and up) the longest:
 a number that becomes free goes to the tail of the free list and ``call`` takes the head,
@@ -95,7 +95,7 @@ class NumberState(enum.StrEnum):
 
 
 class Event(enum.StrEnum):
-    """What happens to a number (the seed's six events)."""
+    """What happens to a number (the pool's six events)."""
 
     ADD = "add"
     DEL = "del"
@@ -207,7 +207,7 @@ _BY_FLAGS = {
 
 
 def decode_state(raw: str | bytes) -> NumberState | None:
-    """A number's state as stored: the seed's JSON ``{"callstate": 0|1, "regstate": 0|1}``,
+    """A number's state as stored: the plain layout's JSON ``{"callstate": 0|1, "regstate": 0|1}``,
     or an earlier noti's string (``idle+up``); None when it is neither."""
     text = _text(raw)
     if not text.startswith("{"):
@@ -558,7 +558,7 @@ class NumberPool:
     def _call(
         self, event: str, number: str, *, sticky: tuple[str, int] | None = None, lease_ms: int = 0
     ) -> list[Any]:
-        # The seed's EVALSHA sha 1 <base> event number, then noti's own arguments.
+        # The plain EVALSHA sha 1 <base> event number, then noti's own arguments.
         args: list[str | int] = [event, number, *self._actor]
         args += [sticky[0], sticky[1]] if sticky is not None else ["", 0]
         args.append(lease_ms)
