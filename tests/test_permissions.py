@@ -104,7 +104,12 @@ def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
     assert [r.mark for r in noti.send(w.did, user=ADMIN) + noti.send(w.xid, user=ADMIN)] == ["OK", "KO"]
     assert [letter.record_id for letter in redrive().entries(user=ADMIN)] == [w.xid]
     rt.redis.sadd(rt.keys.suppressed("sms"), OPTED_OUT)
-    # events and listeners
+    # events and listeners: alice's done event whose listener failed (a variable the payload
+    # lacks), then alice's and bob's new ones
+    events.add_listener("order.failed", {**TEMPLATE, "target": "{{ nosuch }}"}, name="alices-bad", user=ALICE)
+    w.ids["fid"] = events.dispatch("order.failed", {"phone": PHONE}, user=ALICE)
+    events.events().processor().run()
+    assert events.get_event(w.fid, user=ADMIN).failed
     events.add_listener("order.paid", TEMPLATE, name="alices", user=ALICE)
     events.add_listener("order.paid", TEMPLATE, name="bobs", user=BOB)
     w.ids["eid"] = events.dispatch("order.paid", {"phone": PHONE}, user=ALICE)
@@ -438,6 +443,16 @@ MATRIX: dict[str, Verb] = {
         lambda w, u: events.list_events(user=u, creator=ALICE),
         lambda w: ["event", "list", "-u", ALICE],
         shows=lambda w, a, c: ({w.eid}, {w.beid}),
+    ),
+    "event retry": Verb(
+        "event retry ID",
+        "e.noti.event.retry.nopvg",
+        OK,
+        lambda w, u: events.retry_event(w.fid, user=u),
+        lambda w: ["event", "retry", w.fid],
+        lambda w, a, c, o: (
+            None if events.get_event(w.fid, user=ADMIN).replays == 1 else pytest.fail("not queued again")
+        ),
     ),
     # --- number pools: P is alice's; OLD was made before pools had owners ---
     "pool create": Verb(
