@@ -1,6 +1,6 @@
 """Run one ``noti`` command in this fresh process, then write what it imported.
 
-``python -m tests.cli_modules OUT ARGS...`` runs ``noti ARGS...`` (stdout and stderr as
+``python -m tests.cli_modules OUT ARGS...`` runs ``noti ARGS...`` as the ``noti`` script does (stdout and stderr as
 the command prints them) and writes to the file OUT, as JSON, the exit code, this process's
 id and ``sorted(sys.modules)`` after the command ran (tests/test_fast_cli.py).
 """
@@ -13,10 +13,10 @@ import sys
 
 
 def _run(argv: list[str]) -> int:
-    from noti.cli import main
+    from noti.cli import console_main
 
     try:
-        main(argv)
+        console_main(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     return 0

@@ -11,6 +11,7 @@ and redis-py do.
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from importlib import import_module
@@ -20,7 +21,7 @@ import click
 from noti.cli._options import CliContext
 from noti.errors import NotiError
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["COMMANDS", "cli", "console_main", "main"]
 
 log = logging.getLogger("noti.cli")
 
@@ -102,3 +103,24 @@ def main(argv: list[str] | None = None) -> None:
         log.debug("unexpected error", exc_info=True)
         click.echo(f"e.noti.internal: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)
+
+
+def console_main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``noti`` script and of ``python -m noti``: :func:`main` in a process
+    of its own, which ends when the command does.
+
+    Before the process exits, every object it holds is handed to :func:`gc.freeze`. When
+    CPython exits, it tears the modules down and runs its cycle collector over every object
+    still tracked, several times: with the ~45,000 objects that importing redis-py, pydantic
+    and click leaves, that took 35-45 ms, a seventh of ``noti list`` (``make bench`` scenario
+    10: ``python -c "import noti.api"`` 264 ms, 218 ms with ``gc.freeze()`` at its end, same
+    rounds). Frozen objects are left out of those collections. Nothing else changes: the
+    output is flushed and the ``atexit`` handlers run as before, and what is still allocated
+    is released with the process (Python never promised to finalize it at exit). Only this
+    entry point freezes: :func:`main` called inside a longer-lived process (tests, an
+    application) does not.
+    """
+    try:
+        main(argv)
+    finally:
+        gc.freeze()
