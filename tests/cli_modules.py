@@ -1,8 +1,9 @@
 """Run one ``noti`` command in this fresh process, then write what it imported.
 
-``python -m tests.cli_modules OUT ARGS...`` runs ``noti ARGS...`` as the ``noti`` script does (stdout and stderr as
-the command prints them) and writes to the file OUT, as JSON, the exit code, this process's
-id and ``sorted(sys.modules)`` after the command ran (tests/test_fast_cli.py).
+``python -m tests.cli_modules OUT ARGS...`` runs ``noti ARGS...`` as the ``noti`` script
+does (:func:`noti.cli.console_main`; stdout and stderr as the command prints them) and
+writes to the file OUT, as JSON, the exit code, this process's id and
+``sorted(sys.modules)`` after the command ran (tests/test_fast_cli.py).
 """
 
 from __future__ import annotations
