@@ -8,7 +8,6 @@ then from the defaults below. Provider options (secrets included) live in the TO
 
 from __future__ import annotations
 
-import difflib
 import functools
 import getpass
 import os
@@ -263,6 +262,8 @@ def _problem(error: Any) -> str:
         return f"{variable}: {error['msg']}"
     where = f" in {config_file}" if config_file else ""
     message = f"unknown setting {'.'.join(loc)!r}{where}"
+    import difflib  # only for this message: reading valid settings needs none of it
+
     known = _known_keys(loc[:-1])
     close = difflib.get_close_matches(loc[-1], known, n=1)
     return message + (f" (did you mean {close[0]!r}?)" if close else "")
