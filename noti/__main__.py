@@ -1,3 +1,3 @@
-from noti.cli import main
+from noti.cli import console_main
 
-main()
+console_main()

@@ -10,15 +10,17 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from noti.bulk import BulkResult, add_many
-from noti.delay import due_ms
 from noti.notifier import Notifier, Revocation
-from noti.record import Notification, now_ms
-from noti.redrive import Redrive
+from noti.record import Notification
 from noti.runtime import get_runtime
 
 if TYPE_CHECKING:
+    from noti.bulk import BulkResult
+    from noti.redrive import Redrive
     from noti.sender import SendResult
+
+# noti.bulk, noti.delay and noti.redrive are imported by the calls that use them: reading
+# records (``noti list``, ``noti get``) needs none of them (tests/test_fast_cli.py)
 
 __all__ = [
     "Notifier",
@@ -64,6 +66,8 @@ def notifier() -> Notifier:
 
 def redrive() -> Redrive:
     """Dead-letter operations over this process's runtime."""
+    from noti.redrive import Redrive
+
     current = notifier()
     return Redrive(current.runtime, current.publisher)
 
@@ -132,6 +136,8 @@ def notify_webhook(
 
 def notify_many(items: Iterable[object], *, user: str | None = None) -> BulkResult:
     """Validate and store many notifications (see :mod:`noti.bulk`)."""
+    from noti.bulk import add_many
+
     return add_many(notifier(), items, user=user)
 
 
@@ -148,6 +154,10 @@ def schedule_many(
         InvalidInput: ``e.cmd.noti.add.baddelay``: a bad ``delay`` or ``eta`` (every item
             would be refused for it; nothing is stored).
     """
+    from noti.bulk import add_many
+    from noti.delay import due_ms
+    from noti.record import now_ms
+
     due_ms(delay=delay, eta=eta, now_ms=now_ms())
     defaults: dict[str, Any] = {}
     if delay is not None:
@@ -195,3 +205,12 @@ def clean_done(**kwargs: Any) -> list[Notification]:
 def send(record_id: str | None = None, **kwargs: Any) -> list[SendResult]:
     """Send waiting records in this process (see :meth:`Notifier.send`)."""
     return list(notifier().send(record_id, **kwargs))
+
+
+def __getattr__(name: str) -> Any:
+    """``Redrive``, named in ``__all__``, imported from :mod:`noti.redrive` on first use."""
+    if name == "Redrive":
+        from noti.redrive import Redrive
+
+        return Redrive
+    raise AttributeError(f"module 'noti.api' has no attribute {name!r}")

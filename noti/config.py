@@ -9,7 +9,6 @@ from the defaults below. Provider options (secrets included) live in the TOML fi
 
 from __future__ import annotations
 
-import difflib
 import functools
 import getpass
 import os
@@ -341,6 +340,8 @@ def _problem(error: Any) -> str:
         return f"{variable}: {error['msg']}"
     where = f" in {found}" if found else ""
     message = f"unknown setting {'.'.join(loc)!r}{where}"
+    import difflib  # only for this message: reading valid settings needs none of it
+
     known = _known_keys(loc[:-1])
     close = difflib.get_close_matches(loc[-1], known, n=1)
     return message + (f" (did you mean {close[0]!r}?)" if close else "")

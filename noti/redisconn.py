@@ -166,6 +166,19 @@ def _host_port(item: str, url: str) -> tuple[str, int]:
     return host, int(port) if colon else SENTINEL_PORT
 
 
+#: What redis-py sends with ``CLIENT SETINFO``, its version given as ``redis.__version__``:
+#: without it, redis-py looks its version up in the installed distributions' metadata for
+#: every connection it makes, which took 2-3 ms of each ``noti get`` (the first lookup of a
+#: process scans ``sys.path`` and imports ``email.parser``; bench scenario 10). The redis-py
+#: versions that have ``redis.DriverInfo`` take one; older ones the ``lib_version`` that newer
+#: ones deprecate. The version sent is the same either way.
+_DRIVER_INFO: tuple[str, object] = (
+    ("driver_info", redis.DriverInfo(lib_version=redis.__version__))
+    if hasattr(redis, "DriverInfo")
+    else ("lib_version", redis.__version__)
+)
+
+
 def connect(
     url: str,
     *,
@@ -200,6 +213,7 @@ def connect(
     }
     if retry is not None:
         options.update(retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError])
+    options.setdefault(*_DRIVER_INFO)
     sentinel_url = SentinelUrl.parse(url)
     client: redis.Redis
     if sentinel_url is None:

@@ -14,15 +14,18 @@ from typing import TYPE_CHECKING, Any
 from noti.config import Settings, get_settings, load_settings
 from noti.deadletter import DeadLetters, load_hook
 from noti.delay import DelayedQueue
-from noti.handlers import NotificationHandler, load_handler
 from noti.keys import Keys
-from noti.lease import LeaseKeeper
-from noti.ratelimit import RateLimiter
 from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
 from noti.store import RecordStore
 
 if TYPE_CHECKING:
+    from noti.handlers import NotificationHandler
+    from noti.lease import LeaseKeeper
     from noti.providers import ProviderSet
+    from noti.ratelimit import RateLimiter
+
+# What only delivery uses (providers, handlers, rate limits, leases) is imported by the
+# property that builds it: reading or adding records (the CLI) needs none of it.
 
 __all__ = ["Runtime", "configure", "get_runtime"]
 
@@ -80,16 +83,22 @@ class Runtime:
         Raises:
             InvalidConfig: the setting names nothing usable.
         """
+        from noti.handlers import load_handler
+
         return load_handler(self.settings.handlers)
 
     @functools.cached_property
     def rate_limiter(self) -> RateLimiter:
         """Per-provider token buckets shared by all workers."""
+        from noti.ratelimit import RateLimiter
+
         return RateLimiter(self.redis, self.keys)
 
     @functools.cached_property
     def lease_keeper(self) -> LeaseKeeper:
         """Renews the leases of this process's sends in progress (started on first use)."""
+        from noti.lease import LeaseKeeper
+
         return LeaseKeeper(self.store)
 
     def close(self) -> None:

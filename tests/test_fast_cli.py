@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gc
 import io
 import json
 import os
@@ -39,6 +40,47 @@ from tests.test_cli import run
 PHONE = "+8613912345678"
 #: Packages a command reading or adding records must not import.
 HEAVY = ("celery", "kombu", "jinja2", "redbeat", "flower", "rich.progress")
+#: What ``noti list`` and ``noti get`` must not import either: bulk adds, dead-letter
+#: redrive, the delivery side (providers, sending, leases, rate limits, handlers, number
+#: pools), rich for a table the plain layout prints, difflib (for settings errors only),
+#: and ``email.parser``, which ``importlib.metadata`` loads to read an installed
+#: distribution's metadata: reading records reads none (redis-py is given its version).
+NOT_FOR_READING = (
+    "noti.bulk",
+    "noti.redrive",
+    "noti.providers",
+    "noti.sender",
+    "noti.sendloop",
+    "noti.lease",
+    "noti.ratelimit",
+    "noti.handlers",
+    "noti.numpool",
+    "noti.events",
+    "noti.observe",
+    "rich",
+    "difflib",
+    "email.parser",
+)
+#: What ``noti add`` must not import: it validates, stores and queues one record (with the
+#: checks of its own providers, see below), so no bulk adds, redrive or sending.
+NOT_FOR_ADDING = (
+    "noti.bulk",
+    "noti.redrive",
+    "noti.sender",
+    "noti.sendloop",
+    "noti.lease",
+    "noti.ratelimit",
+    "noti.handlers",
+    "noti.events",
+    "noti.observe",
+    "rich",
+    "difflib",
+)
+
+
+def _loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` that are one of ``names`` or inside one of them."""
+    return [m for m in modules if any(m == n or m.startswith(n + ".") for n in names)]
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -116,6 +158,52 @@ def test_list_and_get_print_what_they_print_with_everything_loaded(rt: Any, fres
         assert _heavy(report["modules"]) == [], (args, _heavy(report["modules"]))
         assert _providers(report["modules"]) == [], (args, _providers(report["modules"]))
     assert fresh("get", theirs, user=ALICE)[0].stderr.startswith("e.cmd.noti.get.nopvg")
+
+
+def test_list_get_and_add_import_only_what_they_use(rt: Any, fresh: Fresh) -> None:
+    record_id = noti.notify_sms(PHONE, "a plain text", user=ALICE)
+    for args in (("list",), ("list", "-json"), ("get", record_id), ("get", record_id, "-json")):
+        result, report = fresh(*args)
+        assert result.returncode == 0 and record_id in result.stdout, (args, result.stderr)
+        assert _loaded(report["modules"], NOT_FOR_READING) == [], args
+    result, report = fresh("add", "sms", "-to", PHONE, "-text", "hello")
+    assert result.returncode == 0 and rt.store.get(result.stdout.strip()).fields == {"text": "hello"}
+    assert _loaded(report["modules"], NOT_FOR_ADDING) == []
+
+
+def test_a_built_in_provider_kind_loads_without_reading_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    import noti.providers
+    from noti.providers.sandbox import SandboxProvider
+
+    def no_scan(**_: Any) -> Any:
+        raise AssertionError("the installed distributions' entry points were read")
+
+    noti.providers.available_kinds.cache_clear()
+    monkeypatch.setattr(noti.providers, "entry_points", no_scan)
+    try:
+        assert noti.providers.load_kind("sandbox") is SandboxProvider
+        with pytest.raises(AssertionError):  # a kind noti does not ship is looked for there
+            noti.providers.load_kind("no-such-kind")
+    finally:
+        noti.providers.available_kinds.cache_clear()
+
+
+def test_the_noti_script_pauses_and_freezes_the_collector_in_its_own_process_only(
+    rt: Any, fresh: Fresh
+) -> None:
+    record_id = noti.notify_sms(PHONE, "x", user=ALICE)
+    result, report = fresh("get", record_id)  # as the noti script: console_main
+    assert result.returncode == 0
+    assert report["gc"]["enabled"] and report["gc"]["frozen"] > 0
+    # a command whose API cannot be built (bad settings) resumes the collector all the same
+    fresh.env["NOTI_RETRY_MAX"] = "0"
+    result, report = fresh("get", record_id)
+    assert result.returncode == 1 and result.stderr.startswith("e.noti.config")
+    assert report["gc"]["enabled"]
+    # main() in a longer-lived process (this one) leaves the collector as it was
+    frozen = gc.get_freeze_count()
+    assert run("get", record_id).exit_code == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
 
 
 def _strip_tag(envelope: dict[str, Any]) -> dict[str, Any]:

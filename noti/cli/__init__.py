@@ -11,6 +11,7 @@ and redis-py do.
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from importlib import import_module
@@ -20,9 +21,12 @@ import click
 from noti.cli._options import CliContext
 from noti.errors import NotiError
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["COMMANDS", "cli", "console_main", "main"]
 
 log = logging.getLogger("noti.cli")
+
+#: True once :func:`console_main` runs: this process ends when its command does.
+_one_shot = False
 
 #: Every top-level command: its name -> ``"module:attribute"`` of its click command.
 #: A new command is one line here (its module is imported only when it is used).
@@ -85,7 +89,7 @@ class LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, acting_user: str | None) -> None:
     """Notifications delivered by Celery workers from Redis."""
-    ctx.obj = CliContext(user=acting_user)
+    ctx.obj = CliContext(user=acting_user, one_shot=_one_shot)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,3 +109,29 @@ def main(argv: list[str] | None = None) -> None:
         log.debug("unexpected error", exc_info=True)
         click.echo(f"e.noti.internal: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)
+
+
+def console_main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``noti`` script and of ``python -m noti``: :func:`main` in a process
+    of its own, which ends when the command does.
+
+    Before the process exits, every object it holds is handed to :func:`gc.freeze`. When
+    CPython exits, it tears the modules down and runs its cycle collector over every object
+    still tracked, several times: with the ~45,000 objects that importing redis-py, pydantic
+    and click leaves, that took 35-45 ms, a seventh of ``noti list`` (measured on the 2-core
+    bench machine, 15 interleaved runs each: ``python -c "import noti.api"`` 264 ms, 218 ms
+    with ``gc.freeze()`` at its end; ``make bench`` scenario 10 times the commands). Frozen
+    objects are left out of those collections. Nothing else changes: the output is flushed
+    and the ``atexit`` handlers run as before, and what is still allocated is released with
+    the process (Python never promised to finalize it at exit).
+
+    Only this entry point freezes, and only here is the collector paused while the API is
+    built (:class:`~noti.cli._options.CliContext`): :func:`main` called inside a
+    longer-lived process (tests, an application) leaves the collector alone.
+    """
+    global _one_shot
+    _one_shot = True
+    try:
+        main(argv)
+    finally:
+        gc.freeze()
