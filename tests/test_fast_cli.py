@@ -229,13 +229,16 @@ def test_add_runs_without_celery_and_queues_celerys_own_message(rt: Any, fresh: 
     assert written["headers"]["origin"] == f"gen{report['pid']}@{socket.gethostname()}"
     assert json.loads(base64.b64decode(written["body"]))[0] == [record.id]
     # no Celery, kombu or Jinja; of the providers, only the code of the record's own chain
-    # (the sandbox here), which checks the message before it is stored
+    # (the sandbox here, with its options' sender-pool part), which checks the message
+    # before it is stored; the pool itself is loaded by a send, not by a check
     assert _heavy(report["modules"]) == []
     assert set(_providers(report["modules"])) <= {
         "noti.providers",
         "noti.providers.base",
         "noti.providers.sandbox",
+        "noti.providers._sender",
     }
+    assert not [m for m in report["modules"] if m.startswith("noti.numpool")]
     # a refused add still refuses, with its code, and stores nothing
     refused, report = fresh("add", "sms", "-to", "not a phone", "-text", "x")
     assert refused.returncode == 1 and refused.stderr.startswith("e.cmd.noti.add.badtarget")

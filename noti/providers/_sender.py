@@ -32,13 +32,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Self, TypeVar
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from pydantic import Field, model_validator
 
 from noti.inputs import POOL_NAME_PATTERN
-from noti.numpool import NumberPool, borrowed_sender
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
+
+if TYPE_CHECKING:  # the pool is loaded by the first pooled send: checking a message (noti add) needs none
+    from noti.numpool import NumberPool
 
 __all__ = ["SenderPoolOptions", "pooled_send"]
 
@@ -74,6 +76,8 @@ P = TypeVar("P", bound=Provider)
 
 def _pool_of(provider: Provider, name: str) -> NumberPool:
     """The provider's handle on pool ``name``, made once."""
+    from noti.numpool import NumberPool
+
     pool: NumberPool | None = provider.__dict__.get("_sender_pool")
     if pool is None or pool.name != name:
         client = provider.pool_redis if provider.pool_redis is not None else provider.redis
@@ -97,6 +101,8 @@ def pooled_send(send: Callable[[P, Message], Receipt]) -> Callable[[P, Message],
         opts = self.options
         if not isinstance(opts, SenderPoolOptions) or opts.sender_pool is None:
             return send(self, message)
+        from noti.numpool import borrowed_sender
+
         with borrowed_sender(
             _pool_of(self, opts.sender_pool),
             provider=self.name,
