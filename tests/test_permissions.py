@@ -33,6 +33,7 @@ from click.testing import CliRunner
 
 import noti
 import noti.api
+import tests.test_events_tasks  # noqa: F401 - registers the listener tasks (tests.events.explode)
 from noti import events
 from noti.api import redrive
 from noti.bridge.webman import Producer, QueueKeys, QueueNames
@@ -107,6 +108,11 @@ def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
     # events and listeners
     events.add_listener("order.paid", TEMPLATE, name="alices", user=ALICE)
     events.add_listener("order.paid", TEMPLATE, name="bobs", user=BOB)
+    # alice's failed event, done (a processor run here, before the others are dispatched)
+    events.add_listener("order.failed", "tests.events.explode", name="alice-task", user=ALICE)
+    w.ids["fid"] = events.dispatch("order.failed", {"phone": PHONE}, user=ALICE)
+    events.events().processor().run()
+    assert events.get_event(w.fid, user=ADMIN).failed
     w.ids["eid"] = events.dispatch("order.paid", {"phone": PHONE}, user=ALICE)
     w.ids["beid"] = events.dispatch("order.paid", {"phone": PHONE}, user=BOB)
     # alice's pool P: 1001 free, 1002 in a call, 1003 down; OLD, made before pools had owners
@@ -182,6 +188,11 @@ def events_of(w: World, user: str) -> set[str]:
 
 def listeners_of(w: World, user: str) -> set[str]:
     return {ALICE: {"alices"}, BOB: {"bobs"}}.get(user, set())
+
+
+def _retried(w: World) -> None:
+    event = events.get_event(w.fid, user=ADMIN)
+    assert (event.status.value, event.replays) == ("new", 1)
 
 
 def level_capped(w: World, actor: str, cell: str, out: str) -> None:
@@ -423,6 +434,14 @@ MATRIX: dict[str, Verb] = {
         lambda w: ["event", "show", w.eid],
         shows=lambda w, a, c: ({w.eid}, set()),
     ),
+    "event retry": Verb(
+        "event retry ID",
+        "e.noti.event.retry.nopvg",
+        OK,
+        lambda w, u: events.retry_event(w.fid, user=u),
+        lambda w: ["event", "retry", w.fid],
+        lambda w, a, c, o: _retried(w),
+    ),
     "event list": Verb(
         "event list",
         "",
@@ -430,6 +449,16 @@ MATRIX: dict[str, Verb] = {
         lambda w, u: events.list_events(user=u),
         lambda w: ["event", "list"],
         shows=scoped(events_of),
+        group="event list [-errors]",
+    ),
+    "event list -errors": Verb(
+        "event list -errors",
+        "",
+        SCOPED,
+        lambda w, u: events.list_events(user=u, failed=True),
+        lambda w: ["event", "list", "-errors"],
+        shows=scoped(lambda w, user: {w.fid} if user == ALICE else set()),
+        group="event list [-errors]",
     ),
     "event list -u": Verb(
         "event list -u USER",
