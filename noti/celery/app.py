@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from celery import Celery, bootsteps
+from celery import Celery, bootsteps, signals
 from celery.app.utils import Settings as Settings_
 
 from noti.celery.beat import beat_schedule, redbeat_config
@@ -159,6 +159,20 @@ app = NotiCelery(
     ],
 )
 app.add_defaults(lambda: celery_config(get_runtime().settings))
+
+
+def _import_user_modules(sender: Any = None, **_: Any) -> None:
+    """Celery's ``import_modules`` signal, sent by a starting worker before it imports the
+    ``imports`` setting itself: the modules of ``NOTI_IMPORTS`` are imported here first, so
+    that one that cannot be imported stops the worker with ``e.noti.config.imports`` naming
+    it (Celery re-raises what a receiver raised), not with Celery's bare ImportError."""
+    if sender is app:
+        from noti.imports import import_modules
+
+        import_modules(get_runtime().settings.imports)
+
+
+signals.import_modules.connect(_import_user_modules, weak=False)
 
 
 class KombuCheck(bootsteps.Step):
