@@ -136,7 +136,10 @@ def _tries(e: Event) -> str:
     processors that did not finish it, how many died (poison counts those) and stalled."""
     if not e.replaced:
         return f"{e.tries} (activations)"
-    return f"{e.tries} (activations: {e.deaths} processor(s) died, {e.stalls} stalled and were taken over)"
+    return (
+        f"{e.tries} (activations: {len(e.replaced)} processor(s) did not finish it:"
+        f" {e.deaths} died, {e.stalls} stalled)"
+    )
 
 
 def _show_lines(e: Event) -> list[str]:
