@@ -16,6 +16,12 @@ again with the same ``key``. An event whose processors died ``event_max_tries`` 
 poison: it is marked done (``e.noti.event.poison``) and dead-lettered instead of being taken
 again, so it cannot block the queue (see ``activate.lua``).
 
+A listener with a retry policy (``retries``, ``backoff_s``) that fails with retries left
+ends the event's step there (``postpone.lua``): the event waits in the back-off set, out of
+the arrival queue, so no later event waits for it, and once due goes to the end of the
+queue; its next step runs that listener again, then the ones after it. One that gives up
+gets its error with its attempts and a dead letter (``outcome.lua``).
+
 A listener runs only for events its owner may read (:meth:`noti.users.User.can_touch`):
 its owner's own events, or every event for root members' and root administrators'
 listeners. Other listeners are passed over, with nothing recorded.

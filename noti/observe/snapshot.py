@@ -257,6 +257,7 @@ def read_snapshot(
         pipe.zrange(keys.delayed, 0, 0, withscores=True)
         pipe.xlen(keys.dead_letters)
         pipe.llen(keys.event_queue)
+        pipe.zcard(keys.event_backoff)  # not processed yet either: waiting for a listener's retry
         pipe.lindex(keys.event_queue, 0)
         pipe.get(keys.event_lock)
         pipe.pttl(keys.event_lock)
@@ -274,9 +275,20 @@ def read_snapshot(
             _read_queues(broker_pipe, lists, tail_lists)
             broker_replies = broker_pipe.execute()
     metrics, *by_status = replies[:5]
-    delayed, delayed_due, oldest_delayed, dead, backlog, event_head, lock_text, lock_ttl, workers, pools = (
-        replies[5:own]
-    )
+    (
+        delayed,
+        delayed_due,
+        oldest_delayed,
+        dead,
+        queued,
+        backoff,
+        event_head,
+        lock_text,
+        lock_ttl,
+        workers,
+        pools,
+    ) = replies[5:own]
+    backlog = int(queued) + int(backoff)
     lengths: list[int] = []
     tails: list[tuple[str, str]] = []  # (queue, record id) of each oldest channel message
     unacked: int | None = None
