@@ -217,9 +217,10 @@ class Settings(BaseSettings):
     #: Time-to-live of the processor's liveness lock (renewed every third of it): how soon a
     #: dead processor is replaced.
     event_lock_ttl_s: float = Field(default=10.0, ge=0.5, le=600)
-    #: How many times an event may be activated: one whose processor died that often (a
-    #: listener that kills or exhausts its process) is marked done as ``e.noti.event.poison``,
-    #: dead-lettered, and the queue moves on.
+    #: How many of the processors that activated an event may die: one whose processor died
+    #: that often (a listener that kills or exhausts its process; a processor that stalled
+    #: and said so is not counted) is marked done as ``e.noti.event.poison``, dead-lettered,
+    #: and the queue moves on.
     event_max_tries: int = Field(default=3, ge=1, le=100)
     #: How long done events are kept before the beat job ``noti.events.clean`` removes them.
     event_keep_done_s: float = Field(default=7 * 86400, gt=0)

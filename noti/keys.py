@@ -48,6 +48,8 @@ key                             type     holds
 ``noti:events:user:<user>``     ZSET     ids dispatched by ``<user>``, score = seq
 ``noti:events:starting``        STRING   a processor task is queued and has not started yet (PX expiry)
 ``noti:events:stop``            HASH     how the last event processor stopped
+``noti:events:backoff``         ZSET     events waiting for a listener's retry back-off, score =
+                                         due ms (then moved to the end of the arrival queue)
 ``noti:events:stalled:<proc>``  STRING   that processor lost its lock while alive (a stall,
                                          not a death: poison does not count it; PX 1 day)
 ``noti:lock:events``            STRING   the event processor's liveness lock (JSON: token,
@@ -227,6 +229,11 @@ class Keys:
     @property
     def event_stop(self) -> str:
         return f"{self.prefix}events:stop"
+
+    @property
+    def event_backoff(self) -> str:
+        """Events waiting for a listener's retry back-off (score: when due, ms)."""
+        return f"{self.prefix}events:backoff"
 
     def event_stalled(self, processor: str) -> str:
         """Set by a processor that found its lock lost while it was alive (stalled, not dead);

@@ -742,6 +742,41 @@ def test_processors_that_stalled_are_not_counted_as_deaths_towards_poison(rt: An
     event = api.get(event_id)
     assert event.status is EventStatus.DONE and not event.failed and event.tries == 4
     assert rt.dead_letters.entries() == []
+    # and tries counts every activation; deaths and stalls say what became of the processors
+    # that did not finish it, in the API, the JSON and noti event show
+    assert (event.deaths, event.stalls) == (1, 2)
+    assert (event.to_json()["tries"], event.to_json()["deaths"], event.to_json()["stalls"]) == (4, 1, 2)
+    shown = run("event", "show", event_id, user=ADMIN)
+    assert "tries      4 (activations: 3 processor(s) did not finish it: 1 died, 2 stalled)" in shown.stdout
+
+
+def test_tries_of_a_poisoned_event_count_its_dead_processors(rt: Any) -> None:
+    api, _ = make(rt)
+    add_listener("order.paid", "tests.events.echo", name="echo")
+    fine = api.dispatch("order.fine", {})  # no listener
+    rt.redis.set(rt.keys.event_lock, "first", px=60_000)
+    api.store.activate("first", now_ms=1, processor="first", max_tries=3)  # fine: its first try
+    rt.redis.delete(rt.keys.event_lock)
+    api.processor().run()
+    assert api.get(fine).tries == 2  # its first processor died; the second finished it
+    pill = api.dispatch("order.paid", {"id": 1})
+    for n in range(3):
+        rt.redis.set(rt.keys.event_lock, f"dead-{n}", px=60_000)
+        api.store.activate(f"dead-{n}", now_ms=1, processor=f"dead-{n}", max_tries=3)
+        rt.redis.delete(rt.keys.event_lock)
+    api.store.mark_stalled("dead-1")  # one of them said it stalled: not a death
+    rt.redis.set(rt.keys.event_lock, "dead-3", px=60_000)
+    api.store.activate("dead-3", now_ms=1, processor="dead-3", max_tries=3)
+    rt.redis.delete(rt.keys.event_lock)
+    api.processor().run()
+    poisoned = api.get(pill)
+    assert poisoned.error_code == "e.noti.event.poison"
+    assert (poisoned.tries, poisoned.deaths, poisoned.stalls) == (4, 3, 1)
+    assert (api.get(fine).deaths, api.get(fine).stalls) == (1, 0)
+    shown = run("event", "show", pill, user=ADMIN)
+    assert "tries      4 (activations: 4 processor(s) did not finish it: 3 died, 1 stalled)" in shown.stdout
+    new = run("event", "show", api.dispatch("order.new", {}), user=ADMIN)
+    assert "tries      0 (activations)" in new.stdout
 
 
 # --- retry and replay ----------------------------------------------------------------------------

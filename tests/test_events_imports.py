@@ -14,7 +14,7 @@ import pytest
 
 from noti.errors import InvalidConfig
 from noti.events import Events, EventStatus
-from tests.conftest import ADMIN, BASE_ENV, wait_until
+from tests.conftest import ADMIN, BASE_ENV, WorkerProcess, wait_until
 from tests.test_events_processing import WORKER_CONFIG
 
 SHOP_TASKS = """
@@ -122,3 +122,47 @@ def test_a_worker_imports_them_and_runs_the_listener(
     )
     assert not event.failed, event.error_message
     assert event.outcomes[0].result == {"audited": 42, "event": "order.paid"}
+
+
+@pytest.mark.slow
+def test_a_worker_with_a_module_that_cannot_be_imported_refuses_to_start_naming_it(
+    rt: Any, redis_url: str, shop: Path, tmp_path: Path
+) -> None:
+    # given a waiting event, and NOTI_IMPORTS naming a missing module, or one whose import fails
+    (shop / "shop" / "broken.py").write_text("raise RuntimeError('the database is not configured')\n")
+    event_id = Events(rt, start_processor=lambda: None).dispatch("order.paid", {"id": 1})
+    cases = {
+        "shop.nosuch": "ModuleNotFoundError: No module named 'shop.nosuch'",
+        "shop.tasks,shop.broken": "RuntimeError: the database is not configured",
+    }
+    for imports, cause in cases.items():
+        config = tmp_path / "w.toml"
+        config.write_text(WORKER_CONFIG)
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
+            **BASE_ENV,
+            "NOTI_REDIS_URL": redis_url,
+            "NOTI_CONFIG": str(config),
+            "PYTHONPATH": str(shop),
+            "NOTI_IMPORTS": imports,
+        }
+        worker = WorkerProcess(env, "-P", "threads", "-c", "1")
+        try:
+            # when it starts, then it stops before it is ready, with the code naming the module
+            worker.proc.wait(60)
+        finally:
+            worker.kill()
+        output = worker.output()
+        bad = imports.split(",")[-1]
+        assert worker.proc.returncode != 0, output[-3000:]
+        assert (
+            f"e.noti.config.imports: NOTI_IMPORTS names the module '{bad}', which cannot be imported:"
+            in output
+        ), output[-3000:]
+        assert cause in output and "ready." not in output
+        # and that is the worker's last word, before Celery tried to import the module itself
+        last = [line for line in output.splitlines() if line.strip()][-1]
+        assert last.startswith("noti.errors.InvalidConfig: e.noti.config.imports: "), output[-3000:]
+        assert "import_task_module" not in output
+    # and it ran nothing: the event still waits
+    assert Events(rt).get(event_id, user=ADMIN).status is EventStatus.NEW

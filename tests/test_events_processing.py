@@ -318,3 +318,47 @@ def test_under_sparse_traffic_each_dispatch_after_an_idle_processor_queues_one_i
         wait_until(lambda: not api.status().alive)
         # ... and the processor left no "starting" marker behind to hold back the next one
         assert not rt.redis.exists(rt.keys.event_starting)
+
+
+def test_a_listener_retry_policy_in_a_worker_runs_it_again_after_the_events_behind_it(
+    rt: Any, start_worker_now: Any
+) -> None:
+    # given a flaky task (fails twice, then succeeds) with 3 retries 0.2 s apart, a recorder
+    # after it, and three events already dispatched when the worker starts
+    add_listener("order.*", "tests.events.fail_times", name="a-flaky", retries=3, backoff=0.2)
+    add_listener("order.*", "tests.events.record_order", name="b-order")
+    first = dispatch("order.paid", {"fail": 2})
+    second, third = dispatch("order.paid", {}), dispatch("order.paid", {})
+    with start_worker_now():
+        event = done(rt, first)
+        wait_until(lambda: not Events(rt).status().alive)
+    # then it succeeded on its third attempt, its recorder ran once, after it
+    assert not event.failed and event.waits == 2
+    flaky, order = event.outcomes
+    assert (flaky.result, flaky.attempts, order.attempts) == (3, 3, None)
+    assert rt.redis.get(listener_tasks.attempts_key(first)) == "3"
+    # and the events behind it kept their order: each retry step was queued after them
+    seen = [x.split(":")[0] for x in rt.redis.lrange(listener_tasks.SEEN, 0, -1)]
+    assert seen == [second, second, third, third, first, first]
+    assert [Events(rt).get(i).outcomes[1].result for i in (second, third, first)] == [1, 2, 3]
+
+
+def test_a_listener_that_exhausts_its_retries_in_a_worker_ends_with_its_error_and_a_dead_letter(
+    rt: Any, worker: Any
+) -> None:
+    add_listener("order.*", "tests.events.explode", name="boom", retries=2, backoff=0.1)
+    add_listener("order.*", "tests.events.record_order", name="after")
+    event = done(rt, dispatch("order.paid", {"id": 7}))
+    boom, after = event.outcomes
+    assert event.error_code == "e.noti.event.task.failed" and event.waits == 2
+    assert boom.attempts == 3 and "gave up after 3 attempts" in (boom.error_message or "")
+    assert after.result == 1  # the listener after it ran once, after it gave up
+    [letter] = rt.dead_letters.entries()
+    assert (letter.record_id, letter.target, letter.error_class, letter.attempts) == (
+        event.id,
+        "boom",
+        "exhausted",
+        3,
+    )
+    assert [e.id for e in Events(rt).select(user=ADMIN, failed=True)] == [event.id]
+    wait_until(lambda: not Events(rt).status().alive)

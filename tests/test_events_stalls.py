@@ -66,6 +66,9 @@ def test_a_processor_stopped_past_its_lock_is_taken_over_and_writes_nothing_once
     # the event was taken over without counting a death: done, not poison, by the other worker
     assert (one.status, one.tries, one.error_code, two.tries) == (EventStatus.DONE, 2, "", 1)
     assert f"/{pid}/" not in one.processor
+    # and once it said so, the event reads: 2 activations, its first processor stalled
+    again = api.get(first)
+    assert (again.tries, again.deaths, again.stalls) == (2, 0, 1)
     assert [o.listener for o in one.outcomes] == ["a-first", "b-waits", "c-last"]
     # each listener ran once per event, in event order (the stopped one's call of b-waits,
     # in flight when it was stopped, is the only repeat: at least once, with the same key)

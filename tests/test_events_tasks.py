@@ -119,6 +119,17 @@ def _register() -> None:
             raise RuntimeError("not fixed yet")
         return attempt
 
+    @shared_task(name="tests.events.fail_times")
+    def fail_times(event: dict[str, Any]) -> int:
+        """Fails the first ``payload.fail`` times it is called for an event (0 when absent),
+        then succeeds; each call is counted, and each success recorded in SEEN in order."""
+        client = get_runtime().redis
+        attempt = int(client.incr(attempts_key(event["id"])))
+        if attempt <= int(event["payload"].get("fail", 0)):
+            raise RuntimeError(f"failure {attempt}")
+        client.rpush(SEEN, f"{event['id']}:{event['key']}")
+        return attempt
+
     @shared_task(name="tests.events.explode")
     def explode(event: dict[str, Any]) -> None:
         """Always fails."""
@@ -136,5 +147,14 @@ _register()
 def test_the_listener_tasks_are_registered_in_the_noti_app(rt: Any) -> None:
     from noti.events.actions import find_task
 
-    names = ("record_order", "block_first", "exit_process", "explode", "echo", "steal_lock", "hold_gil")
+    names = (
+        "record_order",
+        "block_first",
+        "exit_process",
+        "explode",
+        "echo",
+        "steal_lock",
+        "hold_gil",
+        "fail_times",
+    )
     assert all(find_task(f"tests.events.{name}") is not None for name in names)

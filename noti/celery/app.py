@@ -12,6 +12,7 @@ from typing import Any
 
 from celery import Celery, bootsteps
 from celery.app.utils import Settings as Settings_
+from celery.loaders.app import AppLoader
 
 from noti.celery.beat import beat_schedule, redbeat_config
 from noti.celery.publish import Publisher
@@ -128,12 +129,26 @@ def _own(conf: Any) -> Any:
     return conf
 
 
+class NotiLoader(AppLoader):
+    """noti's app loader: a starting worker imports the modules of ``NOTI_IMPORTS`` first
+    (:func:`noti.imports.import_modules`), so one that cannot be imported stops it with
+    ``e.noti.config.imports`` naming it, not with Celery's bare ImportError of its own
+    import of the ``imports`` setting. (No signal is hooked: a host project's worker in the
+    same process is left alone.)"""
+
+    def import_default_modules(self) -> Any:
+        from noti.imports import import_modules
+
+        import_modules(get_runtime().settings.imports)
+        return super().import_default_modules()
+
+
 class NotiCelery(Celery):
     """noti's Celery app: its settings come from noti's configuration only (:class:`_OwnSettings`),
     and no fix-up (Django's) attaches to it: noti's worker needs no host project's settings."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, fixups=[], **kwargs)
+        super().__init__(*args, fixups=[], loader=NotiLoader, **kwargs)
         _own(self._conf)  # the pending settings, filled in place on first read
 
     def task(self, *args: Any, **opts: Any) -> Any:

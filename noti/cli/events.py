@@ -131,6 +131,17 @@ def list_cmd(
     )
 
 
+def _tries(e: Event) -> str:
+    """``tries`` and what it counts: every activation of the current step; of the
+    processors that did not finish it, how many died (poison counts those) and stalled."""
+    if not e.replaced:
+        return f"{e.tries} (activations)"
+    return (
+        f"{e.tries} (activations: {len(e.replaced)} processor(s) did not finish it:"
+        f" {e.deaths} died, {e.stalls} stalled)"
+    )
+
+
 def _show_lines(e: Event) -> list[str]:
     lines = [
         f"id         {e.id}",
@@ -141,11 +152,18 @@ def _show_lines(e: Event) -> list[str]:
         f"created    {_when(e.created_ms)}",
         f"activated  {_when(e.activated_ms)}  (waited {_duration(e.wait_ms)})",
         f"done       {_when(e.done_ms)}  (ran {_duration(e.run_ms)})",
-        f"tries      {e.tries}",
+        f"tries      {_tries(e)}",
         f"processor  {e.processor or '-'}",
         f"error      {e.error_code + ': ' + e.error_message if e.error_code else '-'}",
         f"payload    {json.dumps(dict(e.payload), ensure_ascii=False)}",
     ]
+    if e.retry is not None:
+        r = e.retry
+        lines.append(
+            f"retry      listener {r.get('listener')} failed {r.get('attempts')} of"
+            f" {int(r.get('retries', 0)) + 1} attempts ({r.get('error_code')}: {r.get('error_message')});"
+            f" again after {_when(int(r.get('due_ms', 0)))}"
+        )
     if e.status is EventStatus.DONE:
         lines.append("result")
         for outcome in e.outcomes:
@@ -216,7 +234,10 @@ def status_cmd(
     else:
         click.echo("processor  none alive")
     c = status.counts
-    click.echo(f"backlog    {c.queued} ({c.new} new, {c.activated} activated); {c.done} done kept")
+    click.echo(
+        f"backlog    {c.queued} ({c.new} new, {c.activated} activated); {c.backoff} waiting for a"
+        f" listener's retry; {c.done} done kept"
+    )
     if c.head:
         click.echo(f"next       {c.head}")
     stop = status.last_stop
@@ -255,6 +276,8 @@ def listener() -> None:
 @click.option("-filter", "--filter", "filter_", help="Run only when this Jinja expression is true.")
 @click.option("-example", "--example", help="Example payload (JSON): templates are checked against it.")
 @click.option("-replace", "--replace", is_flag=True, help="Replace a listener of the same name.")
+@click.option("-retries", "--retries", default="0", help="Run it again up to N times after a failure (0-20).")
+@click.option("-backoff", "--backoff", default="0", help="Seconds to wait before each retry (0-86400).")
 @json_options
 @pass_cli
 def add_cmd(
@@ -270,6 +293,8 @@ def add_cmd(
     filter_: str | None,
     example: str | None,
     replace: bool,
+    retries: str,
+    backoff: str,
     out: Output,
     **fields: str | None,
 ) -> None:
@@ -294,6 +319,8 @@ def add_cmd(
         user=ctx.user,
         example=example_payload,
         replace=replace,
+        retries=retries,
+        backoff=backoff,
     )
     if out.quiet:
         return

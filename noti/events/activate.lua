@@ -5,16 +5,20 @@
 -- kills its processor), so it is marked done with the error code ARGV[7], a dead letter is
 -- appended, and the next event is looked at. A processor that lost its lock while alive
 -- (a stall: SIGSTOP, a listener holding the GIL) says so under ARGV[8] .. its name, and is
--- not counted as a death. Entries whose event is gone or done are dropped.
+-- not counted as a death. Entries whose event is gone or done are dropped. First, events whose
+-- listener retry back-off has passed (KEYS[9], score = due ms) are moved to the end of the
+-- arrival queue, in due order: their retry step is ordered after every event already queued.
 -- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'new' index,
 -- KEYS[4] 'activated' index, KEYS[5] listeners version, KEYS[6] 'done' index,
--- KEYS[7] dead-letter stream, KEYS[8] counters hash (noti/counters.py: events_done|poison).
+-- KEYS[7] dead-letter stream, KEYS[8] counters hash (noti/counters.py: events_done|poison),
+-- KEYS[9] back-off set.
 -- ARGV[1] lock value, ARGV[2] now (ms), ARGV[3] processor name, ARGV[4] event key prefix,
 -- ARGV[5] most activations per event (0 = no limit), ARGV[6] dead-letter stream max length,
 -- ARGV[7] poison error code, ARGV[8] stall marker prefix.
 -- Returns {-1} when the lock is not the caller's, {0, poisoned} when no event waits, else
 -- {1, poisoned, id, name, user, payload, created ms, seq, tries, listeners version,
--- recorded outcomes (a flat list: field, JSON, field, JSON…), the listeners to re-run (JSON,
+-- recorded outcomes and failed attempts (a flat list: field, value, …: 'o:<listener id>' with
+-- an outcome's JSON, 'a:<listener id>' with a count), the listeners to re-run (JSON,
 -- '' unless the event was queued again by retry.lua), the return data of its last step};
 -- poisoned lists the events set aside as poison in this step, each {id, name, tries,
 -- payload, error message}.
@@ -23,6 +27,14 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local max_tries = tonumber(ARGV[5])
 local poisoned = {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', ARGV[2], 'LIMIT', 0, 100)
+for _, id in ipairs(due) do
+  redis.call('ZREM', KEYS[9], id)
+  if redis.call('HGET', ARGV[4] .. id, 'status') == 'new' then
+    redis.call('HDEL', ARGV[4] .. id, 'retry')
+    redis.call('RPUSH', KEYS[2], id)
+  end
+end
 while true do
   local id = redis.call('LINDEX', KEYS[2], 0)
   if not id then
@@ -68,10 +80,11 @@ while true do
     tries = redis.call('HINCRBY', key, 'tries', 1)
     local f = redis.call('HMGET', key, 'name', 'user', 'payload', 'created_ms', 'seq')
     local recorded = {}
-    if tries > 1 then
+    if tries > 1 or redis.call('HEXISTS', key, 'waits') == 1 then
       local all = redis.call('HGETALL', key)
       for i = 1, #all, 2 do
-        if string.sub(all[i], 1, 2) == 'o:' then
+        local prefix = string.sub(all[i], 1, 2)
+        if prefix == 'o:' or prefix == 'a:' then
           recorded[#recorded + 1] = all[i]
           recorded[#recorded + 1] = all[i + 1]
         end

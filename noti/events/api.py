@@ -26,7 +26,13 @@ from noti.events.event import (
     validate_event_name,
     validate_pattern,
 )
-from noti.events.listeners import CompiledListener, Listener, ListenerRegistry, validate_listener_name
+from noti.events.listeners import (
+    CompiledListener,
+    Listener,
+    ListenerRegistry,
+    retry_policy,
+    validate_listener_name,
+)
 from noti.events.liveness import Holder, read_holder
 from noti.events.processor import Limits, Processor
 from noti.events.store import POISON_CODE, EventCounts, EventStore
@@ -92,6 +98,7 @@ class ProcessorStatus:
             "activated": self.counts.activated,
             "done": self.counts.done,
             "head": self.counts.head,
+            "backoff": self.counts.backoff,
             "last_stop": dict(self.last_stop) or None,
         }
 
@@ -246,7 +253,8 @@ class Events:
         re-runs those listeners in order, keeping the other outcomes. Notifications keep their
         idempotency key (``event:<event id>:<listener id>``), so one a listener already made is
         not made twice. An event set aside as poison runs all its listeners again (after a fix),
-        and its dead letter is removed. Returns the event as queued again (``new``).
+        and its dead letter is removed; so are the dead letters of the listeners re-run that
+        gave up after their retry policy's attempts. Returns the event as queued again (``new``).
 
         Raises:
             NotFound: ``e.noti.event.not_found``. PermissionDenied: ``e.noti.event.retry.nopvg``.
@@ -288,8 +296,12 @@ class Events:
             raise InvalidInput(
                 f"event {event.id} changed meanwhile; try again", code="e.noti.event.retry.notdone"
             )
-        if poison:
-            letters = [x.entry_id for x in self.runtime.dead_letters.entries() if x.record_id == event.id]
+        letters = [
+            x.entry_id
+            for x in self.runtime.dead_letters.entries()
+            if x.record_id == event.id and x.source == "events" and (poison or x.target in rerun)
+        ]
+        if letters:
             self.runtime.dead_letters.remove([x for x in letters if x])
         if start:
             self._start(f"event {event.id} (retry)")
@@ -319,6 +331,8 @@ class Events:
         user: str | None = None,
         example: Mapping[str, Any] | None = None,
         replace: bool = False,
+        retries: object = 0,
+        backoff: object = 0,
     ) -> Listener:
         """Register a listener for events named ``event`` (``*`` matches any characters).
 
@@ -330,19 +344,34 @@ class Events:
         refused here rather than on the first event. With ``replace``, a listener of the same
         name (yours, or anyone's for root members) is replaced.
 
+        With ``retries`` (0-20), a failure of this listener is not final: the processor runs
+        it again up to that many times, ``backoff`` seconds (0-86400) after each failure, in a
+        new step of the event queued at the end of the arrival queue; the event is done once
+        the listener succeeded or gave up (see docs/events.md, *Listener retries*).
+
         Raises:
             InvalidInput: ``e.noti.listener.*`` (badevent, badname, badaction, badtemplate,
-            unsafe, badfilter, notask, undefined, exists, toolarge, …) and the notification's
+            unsafe, badfilter, notask, undefined, exists, toolarge, badretries, badbackoff, …)
+            and the notification's
             own ``e.cmd.noti.add.*`` codes.
             PermissionDenied: ``e.noti.listener.replace.nopvg``.
         """
         acting = self.user(user)
         validate_pattern(event)
+        count, backoff_s = retry_policy(retries, backoff)
         created = now_ms()
         listener_id = new_id(created)
         listener_name = validate_listener_name(name if name is not None else listener_id)
         listener = Listener(
-            listener_id, listener_name, event, acting.name, parse_action(action), filter, created
+            listener_id,
+            listener_name,
+            event,
+            acting.name,
+            parse_action(action),
+            filter,
+            created,
+            retries=count,
+            backoff_s=backoff_s,
         )
         compiled = CompiledListener.build(listener)
         if example is not None:

@@ -12,12 +12,20 @@ field             meaning
 ``status``        ``new`` → ``activated`` (a processor runs its listeners) → ``done``
 ``seq``           arrival order: the processor takes events strictly by ``seq``
 ``created_ms``    dispatched (epoch ms); ``activated_ms`` / ``done_ms`` likewise
-``tries``         how many times a processor activated it (2+ after a processor died; at
-                  most ``event_max_tries``, then it is done as ``e.noti.event.poison``)
+``tries``         how many processors activated it in its current step: 1, and one more
+                  each time another took it over after its processor died or stalled (a
+                  retry step starts again from 0)
+``holders``       those processors, one name a line: the ones before the last died or
+                  stalled (a stall is told by ``noti:events:stalled:<name>``); poison once
+                  ``event_max_tries`` of them died (``e.noti.event.poison``)
 ``processor``     the processor that activated it last (``host/pid/token``)
 ``replays``       how many times ``noti event retry`` queued it again (``rerun``: the
                   listeners the next step re-runs; ``o:<listener id>``: outcomes recorded
                   one by one during a step, folded into ``result`` when it is done)
+``retry``         while a listener waits for its retry back-off: JSON ``listener``,
+                  ``attempts`` (failed so far), ``retries``, ``due_ms``, ``error_code``,
+                  ``error_message`` (``a:<listener id>``: a listener's failed attempts)
+``waits``         how many retry steps its listeners' retry policies queued
 ``result``        the return data: one JSON entry per listener (see :class:`Outcome`)
 ``error_code``    empty when every listener succeeded, else the first failure's code;
 ``error_message`` with its message and how many listeners failed
@@ -38,6 +46,7 @@ from noti.errors import InvalidInput
 from noti.inputs import JSON_DEPTH_MAX, check_json_shape
 
 __all__ = [
+    "POISON_CODE",
     "Event",
     "EventStatus",
     "Outcome",
@@ -50,6 +59,8 @@ __all__ = [
 ]
 
 NAME_MAX = 200
+#: The error code of an event set aside because every processor that took it died.
+POISON_CODE = "e.noti.event.poison"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*\Z")
 _PATTERN = re.compile(r"^[A-Za-z0-9_.:*-]+\Z")
 
@@ -159,6 +170,8 @@ class Outcome:
     skipped: str | None = None
     error_code: str | None = None
     error_message: str | None = None
+    #: How many times it ran, when its retry policy ran it more than once.
+    attempts: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -177,6 +190,8 @@ class Outcome:
             out["error_message"] = self.error_message or ""
         elif self.task is not None:
             out["result"] = self.result
+        if self.attempts is not None:
+            out["attempts"] = self.attempts
         return out
 
     @classmethod
@@ -189,6 +204,7 @@ class Outcome:
             skipped=data.get("skipped"),
             error_code=data.get("error_code"),
             error_message=data.get("error_message"),
+            attempts=int(data["attempts"]) if isinstance(data.get("attempts"), int) else None,
         )
 
 
@@ -224,10 +240,31 @@ class Event:
     error_message: str = ""
     #: How many times it was queued again by a retry (``noti event retry``).
     replays: int = 0
+    #: The processors that activated it in its current step, in order (see ``tries``).
+    holders: tuple[str, ...] = ()
+    #: Of the processors that activated it before the last one (all of them for poison):
+    #: how many died, and how many stalled (said they lost their lock while alive). Filled
+    #: in by :class:`~noti.events.store.EventStore` reads; a processor still stopped counts
+    #: as died until it continues and says it stalled.
+    deaths: int = 0
+    stalls: int = 0
+    #: While a listener waits for its retry back-off: ``listener``, ``attempts`` (failed so
+    #: far), ``retries``, ``due_ms``, ``error_code``, ``error_message``; else None.
+    retry: Mapping[str, Any] | None = None
+    #: How many retry steps its listeners' retry policies queued.
+    waits: int = 0
 
     @property
     def failed(self) -> bool:
         return bool(self.error_code)
+
+    @property
+    def replaced(self) -> tuple[str, ...]:
+        """The processors that activated it and did not finish it (they died or stalled):
+        all but the last, or all of them when it was set aside as poison."""
+        if self.error_code == POISON_CODE:
+            return self.holders
+        return self.holders[:-1]
 
     @property
     def wait_ms(self) -> int | None:
@@ -254,7 +291,11 @@ class Event:
             "wait_ms": self.wait_ms,
             "run_ms": self.run_ms,
             "tries": self.tries,
+            "deaths": self.deaths,
+            "stalls": self.stalls,
             "replays": self.replays,
+            "waits": self.waits,
+            "retry": dict(self.retry) if self.retry is not None else None,
             "processor": self.processor or None,
             "error_code": self.error_code or None,
             "error_message": self.error_message or None,
@@ -290,4 +331,7 @@ def event_from_hash(data: Mapping[str, str]) -> Event:
         error_code=data.get("error_code", ""),
         error_message=data.get("error_message", ""),
         replays=_int(data.get("replays")),
+        holders=tuple(x for x in data.get("holders", "").split("\n") if x),
+        retry=json.loads(data["retry"]) if data.get("retry") else None,
+        waits=_int(data.get("waits")),
     )

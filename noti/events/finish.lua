@@ -4,7 +4,8 @@
 -- events_done|ok, or events_done|error when ARGV[5] names an error).
 -- ARGV[1] lock value, ARGV[2] id, ARGV[3] now (ms), ARGV[4] return data (JSON),
 -- ARGV[5] error code, ARGV[6] error message. The listener outcomes recorded one by one
--- (outcome.lua, fields 'o:<listener id>') are dropped: the return data holds them all now.
+-- (outcome.lua, fields 'o:<listener id>') and the listeners' failed attempts ('a:<listener
+-- id>', postpone.lua) are dropped: the return data holds them all now.
 -- Returns 1 when done, 0 when the event is not activated any more, -1 when the lock is
 -- not the caller's (another processor owns the queue now: nothing is written).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -15,9 +16,10 @@ if redis.call('HGET', KEYS[5], 'status') ~= 'activated' then
 end
 redis.call('HSET', KEYS[5], 'status', 'done', 'done_ms', ARGV[3], 'result', ARGV[4],
   'error_code', ARGV[5], 'error_message', ARGV[6])
-redis.call('HDEL', KEYS[5], 'rerun')
+redis.call('HDEL', KEYS[5], 'rerun', 'retry')
 for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
-  if string.sub(f, 1, 2) == 'o:' then
+  local prefix = string.sub(f, 1, 2)
+  if prefix == 'o:' or prefix == 'a:' then
     redis.call('HDEL', KEYS[5], f)
   end
 end

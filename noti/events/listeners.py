@@ -20,15 +20,28 @@ from noti.errors import InvalidInput, NotFound
 from noti.events.actions import Action, CompiledAction, NotifyAction, TaskAction, compile_action
 from noti.events.event import matches
 from noti.events.templates import CompiledFilter, compile_filter
-from noti.inputs import could_be_id, shown
+from noti.inputs import could_be_id, finite_number, integer, shown
 from noti.keys import Keys
 from noti.record import Channel
 from noti.redisconn import load_script, translate_errors
 
-__all__ = ["CompiledListener", "Listener", "ListenerRegistry", "validate_listener_name"]
+__all__ = [
+    "BACKOFF_MAX_S",
+    "RETRIES_MAX",
+    "CompiledListener",
+    "Listener",
+    "ListenerRegistry",
+    "retry_policy",
+    "validate_listener_name",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}\Z")
+_DECIMAL = re.compile(r"\s*[+-]?([0-9]{1,12}(\.[0-9]{0,9})?|\.[0-9]{1,9})\s*\Z")
 LISTENER_MAX_BYTES = 64 * 1024
+#: Most retries a listener may declare for its own failures.
+RETRIES_MAX = 20
+#: Longest back-off between two attempts of a listener (a day): beyond it a typo is likelier.
+BACKOFF_MAX_S = 86_400.0
 
 
 def validate_listener_name(name: object) -> str:
@@ -45,6 +58,35 @@ def validate_listener_name(name: object) -> str:
     return name
 
 
+def retry_policy(retries: object = 0, backoff: object = 0) -> tuple[int, float]:
+    """A listener's retry policy, checked: ``retries`` (0-:data:`RETRIES_MAX` more attempts
+    after a failure) and ``backoff`` (seconds to wait before each, 0-:data:`BACKOFF_MAX_S`).
+    Strings of decimal digits are read as numbers (the CLI passes its options' text).
+
+    Raises:
+        InvalidInput: ``e.noti.listener.badretries``, ``e.noti.listener.badbackoff``.
+    """
+    count = integer(
+        retries,
+        what="retries",
+        code="e.noti.listener.badretries",
+        minimum=0,
+        maximum=RETRIES_MAX,
+        digits=True,
+    )
+    if isinstance(backoff, str) and _DECIMAL.match(backoff):
+        backoff = float(backoff)
+    seconds = finite_number(
+        backoff, what="backoff (seconds)", code="e.noti.listener.badbackoff", minimum=0, maximum=BACKOFF_MAX_S
+    )
+    if seconds and not count:
+        raise InvalidInput(
+            "a backoff needs retries (the back-off is the wait before each retry)",
+            code="e.noti.listener.badbackoff",
+        )
+    return count, seconds
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
     """A subscription: events whose name matches ``event`` run ``action`` as ``user``."""
@@ -56,6 +98,10 @@ class Listener:
     action: Action
     filter: str | None = None
     created_ms: int = 0
+    #: Its retry policy (:func:`retry_policy`): after a failure, run it again up to
+    #: ``retries`` times, ``backoff_s`` seconds after the failure, before giving up.
+    retries: int = 0
+    backoff_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +112,8 @@ class Listener:
             "action": self.action.to_json(),
             "filter": self.filter,
             "created_ms": self.created_ms,
+            "retries": self.retries,
+            "backoff_s": self.backoff_s,
         }
 
     @classmethod
@@ -90,6 +138,8 @@ class Listener:
             action=action,
             filter=data.get("filter"),
             created_ms=int(data.get("created_ms", 0)),
+            retries=int(data.get("retries", 0)),
+            backoff_s=float(data.get("backoff_s", 0.0)),
         )
 
     def encode(self) -> str:

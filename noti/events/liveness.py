@@ -179,7 +179,7 @@ class ProcessorLock:
         with translate_errors(self.redis):
             return int(
                 self._release(
-                    keys=[k.event_lock, k.event_queue, k.event_starting, k.event_stop],
+                    keys=[k.event_lock, k.event_queue, k.event_starting, k.event_stop, k.event_backoff],
                     args=[
                         self.value,
                         mode,

@@ -16,6 +16,12 @@ again with the same ``key``. An event whose processors died ``event_max_tries`` 
 poison: it is marked done (``e.noti.event.poison``) and dead-lettered instead of being taken
 again, so it cannot block the queue (see ``activate.lua``).
 
+A listener with a retry policy (``retries``, ``backoff_s``) that fails with retries left
+ends the event's step there (``postpone.lua``): the event waits in the back-off set, out of
+the arrival queue, so no later event waits for it, and once due goes to the end of the
+queue; its next step runs that listener again, then the ones after it. One that gives up
+gets its error with its attempts and a dead letter (``outcome.lua``).
+
 A listener runs only for events its owner may read (:meth:`noti.users.User.can_touch`):
 its owner's own events, or every event for root members' and root administrators'
 listeners. Other listeners are passed over, with nothing recorded.
@@ -23,14 +29,15 @@ listeners. Other listeners are passed over, with nothing recorded.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import resource
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from noti.config import Settings
 from noti.deadletter import DeadLetter, DeadLetters
@@ -50,6 +57,17 @@ if TYPE_CHECKING:
 __all__ = ["Limits", "Processor", "RunReport", "StopReason", "resident_memory_mb"]
 
 log = logging.getLogger(__name__)
+
+
+class Backoff(Exception):
+    """A listener failed with retries left: the event's step ends here, and the listener runs
+    again after its back-off (internal to the processor)."""
+
+    def __init__(self, listener: Listener, attempts: int, outcome: Outcome) -> None:
+        super().__init__(f"listener {listener.name} failed (attempt {attempts})")
+        self.listener = listener
+        self.attempts = attempts
+        self.outcome = outcome
 
 
 class StopReason(StrEnum):
@@ -233,7 +251,7 @@ class Processor:
                 now_ms=now_ms(),
                 processor=self.holder.name,
                 max_tries=self.limits.max_tries,
-                dead_letter_max_len=self.dead_letters.max_len if self.dead_letters else 10_000,
+                dead_letter_max_len=self._dead_letter_max_len,
                 on_poison=self._poisoned,
             )
             if activation is None:
@@ -243,9 +261,13 @@ class Processor:
                 if released < 0:
                     raise LockLost("the processor lock was lost")
                 return StopReason.IDLE
-            outcomes = self.run_listeners(activation, fence=lock)
-            self.store.finish(lock.value, activation.id, outcomes, now_ms=now_ms())
-            self.processed += 1
+            try:
+                outcomes = self.run_listeners(activation, fence=lock)
+            except Backoff as wait:
+                self._postpone(lock, activation, wait)
+            else:
+                self.store.finish(lock.value, activation.id, outcomes, now_ms=now_ms())
+                self.processed += 1
             if time.monotonic() - started >= self.limits.max_runtime_s:
                 return StopReason.TIME
             if self._memory_mb() >= self.limits.max_memory_mb:
@@ -269,6 +291,111 @@ class Processor:
         """Raise :class:`LockLost` unless this processor still holds its lock (asked of Redis)."""
         if fence.lost or not self.store.holds(fence.value):
             raise LockLost("the processor lock was lost")
+
+    @property
+    def _dead_letter_max_len(self) -> int:
+        return self.dead_letters.max_len if self.dead_letters else 10_000
+
+    def _run_one(
+        self,
+        ready: CompiledListener,
+        run: RunContext,
+        values: Mapping[str, Any],
+        task: str | None,
+        fence: ProcessorLock | None,
+    ) -> Outcome:
+        """Run one listener (its filter, then, the lock checked, its action): its outcome,
+        failures included (a listener's bug must not stop the others).
+
+        Raises:
+            StoreUnavailable, LockLost: the step must stop (the event is taken again).
+        """
+        try:
+            if ready.filter is not None and not ready.filter.test(values):
+                return Outcome(run.listener_name, task=task, skipped="filter")
+            if fence is not None:
+                self._check(fence)
+            return ready.action.run(run, values, self.notifier)
+        except (StoreUnavailable, LockLost):
+            raise
+        except NotiError as exc:
+            return Outcome(run.listener_name, task=task, error_code=exc.code, error_message=exc.message)
+        except Exception as exc:  # noqa: BLE001 - a listener's bug must not stop the others
+            log.exception("event %s: listener %s failed", run.event_id, run.listener_name)
+            code = (
+                "e.noti.event.task.failed"
+                if isinstance(ready.action, CompiledTask)
+                else "e.noti.event.failed"
+            )
+            return Outcome(
+                run.listener_name, task=task, error_code=code, error_message=f"{type(exc).__name__}: {exc}"
+            )
+
+    def _apply_policy(
+        self, listener: Listener, event: Activation, outcome: Outcome, *, retrying: bool
+    ) -> tuple[Outcome, DeadLetter | None]:
+        """The listener's retry policy applied to its outcome: the outcome to record (with
+        ``attempts`` when it ran more than once) and, when it gave up, its dead letter.
+
+        Raises:
+            Backoff: it failed with retries left (only when ``retrying``: a processor's step).
+        """
+        before = event.attempts.get(listener.id, 0)
+        if not outcome.failed or listener.retries == 0:
+            return (replace(outcome, attempts=before + 1) if before else outcome), None
+        failed = before + 1
+        if retrying and failed <= listener.retries:
+            raise Backoff(listener, failed, outcome)
+        outcome = replace(
+            outcome,
+            attempts=failed,
+            error_message=f"{outcome.error_message} (gave up after {failed} attempts)",
+        )
+        letter = DeadLetter(
+            record_id=event.id,
+            type=f"event:{event.name}",
+            target=listener.name,
+            attempts=failed,
+            error_class="exhausted",
+            errmsg=f"{outcome.error_code}: listener {listener.name!r}: {outcome.error_message}",
+            at_ms=now_ms(),
+            source="events",
+            payload=json.dumps(dict(event.payload), ensure_ascii=False, separators=(",", ":")),
+        )
+        return outcome, letter
+
+    def _postpone(self, lock: ProcessorLock, event: Activation, wait: Backoff) -> None:
+        """End ``event``'s step: ``wait.listener`` runs again after its back-off."""
+        now = now_ms()
+        due = now + int(wait.listener.backoff_s * 1000)
+        log.info(
+            "event %s: listener %s failed (attempt %d of %d); again in %.3g s",
+            event.id,
+            wait.listener.name,
+            wait.attempts,
+            wait.listener.retries + 1,
+            wait.listener.backoff_s,
+        )
+        self.store.postpone(
+            lock.value,
+            event.id,
+            wait.listener.id,
+            attempts=wait.attempts,
+            due_ms=due,
+            retry={
+                "listener": wait.listener.name,
+                "attempts": wait.attempts,
+                "retries": wait.listener.retries,
+                "due_ms": due,
+                "error_code": wait.outcome.error_code,
+                "error_message": wait.outcome.error_message,
+            },
+        )
+
+    def _gave_up(self, letter: DeadLetter) -> None:
+        log.error("event %s: listener %s gave up: %s", letter.record_id, letter.target, letter.errmsg)
+        if self.dead_letters is not None:
+            self.dead_letters.notify_hook(letter)
 
     def _poisoned(self, letter: DeadLetter) -> None:
         log.error("event %s (%s): set aside as poison: %s", letter.record_id, letter.type, letter.errmsg)
@@ -352,36 +479,20 @@ class Processor:
                 owner=listener.user,
                 key=f"event:{event.id}:{listener.id}",
             )
-            try:
-                if ready.filter is not None and not ready.filter.test(values):
-                    outcomes.append(Outcome(listener.name, task=task, skipped="filter"))
-                    continue
-                if fence is not None:
-                    self._check(fence)
-                outcomes.append(ready.action.run(run, values, self.notifier))
-            except (StoreUnavailable, LockLost):
-                raise
-            except NotiError as exc:
-                outcomes.append(
-                    Outcome(listener.name, task=task, error_code=exc.code, error_message=exc.message)
-                )
-            except Exception as exc:  # noqa: BLE001 - a listener's bug must not stop the others
-                log.exception("event %s: listener %s failed", event.id, listener.name)
-                code = (
-                    "e.noti.event.task.failed"
-                    if isinstance(ready.action, CompiledTask)
-                    else "e.noti.event.failed"
-                )
-                outcomes.append(
-                    Outcome(
-                        listener.name,
-                        task=task,
-                        error_code=code,
-                        error_message=f"{type(exc).__name__}: {exc}",
-                    )
-                )
+            outcome = self._run_one(ready, run, values, task, fence)
+            outcome, letter = self._apply_policy(listener, event, outcome, retrying=fence is not None)
+            outcomes.append(outcome)
             if fence is not None:
-                self.store.record_outcome(fence.value, event.id, listener.id, outcomes[-1])
+                self.store.record_outcome(
+                    fence.value,
+                    event.id,
+                    listener.id,
+                    outcome,
+                    dead_letter=letter,
+                    dead_letter_max_len=self._dead_letter_max_len,
+                )
+                if letter is not None:
+                    self._gave_up(letter)
         if event.tries > 1:
             log.info("event %s: resumed (try %d)", event.id, event.tries)
         return outcomes

@@ -4,7 +4,9 @@
 -- The starting marker is made exact here too: it is set only when the caller is about to
 -- queue its successor, and dropped otherwise, so the next dispatch queues a processor at
 -- once rather than waiting for a marker left by an earlier dispatch to expire.
--- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] starting marker, KEYS[4] stop record.
+-- A retry whose back-off has passed (KEYS[5], score = due ms) counts as an event waiting.
+-- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] starting marker, KEYS[4] stop record,
+-- KEYS[5] back-off set.
 -- ARGV[1] lock value, ARGV[2] mode: 'idle' (only if no event waits), 'handover' (the caller
 -- queues a successor if events wait) or 'stop' (it queues none: the next dispatch or the
 -- sweep will), ARGV[3] starting marker time-to-live (ms), ARGV[4] now (ms), ARGV[5] reason,
@@ -17,6 +19,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return -1
 end
 local waiting = redis.call('LLEN', KEYS[2])
+  + #redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', ARGV[4], 'LIMIT', 0, 1)
 if ARGV[2] == 'idle' and waiting > 0 then
   return 0
 end

@@ -13,23 +13,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import redis
 
 from noti.deadletter import DeadLetter
-from noti.events.event import Event, EventStatus, Outcome, event_from_hash, matches, summarize
+from noti.events.event import (
+    POISON_CODE,
+    Event,
+    EventStatus,
+    Outcome,
+    event_from_hash,
+    matches,
+    summarize,
+)
 from noti.inputs import could_be_id
 from noti.keys import Keys
+from noti.record import now_ms as clock_ms
 from noti.redisconn import load_script, translate_errors
 
 __all__ = ["POISON_CODE", "Activation", "EventCounts", "EventStore"]
 
-#: The error code of an event set aside because every processor that took it died.
-POISON_CODE = "e.noti.event.poison"
 #: The event hash field prefix of a listener outcome recorded as it happened (+ listener id).
 OUTCOME_FIELD = "o:"
+#: The event hash field prefix of a listener's failed attempts in its retry policy (+ id).
+ATTEMPTS_FIELD = "a:"
 #: How long a stall marker is kept (ms).
 _STALL_KEEP_MS = 86_400_000
 _PAGE = 200
@@ -57,6 +66,8 @@ class Activation:
     rerun: tuple[str, ...] | None = None
     #: The return data of the event's last step (when ``rerun`` is set).
     previous: tuple[Outcome, ...] = ()
+    #: Failed attempts so far of the listeners whose retry policy runs them again, by id.
+    attempts: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,8 @@ class EventCounts:
     done: int
     #: The event at the head of the queue (the next, or the one being processed).
     head: str | None
+    #: Events waiting for a listener's retry back-off (counted in ``new``, not ``queued``).
+    backoff: int = 0
 
 
 class LockLost(Exception):
@@ -84,7 +97,7 @@ class EventStore:
         scripts = {n: load_script(client, n, package="noti.events") for n in _SCRIPTS}
         self._dispatch, self._kick, self._activate = scripts["dispatch"], scripts["kick"], scripts["activate"]
         self._finish, self._clean, self._outcome = scripts["finish"], scripts["clean"], scripts["outcome"]
-        self._retry = scripts["retry"]
+        self._retry, self._postpone = scripts["retry"], scripts["postpone"]
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -142,7 +155,8 @@ class EventStore:
         k = self.keys
         with translate_errors(self.redis):
             start = self._kick(
-                keys=[k.event_queue, k.event_lock, k.event_starting], args=[starting_ttl_ms, marker]
+                keys=[k.event_queue, k.event_lock, k.event_starting, k.event_backoff],
+                args=[starting_ttl_ms, marker, clock_ms()],
             )
         return bool(int(start))
 
@@ -183,6 +197,7 @@ class EventStore:
                     k.event_status_index(EventStatus.DONE),
                     k.dead_letters,
                     k.metrics,
+                    k.event_backoff,
                 ],
                 args=[
                     lock_value,
@@ -215,10 +230,13 @@ class EventStore:
         if state == 0:
             return None
         event_id, name, user, payload, created, seq, tries, version, flat, rerun, previous = row[2:13]
+        pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
         recorded = {
-            flat[i][len(OUTCOME_FIELD) :]: Outcome.from_json(json.loads(flat[i + 1]))
-            for i in range(0, len(flat), 2)
+            f[len(OUTCOME_FIELD) :]: Outcome.from_json(json.loads(v))
+            for f, v in pairs
+            if f.startswith(OUTCOME_FIELD)
         }
+        attempts = {f[len(ATTEMPTS_FIELD) :]: int(v) for f, v in pairs if f.startswith(ATTEMPTS_FIELD)}
         return Activation(
             id=event_id,
             name=name,
@@ -231,6 +249,7 @@ class EventStore:
             recorded=recorded,
             rerun=tuple(json.loads(rerun)) if rerun else None,
             previous=tuple(Outcome.from_json(o) for o in json.loads(previous)) if rerun and previous else (),
+            attempts=attempts,
         )
 
     def requeue(
@@ -261,23 +280,76 @@ class EventStore:
         with translate_errors(self.redis):
             return cast(str | None, self.redis.get(self.keys.event_lock)) == lock_value
 
-    def record_outcome(self, lock_value: str, event_id: str, listener_id: str, outcome: Outcome) -> None:
+    def record_outcome(
+        self,
+        lock_value: str,
+        event_id: str,
+        listener_id: str,
+        outcome: Outcome,
+        *,
+        dead_letter: DeadLetter | None = None,
+        dead_letter_max_len: int = 10_000,
+    ) -> None:
         """Record one listener's outcome on an activated event (``outcome.lua``), so that a
-        processor taking the event over does not run that listener again.
+        processor taking the event over does not run that listener again; with
+        ``dead_letter`` (a listener that gave up after its retries), append it in the same step.
 
         Raises:
             LockLost: the caller does not hold the processor lock (nothing was written).
         """
         text = json.dumps(outcome.to_json(), ensure_ascii=False, separators=(",", ":"))
+        letter: list[str] = [""]
+        if dead_letter is not None:
+            letter = [str(dead_letter_max_len)]
+            for name, value in dead_letter.fields().items():
+                letter += [name, value]
         with translate_errors(self.redis):
             done = int(
                 self._outcome(
-                    keys=[self.keys.event_lock, self.keys.event(event_id)],
-                    args=[lock_value, OUTCOME_FIELD + listener_id, text],
+                    keys=[self.keys.event_lock, self.keys.event(event_id), self.keys.dead_letters],
+                    args=[lock_value, OUTCOME_FIELD + listener_id, text, *letter],
                 )
             )
         if done < 0:
             raise LockLost("the processor lock was lost")
+
+    def postpone(
+        self,
+        lock_value: str,
+        event_id: str,
+        listener_id: str,
+        *,
+        attempts: int,
+        due_ms: int,
+        retry: Mapping[str, Any],
+    ) -> bool:
+        """End an event's step because listener ``listener_id`` failed its ``attempts``-th time
+        and its retry policy runs it again at ``due_ms`` (``postpone.lua``): the event waits,
+        ``new``, in the back-off set, then goes to the end of the arrival queue. False when
+        it was not activated.
+
+        Raises:
+            LockLost: the caller does not hold the processor lock (nothing was written).
+        """
+        k = self.keys
+        text = json.dumps(dict(retry), ensure_ascii=False, separators=(",", ":"))
+        with translate_errors(self.redis):
+            done = int(
+                self._postpone(
+                    keys=[
+                        k.event_lock,
+                        k.event(event_id),
+                        k.event_queue,
+                        k.event_status_index(EventStatus.ACTIVATED),
+                        k.event_status_index(EventStatus.NEW),
+                        k.event_backoff,
+                    ],
+                    args=[lock_value, event_id, ATTEMPTS_FIELD + listener_id, attempts, due_ms, text],
+                )
+            )
+        if done < 0:
+            raise LockLost("the processor lock was lost")
+        return done == 1
 
     def mark_stalled(self, processor: str) -> None:
         """Say that ``processor`` lost its lock while alive, so that the processor which took
@@ -337,9 +409,8 @@ class EventStore:
         """The event, or None (also for a value that cannot be an id, without asking Redis)."""
         if not could_be_id(event_id):
             return None
-        with translate_errors(self.redis):
-            data = cast(dict[str, str], self.redis.hgetall(self.keys.event(event_id)))
-        return event_from_hash(data) if data else None
+        found = self.get_many([event_id])
+        return found[0] if found else None
 
     def get_many(self, ids: Sequence[str]) -> list[Event]:
         """The events of ``ids`` that exist, in the order given."""
@@ -350,7 +421,26 @@ class EventStore:
             for event_id in ids:
                 pipe.hgetall(self.keys.event(event_id))
             rows = pipe.execute()
-        return [event_from_hash(row) for row in rows if row]
+        return self._with_deaths([event_from_hash(row) for row in rows if row])
+
+    def _with_deaths(self, found: list[Event]) -> list[Event]:
+        """``found`` with ``deaths`` and ``stalls`` told apart among the processors that did
+        not finish each event (a stall marker says which stalled; the others died)."""
+        asked = [(i, name) for i, event in enumerate(found) for name in event.replaced]
+        if not asked:
+            return found
+        with translate_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for _, name in asked:
+                pipe.exists(self.keys.event_stalled(name))
+            stalled = pipe.execute()
+        out = list(found)
+        for (i, _), marked in zip(asked, stalled, strict=True):
+            event = out[i]
+            out[i] = (
+                replace(event, stalls=event.stalls + 1) if marked else replace(event, deaths=event.deaths + 1)
+            )
+        return out
 
     def select(
         self,
@@ -406,8 +496,9 @@ class EventStore:
             for status in EventStatus:
                 pipe.zcard(k.event_status_index(status))
             pipe.lindex(k.event_queue, 0)
-            queued, new, activated, done, head = pipe.execute()
-        return EventCounts(int(queued), int(new), int(activated), int(done), head)
+            pipe.zcard(k.event_backoff)
+            queued, new, activated, done, head, backoff = pipe.execute()
+        return EventCounts(int(queued), int(new), int(activated), int(done), head, int(backoff))
 
     def last_stop(self) -> dict[str, str]:
         """How the last processor stopped (``reason``, ``ms``, ``processed``, …), or {}."""
@@ -415,4 +506,4 @@ class EventStore:
             return cast(dict[str, str], self.redis.hgetall(self.keys.event_stop))
 
 
-_SCRIPTS = ("dispatch", "kick", "activate", "finish", "clean", "outcome", "retry")
+_SCRIPTS = ("dispatch", "kick", "activate", "finish", "clean", "outcome", "retry", "postpone")

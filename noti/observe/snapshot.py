@@ -289,6 +289,7 @@ def read_snapshot(
         pipe.zrange(keys.delayed, 0, 0, withscores=True)
         pipe.xlen(keys.dead_letters)
         pipe.llen(keys.event_queue)
+        pipe.zcard(keys.event_backoff)  # not processed yet either: waiting for a listener's retry
         pipe.lindex(keys.event_queue, 0)
         pipe.get(keys.event_lock)
         pipe.pttl(keys.event_lock)
@@ -309,10 +310,21 @@ def read_snapshot(
             _read_queues(broker_pipe, lists, tail_lists)
             broker_replies = broker_pipe.execute()
     metrics, *by_status = replies[:5]
-    delayed, delayed_due, oldest_delayed, dead, backlog, event_head, lock_text, lock_ttl, workers, pools = (
-        replies[5:15]
-    )
-    line_replies = replies[15:own]
+    (
+        delayed,
+        delayed_due,
+        oldest_delayed,
+        dead,
+        queued,
+        backoff,
+        event_head,
+        lock_text,
+        lock_ttl,
+        workers,
+        pools,
+    ) = replies[5:16]
+    backlog = int(queued) + int(backoff)
+    line_replies = replies[16:own]
     rate_lines = tuple(
         RateLineState(
             name,
