@@ -66,6 +66,16 @@ def masked_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def _user_password_hosts(netloc: str) -> tuple[str | None, str | None, str]:
+    """``[user[:password]@]hosts`` of a URL's network location: user and password unquoted
+    (None when absent), and the hosts part as written."""
+    credentials, at, hosts = netloc.rpartition("@")
+    if not at:
+        return None, None, hosts
+    user, colon, secret = credentials.partition(":")
+    return unquote(user) or None, unquote(secret) if colon else None, hosts
+
+
 def split_password(url: str) -> tuple[str, str | None]:
     """``url`` without its password, and the password (None when it has none): for a setting
     that must not show a secret (Celery masks a mapping key naming a password, not a URL)."""
@@ -111,12 +121,7 @@ class SentinelUrl:
             return None
         netloc, _, path = rest.partition("/")
         path, _, query = path.partition("?")
-        credentials, at, hosts = netloc.rpartition("@")
-        username = password = None
-        if at:
-            user, colon, secret = credentials.partition(":")
-            username = unquote(user) or None
-            password = unquote(secret) if colon else None
+        username, password, hosts = _user_password_hosts(netloc)
         sentinels = tuple(_host_port(item, url) for item in hosts.split(",") if item)
         parts = [unquote(p) for p in path.split("/") if p]
         if not sentinels or not parts or len(parts) > 2:
@@ -264,12 +269,7 @@ class ClusterUrl:
                 f"{masked_url(url)}: a cluster URL names nodes only (no database, path or options): "
                 "redis+cluster://host:port[,host:port…]"
             )
-        credentials, at, hosts = netloc.rpartition("@")
-        username = password = None
-        if at:
-            user, colon, secret = credentials.partition(":")
-            username = unquote(user) or None
-            password = unquote(secret) if colon else None
+        username, password, hosts = _user_password_hosts(netloc)
         nodes = []
         for item in hosts.split(","):
             host, colon, port = item.strip().rpartition(":")

@@ -39,13 +39,9 @@ def process_runs(pid: int) -> bool:
         with open(f"/proc/{pid}/stat") as stat:
             text = stat.read()
     except FileNotFoundError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not process_exists(pid):
             return False
-        except PermissionError:
-            return True
-        return not os.path.isdir("/proc/self")
+        return not os.path.isdir("/proc/self")  # no /proc: alive is all that can be told
     except OSError:
         return True
     state = text[text.rfind(")") + 2 : text.rfind(")") + 3]
