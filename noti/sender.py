@@ -37,6 +37,7 @@ from noti.errors import (
 from noti.handlers import STOP, NotificationHandler, call_hook
 from noti.privacy import mask_target
 from noti.providers import Message, Provider, Receipt
+from noti.providers._lookup import LookupProvider
 from noti.ratelimit import Place
 from noti.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
@@ -528,10 +529,11 @@ class Sender:
         - ``PermanentFailure`` (and ``RecipientOptedOut``), ``RateLimited`` (a per-recipient
           window) and ``AmbiguousOutcome`` (it may have been sent): no failover.
 
-        ``in_doubt``: an earlier attempt may have been sent (:attr:`Claim.in_doubt`). Each
-        provider that can ask its vendor does so before sending (:mod:`noti.providers._lookup`),
-        so the next provider is tried only after the previous one's look-up said "not sent" and
-        its own send then failed. A look-up that cannot tell (``UnconfirmedOutcome``) ends the
+        ``in_doubt``: an earlier attempt may have been sent (:attr:`Claim.in_doubt`), through
+        any provider of the chain. The first provider that can ask its vendor asks it, and every
+        other provider of the chain that can (:mod:`noti.providers._lookup`), before sending; the
+        next provider is tried only after those look-ups said "not sent" and its own send then
+        failed. A look-up that cannot tell (``UnconfirmedOutcome``) ends the
         attempt under the channel's ``lookup_failure = "hold"``; under ``"resend"`` the same
         provider sends at once without asking.
 
@@ -541,9 +543,8 @@ class Sender:
         """
         rt = self.runtime
         message = Message.from_record(record)
-        if in_doubt:
-            message = dataclasses.replace(message, in_doubt=True)
         chain = rt.providers.chain(record.channel, record.provider)
+        askable = [p for p in chain if isinstance(p, LookupProvider)] if in_doubt else []
         if suppressed:  # the claim saw the target's opt-out
             raise RecipientOptedOut(
                 f"{mask_target(record.target)} opted out of {record.channel.value} earlier",
@@ -552,10 +553,19 @@ class Sender:
         throttled_s: float | None = None
         temporary: DeliveryError | None = None
         misconfigured: DeliveryError | None = None
+        # In doubt, the first provider that can ask its vendor asks it and the chain's others
+        # (the earlier attempt may have gone out through any of them); once their look-ups
+        # found nothing and its own send failed for certain, the doubt is settled for this
+        # attempt and the next providers send without asking again.
+        settled = not in_doubt
         for n, provider in enumerate(chain):
-            result = yield provider, message
+            sent = message
+            if not settled:
+                others = tuple(p for p in askable if p is not provider)
+                sent = dataclasses.replace(message, in_doubt=True, ask_also=others)
+            result = yield provider, sent
             if isinstance(result, StaleCredential):  # once more, with a fresh credential
-                result = yield provider, message
+                result = yield provider, sent
                 if isinstance(result, StaleCredential):  # a fresh one refused too: ours is wrong
                     result = ProviderMisconfigured(
                         f"{provider.name}: a fresh access token was refused too: {result.message}",
@@ -564,12 +574,13 @@ class Sender:
                     )
             if isinstance(result, UnconfirmedOutcome) and self._resends(record):
                 log.warning("deliver %s: %s; sending again (lookup_failure = resend)", record.id, result)
-                result = yield provider, dataclasses.replace(message, in_doubt=False)
+                result = yield provider, dataclasses.replace(sent, in_doubt=False, ask_also=())
             if isinstance(result, Receipt):
                 return result
-            if isinstance(result, float):
+            if isinstance(result, float):  # throttled before its send: nothing was asked
                 throttled_s = result if throttled_s is None else min(throttled_s, result)
                 continue
+            settled = settled or isinstance(provider, LookupProvider)
             if isinstance(result, (PermanentFailure, RateLimited, AmbiguousOutcome)):
                 raise result
             if isinstance(result, ProviderMisconfigured):

@@ -295,6 +295,35 @@ def test_failover_after_the_look_up_said_not_sent(configure: Any, vendor: Vendor
     assert vendor.fake.lookups == 1 and backup.fake.lookups == 1
 
 
+def restore_sends(v: Vendor) -> None:
+    """Undo :attr:`Vendor.refuse_sends`: the account sends again."""
+    if isinstance(v.fake, TwilioFake):
+        v.fake.send_refusal = None
+    else:
+        v.fake.balance = None
+
+
+def test_a_send_in_doubt_at_the_backup_is_not_made_again_by_the_recovered_first_provider(
+    configure: Any, vendor: Vendor, backup: Vendor
+) -> None:
+    rt = runtime(configure, vendor, backup)
+    record_id = noti.notify_sms(vendor.phone, vendor.text)
+    # given a first attempt that failed over (the first provider's account could not send)
+    # to the backup, which accepted the SMS and answered too late
+    vendor.refuse_sends()
+    backup.accept_then_hang()
+    assert attempt(rt, record_id).status is Status.WAITING
+    assert vendor.received() == 0 and backup.received() == 1
+    # when the first provider can send again and the record is tried again
+    restore_sends(vendor)
+    record = attempt(rt, record_id)
+    # then the first provider asked its vendor and the backup's, found it at the backup, and
+    # nothing was sent again
+    assert record.status is Status.DONE and record.sent_by == "p2"
+    assert vendor.received() + backup.received() == 1
+    assert vendor.fake.lookups >= 1 and backup.fake.lookups >= 1
+
+
 def test_no_failover_when_the_look_up_cannot_answer(configure: Any, vendor: Vendor, backup: Vendor) -> None:
     rt = runtime(configure, vendor, backup)
     record_id = noti.notify_sms(vendor.phone, vendor.text)

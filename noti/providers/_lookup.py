@@ -47,23 +47,38 @@ class LookupProvider(Provider):
             DeliveryError: the send's own outcome (see :meth:`send_new`).
         """
         if message.in_doubt:
-            try:
-                found = self.look_up(message)
-            except UnconfirmedOutcome:
-                raise
-            except DeliveryError as exc:
-                raise unconfirmed(self.name, exc.message, vendor_code=exc.vendor_code) from exc
-            if found is not None:
-                log.info(
-                    "%s: record %s to %s was accepted by an earlier attempt (%s); not sent again",
-                    self.name,
-                    message.id,
-                    mask_target(message.target),
-                    found.msgid or found.raw,
-                )
-                return found
+            # the earlier attempt may have gone out through this provider or another one of
+            # the chain (this one was down then, the next one timed out): each is asked
+            for asked in (self, *message.ask_also):
+                if not isinstance(asked, LookupProvider):
+                    continue
+                found = asked.ask(message)
+                if found is not None:
+                    log.info(
+                        "%s: record %s to %s was accepted by an earlier attempt through %s (%s); "
+                        "not sent again",
+                        self.name,
+                        message.id,
+                        mask_target(message.target),
+                        asked.name,
+                        found.msgid or found.raw,
+                    )
+                    return found
             log.info("%s: record %s: the look-up found no earlier send; sending", self.name, message.id)
         return self.send_new(message)
+
+    def ask(self, message: Message) -> Receipt | None:
+        """:meth:`look_up`, with every failure to ask made an :class:`UnconfirmedOutcome`.
+
+        Raises:
+            UnconfirmedOutcome: the vendor could not be asked, or could not tell.
+        """
+        try:
+            return self.look_up(message)
+        except UnconfirmedOutcome:
+            raise
+        except DeliveryError as exc:
+            raise unconfirmed(self.name, exc.message, vendor_code=exc.vendor_code) from exc
 
     @abc.abstractmethod
     def send_new(self, message: Message) -> Receipt:

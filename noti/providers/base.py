@@ -46,6 +46,10 @@ class Message:
     in_doubt: bool = False
     #: When the record was created (ms): no earlier attempt can be older.
     created_ms: int = 0
+    #: The record's other providers that can tell whether they accepted it: an earlier
+    #: attempt in doubt may have gone out through any provider of the chain (one was down, the
+    #: next one timed out), so each of them is asked too before a send (:mod:`noti.providers._lookup`).
+    ask_also: tuple[Provider, ...] = ()
 
     @classmethod
     def from_record(cls, record: Notification) -> Message:
