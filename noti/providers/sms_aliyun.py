@@ -98,7 +98,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import _http
-from noti.providers._lookup import LookupProvider
+from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_values
 from noti.providers.base import Message, Receipt
@@ -372,12 +372,14 @@ class AliyunSmsProvider(LookupProvider):
                             f"SendStatus={row.get('SendStatus')}",
                         )
                 total = int(data.get("TotalCount") or 0)
-                if (
-                    len(rows) < LOOKUP_PAGE_SIZE
-                    or page * LOOKUP_PAGE_SIZE >= total
-                    or page >= LOOKUP_MAX_PAGES
-                ):
+                if len(rows) < LOOKUP_PAGE_SIZE or page * LOOKUP_PAGE_SIZE >= total:
                     break
+                if page >= LOOKUP_MAX_PAGES:  # the day was not read to its end: no "not sent"
+                    raise unconfirmed(
+                        self.name,
+                        f"more than {LOOKUP_MAX_PAGES * LOOKUP_PAGE_SIZE} messages to this number on {day}",
+                        vendor_code="noti.lookup.truncated",
+                    )
                 page += 1
         return None
 

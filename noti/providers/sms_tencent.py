@@ -86,7 +86,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import _http
-from noti.providers._lookup import LookupProvider
+from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_values
 from noti.providers.base import Message, Receipt
@@ -99,11 +99,11 @@ ACTION = "SendSms"
 #: The status look-up of a message in doubt (receipts by number and time).
 PULL_ACTION = "PullSmsSendStatusByPhoneNumber"
 #: Look-up window: from the record's creation (less a clock slack), at most 7 days back;
-#: rows per page (Tencent's maximum) and pages read at most.
+#: the rows of one pull (Tencent's maximum; its ``Offset`` is fixed at 0, so one pull is all
+#: there is: a full one cannot tell).
 LOOKUP_SLACK_S = 60
 LOOKUP_MAX_S = 7 * 86400
 LOOKUP_PAGE_SIZE = 100
-LOOKUP_MAX_PAGES = 10
 API_VERSION = "2021-01-11"
 CONTENT_TYPE = "application/json; charset=utf-8"
 #: Beijing time (no daylight saving) and the hour marketing SMS may be sent again.
@@ -417,21 +417,24 @@ class TencentSmsProvider(LookupProvider):
             "PhoneNumber": number,
             "SmsSdkAppId": self.options.sdk_app_id,
         }
-        for _ in range(LOOKUP_MAX_PAGES):
-            _, answer = self._call(PULL_ACTION, body, now_s)
-            rows = answer.get("PullSmsSendStatusSet")
-            rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
-            for row in rows:
-                if row.get("SessionContext") == message.id:
-                    serial = row.get("SerialNo")
-                    return Receipt(
-                        provider=self.name,
-                        msgid=str(serial) if serial else None,
-                        raw=f"PullSmsSendStatusByPhoneNumber: ReportStatus={row.get('ReportStatus')}",
-                    )
-            if len(rows) < LOOKUP_PAGE_SIZE:
-                break
-            body["Offset"] += LOOKUP_PAGE_SIZE
+        # Tencent documents Offset as fixed at 0: one page is all a pull can read
+        _, answer = self._call(PULL_ACTION, body, now_s)
+        rows = answer.get("PullSmsSendStatusSet")
+        rows = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+        for row in rows:
+            if row.get("SessionContext") == message.id:
+                serial = row.get("SerialNo")
+                return Receipt(
+                    provider=self.name,
+                    msgid=str(serial) if serial else None,
+                    raw=f"PullSmsSendStatusByPhoneNumber: ReportStatus={row.get('ReportStatus')}",
+                )
+        if len(rows) >= LOOKUP_PAGE_SIZE:  # a full page: the window was not read to its end
+            raise unconfirmed(
+                self.name,
+                f"{len(rows)} or more reports for this number in the window (a pull reads one page)",
+                vendor_code="noti.lookup.truncated",
+            )
         return None
 
     @staticmethod

@@ -275,6 +275,12 @@ class TwilioProvider(LookupProvider):
                 if isinstance(next_uri, str) and next_uri and not older
                 else None
             )
+        if url is not None:  # pages left unread: what they hold is unknown
+            raise unconfirmed(
+                self.name,
+                f"more than {LOOKUP_MAX_PAGES} pages of messages to this number since the record was made",
+                vendor_code="noti.lookup.truncated",
+            )
         if len(found) > 1:
             raise unconfirmed(
                 self.name,
