@@ -104,6 +104,9 @@ class Runtime:
     def close(self) -> None:
         if self._providers is not None:
             self._providers.close()
+        pools = self.__dict__.get("numpool_redis")  # made only if used
+        if pools is not None and pools is not self.redis:
+            pools.close()
         self.redis.close()
 
 

@@ -178,6 +178,7 @@ def test_without_sender_pool_the_table_must_name_its_sender(
         ({"sender_lease_s": -1}, "sender_lease_s"),
         ({"sender_wait_s": float("nan")}, "sender_wait_s"),
         ({"sender_wait_s": -0.5}, "sender_wait_s"),
+        ({"sender_wait_s": 0}, "sender_wait_s"),
         ({"sender_sticky_s": "soon"}, "sender_sticky_s"),
     ],
 )

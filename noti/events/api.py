@@ -289,6 +289,13 @@ class Events:
             rerun = []
         else:
             raise InvalidInput(f"no listener of event {event.id} failed", code="e.noti.event.retry.nofailure")
+        # the dead letters the re-run replaces, read before the event is queued: a re-run that
+        # gives up again at once writes a new one, which must stay
+        letters = [
+            x.entry_id
+            for x in self.runtime.dead_letters.entries()
+            if x.record_id == event.id and x.source == "events" and (poison or x.target in rerun)
+        ]
         state, start = self.store.requeue(
             event.id, rerun, now_ms=now_ms(), starting_ttl_ms=self._starting_ttl_ms
         )
@@ -296,11 +303,6 @@ class Events:
             raise InvalidInput(
                 f"event {event.id} changed meanwhile; try again", code="e.noti.event.retry.notdone"
             )
-        letters = [
-            x.entry_id
-            for x in self.runtime.dead_letters.entries()
-            if x.record_id == event.id and x.source == "events" and (poison or x.target in rerun)
-        ]
         if letters:
             self.runtime.dead_letters.remove([x for x in letters if x])
         if start:

@@ -249,6 +249,9 @@ if event == 'call' and number == '' then
     if not head then
       local first = redis.call('ZRANGE', lease_key, 0, 0, 'WITHSCORES')
       local hint = first[2] and math.max(0, tonumber(first[2]) - now) or -1
+      -- no number is free now, so every wake-up token left is stale: a waiter that blocks
+      -- next is woken by the next release, not at once by an old one (and does not spin)
+      redis.call('DEL', released_key)
       return answer('empty', '', 'nodata', 'nodata', hint)
     end
     if state_of(head) == 'idle+up' then

@@ -52,7 +52,9 @@ class SenderPoolOptions(ProviderOptions):
     """The options of a provider that may take its sender from a number pool."""
 
     sender_pool: str | None = Field(default=None, pattern=POOL_NAME_PATTERN)
-    sender_wait_s: float = Field(default=1.0, ge=0, le=3600)
+    #: At least 0.1 s: it is also the record's wait when no number came, and a wait of 0 would
+    #: send the record round claim, wait and finish without pause while the pool is empty.
+    sender_wait_s: float = Field(default=1.0, ge=0.1, le=3600)
     sender_sticky_s: float = Field(default=0.0, ge=0, le=10 * 366 * 86400)
     sender_lease_s: float | None = Field(default=None, gt=0, le=86400)
 
