@@ -34,14 +34,41 @@ module                         owns
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from noti.events.actions import NotifyAction, TaskAction
-from noti.events.api import Events, ProcessorStatus, events
-from noti.events.event import Event, EventStatus, Outcome
-from noti.events.listeners import Listener
-from noti.events.processor import RunReport, StopReason
+if TYPE_CHECKING:
+    from noti.events.actions import NotifyAction, TaskAction
+    from noti.events.api import Events, ProcessorStatus, events
+    from noti.events.event import Event, EventStatus, Outcome
+    from noti.events.listeners import Listener
+    from noti.events.processor import RunReport, StopReason
+
+#: Where each public name lives, imported on first use: a process that needs one piece of the
+#: package (the lock keeper's helper process: :mod:`noti.events.keeper`) loads only that.
+_LAZY = {
+    "NotifyAction": "noti.events.actions",
+    "TaskAction": "noti.events.actions",
+    "Events": "noti.events.api",
+    "ProcessorStatus": "noti.events.api",
+    "events": "noti.events.api",
+    "Event": "noti.events.event",
+    "EventStatus": "noti.events.event",
+    "Outcome": "noti.events.event",
+    "Listener": "noti.events.listeners",
+    "RunReport": "noti.events.processor",
+    "StopReason": "noti.events.processor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'noti.events' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "Event",
@@ -76,7 +103,7 @@ def dispatch(
     """Store the event ``name`` with its ``payload`` (a JSON object) and make sure a processor
     is alive; the event id. With ``idempotency_key``, dispatching again with the same key
     returns the first event's id and stores nothing (see :meth:`Events.dispatch`)."""
-    return events().dispatch(name, payload, user=user, idempotency_key=idempotency_key)
+    return _events().dispatch(name, payload, user=user, idempotency_key=idempotency_key)
 
 
 def add_listener(
@@ -88,34 +115,40 @@ def add_listener(
     **kwargs: Any,
 ) -> Listener:
     """Register a listener (see :meth:`Events.add_listener`)."""
-    return events().add_listener(event, action, name=name, filter=filter, **kwargs)
+    return _events().add_listener(event, action, name=name, filter=filter, **kwargs)
 
 
 def remove_listener(name: str, *, user: str | None = None) -> Listener:
     """Remove a listener: its owner or a root member may (see :meth:`Events.remove_listener`)."""
-    return events().remove_listener(name, user=user)
+    return _events().remove_listener(name, user=user)
 
 
 def list_listeners(*, user: str | None = None, event: str | None = None) -> list[Listener]:
     """Listeners in the order they run (see :meth:`Events.list_listeners`)."""
-    return events().list_listeners(user=user, event=event)
+    return _events().list_listeners(user=user, event=event)
 
 
 def get_event(event_id: str, *, user: str | None = None) -> Event:
     """One event (see :meth:`Events.get`)."""
-    return events().get(event_id, user=user)
+    return _events().get(event_id, user=user)
 
 
 def list_events(**kwargs: Any) -> list[Event]:
     """Events, newest first (see :meth:`Events.select`)."""
-    return events().select(**kwargs)
+    return _events().select(**kwargs)
 
 
 def processor_status() -> ProcessorStatus:
     """Is a processor alive, where, since when, and the backlog (see :meth:`Events.status`)."""
-    return events().status()
+    return _events().status()
 
 
 def retry_event(event_id: str, *, listener: str | None = None, user: str | None = None) -> Event:
     """Re-run the failed listeners of a done event in a new step (see :meth:`Events.retry`)."""
-    return events().retry(event_id, listener=listener, user=user)
+    return _events().retry(event_id, listener=listener, user=user)
+
+
+def _events() -> Events:
+    from noti.events.api import events
+
+    return events()
