@@ -46,7 +46,15 @@ def task_events() -> Iterator[list[dict[str, Any]]]:
     thread = threading.Thread(target=capture, daemon=True)
     thread.start()
     assert ready.wait(5)
-    time.sleep(0.5)  # the subscription is in place
+    # the subscription is in place once an event sent now comes back (a fixed pause was not
+    # enough on a loaded machine: the worker's first events went out before it)
+    deadline = time.monotonic() + 30
+    with app.events.default_dispatcher() as dispatcher:
+        while not any(event.get("type") == "noti-test-probe" for event in seen):
+            assert time.monotonic() < deadline, "the event receiver never subscribed"
+            dispatcher.send("noti-test-probe")
+            time.sleep(0.1)
+    seen.clear()
     try:
         yield seen
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -209,22 +208,15 @@ def test_masking_is_off_with_the_setting(configure: Any) -> None:
 
 
 def test_task_events_and_failure_messages_show_the_target_masked(rt: Any, worker: Any) -> None:
-    events: list[dict[str, Any]] = []
-    with app.connection_for_read() as connection:
-        receiver = app.events.Receiver(connection, handlers={"*": events.append})
-        listening = threading.Thread(target=receiver.capture, kwargs={"limit": None, "timeout": None})
-        listening.start()
-        try:
-            time.sleep(0.5)  # events are published to whoever subscribes: subscribe first
-            good = intake().delay(type="sms", target=OTHER_PHONE, text=TEXT)
-            good.get(timeout=10)
-            bad = intake().delay(type="sms", target="999-not-a-phone", text=TEXT)
-            with pytest.raises(InvalidInput) as info:
-                bad.get(timeout=10)
-            wait_until(lambda: {e.get("type") for e in events if e.get("uuid") == bad.id} >= {"task-failed"})
-        finally:
-            receiver.should_stop = True
-            listening.join(10)
+    from tests.test_celery_native import task_events
+
+    with task_events() as events:  # subscribed before anything is sent
+        good = intake().delay(type="sms", target=OTHER_PHONE, text=TEXT)
+        good.get(timeout=10)
+        bad = intake().delay(type="sms", target="999-not-a-phone", text=TEXT)
+        with pytest.raises(InvalidInput) as info:
+            bad.get(timeout=10)
+        wait_until(lambda: {e.get("type") for e in events if e.get("uuid") == bad.id} >= {"task-failed"})
     received = [e for e in events if e["type"] == "task-received" and e["uuid"] == good.id]
     assert received and "'+86137****1111'" in received[0]["kwargs"] and "<23 chars>" in received[0]["kwargs"]
     for event in events:
