@@ -70,6 +70,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "Event",
     "EventStatus",

@@ -8,12 +8,8 @@
 -- id>', postpone.lua) are dropped: the return data holds them all now.
 -- Returns 1 when done, 0 when the event is not activated any more, -1 when the lock is
 -- not the caller's (another processor owns the queue now: nothing is written).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return -1
-end
-if redis.call('HGET', KEYS[5], 'status') ~= 'activated' then
-  return 0
-end
+local event_key = KEYS[5]
+--#include fenced.lua
 redis.call('HSET', KEYS[5], 'status', 'done', 'done_ms', ARGV[3], 'result', ARGV[4],
   'error_code', ARGV[5], 'error_message', ARGV[6])
 redis.call('HDEL', KEYS[5], 'rerun', 'retry')

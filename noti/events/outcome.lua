@@ -8,12 +8,8 @@
 -- fields (field, value, …).
 -- Returns 1 when recorded, 0 when the event is not activated, -1 when the lock is not the
 -- caller's (nothing is written: the caller stops).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return -1
-end
-if redis.call('HGET', KEYS[2], 'status') ~= 'activated' then
-  return 0
-end
+local event_key = KEYS[2]
+--#include fenced.lua
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 if ARGV[4] ~= '' then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', unpack(ARGV, 5))

@@ -11,12 +11,8 @@
 -- ARGV[5] due (ms), ARGV[6] the waiting retry (JSON, field 'retry').
 -- Returns 1 when postponed, 0 when the event is not activated, -1 when the lock is not the
 -- caller's (nothing is written).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return -1
-end
-if redis.call('HGET', KEYS[2], 'status') ~= 'activated' then
-  return 0
-end
+local event_key = KEYS[2]
+--#include fenced.lua
 redis.call('HSET', KEYS[2], 'status', 'new', ARGV[3], ARGV[4], 'retry', ARGV[6], 'tries', 0)
 redis.call('HDEL', KEYS[2], 'holders')
 redis.call('HINCRBY', KEYS[2], 'waits', 1)
