@@ -18,13 +18,15 @@ a ``+86`` number that is not a mobile can never receive an SMS.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from noti.errors import InvalidInput
+from noti.errors import InvalidInput, PermanentFailure
 from noti.providers.base import ProviderOptions
 from noti.record import CN_MOBILE, E164_PHONE
 
@@ -177,3 +179,20 @@ def mask_number(number: str) -> str:
     if len(number) <= 4:
         return "*" * len(number)
     return number[:3] + "*" * max(3, len(number) - 5) + number[-2:]
+
+
+@contextlib.contextmanager
+def template_still_fits(provider: str) -> Iterator[None]:
+    """Around building a send's request from the provider's template settings: a message that
+    no longer fits them (it was checked when it was added; the settings changed since) is a
+    :class:`PermanentFailure` (``vendor_code`` ``noti.template``), not a retry.
+
+    Raises:
+        PermanentFailure: the request could not be built.
+    """
+    try:
+        yield
+    except InvalidInput as exc:
+        raise PermanentFailure(
+            f"{provider}: {exc.message}", provider=provider, vendor_code="noti.template"
+        ) from None

@@ -100,7 +100,7 @@ from noti.errors import (
 from noti.providers import _http
 from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._sender import SenderPoolOptions, pooled_send
-from noti.providers._sms import TemplateOptions, destination, template_values
+from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
 from noti.record import Channel
 
@@ -385,12 +385,8 @@ class AliyunSmsProvider(LookupProvider):
 
     @pooled_send
     def send_new(self, message: Message) -> Receipt:
-        try:
+        with template_still_fits(self.name):
             params = self.request_params(message)
-        except InvalidInput as exc:  # accepted at add time; the settings changed since
-            raise PermanentFailure(
-                f"{self.name}: {exc.message}", provider=self.name, vendor_code="noti.template"
-            ) from None
         response, data = self._call(params)
         code = str(data.get("Code") or "")
         request_id = str(data.get("RequestId") or "")

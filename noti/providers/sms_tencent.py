@@ -88,7 +88,7 @@ from noti.errors import (
 from noti.providers import _http
 from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._sender import SenderPoolOptions, pooled_send
-from noti.providers._sms import TemplateOptions, destination, template_values
+from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
 from noti.record import Channel
 
@@ -370,12 +370,8 @@ class TencentSmsProvider(LookupProvider):
 
     @pooled_send
     def send_new(self, message: Message) -> Receipt:
-        try:
+        with template_still_fits(self.name):
             body = self.request_body(message)
-        except InvalidInput as exc:  # accepted at add time; the settings changed since
-            raise PermanentFailure(
-                f"{self.name}: {exc.message}", provider=self.name, vendor_code="noti.template"
-            ) from None
         now_s = self.clock()
         request_id, answer = self._call(ACTION, body, now_s)
         entry = self._status_of(answer.get("SendStatusSet"), body["PhoneNumberSet"][0])
