@@ -14,7 +14,7 @@ import pytest
 
 from noti.errors import InvalidConfig
 from noti.events import Events, EventStatus
-from tests.conftest import ADMIN, BASE_ENV, WorkerProcess, wait_until
+from tests.conftest import ADMIN, BASE_ENV, ROOT, WorkerProcess, wait_until
 from tests.test_events_processing import WORKER_CONFIG
 
 SHOP_TASKS = """
@@ -53,19 +53,22 @@ def shell(command: str, redis_url: str, **env: str) -> subprocess.CompletedProce
 
 
 def test_the_readme_listener_example_works_from_a_shell(rt: Any, redis_url: str, shop: Path) -> None:
-    # given the user's task module on PYTHONPATH and named in NOTI_IMPORTS
-    env = {"PYTHONPATH": str(shop), "NOTI_IMPORTS": "shop.tasks", "NOTI_USER": ADMIN}
-    # when the README's command runs from a shell
-    done = shell("noti listener add 'order.*' -task shop.tasks.audit -name audit", redis_url, **env)
-    # then the listener is stored, its task checked
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "audit"
-    [listener] = Events(rt).list_listeners(user=ADMIN)
-    assert (listener.name, listener.event, listener.action.to_json()) == (
-        "audit",
-        "order.*",
-        {"kind": "task", "task": "shop.tasks.audit"},
+    # given the user's task module on PYTHONPATH
+    env = {"PYTHONPATH": str(shop), "NOTI_USER": ADMIN}
+    # when the two lines of the docs (docs/howto/events.md) run from a shell, as printed
+    printed = (
+        "export NOTI_IMPORTS=shop.tasks          "
+        '# shop/tasks.py defines @shared_task(name="shop.tasks.audit")\n'
+        "noti listener add 'order.*' -task shop.tasks.audit\n"
     )
+    assert printed in (ROOT / "docs" / "howto" / "events.md").read_text()
+    done = shell(printed, redis_url, **env)
+    # then the listener is stored, its task checked, and its name printed
+    assert done.returncode == 0, done.stderr
+    [listener] = Events(rt).list_listeners(user=ADMIN)
+    assert done.stdout.strip() == listener.name
+    action = {"kind": "task", "task": "shop.tasks.audit"}
+    assert (listener.event, listener.action.to_json()) == ("order.*", action)
 
 
 def test_a_module_that_cannot_be_imported_is_refused_with_its_name(
