@@ -238,7 +238,13 @@ def test_workers_beat_the_cli_and_callers_carry_on_through_a_failover_and_a_cras
             statuses = [client.hget(keys.record(record_id), "noti_st") for record_id in acknowledged]
             return [rid for rid, status in zip(acknowledged, statuses, strict=True) if status != done]
 
-        wait_until(lambda: not waiting(), timeout=150, interval=1)
+        try:
+            wait_until(lambda: not waiting(), timeout=150, interval=1)
+        except AssertionError:
+            client, keys = connect(url), Keys("noti:")
+            stuck = {rid: client.hgetall(keys.record(rid)) for rid in waiting()[:5]}
+            logs = "\n".join(f"--- {p.name}\n{p.output()[-4000:]}" for p in processes)
+            raise AssertionError(f"{len(waiting())} records not sent, e.g. {stuck}\n{logs}") from None
         # and the event processor and the webman bridge of the workers work on the new primary
         event_id = cli("event", "dispatch", "failover.sms", "-data", '{"n": 7}')
         webman = Producer(
