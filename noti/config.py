@@ -78,6 +78,10 @@ class ChannelSettings(BaseModel):
     #: attempt; when they run out the record fails for an operator): never two messages, maybe
     #: none. ``resend`` sends again: never none, maybe two. See docs/howto/providers/sms-once.md.
     lookup_failure: Literal["hold", "resend"] = "hold"
+    #: Seconds a notification of this channel that asks for a fallback (``fallback=`` of
+    #: :func:`noti.notify`) waits for its delivery receipt before the fallback is sent, when
+    #: the fallback names no wait of its own.
+    fallback_after_s: float = Field(default=120.0, gt=0, le=30 * 86400)
 
 
 class Settings(BaseSettings):
@@ -228,6 +232,22 @@ class Settings(BaseSettings):
     event_payload_max_bytes: int = Field(default=64 * 1024, ge=2, le=16 * 1024 * 1024)
     #: How often beat checks that events waiting have a live processor (``noti.events.sweep``).
     event_sweep_interval_s: float = Field(default=30.0, gt=0)
+
+    #: A sent SMS or WeChat message whose vendor reported no delivery within this many seconds
+    #: is marked delivery ``unknown`` (a later receipt still moves it on; :mod:`noti.delivery`).
+    delivery_unknown_after_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    #: How often beat asks the vendors that are polled for the delivery of sent messages.
+    receipt_poll_interval_s: float = Field(default=60.0, gt=0, le=86400)
+    #: How long a vendor message id is remembered to match a late receipt to its record.
+    receipt_window_s: float = Field(default=3 * 86400, gt=0, le=30 * 86400)
+    #: The address vendors reach noti's HTTP API at (``https://noti.example.com``): the receipt
+    #: URLs noti gives them (Twilio's ``StatusCallback``) and checks their signatures against.
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
+    #: ``noti serve``: the interface and port the HTTP API listens on.
+    http_bind: str = "127.0.0.1"
+    http_port: int = Field(default=8700, ge=1, le=65535)
+    #: Largest request body the HTTP API reads (a batch of notifications, a receipt).
+    http_body_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
 
     #: ``[channels.<type>]`` tables: a channel's default provider(s), attempt limit, retry policy.
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)

@@ -24,8 +24,11 @@
     ├── PoolError                e.noti.pool              sender-number pool (noti.numpool)
     │   ├── TransitionRefused    e.noti.pool.refused      the state table refuses this event now
     │   └── NoFreeNumber         e.noti.pool.empty        call found no idle, registered number
-    └── BridgeError              e.noti.bridge            webman-redis-queue bridge (noti.bridge.webman)
-        └── MalformedMessage     e.noti.bridge.malformed  a webman payload that cannot be encoded or decoded
+    ├── BridgeError              e.noti.bridge            webman-redis-queue bridge (noti.bridge.webman)
+    │   └── MalformedMessage     e.noti.bridge.malformed  a webman payload that cannot be encoded or decoded
+    ├── ReceiptRejected          e.noti.receipt           a vendor's delivery receipt refused: its signature
+    │                                                     (.signature), its shape (.malformed), its provider
+    └── Unauthenticated          e.noti.auth              an HTTP caller without a valid API token
 
 Codes are a contract (scripts match on them); ``tests/test_errors.py`` pins them.
 Foreign exceptions are wrapped where they are met, never passed through.
@@ -52,12 +55,14 @@ __all__ = [
     "ProviderMisconfigured",
     "ProviderOutage",
     "RateLimited",
+    "ReceiptRejected",
     "RecipientOptedOut",
     "RetriesExhausted",
     "StaleCredential",
     "StoreUnavailable",
     "TemporaryFailure",
     "TransitionRefused",
+    "Unauthenticated",
     "UnconfirmedOutcome",
 ]
 
@@ -290,6 +295,22 @@ class MalformedMessage(BridgeError):
     def __init__(self, message: str, *, reason: str = "", code: str | None = None) -> None:
         super().__init__(message, code=code)
         self.reason = reason
+
+
+class ReceiptRejected(NotiError):
+    """A delivery receipt a vendor pushed (or a status look-up answered) that noti refuses:
+    its signature does not verify (``e.noti.receipt.signature``), it cannot be read
+    (``e.noti.receipt.malformed``) or it names no provider that takes receipts
+    (``e.noti.receipt.provider``). Nothing of it is stored."""
+
+    code = "e.noti.receipt"
+
+
+class Unauthenticated(NotiError):
+    """An HTTP API caller without a valid API token: none given, unknown or revoked
+    (:mod:`noti.tokens`)."""
+
+    code = "e.noti.auth"
 
 
 _CODED = re.compile(r"^(e\.[A-Za-z0-9_.]+): (.*)$", re.DOTALL)

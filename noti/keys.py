@@ -56,6 +56,24 @@ key                             type     holds
                                          host, pid, since; PX expiry, renewed)
 ``noti:listeners``              HASH     listener name -> listener (JSON)
 ``noti:listeners:version``      STRING   bumped on every listener change
+``noti:dlv:<state>``            ZSET     ids whose delivery is ``<state>`` (accepted, delivered,
+                                         undelivered, unknown), score = ms it entered it
+``noti:dlv:watch``              ZSET     sent ids awaiting a receipt, score = ms their delivery
+                                         becomes ``unknown`` (:mod:`noti.delivery`)
+``noti:dlv:vid``                HASH     ``<provider>:<vendor message id>`` -> record id, to
+                                         match receipts naming only the vendor's id
+``noti:dlv:vid:age``            ZSET     those fields, score = ms written (trimmed after
+                                         ``NOTI_RECEIPT_WINDOW_S``)
+``noti:dlv:early``              HASH     ``<provider>:<vendor id>`` -> a receipt (JSON) that came
+                                         before its send was recorded (applied then)
+``noti:dlv:early:age``          ZSET     those fields, score = ms received (trimmed)
+``noti:dlv:seen``               ZSET     ``<provider>:<receipt digest>`` of receipts applied,
+                                         score = ms (vendors push twice: dropped as duplicates)
+``noti:dlv:changes``            STREAM   status changes of records that asked for a status
+                                         callback (the outbox the callback sender reads)
+``noti:token:<sha256>``         HASH     one API token (hashed; :mod:`noti.tokens`): user, cap,
+                                         rate, created, revoked
+``noti:tokens``                 ZSET     every token's sha256, score = created ms
 ``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
                                          the plain pool layout; the hash tag
                                          ``{numpool:<pool>}`` puts all its keys in one
@@ -251,6 +269,44 @@ class Keys:
     @property
     def listeners_version(self) -> str:
         return f"{self.prefix}listeners:version"
+
+    def delivery_index(self, state: str) -> str:
+        return f"{self.prefix}dlv:{state}"
+
+    @property
+    def delivery_watch(self) -> str:
+        return f"{self.prefix}dlv:watch"
+
+    @property
+    def vendor_ids(self) -> str:
+        return f"{self.prefix}dlv:vid"
+
+    @property
+    def vendor_id_age(self) -> str:
+        return f"{self.prefix}dlv:vid:age"
+
+    @property
+    def early_receipts(self) -> str:
+        return f"{self.prefix}dlv:early"
+
+    @property
+    def early_receipt_age(self) -> str:
+        return f"{self.prefix}dlv:early:age"
+
+    @property
+    def receipts_seen(self) -> str:
+        return f"{self.prefix}dlv:seen"
+
+    @property
+    def status_changes(self) -> str:
+        return f"{self.prefix}dlv:changes"
+
+    def token(self, digest: str) -> str:
+        return f"{self.prefix}token:{digest}"
+
+    @property
+    def tokens(self) -> str:
+        return f"{self.prefix}tokens"
 
     @property
     def beat_prefix(self) -> str:

@@ -30,6 +30,8 @@ def test_every_error_descends_from_noti_error_with_its_code() -> None:
         "NoFreeNumber": (errors.PoolError, "e.noti.pool.empty"),
         "BridgeError": (errors.NotiError, "e.noti.bridge"),
         "MalformedMessage": (errors.BridgeError, "e.noti.bridge.malformed"),
+        "ReceiptRejected": (errors.NotiError, "e.noti.receipt"),
+        "Unauthenticated": (errors.NotiError, "e.noti.auth"),
     }
     assert sorted(errors.__all__) == sorted([*expected, "NotiError"])
     for name, (parent, code) in expected.items():

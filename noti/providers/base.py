@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from noti.errors import InvalidConfig
+from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
+from noti.errors import InvalidConfig, ReceiptRejected
 from noti.keys import Keys
 from noti.record import Channel, Notification
 from noti.redisconn import PoolClient
@@ -149,6 +150,37 @@ class Provider(abc.ABC):
         """:meth:`send` on an asyncio loop. This default runs :meth:`send` in the loop's
         executor (a thread); providers with a native asynchronous client override it."""
         return await asyncio.get_running_loop().run_in_executor(None, self.send, message)
+
+    #: A send this provider makes is delivered when it returns (the webhook's 2xx is the
+    #: application's own answer; SMTP's 250 is the relay's): no receipt is awaited.
+    delivered_on_send: ClassVar[bool] = False
+
+    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
+        """The delivery reports a vendor pushed to ``/v1/receipts/<name>``, its signature
+        checked, and the answer the vendor expects. Default: this provider takes none.
+
+        Raises:
+            ReceiptRejected: a bad signature (``e.noti.receipt.signature``), a body that cannot
+                be read (``e.noti.receipt.malformed``), or a provider taking no receipts
+                (``e.noti.receipt.provider``).
+        """
+        raise ReceiptRejected(
+            f"provider {self.name!r} ({self.kind}) takes no pushed receipts", code="e.noti.receipt.provider"
+        )
+
+    @property
+    def polls_receipts(self) -> bool:
+        """True when beat asks this provider's vendor for receipts (:meth:`poll_receipts`)."""
+        return False
+
+    def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
+        """Ask the vendor for the delivery of ``pending`` (sent through this provider, no
+        receipt yet): the reports it has; messages it says nothing of are left out.
+
+        Raises:
+            DeliveryError: the vendor could not be asked (beat asks again next round).
+        """
+        return []
 
     @property
     def inline(self) -> bool:
