@@ -133,10 +133,15 @@ def add_many(
     user: str | None = None,
     defaults: Mapping[str, Any] | None = None,
     chunk_size: int = CHUNK,
+    level_cap: int | None = None,
+    whole: bool = False,
 ) -> BulkResult:
     """Validate and store many notifications; see the module docstring.
 
-    ``defaults`` fill keys an item lacks (``schedule_many`` passes its ``delay``).
+    ``defaults`` fill keys an item lacks (``schedule_many`` passes its ``delay``);
+    ``level_cap`` lowers every item's level to it (an API token's cap). With ``whole``, every
+    item is validated before any is stored, and if one is refused none is stored: the result
+    then lists the refusals, and every id is None (the HTTP API's batches).
 
     Raises:
         InvalidInput: ``e.cmd.noti.add.baditem``: ``items`` is not an iterable of items (a
@@ -154,15 +159,24 @@ def add_many(
             code="e.cmd.noti.add.baditem",
         )
     result = BulkResult()
+    built_chunks: Iterable[_Built] = (
+        _build_chunk(notifier, chunk, user=user, defaults=defaults or {}, level_cap=level_cap)
+        for chunk in _chunks(items, chunk_size)
+    )
+    if whole:
+        built_chunks = list(built_chunks)
+        if any(built.result.refused for built in built_chunks):
+            for built in built_chunks:
+                result.extend(built.result, len(result.ids))
+            return result
     offset = 0
     in_flight: collections.deque[tuple[_Built, int]] = collections.deque()
     with _Writer(notifier) as writer:
         try:
-            for chunk in _chunks(items, chunk_size):
-                built = _build_chunk(notifier, chunk, user=user, defaults=defaults or {})
+            for built in built_chunks:
                 writer.send(built)
                 in_flight.append((built, offset))
-                offset += len(chunk)
+                offset += len(built.result.ids)
                 if len(in_flight) > AHEAD:
                     done, at = in_flight.popleft()
                     result.extend(_conclude(notifier, done, writer.ids()), at)
@@ -197,7 +211,12 @@ class _Built:
 
 
 def _build_chunk(
-    notifier: Notifier, chunk: list[object], *, user: str | None, defaults: Mapping[str, Any]
+    notifier: Notifier,
+    chunk: list[object],
+    *,
+    user: str | None,
+    defaults: Mapping[str, Any],
+    level_cap: int | None = None,
 ) -> _Built:
     result = BulkResult(ids=[None] * len(chunk))
     plain: list[tuple[int, Notification]] = []
@@ -207,7 +226,7 @@ def _build_chunk(
         try:
             kind, target, args = _arguments(item, defaults)
             key = args.pop("idempotency_key", None)
-            record = notifier.build(kind, target, user=user, **args)
+            record = notifier.build(kind, target, user=user, level_cap=level_cap, **args)
             if key is not None:
                 key = validate_idempotency_key(key, identifier=record.identifier)
                 keys[record.id] = notifier.runtime.keys.idempotency(record.creator, key)

@@ -28,7 +28,8 @@
     │   └── MalformedMessage     e.noti.bridge.malformed  a webman payload that cannot be encoded or decoded
     ├── ReceiptRejected          e.noti.receipt           a vendor's delivery receipt refused: its signature
     │                                                     (.signature), its shape (.malformed), its provider
-    └── Unauthenticated          e.noti.auth              an HTTP caller without a valid API token
+    ├── Unauthenticated          e.noti.auth              an HTTP caller without a valid API token
+    └── RateLimitExceeded        e.noti.auth.rate         an API token over its rate limit (HTTP 429)
 
 Codes are a contract (scripts match on them); ``tests/test_errors.py`` pins them.
 Foreign exceptions are wrapped where they are met, never passed through.
@@ -54,6 +55,7 @@ __all__ = [
     "PoolError",
     "ProviderMisconfigured",
     "ProviderOutage",
+    "RateLimitExceeded",
     "RateLimited",
     "ReceiptRejected",
     "RecipientOptedOut",
@@ -313,6 +315,17 @@ class Unauthenticated(NotiError):
     code = "e.noti.auth"
 
 
+class RateLimitExceeded(NotiError):
+    """An HTTP API caller whose token went over its rate limit (``noti token add -rate``);
+    nothing was done. ``retry_after_s``: when the next request of that token is let in."""
+
+    code = "e.noti.auth.rate"
+
+    def __init__(self, message: str, *, retry_after_s: float, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after_s = retry_after_s
+
+
 _CODED = re.compile(r"^(e\.[A-Za-z0-9_.]+): (.*)$", re.DOTALL)
 
 
@@ -326,7 +339,7 @@ def split_code(text: str) -> tuple[str | None, str]:
 
 def error_class(code: str | None) -> type[NotiError] | None:
     """The class whose default code is ``code``, among those a bare message rebuilds
-    (:class:`RateLimited` needs its window, so it is left out)."""
+    (:class:`RateLimited` and :class:`RateLimitExceeded` need their window, so they are left out)."""
     return _BY_CODE.get(code) if code else None
 
 
@@ -334,7 +347,11 @@ def _classes_by_code() -> dict[str, type[NotiError]]:
     found: dict[str, type[NotiError]] = {}
     for name in __all__:
         cls = globals()[name]
-        if isinstance(cls, type) and issubclass(cls, NotiError) and not issubclass(cls, RateLimited):
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, NotiError)
+            and not issubclass(cls, (RateLimited, RateLimitExceeded))
+        ):
             found.setdefault(cls.code, cls)
     return found
 

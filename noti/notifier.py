@@ -95,12 +95,14 @@ class Notifier:
         delay: float | None = None,
         eta: datetime | None = None,
         identifier: str | None = None,
+        level_cap: int | None = None,
         **fields: Any,
     ) -> Notification:
         """A validated, not yet stored record.
 
         ``delay`` (seconds) or ``eta`` (a datetime; naive means local time) postpone it;
-        ``identifier`` names it for replacement and cancelling (see :meth:`add`).
+        ``identifier`` names it for replacement and cancelling (see :meth:`add`). The level
+        is lowered to the user's role cap, and to ``level_cap`` when given (an API token's).
 
         Raises:
             InvalidInput: any field is missing or malformed (nothing is stored).
@@ -111,6 +113,8 @@ class Notifier:
         clean_target = validate_target(channel, target)
         clean_fields = validate_fields(channel, fields)
         level = acting.cap_level(parse_level(lv))
+        if level_cap is not None and level > level_cap:
+            level = level_cap
         if retry_max is None:
             retry_max = self._retry_max.get(channel) or self._default_retry_max(channel)
         elif isinstance(retry_max, bool) or not isinstance(retry_max, int) or not 1 <= retry_max <= 100:
@@ -308,20 +312,23 @@ class Notifier:
         user: str | None = None,
         creator: str | None = None,
         status: Status | int | None = None,
+        channel: str | None = None,
         limit: int | None = None,
     ) -> list[Notification]:
-        """Records newest first; a non-root user sees only their own.
+        """Records newest first, optionally of one status and one channel (``channel``: sms,
+        weixin, email, webhook); a non-root user sees only their own.
 
         Raises:
             PermissionDenied: ``e.cmd.noti.list.nopvg`` when a non-root user names another creator.
             InvalidInput: an unknown status (``e.cmd.noti.list.badst``), a limit that is not an
             integer (``e.cmd.noti.list.badlimit``; 0 or less: no limit), a creator that is no
-            user name (``e.cmd.noti.baduser``).
+            user name (``e.cmd.noti.baduser``), an unknown channel (``e.cmd.noti.add.badtype``).
         """
         creator = self.user(user).scope(creator, code="e.cmd.noti.list.nopvg", action="list notifications")
         st = _status(status)
+        kind = parse_channel(channel) if channel is not None else None
         limit = _limit(limit, "e.cmd.noti.list.badlimit")
-        return self.runtime.store.select(creator=creator, status=st, limit=limit)
+        return self.runtime.store.select(creator=creator, status=st, channel=kind, limit=limit)
 
     # --- removing -----------------------------------------------------------------------------
 

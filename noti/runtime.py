@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from noti.lease import LeaseKeeper
     from noti.providers import ProviderSet
     from noti.ratelimit import RateLimiter
+    from noti.tokens import TokenStore
 
 # What only delivery uses (providers, handlers, rate limits, leases) is imported by the
 # property that builds it: reading or adding records (the CLI) needs none of it.
@@ -93,6 +94,13 @@ class Runtime:
         from noti.ratelimit import RateLimiter
 
         return RateLimiter(self.redis, self.keys)
+
+    @functools.cached_property
+    def tokens(self) -> TokenStore:
+        """The HTTP API's tokens (:mod:`noti.tokens`)."""
+        from noti.tokens import TokenStore
+
+        return TokenStore(self.redis, self.keys, self.settings)
 
     @functools.cached_property
     def lease_keeper(self) -> LeaseKeeper:

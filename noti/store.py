@@ -542,9 +542,10 @@ class RecordStore:
         *,
         creator: str | None = None,
         status: Status | None = None,
+        channel: Channel | None = None,
         limit: int | None = None,
     ) -> list[Notification]:
-        """Records, newest first, optionally of one creator and/or one status.
+        """Records, newest first, optionally of one creator, one status and/or one channel.
 
         Reads the smallest index that answers the question and stops at ``limit``.
         """
@@ -561,6 +562,8 @@ class RecordStore:
                 if record is None:
                     continue
                 if status is not None and record.status != status:
+                    continue
+                if channel is not None and record.channel != channel:
                     continue
                 found.append(record)
                 if limit is not None and len(found) >= limit:

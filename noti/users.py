@@ -11,6 +11,9 @@ anyone else        1          add; read, send, delete their own records,
                               listeners, events and number pools
 =================  =========  ==============================================
 
+Only root administrators make, list and revoke HTTP API tokens (:mod:`noti.tokens`): a token
+acts as its user, whoever that is.
+
 A level above the cap is lowered to the cap, never refused. These checks are made by the
 Python API (:mod:`noti.api`, :mod:`noti.events`, :class:`noti.numpool.NumberPool`,
 :class:`noti.bridge.webman.console.WebmanConsole`), so the CLI and applications get the same
@@ -49,6 +52,11 @@ class User:
     def is_root(self) -> bool:
         """Member (or administrator) of the ``root`` group."""
         return self.role >= Role.ROOT_MEMBER
+
+    @property
+    def is_admin(self) -> bool:
+        """A root administrator (``NOTI_ROOT_ADMINS``)."""
+        return self.role is Role.ROOT_ADMIN
 
     @property
     def level_cap(self) -> int:
@@ -91,6 +99,13 @@ class User:
         if not self.is_root:
             raise PermissionDenied(
                 f"only members of the root group may {action} (acting user: {self.name})", code=code
+            )
+
+    def require_admin(self, code: str, action: str) -> None:
+        """Raises :class:`PermissionDenied` with ``code`` unless the user is a root administrator."""
+        if not self.is_admin:
+            raise PermissionDenied(
+                f"only root administrators may {action} (acting user: {self.name})", code=code
             )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import redis
 
-__all__ = ["RedisProcess", "debug_command_args", "free_port", "pings", "redis_server"]
+__all__ = ["ApiProcess", "RedisProcess", "debug_command_args", "free_port", "pings", "redis_server"]
 
 INSTALL_HINT = "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
 
@@ -231,3 +231,55 @@ class CeleryProcess:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class ApiProcess:
+    """``noti serve`` (the HTTP API under uvicorn) as a subprocess on a free loopback port, in
+    its own process group, logging to a temporary file (left for a failing test to read)."""
+
+    def __init__(self, env: dict[str, str], *args: str, port: int | None = None, cwd: Path = ROOT) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        with tempfile.NamedTemporaryFile(prefix="noti-serve-", suffix=".log", delete=False) as made:
+            self.log = Path(made.name)
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "noti", "serve", "-bind", "127.0.0.1", "-port", str(self.port), *args],
+                env=env,
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until ``GET /v1/health`` answers 200; fails with the server's output otherwise."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise AssertionError(f"noti serve exited {self.proc.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(f"{self.url}/v1/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"noti serve did not answer in {timeout} s:\n{self.output()}")
+
+    def stop(self) -> None:
+        """SIGTERM to the process group (uvicorn finishes what is in flight), SIGKILL after 20 s."""
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)

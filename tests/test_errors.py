@@ -32,6 +32,7 @@ def test_every_error_descends_from_noti_error_with_its_code() -> None:
         "MalformedMessage": (errors.BridgeError, "e.noti.bridge.malformed"),
         "ReceiptRejected": (errors.NotiError, "e.noti.receipt"),
         "Unauthenticated": (errors.NotiError, "e.noti.auth"),
+        "RateLimitExceeded": (errors.NotiError, "e.noti.auth.rate"),
     }
     assert sorted(errors.__all__) == sorted([*expected, "NotiError"])
     for name, (parent, code) in expected.items():

@@ -47,6 +47,8 @@ COMMANDS: dict[str, str] = {
     "webman": "noti.cli.webman:webman",
     "status": "noti.cli.status:status",
     "metrics": "noti.cli.metrics:metrics",
+    "token": "noti.cli.tokens:token",
+    "serve": "noti.cli.serve:serve",
 }
 
 

@@ -1,0 +1,396 @@
+"""The HTTP API app: :func:`create_app` over a :class:`~noti.notifier.Notifier`.
+
+The routes call the same Python API applications call (:class:`~noti.notifier.Notifier`,
+:func:`noti.bulk.add_many`, :class:`~noti.events.Events`), as the API token's user: the
+permission rules of :mod:`noti.users` apply unchanged, and a token's level cap lowers levels
+on top of the user's role cap (never refused, as everywhere in noti). Route functions are
+plain ``def``: redis-py is synchronous, so Starlette runs them on its thread pool.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import FastAPI, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from noti.errors import InvalidInput, NotFound, NotiError
+from noti.http.guard import BodyLimit, CallerDep
+from noti.http.models import (
+    BATCH_MAX,
+    BatchOut,
+    ErrorOut,
+    EventIn,
+    EventOut,
+    Health,
+    NotificationIn,
+    NotificationsOut,
+    RecordOut,
+    Refusal,
+    RevokeOut,
+    StoredOut,
+)
+from noti.http.receipts import Receipts
+from noti.http.statuses import error_response
+from noti.record import to_json_dict
+from noti.redisconn import translate_errors
+
+if TYPE_CHECKING:
+    from noti.events import Events
+    from noti.notifier import Notifier
+    from noti.observe.snapshot import Observer
+
+__all__ = ["LIST_MAX", "create_app"]
+
+log = logging.getLogger(__name__)
+
+#: The most records ``GET /v1/notifications`` returns.
+LIST_MAX = 1000
+#: Characters an ``Idempotency-Key`` header may have (a batch's items get ``<key>#<index>``,
+#: within the 200 an idempotency key may have).
+KEY_MAX = 190
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": text}
+    for status, text in (
+        (401, "No API token, or an unknown or revoked one"),
+        (422, "Refused; nothing stored"),
+        (429, "The token is over its rate limit (see Retry-After)"),
+        (503, "Redis did not answer; try again"),
+    )
+}
+_RECORD_ERRORS = {
+    **_ERRORS,
+    403: {"model": ErrorOut, "description": "Another user's record"},
+    404: {"model": ErrorOut, "description": "No such record"},
+}
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=KEY_MAX,
+        description="The same key again (same user, within NOTI_IDEMPOTENCY_TTL_S) stores nothing "
+        "and answers the first call's ids",
+    ),
+]
+
+
+def create_app(
+    notifier: Notifier,
+    *,
+    events: Events | None = None,
+    observer: Observer | None = None,
+) -> FastAPI:
+    """The HTTP API over ``notifier`` (its runtime's settings, Redis and tokens). ``events``
+    and ``observer`` (for ``/metrics``) are built from the runtime on first use when not given."""
+    runtime = notifier.runtime
+    settings = runtime.settings
+    app = FastAPI(
+        title="noti",
+        version=_version(),
+        description="Notifications (SMS, WeChat, e-mail, webhooks) delivered by Celery workers from Redis.",
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.notifier = notifier
+    app.state.tokens = runtime.tokens
+    parts = _Parts(notifier, events, observer)
+    receipts = Receipts(runtime)
+    select_takes_delivery = "delivery" in inspect.signature(notifier.select).parameters
+
+    # --- errors ---------------------------------------------------------------------------------
+
+    @app.exception_handler(NotiError)
+    async def _noti_error(request: Request, exc: NotiError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = _problems(exc)
+        first = problems[0] if problems else {"loc": [], "msg": "invalid request"}
+        where = ".".join(first["loc"]) if isinstance(first["loc"], list) else ""
+        error = InvalidInput(f"{where}: {first['msg']}", code="e.noti.http.badrequest")
+        return error_response(error, problems=problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return error_response(NotFound(f"no route {request.url.path}", code="e.noti.http.noroute"))
+        code = "e.noti.http.method" if exc.status_code == 405 else "e.noti.http.badrequest"
+        body = {"error": {"code": code, "message": str(exc.detail)}}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        body = {"error": {"code": "e.noti.internal", "message": f"{type(exc).__name__}: {exc}"}}
+        return JSONResponse(body, status_code=500)
+
+    # --- notifications ----------------------------------------------------------------------------
+
+    @app.post(
+        "/v1/notifications",
+        status_code=201,
+        response_model=StoredOut | BatchOut,
+        responses={**_ERRORS, 413: {"model": ErrorOut, "description": "The body is too large"}},
+        summary="Queue one notification (an object) or a batch (an array of up to 1,000)",
+    )
+    def post_notifications(
+        body: NotificationIn | Annotated[list[NotificationIn], _batch_bounds()],
+        who: CallerDep,
+        response: Response,
+        idempotency_key: IdempotencyKey = None,
+    ) -> StoredOut | BatchOut:
+        from noti.bulk import add_many
+
+        single = isinstance(body, NotificationIn)
+        given = [body] if isinstance(body, NotificationIn) else body
+        items = [item.model_dump(exclude_none=True) for item in given]
+        if idempotency_key is not None:
+            if any("idempotency_key" in item for item in items):
+                raise InvalidInput(
+                    "give the Idempotency-Key header or items' idempotency_key, not both",
+                    code="e.cmd.noti.add.badkey",
+                )
+            for index, item in enumerate(items):
+                item["idempotency_key"] = idempotency_key if single else f"{idempotency_key}#{index}"
+        result = add_many(notifier, items, user=who.user, level_cap=who.level_cap, whole=True)
+        refused = [Refusal(index=r.index, code=r.code, message=r.message) for r in result.refused]
+        if single:
+            if refused:
+                raise InvalidInput(refused[0].message, code=refused[0].code)
+            record_id = str(result.ids[0])
+            response.headers["Location"] = f"/v1/notifications/{record_id}"
+            return StoredOut(id=record_id)
+        if refused and result.stored == 0:
+            error = InvalidInput(
+                f"{len(refused)} of {len(items)} items refused; nothing stored", code="e.noti.http.batch"
+            )
+            raise _Refused(error, refused)
+        return BatchOut(ids=result.ids, refused=refused)
+
+    @app.get(
+        "/v1/notifications/{record_id}",
+        response_model=RecordOut,
+        responses=_RECORD_ERRORS,
+        summary="One notification record (the token user's own; root: anyone's)",
+    )
+    def get_notification(record_id: str, who: CallerDep) -> dict[str, Any]:
+        return to_json_dict(notifier.get(record_id, user=who.user))
+
+    @app.get(
+        "/v1/notifications",
+        response_model=NotificationsOut,
+        responses={**_ERRORS, 403: {"model": ErrorOut, "description": "Another user's records"}},
+        summary="Records, newest first (the token user's own; root: anyone's)",
+    )
+    def list_notifications(
+        who: CallerDep,
+        st: Annotated[int | None, Query(description="Only this status: -1, 0, 1 or 10")] = None,
+        type: Annotated[  # noqa: A002 - the seed's word
+            str | None, Query(description="Only this type: sms, weixin, email, webhook")
+        ] = None,
+        delivery: Annotated[
+            str | None, Query(description="Only this delivery: accepted, delivered, undelivered, unknown")
+        ] = None,
+        user: Annotated[str | None, Query(description="Only this user's (root members and admins)")] = None,
+        limit: Annotated[int, Query(ge=1, le=LIST_MAX, description="At most this many")] = 100,
+    ) -> dict[str, Any]:
+        filters: dict[str, Any] = {}
+        if delivery is not None:
+            if not select_takes_delivery:
+                raise InvalidInput(
+                    "this noti does not record deliveries yet: list without delivery=",
+                    code="e.cmd.noti.list.baddelivery",
+                )
+            filters["delivery"] = _delivery(delivery)
+        records = notifier.select(
+            user=who.user, creator=user, status=st, channel=type, limit=limit, **filters
+        )
+        return {"notifications": [to_json_dict(r) for r in records]}
+
+    @app.delete(
+        "/v1/notifications/{record_id}",
+        response_model=RevokeOut,
+        responses={
+            **_RECORD_ERRORS,
+            202: {"model": RevokeOut, "description": "A sender holds it: revoked at its next claim"},
+            409: {"model": ErrorOut, "description": "Not waiting any more (sent, failed or revoked)"},
+        },
+        summary="Cancel a waiting notification: it is never sent",
+    )
+    def delete_notification(record_id: str, who: CallerDep, response: Response) -> RevokeOut:
+        done = notifier.revoke([record_id], user=who.user)
+        if record_id in done.revoked:
+            return RevokeOut(id=record_id, state="revoked")
+        if record_id in done.held:
+            response.status_code = 202
+            return RevokeOut(id=record_id, state="held")
+        raise InvalidInput(
+            f"{record_id} is not waiting any more (sent, failed, invalid or revoked already)",
+            code="e.cmd.noti.revoke.final",
+        )
+
+    # --- events -----------------------------------------------------------------------------------
+
+    @app.post(
+        "/v1/events",
+        status_code=202,
+        response_model=EventOut,
+        responses=_ERRORS,
+        summary="Dispatch an event to its listeners",
+    )
+    def post_event(event: EventIn, who: CallerDep, idempotency_key: IdempotencyKey = None) -> EventOut:
+        event_id = parts.events().dispatch(
+            event.name, event.payload, user=who.user, idempotency_key=idempotency_key
+        )
+        return EventOut(id=event_id)
+
+    @app.get(
+        "/v1/events/{event_id}",
+        responses=_RECORD_ERRORS,
+        summary="One event (the token user's own; root: anyone's)",
+    )
+    def get_event(event_id: str, who: CallerDep) -> dict[str, Any]:
+        found: dict[str, Any] = parts.events().get(event_id, user=who.user).to_json()
+        return found
+
+    # --- operations -------------------------------------------------------------------------------
+
+    @app.get(
+        "/v1/health",
+        response_model=Health,
+        responses={503: {"model": ErrorOut, "description": "Redis did not answer"}},
+        summary="Redis answers (no token needed)",
+    )
+    def health() -> Health:
+        with translate_errors(runtime.redis):
+            runtime.redis.ping()
+        return Health(status="ok", redis="up")
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        summary="noti's Prometheus metrics, cluster-wide (no token needed)",
+    )
+    def metrics() -> PlainTextResponse:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return PlainTextResponse(generate_latest(parts.registry()), media_type=CONTENT_TYPE_LATEST)
+
+    for method in ("GET", "POST"):
+        app.add_api_route(
+            "/v1/receipts/{provider}",
+            receipts.endpoint,
+            methods=[method],
+            operation_id=f"receipt_{method.lower()}",
+            response_class=Response,
+            responses={
+                200: {"content": {"text/plain": {}}, "description": "The answer the vendor expects"},
+                400: {"model": ErrorOut, "description": "Malformed receipt"},
+                403: {"model": ErrorOut, "description": "The signature does not verify"},
+                404: {"model": ErrorOut, "description": "No such provider takes receipts"},
+                503: {"model": ErrorOut, "description": "Redis did not answer: push again"},
+            },
+            summary="A vendor's delivery receipt (no token: the vendor's signature)",
+        )
+
+    @app.exception_handler(_Refused)
+    async def _refused(request: Request, exc: _Refused) -> JSONResponse:
+        return error_response(exc.error, items=[r.model_dump() for r in exc.refused])
+
+    app.add_middleware(BodyLimit, max_bytes=settings.http_body_max_bytes)
+    return app
+
+
+class _Refused(Exception):
+    """A batch whose items were refused: answered with each refusal."""
+
+    def __init__(self, error: InvalidInput, refused: list[Refusal]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.refused = refused
+
+
+class _Parts:
+    """What some routes need, built on first use: the events API, the metrics registry."""
+
+    def __init__(self, notifier: Notifier, events: Events | None, observer: Observer | None) -> None:
+        self._notifier = notifier
+        self._events = events
+        self._observer = observer
+        self._registry: Any = None
+        self._lock = threading.Lock()
+
+    def events(self) -> Events:
+        with self._lock:
+            if self._events is None:
+                from noti.events import Events
+
+                self._events = Events(self._notifier.runtime)
+            return self._events
+
+    def registry(self) -> Any:
+        with self._lock:
+            if self._registry is None:
+                from prometheus_client import CollectorRegistry
+
+                from noti.observe.prometheus import NotiCollector
+                from noti.observe.snapshot import Observer
+
+                observer = self._observer or Observer(self._notifier.runtime)
+                self._registry = CollectorRegistry(auto_describe=False)
+                self._registry.register(NotiCollector(observer.snapshot))
+            return self._registry
+
+
+def _problems(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """pydantic's errors as ``{"loc", "msg"}``; for a notifications body (one object or an
+    array), only those of the shape that was sent, without the union's branch name."""
+    shape = "list[" if isinstance(exc.body, list) else "NotificationIn"
+    found = []
+    for error in exc.errors():
+        loc = [str(part) for part in error.get("loc", ())]
+        if (
+            len(loc) > 1
+            and loc[0] == "body"
+            and loc[1].startswith(("NotificationIn", "list[NotificationIn]"))
+        ):
+            if not loc[1].startswith(shape):
+                continue
+            del loc[1]
+        found.append({"loc": loc, "msg": str(error.get("msg", ""))})
+    return found
+
+
+def _batch_bounds() -> Any:
+    from pydantic import Field
+
+    return Field(min_length=1, max_length=BATCH_MAX)
+
+
+def _delivery(value: str) -> str:
+    from noti.delivery.state import Delivery
+
+    known = [d.value for d in Delivery]
+    if value not in known:
+        raise InvalidInput(
+            f"unknown delivery {value!r} (known: {', '.join(known)})", code="e.cmd.noti.list.baddelivery"
+        )
+    return value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("noti")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,160 @@
+"""The HTTP API's request and response bodies: the OpenAPI schema (``/openapi.json``) is
+generated from these models, so it cannot drift from what the routes read and write.
+
+Bodies are parsed strictly (no ``"5"`` for a number) and refuse unknown keys; what a field
+means and whether its value is acceptable is then checked by noti itself (the codes of
+:mod:`noti.notifier` and :mod:`noti.bulk`), exactly as for ``notify()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "BATCH_MAX",
+    "BatchOut",
+    "ErrorBody",
+    "ErrorOut",
+    "EventIn",
+    "EventOut",
+    "Health",
+    "NotificationIn",
+    "NotificationsOut",
+    "RecordOut",
+    "Refusal",
+    "RevokeOut",
+    "StoredOut",
+]
+
+#: The most notifications one ``POST /v1/notifications`` takes.
+BATCH_MAX = 1000
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+class NotificationIn(BaseModel):
+    """One notification: the arguments of :func:`noti.notify` (``to`` or ``target``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"type": "sms", "to": "+8613912345678", "text": "Your code is 4321"}]
+        },
+    )
+
+    type: str = Field(description="sms, weixin, email or webhook")
+    to: str | None = Field(default=None, description="Phone number, openid, e-mail address or URL")
+    target: str | None = Field(default=None, description="The same as to")
+    text: str | None = Field(default=None, description="SMS or e-mail text")
+    tmpl: str | None = Field(default=None, description="WeChat template id")
+    pnb: str | None = Field(default=None, description="WeChat official account")
+    url: str | None = Field(default=None, description="WeChat template link")
+    content: dict[str, Any] | str | None = Field(
+        default=None, description="WeChat template data or webhook body (an object, or its JSON)"
+    )
+    subject: str | None = Field(default=None, description="E-mail subject")
+    html: str | None = Field(default=None, description="E-mail HTML body")
+    lv: int | None = Field(
+        default=None, description="Level 1-1000 (lowered to the user's role cap and the token's cap)"
+    )
+    provider: str | None = Field(default=None, description="Provider name(s), comma-separated, in order")
+    retry_max: int | None = Field(default=None, description="Attempt limit, 1-100")
+    retry_policy: str | None = Field(default=None, description="linear[:S[:CAP]] or exponential[:S[:CAP]]")
+    delay: float | None = Field(default=None, description="Send after this many seconds")
+    eta: str | None = Field(default=None, description="Send at this time (ISO 8601)")
+    identifier: str | None = Field(default=None, description="Debounce key: replaces a delayed one")
+    idempotency_key: str | None = Field(
+        default=None, description="This item's own idempotency key (instead of the Idempotency-Key header)"
+    )
+
+
+class StoredOut(BaseModel):
+    """A notification stored (or the one an idempotency key named)."""
+
+    id: str
+
+
+class Refusal(BaseModel):
+    """An item of a batch that was refused, and why."""
+
+    index: int
+    code: str
+    message: str
+
+
+class BatchOut(BaseModel):
+    """A batch stored: ``ids[i]`` is item i's record id (None: refused, see ``refused``)."""
+
+    ids: list[str | None]
+    refused: list[Refusal] = Field(default_factory=list)
+
+
+class RecordOut(BaseModel):
+    """A notification record as ``noti get -json`` shows it (the seed's field names; the
+    channel's fields depend on its type)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    tp: str
+    ct: int = Field(description="Created, epoch ms")
+    lm: int = Field(description="Last modified, epoch ms")
+    noti_c: str = Field(description="Its user")
+    noti_type: str
+    noti_target: str
+    noti_st: int = Field(description="Status: -1 invalid, 0 failed, 1 waiting, 10 done")
+    noti_lv: int
+
+
+class NotificationsOut(BaseModel):
+    """Records, newest first."""
+
+    notifications: list[RecordOut]
+
+
+class RevokeOut(BaseModel):
+    """``DELETE``: ``revoked`` (it will never be sent) or ``held`` (a sender holds it right
+    now: it is revoked at its next claim unless the send in progress delivers it)."""
+
+    id: str
+    state: str
+
+
+class EventIn(BaseModel):
+    """An event to dispatch (:meth:`noti.events.Events.dispatch`)."""
+
+    model_config = _STRICT
+
+    name: str = Field(description="The event's name, e.g. order.paid")
+    payload: dict[str, Any] = Field(default_factory=dict, description="What the listeners' templates see")
+
+
+class EventOut(BaseModel):
+    """An event dispatched."""
+
+    id: str
+
+
+class Health(BaseModel):
+    """``GET /v1/health``: Redis answers."""
+
+    status: str
+    redis: str
+
+
+class ErrorBody(BaseModel):
+    """What went wrong: a stable noti error code and a message for people."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """Every error answer."""
+
+    error: ErrorBody

@@ -1,0 +1,70 @@
+"""``GET|POST /v1/receipts/{provider}``: delivery receipts vendors push. No API token: each
+vendor authenticates by its signature, which :class:`noti.delivery.intake.ReceiptIntake`
+verifies against the URL the vendor called (``NOTI_PUBLIC_URL`` + path and query when that
+setting is given: behind a proxy the request's own URL differs from the one signed)."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from noti.delivery.state import ReceiptReply, ReceiptRequest
+from noti.errors import ReceiptRejected
+from noti.runtime import Runtime
+
+if TYPE_CHECKING:
+    from noti.config import Settings
+
+__all__ = ["Receipts", "receipt_request"]
+
+
+def receipt_request(request: Request, body: bytes, settings: Settings) -> ReceiptRequest:
+    """The :class:`ReceiptRequest` of an HTTP request: method, URL as signed, headers (names
+    in lower case) and body."""
+    query = request.url.query
+    if settings.public_url:
+        url = settings.public_url.rstrip("/") + request.url.path + (f"?{query}" if query else "")
+    else:
+        url = str(request.url)
+    return ReceiptRequest(request.method, url, dict(request.headers.items()), body)
+
+
+class Receipts:
+    """The receipt intake of one runtime, built on first use."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._intake: Any = None
+        self._lock = threading.Lock()
+
+    def take(self, provider: str, receipt: ReceiptRequest) -> ReceiptReply:
+        """Hand one receipt to the intake; what to answer the vendor.
+
+        Raises:
+            ReceiptRejected: ``.signature``, ``.malformed``, ``.provider`` (no provider of that
+                name takes receipts). StoreUnavailable: the vendor should push again.
+        """
+        with self._lock:
+            if self._intake is None:
+                try:
+                    intake_module = importlib.import_module("noti.delivery.intake")
+                except ImportError:  # a noti whose delivery part takes no receipts yet
+                    raise ReceiptRejected(
+                        f"no provider {provider!r} takes delivery receipts here",
+                        code="e.noti.receipt.provider",
+                    ) from None
+                self._intake = intake_module.ReceiptIntake(self.runtime)
+            intake = self._intake
+        reply: ReceiptReply = intake.take(provider, receipt)
+        return reply
+
+    async def endpoint(self, provider: str, request: Request) -> Response:
+        """The route: read the request, take it off the event loop, answer as the intake says."""
+        body = await request.body()
+        receipt = receipt_request(request, body, self.runtime.settings)
+        reply = await run_in_threadpool(self.take, provider, receipt)
+        return Response(content=reply.body, status_code=reply.status, media_type=reply.content_type)
