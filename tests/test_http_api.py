@@ -1,0 +1,529 @@
+"""The HTTP API through a real ``noti serve`` (uvicorn) on loopback, on the test Redis.
+
+The auth matrix: no token and an unknown or revoked token are 401; another user's record is
+403 (the id exists: noti's own ``e.cmd.noti.get.nopvg``, as for the CLI and Python API), a
+root member's token reads it; a level above the token's cap is lowered to the cap (as a level
+above a role's cap is everywhere in noti), never refused; the user is the token's, never the
+body's. Every bad input is answered 4xx with a code and nothing stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from tests.conftest import ADMIN, ALICE, BASE_ENV, BOB, MEMBER
+from tests.servers import ApiProcess
+from tests.test_hostile_input import snapshot
+
+BODY_MAX = 64 * 1024
+PHONE = "+8613912345678"
+SMS = {"type": "sms", "to": PHONE, "text": "Your code is 4321"}
+
+CONFIG = """
+[channels.sms]
+provider = "sandbox"
+[channels.weixin]
+provider = "sandbox"
+[channels.email]
+provider = "sandbox"
+[channels.webhook]
+provider = "sandbox"
+"""
+
+
+@pytest.fixture(scope="module")
+def api(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiProcess]:
+    """``noti serve`` on a free loopback port, on the test database, bodies up to 64 KiB."""
+    config = tmp_path_factory.mktemp("api") / "noti.toml"
+    config.write_text(CONFIG)
+    env = {
+        **os.environ,
+        **BASE_ENV,
+        "NOTI_REDIS_URL": redis_url,
+        "NOTI_CONFIG": str(config),
+        "NOTI_HTTP_BODY_MAX_BYTES": str(BODY_MAX),
+        "NOTI_PUBLIC_URL": "https://noti.example.com/base",
+    }
+    server = ApiProcess(env, "--no-access-log")
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client(api: ApiProcess, rt: Any) -> Iterator[httpx.Client]:
+    """A client of the server, on a flushed test database (``rt``: the same settings here)."""
+    with httpx.Client(base_url=api.url, timeout=10.0) as made:
+        yield made
+
+
+@pytest.fixture
+def token(rt: Any) -> Callable[..., str]:
+    """``token(user, cap=None, rate=None)``: a new API token (made by the root administrator)."""
+
+    def make(user: str, cap: int | None = None, rate: float | None = None) -> str:
+        plain, _ = rt.tokens.add(user, acting=ADMIN, level_cap=cap, rate_per_s=rate)
+        return str(plain)
+
+    return make
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def bearer(plain: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {plain}"}
+
+
+def stored(raw: redis.Redis) -> dict[str, str]:
+    """Every key but the tokens' hashes (which note when a token was last used) and its digest."""
+    return snapshot(raw, leave_out=lambda key: key.startswith("noti:token:"))
+
+
+def error_of(response: httpx.Response) -> tuple[int, str]:
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["message"], body
+    return response.status_code, str(body["error"]["code"])
+
+
+# --- the auth matrix ------------------------------------------------------------------------------
+
+
+def test_no_token_is_401_and_stores_nothing(client: httpx.Client, raw: redis.Redis) -> None:
+    before = stored(raw)
+    for method, path, body in (
+        ("POST", "/v1/notifications", SMS),
+        ("GET", "/v1/notifications", None),
+        ("GET", "/v1/notifications/01m8ewcqpf43ecf26k9wqs6cww", None),
+        ("DELETE", "/v1/notifications/01m8ewcqpf43ecf26k9wqs6cww", None),
+        ("POST", "/v1/events", {"name": "order.paid"}),
+    ):
+        response = client.request(method, path, json=body)
+        assert error_of(response) == (401, "e.noti.auth.missing"), (method, path)
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    for header in ("Bearer", "Basic YWxpY2U6eA==", "Bearer noti_" + "x" * 43, "Bearer " + "y" * 5000):
+        response = client.post("/v1/notifications", json=SMS, headers={"Authorization": header})
+        assert response.status_code == 401, header
+        assert response.json()["error"]["code"] in ("e.noti.auth.missing", "e.noti.auth.unknown")
+    assert stored(raw) == before
+
+
+def test_a_revoked_token_is_401_from_the_next_request_on(
+    client: httpx.Client, token: Callable[..., str], rt: Any, raw: redis.Redis
+) -> None:
+    # given a token that works
+    plain = token(ALICE)
+    assert client.post("/v1/notifications", json=SMS, headers=bearer(plain)).status_code == 201
+    before = stored(raw)
+    # when it is revoked
+    rt.tokens.revoke(plain, acting=ADMIN)
+    # then it authenticates nothing, and nothing more is stored
+    response = client.post("/v1/notifications", json=SMS, headers=bearer(plain))
+    assert error_of(response) == (401, "e.noti.auth.revoked")
+    assert error_of(client.get("/v1/notifications", headers=bearer(plain))) == (401, "e.noti.auth.revoked")
+    assert stored(raw) == before
+
+
+def test_another_users_record_is_403_and_a_root_members_token_reads_it(
+    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
+) -> None:
+    alice, bob, member = token(ALICE), token(BOB), token(MEMBER)
+    record_id = client.post("/v1/notifications", json={**SMS, "delay": 3600}, headers=bearer(alice)).json()[
+        "id"
+    ]
+    before = stored(raw)
+    assert error_of(client.get(f"/v1/notifications/{record_id}", headers=bearer(bob))) == (
+        403,
+        "e.cmd.noti.get.nopvg",
+    )
+    assert error_of(client.delete(f"/v1/notifications/{record_id}", headers=bearer(bob))) == (
+        403,
+        "e.cmd.noti.revoke.nopvg",
+    )
+    assert client.get("/v1/notifications", headers=bearer(bob)).json() == {"notifications": []}
+    assert error_of(client.get(f"/v1/notifications?user={ALICE}", headers=bearer(bob))) == (
+        403,
+        "e.cmd.noti.list.nopvg",
+    )
+    assert stored(raw) == before  # bob's DELETE left it waiting
+    seen = client.get(f"/v1/notifications/{record_id}", headers=bearer(member))
+    assert seen.status_code == 200 and seen.json()["noti_c"] == ALICE and seen.json()["noti_st"] == 1
+    own = client.get(f"/v1/notifications/{record_id}", headers=bearer(alice))
+    assert own.status_code == 200 and own.json()["id"] == record_id
+
+
+def test_a_level_above_the_tokens_cap_is_lowered_to_it(
+    client: httpx.Client, token: Callable[..., str]
+) -> None:
+    capped_admin = token(ADMIN, cap=5)
+    plain_user = token(ALICE, cap=50)
+    cases = [
+        (capped_admin, 1000, 5),  # the token's cap
+        (capped_admin, 3, 3),  # under it: as asked
+        (token(ADMIN), 1000, 1000),  # no cap: the role's (root administrator: 1000)
+        (plain_user, 1000, 1),  # the role's cap (1) is below the token's
+        (token(MEMBER, cap=200), 500, 100),  # a root member's role cap (100)
+    ]
+    for plain, asked, got in cases:
+        made = client.post("/v1/notifications", json={**SMS, "lv": asked}, headers=bearer(plain))
+        assert made.status_code == 201, made.text
+        record = client.get(f"/v1/notifications/{made.json()['id']}", headers=bearer(plain)).json()
+        assert record["noti_lv"] == got, (asked, record)
+    batch = client.post("/v1/notifications", json=[{**SMS, "lv": 900}] * 3, headers=bearer(capped_admin))
+    levels = {
+        client.get(f"/v1/notifications/{i}", headers=bearer(capped_admin)).json()["noti_lv"]
+        for i in batch.json()["ids"]
+    }
+    assert levels == {5}
+
+
+def test_the_user_is_the_tokens_never_the_requests(
+    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
+) -> None:
+    alice = token(ALICE)
+    before = stored(raw)
+    for body in ({**SMS, "user": ADMIN}, {**SMS, "creator": ADMIN}, {**SMS, "noti_c": ADMIN}):
+        assert error_of(client.post("/v1/notifications", json=body, headers=bearer(alice)))[0] == 422
+    assert stored(raw) == before
+    made = client.post(
+        "/v1/notifications", json=SMS, headers={**bearer(alice), "X-Noti-User": ADMIN, "Cookie": "user=boss"}
+    )
+    record = client.get(f"/v1/notifications/{made.json()['id']}", headers=bearer(alice)).json()
+    assert record["noti_c"] == ALICE
+
+
+# --- adding -------------------------------------------------------------------------------------
+
+
+def test_one_notification_is_stored_and_queued(
+    client: httpx.Client, token: Callable[..., str], rt: Any
+) -> None:
+    alice = token(ALICE)
+    made = client.post("/v1/notifications", json=SMS, headers=bearer(alice))
+    assert made.status_code == 201
+    record_id = made.json()["id"]
+    assert made.headers["Location"] == f"/v1/notifications/{record_id}"
+    record = rt.store.get(record_id)
+    assert (record.creator, record.target, record.fields["text"]) == (ALICE, PHONE, SMS["text"])
+    assert rt.redis.zscore(rt.keys.waiting_index, record_id) is not None  # queued, not only stored
+
+
+def test_a_batch_of_100_is_stored_whole(client: httpx.Client, token: Callable[..., str], rt: Any) -> None:
+    alice = token(ALICE)
+    items = [{**SMS, "text": f"message {i}"} for i in range(100)]
+    made = client.post("/v1/notifications", json=items, headers=bearer(alice))
+    assert made.status_code == 201, made.text
+    ids = made.json()["ids"]
+    assert len(set(ids)) == 100 and made.json()["refused"] == []
+    assert [rt.store.get(i).fields["text"] for i in ids] == [f"message {i}" for i in range(100)]
+
+
+def test_an_idempotency_key_stores_once(
+    client: httpx.Client, token: Callable[..., str], rt: Any, raw: redis.Redis
+) -> None:
+    alice, bob = token(ALICE), token(BOB)
+    headers = {**bearer(alice), "Idempotency-Key": "order-42"}
+    first = client.post("/v1/notifications", json=SMS, headers=headers)
+    again = client.post("/v1/notifications", json=SMS, headers=headers)
+    assert first.status_code == again.status_code == 201
+    assert first.json() == again.json()
+    assert rt.redis.zcard(rt.keys.all_index) == 1
+    # keys are per user: bob's same key is another notification
+    bobs = client.post("/v1/notifications", json=SMS, headers={**bearer(bob), "Idempotency-Key": "order-42"})
+    assert bobs.json()["id"] != first.json()["id"]
+    # a batch under one key: item i is <key>#i; sent twice, stored once
+    items = [{**SMS, "text": f"m{i}"} for i in range(10)]
+    batch_headers = {**bearer(alice), "Idempotency-Key": "batch-7"}
+    one = client.post("/v1/notifications", json=items, headers=batch_headers)
+    before = stored(raw)
+    two = client.post("/v1/notifications", json=items, headers=batch_headers)
+    assert one.json()["ids"] == two.json()["ids"] and len(set(one.json()["ids"])) == 10
+    assert rt.redis.zcard(rt.keys.all_index) == 12
+    assert stored(raw) == before
+
+
+def test_a_batch_with_a_bad_item_is_refused_whole(
+    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
+) -> None:
+    alice = token(ALICE)
+    before = stored(raw)
+    items = [SMS, {**SMS, "to": "not a phone"}, SMS, {"type": "fax", "to": PHONE}]
+    response = client.post("/v1/notifications", json=items, headers=bearer(alice))
+    assert error_of(response) == (422, "e.noti.http.batch")
+    refused = response.json()["error"]["items"]
+    assert [(r["index"], r["code"]) for r in refused] == [
+        (1, "e.cmd.noti.add.badtarget"),
+        (3, "e.cmd.noti.add.badtype"),
+    ]
+    assert stored(raw) == before
+
+
+BAD = [
+    # (id, body as bytes or JSON, extra headers, status, code)
+    ("not json", b"{not json", {}, 422, "e.noti.http.badrequest"),
+    ("empty body", b"", {}, 422, "e.noti.http.badrequest"),
+    ("a string", "sms", {}, 422, "e.noti.http.badrequest"),
+    ("a number", 5, {}, 422, "e.noti.http.badrequest"),
+    ("null", None, {}, 422, "e.noti.http.badrequest"),
+    ("empty batch", [], {}, 422, "e.noti.http.badrequest"),
+    ("1001 items", [{"type": "sms", "to": PHONE}] * 1001, {}, 422, "e.noti.http.badrequest"),
+    ("no type", {"to": PHONE, "text": "x"}, {}, 422, "e.noti.http.badrequest"),
+    ("unknown key", {**SMS, "priority": 9}, {}, 422, "e.noti.http.badrequest"),
+    ("text a number", {**SMS, "text": 5}, {}, 422, "e.noti.http.badrequest"),
+    ("lv a string", {**SMS, "lv": "5"}, {}, 422, "e.noti.http.badrequest"),
+    ("lv a float", {**SMS, "lv": 2.5}, {}, 422, "e.noti.http.badrequest"),
+    ("lv true", {**SMS, "lv": True}, {}, 422, "e.noti.http.badrequest"),
+    ("lv 0", {**SMS, "lv": 0}, {}, 422, "e.cmd.noti.add.badlv"),
+    ("lv 2**64", {**SMS, "lv": 2**64}, {}, 422, "e.cmd.noti.add.badlv"),
+    ("unknown type", {**SMS, "type": "fax"}, {}, 422, "e.cmd.noti.add.badtype"),
+    ("bad phone", {**SMS, "to": "12"}, {}, 422, "e.cmd.noti.add.badtarget"),
+    ("no target", {"type": "sms", "text": "x"}, {}, 422, "e.cmd.noti.add.badtarget"),
+    ("empty text", {**SMS, "text": ""}, {}, 422, "e.cmd.noti.add.badtext"),
+    ("NUL in text", {**SMS, "text": "a\x00b"}, {}, 422, "e.cmd.noti.add.badtext"),
+    ("retry_max 0", {**SMS, "retry_max": 0}, {}, 422, "e.cmd.noti.add.badretry"),
+    ("negative delay", {**SMS, "delay": -5}, {}, 422, "e.cmd.noti.add.baddelay"),
+    ("bad eta", {**SMS, "eta": "tomorrow"}, {}, 422, "e.cmd.noti.add.baddelay"),
+    ("unknown provider", {**SMS, "provider": "nope"}, {}, 422, "e.cmd.noti.add.noprovider"),
+    (
+        "webhook to no URL",
+        {"type": "webhook", "to": "ftp://x", "content": {}},
+        {},
+        422,
+        "e.cmd.noti.add.badtarget",
+    ),  # fmt: skip
+    (
+        "key and identifier",
+        {**SMS, "identifier": "d1"},
+        {"Idempotency-Key": "k"},
+        422,
+        "e.cmd.noti.add.badkey",
+    ),
+    (
+        "header and item key",
+        {**SMS, "idempotency_key": "a"},
+        {"Idempotency-Key": "b"},
+        422,
+        "e.cmd.noti.add.badkey",
+    ),  # fmt: skip
+    ("key too long", SMS, {"Idempotency-Key": "k" * 191}, 422, "e.noti.http.badrequest"),
+    ("key with a tab", SMS, {"Idempotency-Key": "a\tb"}, 422, "e.cmd.noti.add.badkey"),
+    ("too large", {**SMS, "text": "x" * (BODY_MAX + 1)}, {}, 413, "e.noti.http.toolarge"),
+]
+
+
+@pytest.mark.parametrize(("body", "headers", "status", "code"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_every_bad_input_is_4xx_and_stores_nothing(
+    client: httpx.Client,
+    token: Callable[..., str],
+    raw: redis.Redis,
+    body: Any,
+    headers: dict[str, str],
+    status: int,
+    code: str,
+) -> None:
+    alice = token(ALICE)
+    before = stored(raw)
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    response = client.post(
+        "/v1/notifications",
+        content=content,
+        headers={**bearer(alice), "Content-Type": "application/json", **headers},
+    )
+    assert error_of(response) == (status, code), response.text
+    assert stored(raw) == before
+
+
+def test_a_body_too_large_is_413_without_a_content_length_too(
+    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
+) -> None:
+    alice = token(ALICE)
+    before = stored(raw)
+
+    def chunks() -> Iterator[bytes]:  # a chunked body: no Content-Length to read the size from
+        yield b'{"type": "sms", "to": "+8613912345678", "text": "'
+        for _ in range(20):
+            yield b"x" * 4096
+        yield b'"}'
+
+    response = client.post(
+        "/v1/notifications", content=chunks(), headers={**bearer(alice), "Content-Type": "application/json"}
+    )
+    assert error_of(response) == (413, "e.noti.http.toolarge")
+    assert stored(raw) == before
+
+
+def test_a_token_over_its_rate_is_429_with_retry_after(
+    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
+) -> None:
+    slow = token(ALICE, rate=0.5)  # a burst of 1, then one request every 2 s
+    assert client.post("/v1/notifications", json=SMS, headers=bearer(slow)).status_code == 201
+    before = stored(raw)
+    response = client.post("/v1/notifications", json=SMS, headers=bearer(slow))
+    assert error_of(response) == (429, "e.noti.auth.rate")
+    assert 1 <= int(response.headers["Retry-After"]) <= 2
+    assert stored(raw) == before
+    # another token of the same user has a bucket of its own
+    assert client.post("/v1/notifications", json=SMS, headers=bearer(token(ALICE))).status_code == 201
+
+
+# --- reading and cancelling -------------------------------------------------------------------------
+
+
+def test_listing_filters_by_status_and_type(client: httpx.Client, token: Callable[..., str]) -> None:
+    alice = token(ALICE)
+    sms = client.post("/v1/notifications", json=SMS, headers=bearer(alice)).json()["id"]
+    mail = {"type": "email", "to": "ops@example.com", "subject": "s", "text": "t"}
+    email = client.post("/v1/notifications", json=mail, headers=bearer(alice)).json()["id"]
+
+    def ids(query: str) -> list[str]:
+        response = client.get(f"/v1/notifications{query}", headers=bearer(alice))
+        assert response.status_code == 200, response.text
+        return [r["id"] for r in response.json()["notifications"]]
+
+    assert ids("") == [email, sms]
+    assert ids("?type=sms") == [sms]
+    assert ids("?st=1&type=email") == [email]
+    assert ids("?st=10") == []
+    assert ids("?limit=1") == [email]
+    for query, code in (
+        ("?st=7", "e.cmd.noti.list.badst"),
+        ("?st=x", "e.noti.http.badrequest"),
+        ("?type=fax", "e.cmd.noti.add.badtype"),
+        ("?limit=0", "e.noti.http.badrequest"),
+        ("?limit=1001", "e.noti.http.badrequest"),
+        ("?user=a:b", "e.cmd.noti.baduser"),
+        ("?delivery=lost", "e.cmd.noti.list.baddelivery"),
+    ):
+        assert error_of(client.get(f"/v1/notifications{query}", headers=bearer(alice))) == (422, code), query
+
+
+def test_delete_revokes_a_waiting_record_and_is_409_once_it_is_not(
+    client: httpx.Client, token: Callable[..., str], rt: Any
+) -> None:
+    alice = token(ALICE)
+    record_id = client.post("/v1/notifications", json={**SMS, "delay": 600}, headers=bearer(alice)).json()[
+        "id"
+    ]
+    done = client.delete(f"/v1/notifications/{record_id}", headers=bearer(alice))
+    assert done.status_code == 200 and done.json() == {"id": record_id, "state": "revoked"}
+    record = rt.store.get(record_id)
+    assert record.status == -1 and record.revoked_ms
+    assert rt.redis.zscore(rt.keys.delayed, record_id) is None  # never sent
+    again = client.delete(f"/v1/notifications/{record_id}", headers=bearer(alice))
+    assert error_of(again) == (409, "e.cmd.noti.revoke.final")
+    missing = client.delete("/v1/notifications/01m8ewcqpf43ecf26k9wqs6cww", headers=bearer(alice))
+    assert error_of(missing) == (404, "e.cmd.noti.revoke.not_found")
+    assert error_of(client.get("/v1/notifications/nope", headers=bearer(alice))) == (
+        404,
+        "e.cmd.noti.not_found",
+    )
+
+
+# --- events, operations, receipts --------------------------------------------------------------
+
+
+def test_an_event_is_dispatched_as_the_tokens_user(client: httpx.Client, token: Callable[..., str]) -> None:
+    alice, bob = token(ALICE), token(BOB)
+    headers = {**bearer(alice), "Idempotency-Key": "paid-42"}
+    made = client.post("/v1/events", json={"name": "order.paid", "payload": {"id": 42}}, headers=headers)
+    assert made.status_code == 202, made.text
+    event_id = made.json()["id"]
+    again = client.post("/v1/events", json={"name": "order.paid", "payload": {"id": 42}}, headers=headers)
+    assert again.json()["id"] == event_id
+    shown = client.get(f"/v1/events/{event_id}", headers=bearer(alice)).json()
+    assert shown["user"] == ALICE and shown["name"] == "order.paid"
+    assert error_of(client.get(f"/v1/events/{event_id}", headers=bearer(bob))) == (
+        403,
+        "e.noti.event.show.nopvg",
+    )
+    bad = client.post("/v1/events", json={"name": "bad name!"}, headers=bearer(alice))
+    assert error_of(bad) == (422, "e.noti.event.badname")
+    assert (
+        error_of(client.post("/v1/events", json={"name": "x", "payload": []}, headers=bearer(alice)))[0]
+        == 422
+    )
+
+
+def test_health_metrics_and_openapi_need_no_token(client: httpx.Client) -> None:
+    assert client.get("/v1/health").json() == {"status": "ok", "redis": "up"}
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200 and "noti_store_up 1.0" in metrics.text
+    schema = client.get("/openapi.json").json()
+    assert {"/v1/notifications", "/v1/notifications/{record_id}", "/v1/events", "/v1/health"} <= set(
+        schema["paths"]
+    )
+    assert schema["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
+
+
+def test_a_receipt_needs_no_token_and_a_provider_without_receipts_is_404(
+    client: httpx.Client, raw: redis.Redis
+) -> None:
+    before = stored(raw)
+    for method in ("GET", "POST"):
+        response = client.request(
+            method, "/v1/receipts/sandbox?MessageSid=SM1", content=b"MessageStatus=delivered"
+        )
+        assert error_of(response) == (404, "e.noti.receipt.provider"), method
+    assert stored(raw) == before
+
+
+def test_unknown_routes_and_methods_answer_json(client: httpx.Client, token: Callable[..., str]) -> None:
+    assert error_of(client.get("/v2/notifications")) == (404, "e.noti.http.noroute")
+    response = client.put("/v1/notifications", json=SMS, headers=bearer(token(ALICE)))
+    assert error_of(response) == (405, "e.noti.http.method")
+
+
+def test_the_receipt_request_is_what_the_vendor_signed(rt: Any) -> None:
+    """The URL a vendor signed is NOTI_PUBLIC_URL + path + query when it is set (behind a
+    proxy), else the request's own; header names in lower case; the body as sent."""
+    from starlette.requests import Request
+
+    from noti.http.receipts import receipt_request
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/receipts/twilio",
+        "raw_path": b"/v1/receipts/twilio",
+        "query_string": b"a=1&b=2",
+        "headers": [(b"x-twilio-signature", b"abc="), (b"host", b"10.0.0.5:8700")],
+        "scheme": "http",
+        "server": ("10.0.0.5", 8700),
+    }
+    behind = rt.settings.model_copy(update={"public_url": "https://noti.example.com/base/"})
+    made = receipt_request(Request(scope), b"x=1", behind)
+    assert made.url == "https://noti.example.com/base/v1/receipts/twilio?a=1&b=2"
+    assert made.header("X-Twilio-Signature") == "abc=" and made.body == b"x=1" and made.method == "POST"
+    direct = receipt_request(Request(scope), b"", rt.settings.model_copy(update={"public_url": None}))
+    assert direct.url == "http://10.0.0.5:8700/v1/receipts/twilio?a=1&b=2"
+
+
+def test_the_status_of_every_error_class(rt: Any) -> None:
+    from noti import errors
+    from noti.http.statuses import status_of
+
+    assert status_of(errors.InvalidInput("x")) == 422
+    assert status_of(errors.InvalidInput("x", code="e.noti.http.toolarge")) == 413
+    assert status_of(errors.InvalidInput("x", code="e.cmd.noti.revoke.final")) == 409
+    assert status_of(errors.Unauthenticated("x")) == 401
+    assert status_of(errors.PermissionDenied("x")) == 403
+    assert status_of(errors.NotFound("x")) == 404
+    assert status_of(errors.RateLimitExceeded("x", retry_after_s=1)) == 429
+    assert status_of(errors.StoreUnavailable("x")) == 503
+    assert status_of(errors.InvalidConfig("x")) == 500
+    assert status_of(errors.ReceiptRejected("x", code="e.noti.receipt.signature")) == 403
+    assert status_of(errors.ReceiptRejected("x", code="e.noti.receipt.malformed")) == 400
+    assert status_of(errors.ReceiptRejected("x", code="e.noti.receipt.provider")) == 404

@@ -1,0 +1,156 @@
+"""API tokens (noti.tokens) and ``noti token add | list | revoke``: only root administrators
+manage them, Redis never holds a token (only its SHA-256), a revoked one authenticates nothing,
+and every bad argument is refused with its code, nothing stored."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+import pytest
+
+from noti.cli import main
+from noti.errors import InvalidInput, NotFound, PermissionDenied, RateLimitExceeded, Unauthenticated
+from noti.tokens import PREFIX, digest_of
+from tests.clirunner import cli_runner
+from tests.conftest import ADMIN, ALICE, MEMBER
+
+
+def everything_in(rt: Any) -> str:
+    """Every key and value of the test database, as one text."""
+    parts = []
+    for key in rt.redis.scan_iter(count=1000):
+        kind = rt.redis.type(key)
+        parts.append(key)
+        if kind == "hash":
+            parts += [f"{k}={v}" for k, v in rt.redis.hgetall(key).items()]
+        elif kind == "zset":
+            parts += [str(m) for m in rt.redis.zrange(key, 0, -1)]
+        elif kind == "string":
+            parts.append(str(rt.redis.get(key)))
+    return "\n".join(parts)
+
+
+def run(*args: str, user: str = ADMIN) -> Any:
+    """``noti -as USER ARGS…`` in this process, through the console entry's error handling."""
+    return cli_runner().invoke(_entry, ["-as", user, *args], catch_exceptions=False)
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def _entry(ctx: click.Context) -> None:
+    main(list(ctx.args))
+
+
+def test_the_cli_adds_lists_and_revokes_and_redis_holds_only_the_hash(rt: Any) -> None:
+    # given a token made with the CLI
+    made = run("token", "add", "-user", ALICE, "-cap", "5", "-rate", "20", "-note", "shop backend", "-json")
+    assert made.exit_code == 0, made.output
+    shown = json.loads(made.stdout)
+    plain = shown["token"]
+    assert plain.startswith(PREFIX) and len(plain) == len(PREFIX) + 43
+    assert (shown["user"], shown["level_cap"], shown["rate_per_s"]) == (ALICE, 5, 20.0)
+    # then Redis has its digest, never the token or any part of its secret
+    stored = everything_in(rt)
+    assert digest_of(plain) in stored
+    assert plain not in stored and plain[len(PREFIX) : len(PREFIX) + 12] not in stored
+    # and it authenticates as its user, with its cap
+    caller = rt.tokens.authenticate(plain)
+    assert (caller.user, caller.level_cap, caller.token_id) == (ALICE, 5, shown["id"])
+    # list shows it by id, never the token
+    listed = run("token", "list")
+    assert listed.exit_code == 0 and shown["id"] in listed.stdout and plain not in listed.stdout
+    assert "shop backend" in listed.stdout and "20/s" in listed.stdout
+    as_json = json.loads(run("token", "list", "-json").stdout)
+    assert [t["id"] for t in as_json] == [shown["id"]] and as_json[0]["used_ms"] is not None
+    # when it is revoked by a prefix of its id
+    revoked = run("token", "revoke", shown["id"][:8])
+    assert revoked.exit_code == 0 and f"revoked {shown['id']}" in revoked.stdout
+    # then it authenticates nothing, and stays listed as revoked
+    with pytest.raises(Unauthenticated) as refused:
+        rt.tokens.authenticate(plain)
+    assert refused.value.code == "e.noti.auth.revoked"
+    assert json.loads(run("token", "list", "-json").stdout)[0]["revoked_ms"] is not None
+    # revoking again changes nothing (the first revocation's time stays)
+    first = rt.tokens.revoke(plain, acting=ADMIN).revoked_ms
+    assert rt.tokens.revoke(shown["id"], acting=ADMIN).revoked_ms == first
+
+
+def test_the_plain_add_prints_the_token_alone_on_stdout(rt: Any) -> None:
+    made = run("token", "add", "-user", ALICE)
+    assert made.exit_code == 0
+    plain = made.stdout.strip()
+    assert plain.startswith(PREFIX) and "\n" not in plain  # TOKEN=$(noti token add ...) works
+    assert "not shown again" in made.stderr
+    assert rt.tokens.authenticate(plain).user == ALICE
+
+
+@pytest.mark.parametrize("user", [ALICE, MEMBER])
+def test_only_root_administrators_manage_tokens(rt: Any, user: str) -> None:
+    plain, info = rt.tokens.add(ALICE, acting=ADMIN)
+    before = everything_in(rt)
+    for args in (("token", "add", "-user", user), ("token", "list"), ("token", "revoke", info.id)):
+        refused = run(*args, user=user)
+        assert refused.exit_code == 1 and refused.stderr.startswith("e.noti.token.nopvg:"), args
+    assert everything_in(rt) == before
+    with pytest.raises(PermissionDenied):
+        rt.tokens.add(user, acting=user)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"user": "a:b"}, "e.cmd.noti.baduser"),
+        ({"user": ""}, "e.cmd.noti.baduser"),
+        ({"user": ALICE, "level_cap": 0}, "e.noti.token.badcap"),
+        ({"user": ALICE, "level_cap": 1001}, "e.noti.token.badcap"),
+        ({"user": ALICE, "level_cap": True}, "e.noti.token.badcap"),
+        ({"user": ALICE, "rate_per_s": 0}, "e.noti.token.badrate"),
+        ({"user": ALICE, "rate_per_s": -1.0}, "e.noti.token.badrate"),
+        ({"user": ALICE, "rate_per_s": float("nan")}, "e.noti.token.badrate"),
+        ({"user": ALICE, "rate_per_s": 1e7}, "e.noti.token.badrate"),
+        ({"user": ALICE, "note": "a\nb"}, "e.noti.token.badnote"),
+        ({"user": ALICE, "note": "n" * 201}, "e.noti.token.badnote"),
+    ],
+)
+def test_bad_arguments_store_nothing(rt: Any, kwargs: dict[str, Any], code: str) -> None:
+    user = kwargs.pop("user")
+    with pytest.raises(InvalidInput) as refused:
+        rt.tokens.add(user, acting=ADMIN, **kwargs)
+    assert refused.value.code == code
+    assert list(rt.redis.scan_iter()) == []
+
+
+def test_revoke_by_id_needs_enough_digits_and_one_match(rt: Any) -> None:
+    _, info = rt.tokens.add(ALICE, acting=ADMIN)
+    for ident, error, code in (
+        ("abc", InvalidInput, "e.noti.token.badid"),  # too short
+        ("zzzzzzzz", InvalidInput, "e.noti.token.badid"),  # not hex
+        ("", InvalidInput, "e.noti.token.badid"),
+        ("0" * 12 if not info.id.startswith("0") else "1" * 12, NotFound, "e.noti.token.not_found"),
+        (PREFIX + "unknown", NotFound, "e.noti.token.not_found"),
+    ):
+        with pytest.raises(error) as refused:
+            rt.tokens.revoke(ident, acting=ADMIN)
+        assert refused.value.code == code, ident
+    assert rt.tokens.entries(acting=ADMIN)[0].revoked_ms is None
+    assert rt.tokens.revoke(info.id, acting=ADMIN).id == info.id
+
+
+def test_the_rate_limit_lets_a_burst_in_then_one_per_period(rt: Any) -> None:
+    plain, _ = rt.tokens.add(ALICE, acting=ADMIN, rate_per_s=3)
+    for _ in range(3):  # a burst of ceil(3) requests
+        rt.tokens.authenticate(plain)
+    with pytest.raises(RateLimitExceeded) as limited:
+        rt.tokens.authenticate(plain)
+    assert limited.value.code == "e.noti.auth.rate" and 0 < limited.value.retry_after_s <= 0.34
+
+
+def test_a_token_without_limits_never_writes_more_than_its_last_use(rt: Any) -> None:
+    plain, info = rt.tokens.add(ALICE, acting=ADMIN)
+    for _ in range(50):
+        rt.tokens.authenticate(plain)
+    stored = rt.redis.hgetall(rt.keys.token(digest_of(plain)))
+    assert set(stored) == {"user", "cap", "rate", "note", "created_ms", "used_ms"}
+    assert info.used_ms is None and int(stored["used_ms"]) >= info.created_ms
