@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from tests import servers
-from tests.servers import CeleryProcess
+from tests.servers import ApiProcess, CeleryProcess
 
 for _name in [n for n in os.environ if n.startswith("NOTI_") and n != "NOTI_TEST_REDIS_URL"]:
     del os.environ[_name]
@@ -190,3 +190,31 @@ def spawn_worker(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
     yield _spawn
     for proc in started:
         proc.stop()
+
+
+#: The body limit of the ``api`` server (``NOTI_HTTP_BODY_MAX_BYTES``).
+API_BODY_MAX = 64 * 1024
+_API_CONFIG = "".join(
+    f'[channels.{c}]\nprovider = "sandbox"\n' for c in ("sms", "weixin", "email", "webhook")
+)
+
+
+@pytest.fixture(scope="module")
+def api(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiProcess]:
+    """``noti serve`` on a free loopback port, on the test database, bodies up to 64 KiB."""
+    config = tmp_path_factory.mktemp("api") / "noti.toml"
+    config.write_text(_API_CONFIG)
+    env = {
+        **os.environ,
+        **BASE_ENV,
+        "NOTI_REDIS_URL": redis_url,
+        "NOTI_CONFIG": str(config),
+        "NOTI_HTTP_BODY_MAX_BYTES": str(API_BODY_MAX),
+        "NOTI_PUBLIC_URL": "https://noti.example.com/base",
+    }
+    server = ApiProcess(env, "--no-access-log")
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()

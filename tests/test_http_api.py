@@ -10,7 +10,6 @@ body's. Every bad input is answered 4xx with a code and nothing stored.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,45 +17,12 @@ import httpx
 import pytest
 import redis
 
-from tests.conftest import ADMIN, ALICE, BASE_ENV, BOB, MEMBER
+from tests.conftest import ADMIN, ALICE, API_BODY_MAX, BOB, MEMBER
 from tests.servers import ApiProcess
 from tests.test_hostile_input import snapshot
 
-BODY_MAX = 64 * 1024
 PHONE = "+8613912345678"
 SMS = {"type": "sms", "to": PHONE, "text": "Your code is 4321"}
-
-CONFIG = """
-[channels.sms]
-provider = "sandbox"
-[channels.weixin]
-provider = "sandbox"
-[channels.email]
-provider = "sandbox"
-[channels.webhook]
-provider = "sandbox"
-"""
-
-
-@pytest.fixture(scope="module")
-def api(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiProcess]:
-    """``noti serve`` on a free loopback port, on the test database, bodies up to 64 KiB."""
-    config = tmp_path_factory.mktemp("api") / "noti.toml"
-    config.write_text(CONFIG)
-    env = {
-        **os.environ,
-        **BASE_ENV,
-        "NOTI_REDIS_URL": redis_url,
-        "NOTI_CONFIG": str(config),
-        "NOTI_HTTP_BODY_MAX_BYTES": str(BODY_MAX),
-        "NOTI_PUBLIC_URL": "https://noti.example.com/base",
-    }
-    server = ApiProcess(env, "--no-access-log")
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -320,7 +286,7 @@ BAD = [
     ),  # fmt: skip
     ("key too long", SMS, {"Idempotency-Key": "k" * 191}, 422, "e.noti.http.badrequest"),
     ("key with a tab", SMS, {"Idempotency-Key": "a\tb"}, 422, "e.cmd.noti.add.badkey"),
-    ("too large", {**SMS, "text": "x" * (BODY_MAX + 1)}, {}, 413, "e.noti.http.toolarge"),
+    ("too large", {**SMS, "text": "x" * (API_BODY_MAX + 1)}, {}, 413, "e.noti.http.toolarge"),
 ]
 
 

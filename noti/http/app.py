@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import FastAPI, Header, Query, Request, Response
+from fastapi import Body, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -70,6 +70,18 @@ _RECORD_ERRORS = {
     404: {"model": ErrorOut, "description": "No such record"},
 }
 
+_SMS = {"type": "sms", "to": "+8613912345678", "text": "Your code is 4321"}
+_EXAMPLES: dict[str, Any] = {
+    "one": {"summary": "One SMS", "value": _SMS},
+    "batch": {
+        "summary": "A batch",
+        "value": [
+            _SMS,
+            {"type": "email", "to": "ops@example.com", "subject": "Report", "text": "All green."},
+        ],
+    },
+}
+
 IdempotencyKey = Annotated[
     str | None,
     Header(
@@ -123,6 +135,8 @@ def create_app(
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
             return error_response(NotFound(f"no route {request.url.path}", code="e.noti.http.noroute"))
+        if exc.status_code == 400:  # a body FastAPI cannot decode (not UTF-8): as any bad body
+            return error_response(InvalidInput(str(exc.detail), code="e.noti.http.badrequest"))
         code = "e.noti.http.method" if exc.status_code == 405 else "e.noti.http.badrequest"
         body = {"error": {"code": code, "message": str(exc.detail)}}
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
@@ -143,7 +157,10 @@ def create_app(
         summary="Queue one notification (an object) or a batch (an array of up to 1,000)",
     )
     def post_notifications(
-        body: NotificationIn | Annotated[list[NotificationIn], _batch_bounds()],
+        body: Annotated[
+            NotificationIn | Annotated[list[NotificationIn], _batch_bounds()],
+            Body(openapi_examples=_EXAMPLES),
+        ],
         who: CallerDep,
         response: Response,
         idempotency_key: IdempotencyKey = None,
