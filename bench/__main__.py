@@ -22,6 +22,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 13. events under sparse traffic: dispatch to activation p50/p99/max     (bench.events_bench)
 14. number pool: 30 SMS over 3 senders at 20 ms each, < 0.5 s           (bench.numpool_bench)
 15. scaling: the drain with 1, 2, 4, 8 processes; producers 1 and 2     (bench.limits_bench)
+16. HTTP API: POST /v1/notifications batched and single, p99 at 200/s  (bench.http_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
 met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1
@@ -39,6 +40,7 @@ from bench import (
     drain_bench,
     enqueue_bench,
     events_bench,
+    http_bench,
     latency_bench,
     limits_bench,
     numpool_bench,
@@ -63,6 +65,7 @@ SCENARIOS: dict[int, Scenario] = {
     **limits_bench.SCENARIOS,
     **events_bench.SCENARIOS,
     **numpool_bench.SCENARIOS,
+    **http_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

@@ -7,12 +7,18 @@ runtime (:func:`noti.runtime.get_runtime`) and the Celery publisher its settings
 
 from __future__ import annotations
 
+import gc
+import logging
 from typing import TYPE_CHECKING
 
-from noti.errors import InvalidInput
+from noti.errors import InvalidInput, NotiError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from noti.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 __all__ = ["WORKERS_MAX", "default_app", "serve"]
 
@@ -29,7 +35,26 @@ def default_app() -> FastAPI:
 
     runtime = get_runtime()
     publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
-    return create_app(Notifier(runtime, publisher))
+    app = create_app(Notifier(runtime, publisher))
+    _warm(runtime)
+    return app
+
+
+def _warm(runtime: Runtime) -> None:
+    """Before the first request: import what adding needs and build the providers (a first
+    request would pay for both), then move every object made so far out of the cycle
+    collector's way (:func:`gc.freeze`): a full collection over the ~100,000 objects of
+    FastAPI, pydantic, Celery and noti would otherwise stall a request now and then."""
+    import noti.bulk  # noqa: F401 - imported now, used by POST /v1/notifications
+    from noti.record import Channel
+
+    for channel in Channel:
+        try:
+            runtime.providers.chain(channel, None)
+        except NotiError as exc:  # none configured, or wrong settings: its requests will say so
+            log.debug("no providers for %s yet: %s", channel.value, exc)
+    gc.collect()
+    gc.freeze()
 
 
 def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True) -> None:
