@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# `make run`: noti for real on this machine. Installs noti[flower] into ./.venv (the install
+# `make run`: noti for real on this machine. Installs noti[flower,http] into ./.venv (the install
 # `make test` made does), starts its own redis-server on a free private port (AOF on, data in
-# ./var/redis; or uses the Redis NOTI_REDIS_URL names, if one answers there), a worker, beat
-# and Flower, sends a few demo notifications through the sandbox provider, waits until they
-# are delivered and prints `noti list`. It writes ./noti.toml (the demo's settings: Redis,
-# providers, user), which `noti` finds from a second terminal without exported variables.
-# Ctrl-C stops the worker, beat and Flower, in that order, then Redis (SHUTDOWN: its AOF
-# flushed), removes ./noti.toml, and exits 0.
+# ./var/redis; or uses the Redis NOTI_REDIS_URL names, if one answers there), a worker, beat,
+# Flower and the HTTP API (`noti serve`), sends a few demo notifications through the sandbox
+# provider, waits until they are delivered, prints `noti list`, and makes an API token for a
+# curl example. It writes ./noti.toml (the demo's settings: Redis, providers, user), which
+# `noti` finds from a second terminal without exported variables. Ctrl-C stops the HTTP API,
+# the worker, beat and Flower, in that order, then Redis (SHUTDOWN: its AOF flushed), removes
+# ./noti.toml, and exits 0.
 #   scripts/run.sh --once        stop after the demo instead of waiting for Ctrl-C
 #   NOTI_REDIS_URL=redis://…     a Redis of your own (not flushed, not stopped)
 #   NOTI_RUN_REDIS_PORT=N        the port of the Redis this script starts (default: a free one)
 #   NOTI_FLOWER_PORT=N           Flower's port (5555); NOTI_FLOWER_AUTH=user:password
+#   NOTI_RUN_API_PORT=N          the HTTP API's port (default 8700, or a free one if it is taken)
 #   NOTI_RUN_VAR=dir             logs and Redis data (./var); NOTI_RUN_SETTINGS=file (./noti.toml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +41,7 @@ fi
 ONCE=0
 [ "${1:-}" = "--once" ] && ONCE=1
 
-NOTI_EXTRAS=${NOTI_EXTRAS:-flower} scripts/venv.sh  # Flower is an extra: noti[flower]
+NOTI_EXTRAS=${NOTI_EXTRAS:-flower,http} scripts/venv.sh  # Flower and the HTTP API are extras
 BIN=$PWD/.venv/bin
 VAR=${NOTI_RUN_VAR:-$PWD/var}
 SETTINGS=${NOTI_RUN_SETTINGS:-$PWD/noti.toml}
@@ -52,7 +54,7 @@ FLOWER_PORT=${NOTI_FLOWER_PORT:-5555}
 FLOWER_AUTH=${NOTI_FLOWER_AUTH:-admin:noti-demo}
 MARK="# written by scripts/run.sh (make run); removed when it stops"
 
-WORKER= BEAT= FLOWER= REDIS= REDIS_PORT= WROTE_SETTINGS=0
+API= WORKER= BEAT= FLOWER= REDIS= REDIS_PORT= WROTE_SETTINGS=0
 say() { echo "==> $*"; }
 
 stop() {  # stop PID NAME SECONDS: SIGTERM, then SIGKILL after SECONDS
@@ -72,10 +74,11 @@ cleanup() {
     local status=$?
     trap - INT TERM HUP EXIT
     trap "" INT HUP  # a second Ctrl-C does not cut the shutdown short
-    if [ -n "$WORKER$BEAT$FLOWER$REDIS" ]; then
+    if [ -n "$API$WORKER$BEAT$FLOWER$REDIS" ]; then
         echo
         say "stopping"
     fi
+    stop "$API" API 10  # first: no notification comes in once the rest stops
     stop "$WORKER" worker 30
     stop "$BEAT" beat 10
     stop "$FLOWER" Flower 10
@@ -154,7 +157,16 @@ fi
 WROTE_SETTINGS=1
 export NOTI_CONFIG=$SETTINGS
 
-say "starting a worker, beat and Flower (logs in $VAR/log)"
+API_PORT=${NOTI_RUN_API_PORT:-$("$BIN/python" -c '
+import socket
+with socket.socket() as s:
+    try:
+        s.bind(("127.0.0.1", 8700))
+    except OSError:
+        s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])')}
+
+say "starting a worker, beat, Flower and the HTTP API (logs in $VAR/log)"
 detached "$BIN/celery" -A noti worker -l INFO -n "demo@%h" >"$VAR/log/worker.log" 2>&1 &
 WORKER=$!
 detached "$BIN/celery" -A noti beat -l INFO >"$VAR/log/beat.log" 2>&1 &
@@ -162,7 +174,9 @@ BEAT=$!
 detached "$BIN/celery" -A noti flower --address=127.0.0.1 --port="$FLOWER_PORT" --basic-auth="$FLOWER_AUTH" \
     >"$VAR/log/flower.log" 2>&1 &
 FLOWER=$!
-echo "    worker (pid $WORKER), beat (pid $BEAT), Flower (pid $FLOWER)"
+detached "$BIN/noti" serve -bind 127.0.0.1 -port "$API_PORT" >"$VAR/log/api.log" 2>&1 &
+API=$!
+echo "    worker (pid $WORKER), beat (pid $BEAT), Flower (pid $FLOWER), API (pid $API)"
 
 for _ in $(seq 1 150); do grep -q "ready\." "$VAR/log/worker.log" 2>/dev/null && break; sleep 0.2; done
 grep -q "ready\." "$VAR/log/worker.log" || { echo "error: the worker did not start; see $VAR/log/worker.log" >&2; exit 1; }
@@ -190,8 +204,19 @@ if [ "$waiting" != "[]" ]; then
     echo "error: some demo notifications were not delivered in 60 s; see $VAR/log/worker.log" >&2
     exit 1
 fi
+api_answers() {
+    "$BIN/python" -c 'import sys, urllib.request
+urllib.request.urlopen(sys.argv[1] + "/v1/health", timeout=2)' "$1" >/dev/null 2>&1
+}
+API_URL=http://127.0.0.1:$API_PORT
+for _ in $(seq 1 100); do api_answers "$API_URL" && break; sleep 0.2; done
+api_answers "$API_URL" || { echo "error: the HTTP API did not start; see $VAR/log/api.log" >&2; exit 1; }
+TOKEN=$($N token add -user "$NOTI_USER" -note "make run demo" 2>/dev/null)
 echo
 echo "Flower: http://127.0.0.1:$FLOWER_PORT (user:password $FLOWER_AUTH)"
+echo "HTTP API: $API_URL (OpenAPI: $API_URL/docs); an API token for $NOTI_USER was made for you:"
+echo "  curl -X POST $API_URL/v1/notifications -H 'Authorization: Bearer $TOKEN' \\"
+echo "    -H 'Content-Type: application/json' -d '{\"type\": \"sms\", \"to\": \"+8613912345678\", \"text\": \"hi\"}'"
 echo "Sandbox outbox: redis-cli -u $NOTI_REDIS_URL lrange noti:sandbox:sandbox 0 -1"
 if [ "$SETTINGS" = "$PWD/noti.toml" ]; then
     echo "CLI: in another terminal, in this directory:  .venv/bin/noti list"

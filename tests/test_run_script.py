@@ -44,6 +44,7 @@ def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
         NOTI_RUN_VAR=str(tmp_path / "var"),
         NOTI_RUN_SETTINGS=str(settings),
         NOTI_FLOWER_PORT=str(free_port()),
+        NOTI_RUN_API_PORT=str(free_port()),
     )
     log = tmp_path / "run.log"
     with log.open("w") as out:
@@ -61,7 +62,7 @@ def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
         port = int(re.search(r"redis-server on 127\.0\.0\.1:(\d+) \(pid (\d+)", text).group(1))  # type: ignore[union-attr]
         assert port != 6379
         pids = {"redis-server": int(re.search(r"redis-server on \S+ \(pid (\d+)", text).group(1))}  # type: ignore[union-attr]
-        for name in ("worker", "beat", "Flower"):
+        for name in ("worker", "beat", "Flower", "API"):
             pids[name] = int(re.search(rf"{name} \(pid (\d+)\)", text).group(1))  # type: ignore[union-attr]
         assert all(alive(pid) for pid in pids.values())
         assert settings.read_text().startswith("# written by scripts/run.sh")
@@ -71,6 +72,13 @@ def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
         )  # fmt: skip
         assert listed.returncode == 0, listed.stderr  # found ./noti.toml: no exported variable
         assert listed.stdout.count('"noti_st":10') == 5
+        # the curl example it prints works: its token, its address
+        url, token = re.search(r"curl -X POST (\S+) -H 'Authorization: Bearer (noti_\S+)'", text).groups()  # type: ignore[union-attr]
+        import httpx
+
+        posted = httpx.post(url, json={"type": "sms", "to": "+8613912345678", "text": "hi"},
+                            headers={"Authorization": f"Bearer {token}"}, timeout=10)  # fmt: skip
+        assert posted.status_code == 201, posted.text
 
         os.killpg(run.pid, signal.SIGINT)  # what a Ctrl-C at its terminal sends
         assert run.wait(timeout=90) == 0, log.read_text()
@@ -80,7 +88,13 @@ def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
             run.wait()
     text = log.read_text()
     stopped = [line.strip() for line in text.splitlines() if line.strip().endswith("stopped")]
-    assert stopped == ["worker stopped", "beat stopped", "Flower stopped", "redis-server stopped"], text
+    assert stopped == [
+        "API stopped",
+        "worker stopped",
+        "beat stopped",
+        "Flower stopped",
+        "redis-server stopped",
+    ], text
     assert not [name for name, pid in pids.items() if alive(pid)], text
     redis_log = (tmp_path / "var" / "log" / "redis.log").read_text()
     assert "User requested shutdown" in redis_log  # SHUTDOWN, not a signal
@@ -124,6 +138,7 @@ def test_make_run_at_a_terminal_exits_0_on_ctrl_c(tmp_path: Path) -> None:
         NOTI_RUN_VAR=str(tmp_path / "var"),
         NOTI_RUN_SETTINGS=str(tmp_path / "noti.toml"),
         NOTI_FLOWER_PORT=str(free_port()),
+        NOTI_RUN_API_PORT=str(free_port()),
     )
     pid, fd = pty.fork()
     if pid == 0:  # the child: make run on the pty as its controlling terminal
