@@ -30,7 +30,7 @@ if [ "$LOWEST" = 1 ]; then  # both venvs install at once (network and unpacking,
         scripts/venv.sh &
     lowest_install=$!
 fi
-NOTI_EXTRAS=test,bench scripts/venv.sh
+NOTI_EXTRAS=test,apitest,bench scripts/venv.sh
 [ -n "$lowest_install" ] && wait "$lowest_install"
 echo "==> venvs ready in $((SECONDS - started)) s" >&2
 

@@ -24,6 +24,8 @@ from tests.test_hostile_input import snapshot
 PHONE = "+8613912345678"
 SMS = {"type": "sms", "to": PHONE, "text": "Your code is 4321"}
 
+pytestmark = pytest.mark.bounds  # FastAPI, uvicorn, pydantic: run on the lowest versions too
+
 
 @pytest.fixture
 def client(api: ApiProcess, rt: Any) -> Iterator[httpx.Client]:

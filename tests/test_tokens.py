@@ -16,6 +16,8 @@ from noti.tokens import PREFIX, digest_of
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, MEMBER
 
+pytestmark = pytest.mark.bounds  # click and pydantic: run on the lowest versions too
+
 
 def everything_in(rt: Any) -> str:
     """Every key and value of the test database, as one text."""
