@@ -144,7 +144,8 @@ def create_app(
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error in %s %s", request.method, request.url.path)
-        body = {"error": {"code": "e.noti.internal", "message": f"{type(exc).__name__}: {exc}"}}
+        message = f"internal error ({type(exc).__name__}): the server's log has its details"
+        body = {"error": {"code": "e.noti.internal", "message": message}}
         return JSONResponse(body, status_code=500)
 
     # --- notifications ----------------------------------------------------------------------------
