@@ -134,6 +134,8 @@ def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
     client.xreadgroup(queue.names.group, "php-0", {queue.keys.stream: ">"}, count=1)
     client.xack(queue.keys.stream, queue.names.group, processed)
     w.ids["entry"] = processed
+    # an API token of alice's
+    w.ids["tok"] = rt.tokens.add(ALICE, acting=ADMIN)[1].id
     time.sleep(0.002)  # `clean -keep 0` removes what was done before this millisecond
     return w
 
@@ -242,12 +244,22 @@ def listener_owned(name: str, event: str) -> Effect:
     return effect
 
 
+def token_made(w: World, actor: str, cell: str, out: str) -> None:
+    assert sorted(t.user for t in w.rt.tokens.entries(acting=ADMIN)) == [ALICE, BOB]
+
+
+def token_revoked(w: World, actor: str, cell: str, out: str) -> None:
+    [token] = w.rt.tokens.entries(acting=ADMIN)
+    assert token.id == w.tok and token.revoked_ms is not None
+
+
 def console() -> WebmanConsole:
     return WebmanConsole.from_runtime()
 
 
 OK, NO = ("ok", "no", "ok", "ok"), ("no", "no", "ok", "ok")
 EVERYONE = ("ok", "ok", "ok", "ok")
+ADMIN_ONLY = ("no", "no", "no", "ok")
 SCOPED = ("own", "own", "all", "all")
 
 MATRIX: dict[str, Verb] = {
@@ -627,6 +639,34 @@ MATRIX: dict[str, Verb] = {
         ],
         queue_emptied,
         group="webman clean QUEUE · remove-consumer NAME --purge-data",
+    ),
+    # --- the HTTP API's tokens (they act as their user: root administrators only) ---
+    "token add": Verb(
+        "token add -user USER",
+        "e.noti.token.nopvg",
+        ADMIN_ONLY,
+        lambda w, u: w.rt.tokens.add(BOB, acting=u),
+        lambda w: ["token", "add", "-user", BOB],
+        token_made,
+        group="token add -user USER · list · revoke ID",
+    ),
+    "token list": Verb(
+        "token list",
+        "e.noti.token.nopvg",
+        ADMIN_ONLY,
+        lambda w, u: w.rt.tokens.entries(acting=u),
+        lambda w: ["token", "list"],
+        shows=lambda w, a, c: ({w.tok}, set()),
+        group="token add -user USER · list · revoke ID",
+    ),
+    "token revoke": Verb(
+        "token revoke ID",
+        "e.noti.token.nopvg",
+        ADMIN_ONLY,
+        lambda w, u: w.rt.tokens.revoke(w.tok, acting=u),
+        lambda w: ["token", "revoke", w.tok],
+        token_revoked,
+        group="token add -user USER · list · revoke ID",
     ),
 }
 
