@@ -82,6 +82,9 @@ def test_no_token_is_401_and_stores_nothing(client: httpx.Client, raw: redis.Red
         response = client.request(method, path, json=body)
         assert error_of(response) == (401, "e.noti.auth.missing"), (method, path)
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    # the token is checked before the body: a body that does not fit the schema is 401 too
+    assert error_of(client.post("/v1/notifications", json={"bad": 1})) == (401, "e.noti.auth.missing")
+    assert error_of(client.post("/v1/notifications", json=[SMS] * 1001)) == (401, "e.noti.auth.missing")
     for header in ("Bearer", "Basic YWxpY2U6eA==", "Bearer noti_" + "x" * 43, "Bearer " + "y" * 5000):
         response = client.post("/v1/notifications", json=SMS, headers={"Authorization": header})
         assert response.status_code == 401, header
