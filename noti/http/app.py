@@ -14,12 +14,10 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, Header, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import Body, FastAPI, Header, Query, Response
+from fastapi.responses import PlainTextResponse
 
-from noti.errors import InvalidInput, NotFound, NotiError
+from noti.errors import InvalidInput
 from noti.http.guard import BodyLimit, CallerDep
 from noti.http.models import (
     BATCH_MAX,
@@ -36,7 +34,7 @@ from noti.http.models import (
     StoredOut,
 )
 from noti.http.receipts import Receipts
-from noti.http.statuses import error_response
+from noti.http.statuses import BatchRefused, install_error_handlers
 from noti.record import to_json_dict
 from noti.redisconn import translate_errors
 
@@ -117,36 +115,7 @@ def create_app(
     receipts = Receipts(runtime)
     select_takes_delivery = "delivery" in inspect.signature(notifier.select).parameters
 
-    # --- errors ---------------------------------------------------------------------------------
-
-    @app.exception_handler(NotiError)
-    async def _noti_error(request: Request, exc: NotiError) -> JSONResponse:
-        return error_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = _problems(exc)
-        first = problems[0] if problems else {"loc": [], "msg": "invalid request"}
-        where = ".".join(first["loc"]) if isinstance(first["loc"], list) else ""
-        error = InvalidInput(f"{where}: {first['msg']}", code="e.noti.http.badrequest")
-        return error_response(error, problems=problems)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 404:
-            return error_response(NotFound(f"no route {request.url.path}", code="e.noti.http.noroute"))
-        if exc.status_code == 400:  # a body FastAPI cannot decode (not UTF-8): as any bad body
-            return error_response(InvalidInput(str(exc.detail), code="e.noti.http.badrequest"))
-        code = "e.noti.http.method" if exc.status_code == 405 else "e.noti.http.badrequest"
-        body = {"error": {"code": code, "message": str(exc.detail)}}
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
-
-    @app.exception_handler(Exception)
-    async def _bug(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error in %s %s", request.method, request.url.path)
-        message = f"internal error ({type(exc).__name__}): the server's log has its details"
-        body = {"error": {"code": "e.noti.internal", "message": message}}
-        return JSONResponse(body, status_code=500)
+    install_error_handlers(app)
 
     # --- notifications ----------------------------------------------------------------------------
 
@@ -191,7 +160,7 @@ def create_app(
             error = InvalidInput(
                 f"{len(refused)} of {len(items)} items refused; nothing stored", code="e.noti.http.batch"
             )
-            raise _Refused(error, refused)
+            raise BatchRefused(error, [r.model_dump() for r in refused])
         return BatchOut(ids=result.ids, refused=refused)
 
     @app.get(
@@ -320,21 +289,8 @@ def create_app(
             summary="A vendor's delivery receipt (no token: the vendor's signature)",
         )
 
-    @app.exception_handler(_Refused)
-    async def _refused(request: Request, exc: _Refused) -> JSONResponse:
-        return error_response(exc.error, items=[r.model_dump() for r in exc.refused])
-
     app.add_middleware(BodyLimit, max_bytes=settings.http_body_max_bytes)
     return app
-
-
-class _Refused(Exception):
-    """A batch whose items were refused: answered with each refusal."""
-
-    def __init__(self, error: InvalidInput, refused: list[Refusal]) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.refused = refused
 
 
 class _Parts:
@@ -367,25 +323,6 @@ class _Parts:
                 self._registry = CollectorRegistry(auto_describe=False)
                 self._registry.register(NotiCollector(observer.snapshot))
             return self._registry
-
-
-def _problems(exc: RequestValidationError) -> list[dict[str, Any]]:
-    """pydantic's errors as ``{"loc", "msg"}``; for a notifications body (one object or an
-    array), only those of the shape that was sent, without the union's branch name."""
-    shape = "list[" if isinstance(exc.body, list) else "NotificationIn"
-    found = []
-    for error in exc.errors():
-        loc = [str(part) for part in error.get("loc", ())]
-        if (
-            len(loc) > 1
-            and loc[0] == "body"
-            and loc[1].startswith(("NotificationIn", "list[NotificationIn]"))
-        ):
-            if not loc[1].startswith(shape):
-                continue
-            del loc[1]
-        found.append({"loc": loc, "msg": str(error.get("msg", ""))})
-    return found
 
 
 def _batch_bounds() -> Any:

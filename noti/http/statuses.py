@@ -19,10 +19,14 @@ anything else              500     a bug (``e.noti.internal``; the traceback is 
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from noti.errors import (
     InvalidConfig,
@@ -36,7 +40,16 @@ from noti.errors import (
     Unauthenticated,
 )
 
-__all__ = ["CONFLICT_CODES", "TOO_LARGE", "error_response", "status_of"]
+__all__ = [
+    "CONFLICT_CODES",
+    "TOO_LARGE",
+    "BatchRefused",
+    "error_response",
+    "install_error_handlers",
+    "status_of",
+]
+
+log = logging.getLogger(__name__)
 
 #: The code of a body over the size limit (HTTP 413).
 TOO_LARGE = "e.noti.http.toolarge"
@@ -81,3 +94,72 @@ def error_response(error: NotiError, **extra: Any) -> JSONResponse:
         headers["Retry-After"] = "1"
     body = {"error": {"code": error.code, "message": error.message, **extra}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+class BatchRefused(Exception):
+    """A batch some of whose items were refused: answered 422 with ``error`` and each refusal
+    (``{"index", "code", "message"}``) as ``items``."""
+
+    def __init__(self, error: InvalidInput, refused: list[dict[str, Any]]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.refused = refused
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error of ``app`` as JSON with a code: noti's errors by their class, a
+    request that does not parse or fit the schema as ``e.noti.http.badrequest`` (422), an
+    unknown route or method as ``e.noti.http.noroute`` (404) / ``.method`` (405), a bug as
+    ``e.noti.internal`` (500, the traceback in the log, not in the answer)."""
+
+    @app.exception_handler(NotiError)
+    async def _noti_error(request: Request, exc: NotiError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(BatchRefused)
+    async def _refused(request: Request, exc: BatchRefused) -> JSONResponse:
+        return error_response(exc.error, items=exc.refused)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = _problems(exc)
+        first = problems[0] if problems else {"loc": [], "msg": "invalid request"}
+        where = ".".join(first["loc"])
+        error = InvalidInput(f"{where}: {first['msg']}", code="e.noti.http.badrequest")
+        return error_response(error, problems=problems)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return error_response(NotFound(f"no route {request.url.path}", code="e.noti.http.noroute"))
+        if exc.status_code == 400:  # a body FastAPI cannot decode (not UTF-8): as any bad body
+            return error_response(InvalidInput(str(exc.detail), code="e.noti.http.badrequest"))
+        code = "e.noti.http.method" if exc.status_code == 405 else "e.noti.http.badrequest"
+        body = {"error": {"code": code, "message": str(exc.detail)}}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        message = f"internal error ({type(exc).__name__}): the server's log has its details"
+        body = {"error": {"code": "e.noti.internal", "message": message}}
+        return JSONResponse(body, status_code=500)
+
+
+#: The branches of the notifications body (one object, or an array), as pydantic names them.
+_BODY_BRANCHES = ("NotificationIn", "list[NotificationIn]")
+
+
+def _problems(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """pydantic's errors as ``{"loc", "msg"}``; for a notifications body (one object or an
+    array), only those of the shape that was sent, without the union's branch name."""
+    shape = "list[" if isinstance(exc.body, list) else "NotificationIn"
+    found = []
+    for error in exc.errors():
+        loc = [str(part) for part in error.get("loc", ())]
+        if len(loc) > 1 and loc[0] == "body" and loc[1].startswith(_BODY_BRANCHES):
+            if not loc[1].startswith(shape):
+                continue
+            del loc[1]
+        found.append({"loc": loc, "msg": str(error.get("msg", ""))})
+    return found
