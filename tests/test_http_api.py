@@ -10,6 +10,7 @@ body's. Every bad input is answered 4xx with a code and nothing stored.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -498,3 +499,23 @@ def test_the_status_of_every_error_class(rt: Any) -> None:
     assert status_of(errors.ReceiptRejected("x", code="e.noti.receipt.signature")) == 403
     assert status_of(errors.ReceiptRejected("x", code="e.noti.receipt.malformed")) == 400
     assert status_of(errors.ReceiptRejected("x", code="e.noti.receipt.provider")) == 404
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [(["-workers", "0"], "e.cmd.noti.serve.badworkers"), (["-workers", "65"], "e.cmd.noti.serve.badworkers"),
+     (["-port", "70000"], "e.cmd.noti.serve.badport"), (["-port", "0"], "e.cmd.noti.serve.badport")],
+)  # fmt: skip
+def test_serve_refuses_bad_options_before_listening(rt: Any, args: list[str], code: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "noti", "serve", "-bind", "127.0.0.1", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NOTI_CONFIG": ""},
+    )
+    assert done.returncode == 1 and done.stderr.startswith(f"{code}: "), done.stderr
+    assert "Uvicorn running" not in done.stderr
