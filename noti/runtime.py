@@ -19,6 +19,7 @@ from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
 from noti.store import RecordStore
 
 if TYPE_CHECKING:
+    from noti.delivery.book import DeliveryBook
     from noti.handlers import NotificationHandler
     from noti.lease import LeaseKeeper
     from noti.providers import ProviderSet
@@ -93,6 +94,13 @@ class Runtime:
         from noti.ratelimit import RateLimiter
 
         return RateLimiter(self.redis, self.keys)
+
+    @functools.cached_property
+    def delivery(self) -> DeliveryBook:
+        """Applies vendors' delivery reports to the records (:mod:`noti.delivery`)."""
+        from noti.delivery.book import DeliveryBook
+
+        return DeliveryBook(self.redis, self.keys, window_s=self.settings.receipt_window_s)
 
     @functools.cached_property
     def lease_keeper(self) -> LeaseKeeper:
