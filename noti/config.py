@@ -236,6 +236,8 @@ class Settings(BaseSettings):
     #: A sent SMS or WeChat message whose vendor reported no delivery within this many seconds
     #: is marked delivery ``unknown`` (a later receipt still moves it on; :mod:`noti.delivery`).
     delivery_unknown_after_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    #: How often beat marks silent deliveries unknown and posts waiting status callbacks.
+    delivery_tick_interval_s: float = Field(default=2.0, gt=0, le=3600)
     #: How often beat asks the vendors that are polled for the delivery of sent messages.
     receipt_poll_interval_s: float = Field(default=60.0, gt=0, le=86400)
     #: How long a vendor message id is remembered to match a late receipt to its record.

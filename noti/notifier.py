@@ -5,7 +5,7 @@ of :mod:`noti.users` applied to every call. :mod:`noti.api` wraps it in module f
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -95,12 +95,15 @@ class Notifier:
         delay: float | None = None,
         eta: datetime | None = None,
         identifier: str | None = None,
+        status_callback: str | None = None,
         **fields: Any,
     ) -> Notification:
         """A validated, not yet stored record.
 
         ``delay`` (seconds) or ``eta`` (a datetime; naive means local time) postpone it;
-        ``identifier`` names it for replacement and cancelling (see :meth:`add`).
+        ``identifier`` names it for replacement and cancelling (see :meth:`add`);
+        ``status_callback`` is an http(s) URL each of its status changes is posted to (a
+        signed webhook, :mod:`noti.delivery.callbacks`).
 
         Raises:
             InvalidInput: any field is missing or malformed (nothing is stored).
@@ -122,6 +125,8 @@ class Notifier:
             RetryPolicy.parse(retry_policy)
         if provider is not None and (not isinstance(provider, str) or not provider.strip()):
             raise InvalidInput("provider must be a non-empty name", code="e.cmd.noti.add.noprovider")
+        if status_callback is not None:
+            status_callback = validate_target(Channel.WEBHOOK, status_callback)
         created = now_ms()
         due = due_ms(delay=delay, eta=eta, now_ms=created)
         if identifier is not None:
@@ -141,6 +146,7 @@ class Notifier:
             provider=provider.strip() if provider else None,
             retry_policy=retry_policy.strip() if retry_policy else None,
             identifier=identifier,
+            status_callback=status_callback,
         )
         checking = self._checking.get((channel, record.provider))
         if checking is None:
@@ -177,9 +183,13 @@ class Notifier:
         *,
         idempotency_key: str | None = None,
         task_id: str | None = None,
+        fallback: object = None,
         **kwargs: Any,
     ) -> Notification:
         """Validate, store and queue one notification; the stored record.
+
+        ``fallback`` (a mapping: ``type``, ``to``, its fields, ``after_s``) is stored with it
+        and sent if no delivery receipt comes in time (:mod:`noti.delivery.fallback`).
 
         A record with a delay waits in the delayed set and is queued when due. With an
         ``identifier``, scheduling again while the first is still delayed replaces its
@@ -195,7 +205,9 @@ class Notifier:
             StoreUnavailable: Redis cannot be reached.
         """
         record = self.build(type, target, **kwargs)
-        if idempotency_key is not None:
+        standby = None
+        if fallback is not None:
+            record, standby = self._with_fallback(record, fallback, kwargs.get("user"))
             validate_idempotency_key(idempotency_key, identifier=record.identifier)
         if task_id is not None:
             validate_idempotency_key(task_id, identifier=record.identifier)
@@ -203,10 +215,40 @@ class Notifier:
                 raise InvalidInput(
                     "give an idempotency_key or a task_id, not both", code="e.cmd.noti.add.badkey"
                 )
-        return self.store_one(record, idempotency_key=idempotency_key, task_id=task_id)
+        return self.store_one(record, idempotency_key=idempotency_key, task_id=task_id, fallback=standby)
+
+    def _with_fallback(
+        self, record: Notification, value: object, user: str | None
+    ) -> tuple[Notification, Notification]:
+        """``record`` naming its fallback, and the fallback record (delayed to its deadline)."""
+        from noti.delivery.fallback import parse_fallback
+
+        spec = parse_fallback(value)
+        if record.identifier is not None:
+            raise InvalidInput(
+                "a notification with an identifier cannot have a fallback", code="e.cmd.noti.add.badfallback"
+            )
+        after_s = spec.after_s or self.runtime.settings.channel(record.channel.value).fallback_after_s
+        standby = self.build(
+            spec.type,
+            spec.target,
+            lv=record.level if spec.lv is None else spec.lv,
+            user=user,
+            provider=spec.provider,
+            delay=after_s + max(0, record.lease_until_ms - record.created_ms) / 1000,
+            status_callback=record.status_callback,
+            **spec.fields,
+        )
+        standby = replace(standby, fallback_of=record.id)
+        return replace(record, fallback=standby.id), standby
 
     def store_one(
-        self, record: Notification, *, idempotency_key: str | None = None, task_id: str | None = None
+        self,
+        record: Notification,
+        *,
+        idempotency_key: str | None = None,
+        task_id: str | None = None,
+        fallback: Notification | None = None,
     ) -> Notification:
         """Store and queue a record :meth:`build` made (see :meth:`add`); the stored record.
 
@@ -227,7 +269,12 @@ class Notifier:
             keys = {record.id: store.keys.task(task_id)}
         elif idempotency_key is not None:
             keys = {record.id: store.keys.idempotency(record.creator, idempotency_key)}
-        record_id = self.store_and_queue([record], idempotency_keys=keys)[0]
+        records = [record]
+        if fallback is not None:  # stored in the same call; under a key of its own when deduplicated
+            records.append(fallback)
+            if keys is not None:
+                keys[fallback.id] = keys[record.id] + ":fallback"
+        record_id = self.store_and_queue(records, idempotency_keys=keys)[0]
         if record_id == record.id:
             return record
         existing = store.find(record_id)

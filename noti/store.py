@@ -21,7 +21,7 @@ from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
 from noti.keys import Keys
-from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
+from noti.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import ReplicaWait, ScriptPipeline, load_script, translate_errors
 
 __all__ = [
@@ -503,6 +503,8 @@ class RecordStore:
                         k.waiting_index,
                         k.delayed,
                         *k.status_indexes,
+                        *(k.delivery_index(state) for state in DELIVERY_STATES),
+                        k.delivery_watch,
                     ],
                     args=[record_id, record.creator],
                 )
