@@ -126,7 +126,7 @@ class Notifier:
         if provider is not None and (not isinstance(provider, str) or not provider.strip()):
             raise InvalidInput("provider must be a non-empty name", code="e.cmd.noti.add.noprovider")
         if status_callback is not None:
-            status_callback = validate_target(Channel.WEBHOOK, status_callback)
+            status_callback = self._check_status_callback(status_callback)
         created = now_ms()
         due = due_ms(delay=delay, eta=eta, now_ms=created)
         if identifier is not None:
@@ -158,6 +158,22 @@ class Notifier:
             for chosen in checking:
                 chosen.check(message)
         return record
+
+    def _check_status_callback(self, url: object) -> str:
+        """A status callback URL the webhook channel's provider would post to (its own
+        checks, such as refusing private addresses, apply now, not at the first change).
+
+        Raises:
+            InvalidInput: not an http(s) URL, refused by the provider, or no webhook provider.
+        """
+        from noti.providers import Message
+
+        checked = validate_target(Channel.WEBHOOK, url)
+        for chosen in self._providers_checking(Channel.WEBHOOK, None):
+            chosen.check(
+                Message(id="status-callback", channel=Channel.WEBHOOK, target=checked, fields={"content": {}})
+            )
+        return checked
 
     def _default_retry_max(self, channel: Channel) -> int:
         settings = self.runtime.settings
@@ -208,6 +224,7 @@ class Notifier:
         standby = None
         if fallback is not None:
             record, standby = self._with_fallback(record, fallback, kwargs.get("user"))
+        if idempotency_key is not None:
             validate_idempotency_key(idempotency_key, identifier=record.identifier)
         if task_id is not None:
             validate_idempotency_key(task_id, identifier=record.identifier)

@@ -61,7 +61,9 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
         count(counts, 'fallbacks|' .. (kind or '') .. '|cancelled')
       elseif free and state == 'undelivered' then
         -- due now: the pump queues it on its next round (LT: never later than it was)
-        redis.call('ZADD', KEYS[7], 'XX', 'LT', now, fid)
+        if redis.call('ZADD', KEYS[7], 'XX', 'LT', 'CH', now, fid) == 1 then
+          redis.call('HSET', fallback_key, 'noti_timeout_at', now)
+        end
       end
     end
     if cb then

@@ -170,6 +170,7 @@ class EmailProvider(Provider):
     """Sends e-mail through one SMTP server (one account)."""
 
     kind = "email"
+    delivered_on_send = True  # 250 after DATA: accepted by the relay, all SMTP tells
     channels = frozenset({Channel.EMAIL})
     Options = EmailOptions
     options: EmailOptions

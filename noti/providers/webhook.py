@@ -280,6 +280,7 @@ class WebhookProvider(Provider):
     """Signed JSON POSTs to the record's URL."""
 
     kind = "webhook"
+    delivered_on_send = True  # the 2xx is the application's own answer
     channels = frozenset({Channel.WEBHOOK})
     Options = WebhookOptions
     options: WebhookOptions
