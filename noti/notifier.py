@@ -13,6 +13,7 @@ from noti.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, finite_number, integer, shown, user_name
 from noti.record import (
+    DELIVERY_STATES,
     Channel,
     Notification,
     Status,
@@ -373,19 +374,32 @@ class Notifier:
         creator: str | None = None,
         status: Status | int | None = None,
         limit: int | None = None,
+        delivery: str | None = None,
+        type: str | None = None,  # noqa: A002 - the seed's word
     ) -> list[Notification]:
-        """Records newest first; a non-root user sees only their own.
+        """Records newest first; a non-root user sees only their own. ``delivery`` keeps
+        those in one delivery status (``accepted``, ``delivered``, ``undelivered``,
+        ``unknown``), ``type`` those of one channel.
 
         Raises:
             PermissionDenied: ``e.cmd.noti.list.nopvg`` when a non-root user names another creator.
-            InvalidInput: an unknown status (``e.cmd.noti.list.badst``), a limit that is not an
-            integer (``e.cmd.noti.list.badlimit``; 0 or less: no limit), a creator that is no
-            user name (``e.cmd.noti.baduser``).
+            InvalidInput: an unknown status (``e.cmd.noti.list.badst``), delivery status
+            (``e.cmd.noti.list.baddelivery``) or type (``e.cmd.noti.add.badtype``), a limit that
+            is not an integer (``e.cmd.noti.list.badlimit``; 0 or less: no limit), a creator
+            that is no user name (``e.cmd.noti.baduser``).
         """
         creator = self.user(user).scope(creator, code="e.cmd.noti.list.nopvg", action="list notifications")
         st = _status(status)
         limit = _limit(limit, "e.cmd.noti.list.badlimit")
-        return self.runtime.store.select(creator=creator, status=st, limit=limit)
+        if delivery is not None and delivery not in DELIVERY_STATES:
+            raise InvalidInput(
+                f"unknown delivery status {shown(delivery)} (known: {', '.join(DELIVERY_STATES)})",
+                code="e.cmd.noti.list.baddelivery",
+            )
+        channel = parse_channel(type) if type is not None else None
+        return self.runtime.store.select(
+            creator=creator, status=st, limit=limit, delivery=delivery, channel=channel
+        )
 
     # --- removing -----------------------------------------------------------------------------
 

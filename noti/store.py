@@ -568,14 +568,19 @@ class RecordStore:
         creator: str | None = None,
         status: Status | None = None,
         limit: int | None = None,
+        delivery: str | None = None,
+        channel: Channel | None = None,
     ) -> list[Notification]:
-        """Records, newest first, optionally of one creator and/or one status.
+        """Records, newest first, optionally of one creator, one status, one delivery status
+        and/or one channel (with ``delivery``: latest to enter it first).
 
         Reads the smallest index that answers the question and stops at ``limit``.
         """
         k = self.keys
         if creator is not None:
             index = k.user_index(creator)
+        elif delivery is not None:
+            index = k.delivery_index(delivery)
         elif status is not None:
             index = k.status_index(int(status))
         else:
@@ -586,6 +591,10 @@ class RecordStore:
                 if record is None:
                     continue
                 if status is not None and record.status != status:
+                    continue
+                if delivery is not None and record.delivery != delivery:
+                    continue
+                if channel is not None and record.channel is not channel:
                     continue
                 found.append(record)
                 if limit is not None and len(found) >= limit:

@@ -16,6 +16,7 @@ from noti.errors import ReceiptRejected
 from noti.providers.sandbox import sign_receipt
 from noti.record import Status
 from noti.sender import Sender
+from tests.conftest import ADMIN
 
 PHONE = "+8613912345678"
 SECRET = "s3cret"
@@ -159,3 +160,23 @@ def test_a_malformed_sandbox_receipt_is_refused_and_changes_nothing(rt: Any, bod
         ReceiptIntake(rt).take("vendor", request)
     assert refused.value.code == "e.noti.receipt.malformed"
     assert rt.store.get(record.id).delivery == "accepted"
+
+
+def test_the_cli_lists_and_shows_delivery_statuses(rt: Any) -> None:
+    from tests.test_cli import run
+
+    delivered, waiting = sent(rt), sent(rt, "second")
+    rt.delivery.apply([report(Delivery.DELIVERED, f"sandbox-{delivered.id}", code="DELIVRD")])
+    listed = run("list", "-delivery", "delivered", "-json", user=ADMIN)
+    assert listed.exit_code == 0, listed.output
+    assert [r["id"] for r in json.loads(listed.stdout)] == [delivered.id]
+    assert [
+        r["id"] for r in json.loads(run("list", "-delivery", "accepted", "-json", user=ADMIN).stdout)
+    ] == [waiting.id]
+    assert json.loads(run("list", "-type", "email", "-json", user=ADMIN).stdout) == []
+    shown = run("get", delivered.id, user=ADMIN).stdout
+    assert "noti_dlv                   delivered" in shown and "DELIVRD" in shown
+    table = run("list", user=ADMIN).stdout
+    assert "DELIVERY" in table and "delivered" in table
+    bad = run("list", "-delivery", "arrived", user=ADMIN)
+    assert bad.exit_code != 0 and "e.cmd.noti.list.baddelivery" in bad.output
