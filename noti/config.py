@@ -245,8 +245,9 @@ class Settings(BaseSettings):
     #: The address vendors reach noti's HTTP API at (``https://noti.example.com``): the receipt
     #: URLs noti gives them (Twilio's ``StatusCallback``) and checks their signatures against.
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
-    #: ``noti serve``: the interface and port the HTTP API listens on.
+    #: ``noti serve``: the interface the HTTP API listens on.
     http_bind: str = "127.0.0.1"
+    #: ``noti serve``: the port the HTTP API listens on.
     http_port: int = Field(default=8700, ge=1, le=65535)
     #: Largest request body the HTTP API reads (a batch of notifications, a receipt).
     http_body_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
