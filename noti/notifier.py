@@ -530,6 +530,12 @@ class Notifier:
                     record.creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications"
                 )
             chosen = list(record_ids)
+            # a revoked notification's fallback goes with it (a fallback revoked alone does not
+            # take its notification)
+            standby = [
+                r.fallback for r in records if r is not None and r.fallback and r.status is Status.WAITING
+            ]
+            chosen += [f for f in standby if f not in chosen]
         else:
             owner = acting.scope(creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications")
             kind = parse_channel(channel).value if channel is not None else None

@@ -373,6 +373,16 @@ class Sender:
             )
         if early:
             rt.delivery.apply_early(early)
+        failed_with_fallback = [
+            attempt.record.fallback
+            for (attempt, outcome), ok in zip(outcomes, applied, strict=True)
+            if ok and attempt.record.fallback and outcome.status in (Status.FAILED, Status.INVALID)
+        ]
+        if failed_with_fallback:  # no receipt will come: its fallback need not wait for the deadline
+            try:
+                rt.delivery.fallbacks_now([f for f in failed_with_fallback if f])
+            except StoreUnavailable:
+                log.warning("deliver: %d fallback(s) left to their deadline", len(failed_with_fallback))
         return results
 
     def inline(self, record: Notification) -> bool:

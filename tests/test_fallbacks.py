@@ -166,3 +166,23 @@ def test_a_status_callback_the_webhook_provider_would_refuse_is_refused_now(conf
 
 def test_a_report_for_a_deleted_record_is_gone_not_an_error(rt: Any) -> None:
     assert rt.delivery.apply([DeliveryReport("vendor", Delivery.DELIVERED, record_id="0" * 26)]) == ["gone"]
+
+
+def test_a_notification_that_fails_sends_its_fallback_at_once(configure: Any, worker: Any) -> None:
+    rt = configure(
+        providers={"reject": {"kind": "sandbox", "fail": "always", "error": "permanent"}},
+        channels={"sms": {"provider": "reject"}, "email": {"provider": "sandbox"}},
+        pump_interval_s=0.1,
+    )
+    record_id = noti.notify_sms(PHONE, "never", fallback={**EMAIL, "after_s": 600})
+    record = wait_until(lambda: (r := rt.store.get(record_id)).status is Status.INVALID and r, timeout=20)
+    wait_until(lambda: rt.store.get(record.fallback).status is Status.DONE, timeout=20)
+    assert [e["id"] for e in emails(rt)] == [record.fallback]
+
+
+def test_revoking_a_notification_revokes_its_fallback(rt: Any) -> None:
+    record_id = noti.notify_sms(PHONE, "later", fallback=EMAIL, delay=600)
+    record = rt.store.get(record_id)
+    revoked = noti.revoke([record_id])
+    assert sorted(revoked.revoked) == sorted([record_id, record.fallback])
+    assert rt.store.get(record.fallback).status is Status.INVALID

@@ -63,6 +63,7 @@ class DeliveryBook:
         self.window_ms = int(window_s * 1000)
         self._apply = load_script(client, "delivery")
         self._keep_early = load_script(client, "receipt_early")
+        self._fallback_now = load_script(client, "fallback_now")
 
     # --- reports ---------------------------------------------------------------------------
 
@@ -171,6 +172,20 @@ class DeliveryBook:
             ]
         answers = self._apply(keys=keys, args=args)
         return [_text(a) for a in answers]  # type: ignore[misc]
+
+    def fallbacks_now(self, fallback_ids: Sequence[str], *, at_ms: int | None = None) -> int:
+        """Make these fallbacks due now (their notification failed: no receipt will come),
+        those still waiting untouched; how many were moved.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached (they go at their deadline then).
+        """
+        if not fallback_ids:
+            return 0
+        now = now_ms() if at_ms is None else at_ms
+        keys = [self.keys.delayed, *(self.keys.record(i) for i in fallback_ids)]
+        with translate_errors(self.redis):
+            return int(self._fallback_now(keys=keys, args=[now]))
 
     # --- the silent ones -------------------------------------------------------------------
 
