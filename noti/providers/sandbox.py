@@ -51,6 +51,8 @@ class SandboxProvider(Provider):
     """Delivers every channel into a Redis list, failing on request."""
 
     kind = "sandbox"
+    #: The outbox list is the recipient: delivered once it is written.
+    delivered_on_send = True
     channels = frozenset(Channel)
     Options = SandboxOptions
     options: SandboxOptions
