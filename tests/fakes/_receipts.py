@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
@@ -195,10 +195,12 @@ class ReceiptControls:
     def _default_success(self) -> tuple[str, str]:
         raise NotImplementedError
 
-    def _outcome(self, target: str) -> _Outcome:
-        failing = self._failing.get(target)
-        if failing is not None:
-            return failing
+    def _outcome(self, target: str, *aliases: str) -> _Outcome:
+        """How a message to ``target`` (also known as ``aliases``: another form of the number) ends."""
+        for name in (target, *aliases):
+            failing = self._failing.get(name)
+            if failing is not None:
+                return failing
         code, text = self._default_success()
         return _Outcome(True, code, text)
 
@@ -218,6 +220,18 @@ class ReceiptControls:
         """Give these messages (all unsettled ones when none are named) their final status and
         push their receipts."""
         raise NotImplementedError
+
+    def _keyed_url(self) -> str | None:
+        """:attr:`receipt_url`, its ``key=`` made wrong under ``bad_signature`` (the vendors
+        that sign nothing: Tencent, Aliyun)."""
+        url = self.receipt_url
+        if url is None or not self.bad_signature:
+            return url
+        parts = urlsplit(url)
+        query = [(k, "not-the-receipt-key" if k == "key" else v) for k, v in parse_qsl(parts.query)]
+        if not any(k == "key" for k, _ in query):
+            query.append(("key", "not-the-receipt-key"))
+        return urlunsplit(parts._replace(query=urlencode(query)))
 
     def _reset_receipts(self) -> None:
         for timer in self._timers:
