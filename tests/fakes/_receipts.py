@@ -254,6 +254,11 @@ def answer_with(handler: Callable[[ReceiptRequest], Any]) -> Callable[[ReceiptRe
     return answer
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a vendor that gave up waiting closed the connection: nothing to report
+
+
 @dataclass
 class _Taken:
     request: ReceiptRequest
@@ -301,7 +306,7 @@ class ReceiptSink:
 
             do_GET = do_POST = _handle
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="receipt-sink"
