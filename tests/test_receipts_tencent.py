@@ -221,9 +221,9 @@ def test_without_a_receipt_key_reports_are_pulled_once(fake: TencentFake, redis_
     fake.settle()
     # then a pull names each by record (SessionContext) and SerialNo
     reports = provider.poll_receipts(asked)
-    assert [(r.record_id, r.vendor_id, r.state) for r in reports] == [
-        (ok.id, asked[0].vendor_id, Delivery.DELIVERED),
-        (bad.id, asked[1].vendor_id, Delivery.UNDELIVERED),
+    assert [(r.record_id, r.vendor_id, r.state, r.code) for r in reports] == [
+        (ok.id, asked[0].vendor_id, Delivery.DELIVERED, "DELIVRD"),
+        (bad.id, asked[1].vendor_id, Delivery.UNDELIVERED, "MK:0001"),
     ]
     assert all(r.at_ms > 0 for r in reports)
     # and Tencent hands each report out once

@@ -19,8 +19,8 @@ returned; the callback does not carry ``SessionContext``). The answer is
 **Poll** (``receipt_poll``; by default when no ``receipt_key`` is set): ``PullSmsSendStatus``
 (TC3-signed like ``SendSms``; Tencent enables it on request) returns the reports not pulled
 before, for every number of the application: each is reported (by ``SerialNo`` and
-``SessionContext``, the record id), whether or not it is among the pending records, since a
-pulled report is never pulled again. A round pulls until a pull returns less than a full page,
+``SessionContext``, the record id; code ``Description``, e.g. ``DELIVRD``), whether or not it
+is among the pending records, since a pulled report is never pulled again. A round pulls until a pull returns less than a full page,
 at most :data:`MAX_PULLS` pulls.
 """
 
@@ -103,7 +103,8 @@ def _report_of_row(provider: str, row: dict[str, Any]) -> DeliveryReport | None:
         state=state,
         record_id=record_id,
         vendor_id=vendor_id,
-        code=str(status),
-        text=str(row.get("Description") or ""),
+        # Tencent's example answer gives the carrier's status code here ("DELIVRD")
+        code=str(row.get("Description") or ""),
+        text=str(status),
         at_ms=at_ms,
     )

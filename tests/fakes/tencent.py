@@ -155,7 +155,7 @@ class TencentFake(ReceiptControls, FakeServer):
                         "PhoneNumber": sms.phone,
                         "SerialNo": sms.serial_no,
                         "ReportStatus": status,
-                        "Description": fate.text,
+                        "Description": fate.code,
                         "SessionContext": sms.session_context,
                     }
                 )
@@ -338,7 +338,7 @@ class TencentFake(ReceiptControls, FakeServer):
                 "PhoneNumber": s.phone,
                 "SerialNo": s.serial_no,
                 "ReportStatus": "SUCCESS" if self._fates[s.serial_no].delivered else "FAIL",
-                "Description": self._fates[s.serial_no].text,
+                "Description": self._fates[s.serial_no].code,
                 "SessionContext": s.session_context,
             }
             for s in self.sent
