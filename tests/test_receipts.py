@@ -4,16 +4,21 @@ one message at a time)."""
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery, ReceiptRequest
 from noti.errors import ProviderOutage, ReceiptRejected
 from noti.keys import Keys
-from noti.providers import BUILTIN, load_kind
+from noti.providers import BUILTIN, load_kind, twilio_receipts, weixin_receipts
 from noti.providers._receipts import beijing_ms, check_key, json_array, poll_each
 from noti.providers.sandbox import SandboxProvider
 
@@ -104,3 +109,117 @@ def test_a_poll_stops_at_the_first_failure_and_keeps_what_it_learnt() -> None:
     assert asked == ["a", "b"]
     with pytest.raises(ProviderOutage):
         poll_each("x", items[1:], ask)
+
+
+# --- every reader refuses what it cannot read, and raises nothing else --------------------------
+
+KEY = "fuzz-receipt-key-0123"
+TOKEN = "fuzz-token"
+AUTH_TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed"
+READERS: dict[str, dict[str, Any]] = {
+    "twilio": {
+        "account_sid": "AC" + "0123456789abcdef" * 2,
+        "auth_token": AUTH_TOKEN,
+        "from": "+15005550006",
+        "status_callback": "https://n.example.com/v1/receipts/p",
+    },
+    "weixin": {"accounts": {"a": {"appid": "wx1", "secret": "s"}}, "callback_token": TOKEN},
+    "tencent": {
+        "secret_id": "id",
+        "secret_key": "k",
+        "sdk_app_id": "1400006666",
+        "sign_name": "s",
+        "template_id": "1",
+        "text_param": "code",
+        "receipt_key": KEY,
+    },
+    "aliyun": {
+        "access_key_id": "id",
+        "access_key_secret": "k",
+        "sign_name": "s",
+        "template_code": "SMS_1",
+        "text_param": "code",
+        "receipt_key": KEY,
+    },
+}
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
+    max_leaves=20,
+)
+report_like = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            name: json_values | st.sampled_from(["SUCCESS", "FAIL", "x", "", "2645:1"])
+            for name in ("sid", "report_status", "errmsg", "biz_id", "out_id", "success", "report_time")
+        },
+    ),
+    max_size=3,
+)
+bodies = st.one_of(
+    st.binary(max_size=300),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    report_like.map(lambda v: json.dumps(v).encode()),
+    st.lists(
+        st.sampled_from(
+            [
+                "<xml>",
+                "</xml>",
+                "<MsgID>",
+                "</MsgID>",
+                "1",
+                "<Status>",
+                "</Status>",
+                "success",
+                "<MsgType>event</MsgType>",
+                "<Event>TEMPLATESENDJOBFINISH</Event>",
+                "&amp;",
+                "<![CDATA[",
+                "]]>",
+                "<!DOCTYPE x>",
+                "&x;",
+                "<a/>",
+            ]
+        ),
+        max_size=12,
+    ).map(lambda parts: "".join(parts).encode()),
+    st.dictionaries(
+        st.sampled_from(["MessageSid", "MessageStatus", "ErrorCode", "SmsSid", "To"]),
+        st.text(max_size=40) | st.sampled_from(["delivered", "sent", "SM" + "ab" * 16]),
+    ).map(lambda form: urlencode(form).encode()),
+)
+
+
+def authenticated(kind: str, method: str, body: bytes) -> ReceiptRequest:
+    """A request that passes the kind's authentication, whatever its body."""
+    url = "https://n.example.com/v1/receipts/p"
+    if kind == "twilio":
+        signed = twilio_receipts.signature(AUTH_TOKEN, url, ReceiptRequest(method, url, body=body).form())
+        return ReceiptRequest(method, url, {"x-twilio-signature": signed}, body)
+    if kind == "weixin":
+        stamp = str(int(time.time()))
+        query = (
+            f"signature={weixin_receipts.signature(TOKEN, stamp, '7')}&timestamp={stamp}&nonce=7&echostr=e"
+        )
+        return ReceiptRequest(method, f"{url}?{query}", {}, body)
+    return ReceiptRequest(method, f"{url}?key={KEY}", {}, body)
+
+
+@pytest.mark.parametrize("kind", sorted(READERS))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=st.sampled_from(["POST", "GET", "PUT"]), body=bodies)
+def test_a_reader_answers_or_refuses_and_raises_nothing_else(
+    kind: str, redis_url: str, method: str, body: bytes
+) -> None:
+    provider = load_kind(kind)("p", READERS[kind], redis=redis.Redis.from_url(redis_url), keys=Keys("noti:"))
+    try:
+        batch = provider.read_receipt(authenticated(kind, method, body))
+    except ReceiptRejected as exc:
+        assert exc.code in ("e.noti.receipt.malformed", "e.noti.receipt.signature") and exc.message
+        return
+    assert batch.reply.status == 200
+    for report in batch.reports:
+        assert report.provider == "p" and (report.record_id or report.vendor_id)
+        assert report.state in Delivery

@@ -17,6 +17,17 @@ is pushed there, signed as the vendor signs it. Faults, each off by default:
                             and Aliyun: the reports of a request reversed)
 ==========================  ========================================================================
 
+An end-to-end test points a fake where the vendor's console would point, e.g. ::
+
+    aliyun.receipt_url = f"{public_url}/v1/receipts/ali?key={receipt_key}"
+    aliyun.fail_delivery_to("13912345600")          # its receipts say undelivered (MK:0005)
+    aliyun.receipt_delay_s = 0.5                    # as a carrier would take
+    ...                                             # noti sends
+    aliyun.pusher.idle()                            # every push made, with noti's answers
+
+(Twilio needs nothing: it posts to each send's ``StatusCallback``, i.e. the provider's
+``status_callback`` option.)
+
 ``fake.settle()`` with no arguments settles every message not settled yet, so Tencent and
 Aliyun push them all in **one** request (several reports per request): set
 ``auto_receipts = False``, send, then ``settle()``.
