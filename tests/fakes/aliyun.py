@@ -152,6 +152,8 @@ class AliyunFake(ReceiptControls, FakeServer):
         #: (BizId, number) -> how it ends; when it was settled (None: not yet).
         self._fates: dict[tuple[str, str], Any] = {}
         self._settled_at: dict[tuple[str, str], float | None] = {}
+        #: BizId -> its messages not settled yet.
+        self._unsettled: dict[str, list[SentSms]] = {}
 
     # -- receipts -------------------------------------------------------------------------------
 
@@ -172,10 +174,11 @@ class AliyunFake(ReceiptControls, FakeServer):
         reports = []
         with self._state:
             now = self.clock()
-            for sms in self.sent:
+            settling = [
+                sms for biz_id in (ids or list(self._unsettled)) for sms in self._unsettled.pop(biz_id, [])
+            ]
+            for sms in settling:
                 key = (sms.biz_id, sms.phone)
-                if self._settled_at.get(key, 0) is not None or (ids and sms.biz_id not in ids):
-                    continue
                 self._settled_at[key] = now
                 fate = self._fates[key]
                 reports.append(
@@ -452,6 +455,7 @@ class AliyunFake(ReceiptControls, FakeServer):
             )
             self._fates[(biz_id, number)] = self._outcome(number, f"+86{number}")
             self._settled_at[(biz_id, number)] = None
+            self._unsettled.setdefault(biz_id, []).append(self.sent[-1])
         if self.balance is not None:
             self.balance -= len(numbers)
         return self._business(params, "OK", "OK", BizId=biz_id)
