@@ -72,7 +72,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
@@ -101,8 +100,6 @@ from noti.providers.base import Message, Receipt
 from noti.record import Channel
 
 __all__ = ["ERRORS", "RATE_LIMITS_S", "TencentSmsProvider", "classify", "tc3_authorization"]
-
-log = logging.getLogger(__name__)
 
 SERVICE = "sms"
 ACTION = "SendSms"
@@ -468,23 +465,10 @@ class TencentSmsProvider(LookupProvider):
         """
         if not pending:
             return []
-        reports: list[DeliveryReport] = []
         body = {"Limit": tencent_receipts.PULL_LIMIT, "SmsSdkAppId": self.options.sdk_app_id}
-        for _ in range(tencent_receipts.MAX_PULLS):
-            try:
-                _, answer = self._call(tencent_receipts.PULL_ACTION, body, self.clock())
-            except DeliveryError as exc:
-                if not reports:
-                    raise
-                log.warning(
-                    "%s: PullSmsSendStatus failed after %d report(s): %s", self.name, len(reports), exc
-                )
-                break
-            rows = answer.get("PullSmsSendStatusSet")
-            reports += tencent_receipts.reports_of_pull(self.name, rows)
-            if not isinstance(rows, list) or len(rows) < tencent_receipts.PULL_LIMIT:
-                break
-        return reports
+        return tencent_receipts.pull_reports(
+            self.name, lambda: self._call(tencent_receipts.PULL_ACTION, body, self.clock())[1]
+        )
 
     @staticmethod
     def _status_of(statuses: object, number: str) -> dict[str, Any] | None:

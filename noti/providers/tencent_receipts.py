@@ -20,19 +20,29 @@ returned; the callback does not carry ``SessionContext``). The answer is
 (TC3-signed like ``SendSms``; Tencent enables it on request) returns the reports not pulled
 before, for every number of the application: each is reported (by ``SerialNo`` and
 ``SessionContext``, the record id; code ``Description``, e.g. ``DELIVRD``), whether or not it
-is among the pending records, since a pulled report is never pulled again. A round pulls until a pull returns less than a full page,
-at most :data:`MAX_PULLS` pulls.
+is among the pending records, since a pulled report is never pulled again. A round pulls
+until a pull returns less than a full page, at most :data:`MAX_PULLS` pulls.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from noti.delivery.state import Delivery, DeliveryReport, ReceiptBatch, ReceiptRequest
+from noti.errors import DeliveryError
 from noti.providers._receipts import beijing_ms, json_array, json_reply, malformed, string_field
 
-__all__ = ["MAX_PULLS", "PULL_ACTION", "PULL_LIMIT", "STATES", "read_callback", "reports_of_pull"]
+__all__ = [
+    "MAX_PULLS",
+    "PULL_ACTION",
+    "PULL_LIMIT",
+    "STATES",
+    "pull_reports",
+    "read_callback",
+    "reports_of_pull",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +82,30 @@ def read_callback(provider: str, request: ReceiptRequest) -> ReceiptBatch:
             )
         )
     return ReceiptBatch(reports, json_reply({"result": 0, "errmsg": "OK"}))
+
+
+def pull_reports(provider: str, pull: Callable[[], dict[str, Any]]) -> list[DeliveryReport]:
+    """The reports of successive pulls (``pull`` makes one ``PullSmsSendStatus`` call and
+    returns its ``Response``), until one is not full or :data:`MAX_PULLS` were made.
+
+    Raises:
+        DeliveryError: the first pull failed (a later failure keeps what was pulled: those
+            reports are gone from Tencent).
+    """
+    reports: list[DeliveryReport] = []
+    for _ in range(MAX_PULLS):
+        try:
+            answer = pull()
+        except DeliveryError as exc:
+            if not reports:
+                raise
+            log.warning("%s: PullSmsSendStatus failed after %d report(s): %s", provider, len(reports), exc)
+            break
+        rows = answer.get("PullSmsSendStatusSet")
+        reports += reports_of_pull(provider, rows)
+        if not isinstance(rows, list) or len(rows) < PULL_LIMIT:
+            break
+    return reports
 
 
 def reports_of_pull(provider: str, rows: object) -> list[DeliveryReport]:
