@@ -20,7 +20,7 @@ way (``queued``, ``sent``, …) gives no report yet, and a sid Twilio does not k
 ``delivered``, ``read``                                 delivered
 ``undelivered``, ``failed``, ``canceled``               undelivered (``ErrorCode``)
 ``queued``, ``sending``, ``sent``, ``accepted``,        accepted (pushed only; a
-``scheduled``                                           poll reports nothing yet)
+``scheduled``, ``partially_delivered``                  poll reports nothing yet)
 anything else                                           refused (malformed)
 =====================================================  ===========================
 
@@ -56,6 +56,9 @@ STATES: dict[str, Delivery] = {
     "sent": Delivery.ACCEPTED,
     "accepted": Delivery.ACCEPTED,
     "scheduled": Delivery.ACCEPTED,
+    # some segments of a long message were delivered, not all: no final word (the record
+    # becomes unknown if nothing follows)
+    "partially_delivered": Delivery.ACCEPTED,
 }
 #: The query parameter of ``StatusCallback`` that names the record.
 RECORD_PARAM = "noti_id"
