@@ -73,6 +73,9 @@ class SandboxProvider(Provider):
     """Delivers every channel into a Redis list, failing on request."""
 
     kind = "sandbox"
+    #: The outbox list is the recipient: delivered once it is written, unless it is set to
+    #: take receipts (``receipt_secret``, set per instance).
+    delivered_on_send = True
     channels = frozenset(Channel)
     Options = SandboxOptions
     options: SandboxOptions
