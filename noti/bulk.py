@@ -2,7 +2,8 @@
 
 ``notify_many`` / ``schedule_many`` take mappings shaped like :func:`noti.notify`'s
 arguments (``type``, ``target`` — or ``to`` —, ``lv``, channel fields, ``provider``,
-``retry_max``, ``retry_policy``, ``delay``, ``eta``, ``identifier``, ``idempotency_key``).
+``retry_max``, ``retry_policy``, ``delay``, ``eta``, ``identifier``, ``idempotency_key``,
+``status_callback``).
 Refused items are reported by index with their error code and message, and none of them
 is stored; the others are stored with their delivery messages by ``create.lua`` (a record
 and its message together or not at all), 1,000 records per round trip. One thread does
@@ -47,6 +48,7 @@ _ITEM_KEYS = frozenset(
         "eta",
         "identifier",
         "idempotency_key",
+        "status_callback",
         "text",
         "tmpl",
         "pnb",

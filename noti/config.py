@@ -236,6 +236,8 @@ class Settings(BaseSettings):
     #: A sent SMS or WeChat message whose vendor reported no delivery within this many seconds
     #: is marked delivery ``unknown`` (a later receipt still moves it on; :mod:`noti.delivery`).
     delivery_unknown_after_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    #: How often beat marks silent deliveries unknown and posts waiting status callbacks.
+    delivery_tick_interval_s: float = Field(default=2.0, gt=0, le=3600)
     #: How often beat asks the vendors that are polled for the delivery of sent messages.
     receipt_poll_interval_s: float = Field(default=60.0, gt=0, le=86400)
     #: How long a vendor message id is remembered to match a late receipt to its record.
@@ -243,9 +245,9 @@ class Settings(BaseSettings):
     #: The address vendors reach noti's HTTP API at (``https://noti.example.com``): the receipt
     #: URLs noti gives them (Twilio's ``StatusCallback``) and checks their signatures against.
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
-    #: ``noti serve``: the interface the HTTP API listens on (``-bind``).
+    #: ``noti serve``: the interface the HTTP API listens on.
     http_bind: str = "127.0.0.1"
-    #: ``noti serve``: the port the HTTP API listens on (``-port``).
+    #: ``noti serve``: the port the HTTP API listens on.
     http_port: int = Field(default=8700, ge=1, le=65535)
     #: Largest request body the HTTP API reads (a batch of notifications, a receipt).
     http_body_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)

@@ -82,6 +82,23 @@ FAMILIES: Mapping[str, Family] = {
         Family("revived", ("channel", "provider"), "Failed or invalid notifications put back to waiting"),
         Family("lat", ("channel", "le", "provider"), "Provider calls by latency bucket"),
         Family("latsum", ("channel", "provider"), "Provider call time, microseconds"),
+        Family(
+            "delivery",
+            ("channel", "state", "provider"),
+            "Delivery statuses reached by vendors' receipts (delivered, undelivered, accepted) or "
+            "by their silence (unknown)",
+        ),
+        Family(
+            "receipts",
+            ("result", "provider"),
+            "Receipts taken: applied, stale (not above the record's status: a duplicate or a late "
+            "intermediate word), gone (no such record), early (kept until the send is recorded)",
+        ),
+        Family(
+            "fallbacks",
+            ("channel", "result"),
+            "Fallbacks no longer needed (cancelled by a delivered receipt)",
+        ),
         Family("events_dispatched", (), "Events stored (an idempotent duplicate is not)"),
         Family("events_done", ("result",), "Events processed: ok, error (a listener failed) or poison"),
     )

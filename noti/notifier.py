@@ -5,7 +5,7 @@ of :mod:`noti.users` applied to every call. :mod:`noti.api` wraps it in module f
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,7 @@ from noti.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, finite_number, integer, shown, user_name
 from noti.record import (
+    DELIVERY_STATES,
     Channel,
     Notification,
     Status,
@@ -96,13 +97,16 @@ class Notifier:
         eta: datetime | None = None,
         identifier: str | None = None,
         level_cap: int | None = None,
+        status_callback: str | None = None,
         **fields: Any,
     ) -> Notification:
         """A validated, not yet stored record.
 
         ``delay`` (seconds) or ``eta`` (a datetime; naive means local time) postpone it;
-        ``identifier`` names it for replacement and cancelling (see :meth:`add`). The level
-        is lowered to the user's role cap, and to ``level_cap`` when given (an API token's).
+        ``identifier`` names it for replacement and cancelling (see :meth:`add`);
+        ``status_callback`` is an http(s) URL each of its status changes is posted to (a
+        signed webhook, :mod:`noti.delivery.callbacks`). The level is lowered to the user's
+        role cap, and to ``level_cap`` when given (an API token's).
 
         Raises:
             InvalidInput: any field is missing or malformed (nothing is stored).
@@ -126,6 +130,8 @@ class Notifier:
             RetryPolicy.parse(retry_policy)
         if provider is not None and (not isinstance(provider, str) or not provider.strip()):
             raise InvalidInput("provider must be a non-empty name", code="e.cmd.noti.add.noprovider")
+        if status_callback is not None:
+            status_callback = self._check_status_callback(status_callback)
         created = now_ms()
         due = due_ms(delay=delay, eta=eta, now_ms=created)
         if identifier is not None:
@@ -145,6 +151,7 @@ class Notifier:
             provider=provider.strip() if provider else None,
             retry_policy=retry_policy.strip() if retry_policy else None,
             identifier=identifier,
+            status_callback=status_callback,
         )
         checking = self._checking.get((channel, record.provider))
         if checking is None:
@@ -156,6 +163,22 @@ class Notifier:
             for chosen in checking:
                 chosen.check(message)
         return record
+
+    def _check_status_callback(self, url: object) -> str:
+        """A status callback URL the webhook channel's provider would post to (its own
+        checks, such as refusing private addresses, apply now, not at the first change).
+
+        Raises:
+            InvalidInput: not an http(s) URL, refused by the provider, or no webhook provider.
+        """
+        from noti.providers import Message
+
+        checked = validate_target(Channel.WEBHOOK, url)
+        for chosen in self._providers_checking(Channel.WEBHOOK, None):
+            chosen.check(
+                Message(id="status-callback", channel=Channel.WEBHOOK, target=checked, fields={"content": {}})
+            )
+        return checked
 
     def _default_retry_max(self, channel: Channel) -> int:
         settings = self.runtime.settings
@@ -181,9 +204,13 @@ class Notifier:
         *,
         idempotency_key: str | None = None,
         task_id: str | None = None,
+        fallback: object = None,
         **kwargs: Any,
     ) -> Notification:
         """Validate, store and queue one notification; the stored record.
+
+        ``fallback`` (a mapping: ``type``, ``to``, its fields, ``after_s``) is stored with it
+        and sent if no delivery receipt comes in time (:mod:`noti.delivery.fallback`).
 
         A record with a delay waits in the delayed set and is queued when due. With an
         ``identifier``, scheduling again while the first is still delayed replaces its
@@ -199,6 +226,9 @@ class Notifier:
             StoreUnavailable: Redis cannot be reached.
         """
         record = self.build(type, target, **kwargs)
+        standby = None
+        if fallback is not None:
+            record, standby = self._with_fallback(record, fallback, kwargs.get("user"))
         if idempotency_key is not None:
             validate_idempotency_key(idempotency_key, identifier=record.identifier)
         if task_id is not None:
@@ -207,10 +237,40 @@ class Notifier:
                 raise InvalidInput(
                     "give an idempotency_key or a task_id, not both", code="e.cmd.noti.add.badkey"
                 )
-        return self.store_one(record, idempotency_key=idempotency_key, task_id=task_id)
+        return self.store_one(record, idempotency_key=idempotency_key, task_id=task_id, fallback=standby)
+
+    def _with_fallback(
+        self, record: Notification, value: object, user: str | None
+    ) -> tuple[Notification, Notification]:
+        """``record`` naming its fallback, and the fallback record (delayed to its deadline)."""
+        from noti.delivery.fallback import parse_fallback
+
+        spec = parse_fallback(value)
+        if record.identifier is not None:
+            raise InvalidInput(
+                "a notification with an identifier cannot have a fallback", code="e.cmd.noti.add.badfallback"
+            )
+        after_s = spec.after_s or self.runtime.settings.channel(record.channel.value).fallback_after_s
+        standby = self.build(
+            spec.type,
+            spec.target,
+            lv=record.level if spec.lv is None else spec.lv,
+            user=user,
+            provider=spec.provider,
+            delay=after_s + max(0, record.lease_until_ms - record.created_ms) / 1000,
+            status_callback=record.status_callback,
+            **spec.fields,
+        )
+        standby = replace(standby, fallback_of=record.id)
+        return replace(record, fallback=standby.id), standby
 
     def store_one(
-        self, record: Notification, *, idempotency_key: str | None = None, task_id: str | None = None
+        self,
+        record: Notification,
+        *,
+        idempotency_key: str | None = None,
+        task_id: str | None = None,
+        fallback: Notification | None = None,
     ) -> Notification:
         """Store and queue a record :meth:`build` made (see :meth:`add`); the stored record.
 
@@ -231,7 +291,12 @@ class Notifier:
             keys = {record.id: store.keys.task(task_id)}
         elif idempotency_key is not None:
             keys = {record.id: store.keys.idempotency(record.creator, idempotency_key)}
-        record_id = self.store_and_queue([record], idempotency_keys=keys)[0]
+        records = [record]
+        if fallback is not None:  # stored in the same call; under a key of its own when deduplicated
+            records.append(fallback)
+            if keys is not None:
+                keys[fallback.id] = keys[record.id] + ":fallback"
+        record_id = self.store_and_queue(records, idempotency_keys=keys)[0]
         if record_id == record.id:
             return record
         existing = store.find(record_id)
@@ -312,23 +377,33 @@ class Notifier:
         user: str | None = None,
         creator: str | None = None,
         status: Status | int | None = None,
-        channel: str | None = None,
         limit: int | None = None,
+        delivery: str | None = None,
+        type: str | None = None,  # noqa: A002 - the seed's word
     ) -> list[Notification]:
-        """Records newest first, optionally of one status and one channel (``channel``: sms,
-        weixin, email, webhook); a non-root user sees only their own.
+        """Records newest first; a non-root user sees only their own. ``delivery`` keeps
+        those in one delivery status (``accepted``, ``delivered``, ``undelivered``,
+        ``unknown``), ``type`` those of one channel.
 
         Raises:
             PermissionDenied: ``e.cmd.noti.list.nopvg`` when a non-root user names another creator.
-            InvalidInput: an unknown status (``e.cmd.noti.list.badst``), a limit that is not an
-            integer (``e.cmd.noti.list.badlimit``; 0 or less: no limit), a creator that is no
-            user name (``e.cmd.noti.baduser``), an unknown channel (``e.cmd.noti.add.badtype``).
+            InvalidInput: an unknown status (``e.cmd.noti.list.badst``), delivery status
+            (``e.cmd.noti.list.baddelivery``) or type (``e.cmd.noti.add.badtype``), a limit that
+            is not an integer (``e.cmd.noti.list.badlimit``; 0 or less: no limit), a creator
+            that is no user name (``e.cmd.noti.baduser``).
         """
         creator = self.user(user).scope(creator, code="e.cmd.noti.list.nopvg", action="list notifications")
         st = _status(status)
-        kind = parse_channel(channel) if channel is not None else None
         limit = _limit(limit, "e.cmd.noti.list.badlimit")
-        return self.runtime.store.select(creator=creator, status=st, channel=kind, limit=limit)
+        if delivery is not None and delivery not in DELIVERY_STATES:
+            raise InvalidInput(
+                f"unknown delivery status {shown(delivery)} (known: {', '.join(DELIVERY_STATES)})",
+                code="e.cmd.noti.list.baddelivery",
+            )
+        channel = parse_channel(type) if type is not None else None
+        return self.runtime.store.select(
+            creator=creator, status=st, limit=limit, delivery=delivery, channel=channel
+        )
 
     # --- removing -----------------------------------------------------------------------------
 
@@ -459,6 +534,12 @@ class Notifier:
                     record.creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications"
                 )
             chosen = list(record_ids)
+            # a revoked notification's fallback goes with it (a fallback revoked alone does not
+            # take its notification)
+            standby = [
+                r.fallback for r in records if r is not None and r.fallback and r.status is Status.WAITING
+            ]
+            chosen += [f for f in standby if f not in chosen]
         else:
             owner = acting.scope(creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications")
             kind = parse_channel(channel).value if channel is not None else None

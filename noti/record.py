@@ -205,6 +205,20 @@ class Notification:
     identifier: str | None = None
     #: When Celery's ``revoke`` of its task id made it invalid (-1) before any send; None = never.
     revoked_ms: int | None = None
+    #: Delivery status after the send (:mod:`noti.delivery`): ``accepted``, ``delivered``,
+    #: ``undelivered``, ``unknown``; None before it is sent. ``delivery_ms`` is when it entered
+    #: it, ``delivery_times`` when it entered each; code and text are the vendor's words.
+    delivery: str | None = None
+    delivery_ms: int | None = None
+    delivery_code: str | None = None
+    delivery_text: str | None = None
+    delivery_times: Mapping[str, int] = field(default_factory=dict)
+    #: The record sent instead if this one is not delivered in time, and the one this
+    #: record stands in for (:mod:`noti.delivery.fallback`).
+    fallback: str | None = None
+    fallback_of: str | None = None
+    #: URL each status change of this record is posted to (a signed webhook).
+    status_callback: str | None = None
 
 
 def _integer(value: str | None, default: int = 0) -> int:
@@ -244,6 +258,19 @@ def to_hash(record: Notification) -> dict[str, str]:
         out["noti_ident"] = record.identifier
     if record.revoked_ms is not None:
         out["noti_revoked_at"] = str(record.revoked_ms)
+    for key, value in (
+        ("noti_dlv", record.delivery),
+        ("noti_dlv_at", record.delivery_ms),
+        ("noti_dlv_code", record.delivery_code),
+        ("noti_dlv_text", record.delivery_text),
+        ("noti_fallback", record.fallback),
+        ("noti_fallback_of", record.fallback_of),
+        ("noti_status_cb", record.status_callback),
+    ):
+        if value is not None:
+            out[key] = str(value)
+    for state, at in record.delivery_times.items():
+        out[f"noti_dlv_{state}_at"] = str(at)
     names = CHANNEL_FIELDS[record.channel]
     for name, value in record.fields.items():
         if value is None:
@@ -282,7 +309,21 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         retry_policy=data.get("noti_retry_policy") or None,
         identifier=data.get("noti_ident") or None,
         revoked_ms=int(revoked) if revoked else None,
+        delivery=data.get("noti_dlv") or None,
+        delivery_ms=_integer(data.get("noti_dlv_at")) or None,
+        delivery_code=data.get("noti_dlv_code") or None,
+        delivery_text=data.get("noti_dlv_text") or None,
+        delivery_times={
+            state: int(data[key]) for state in DELIVERY_STATES if (key := f"noti_dlv_{state}_at") in data
+        },
+        fallback=data.get("noti_fallback") or None,
+        fallback_of=data.get("noti_fallback_of") or None,
+        status_callback=data.get("noti_status_cb") or None,
     )
+
+
+#: The delivery statuses a record's hash may hold a time for (:class:`noti.delivery.Delivery`).
+DELIVERY_STATES = ("accepted", "delivered", "undelivered", "unknown")
 
 
 def to_json_dict(record: Notification) -> dict[str, Any]:
@@ -317,6 +358,14 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
     out["noti_ident"] = record.identifier
     out["noti_revoked_at"] = record.revoked_ms
     out["expi"] = record.expires_ms
+    out["noti_dlv"] = record.delivery
+    out["noti_dlv_at"] = record.delivery_ms
+    out["noti_dlv_code"] = record.delivery_code
+    out["noti_dlv_text"] = record.delivery_text
+    out["noti_dlv_times"] = dict(record.delivery_times) or None
+    out["noti_fallback"] = record.fallback
+    out["noti_fallback_of"] = record.fallback_of
+    out["noti_status_cb"] = record.status_callback
     return out
 
 

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
@@ -557,16 +557,47 @@ class ScriptPipeline(CommandPipeline):
         self._batches = collections.deque(batches)
 
 
+#: How long the number of replicas the sentinels see up is reused before they are asked again.
+REPLICAS_SEEN_TTL_S = 1.0
+
+
 @dataclass(frozen=True)
 class ReplicaWait:
-    """Writes acknowledged to a caller only once ``replicas`` replicas have them (Redis
-    ``WAIT``, ``NOTI_REDIS_WAIT_REPLICAS``): a failover then cannot lose them, where
-    asynchronous replication loses what the primary had not passed on when it died (and
-    what a demoted primary took after the switch, ~10 s with Sentinel's defaults).
+    """Writes acknowledged to a caller only once replicas have them (Redis ``WAIT``,
+    ``NOTI_REDIS_WAIT_REPLICAS``): a failover then cannot lose them, where asynchronous
+    replication loses what the primary had not passed on when it died (and what a demoted
+    primary took after the switch, ~10 s with Sentinel's defaults).
+
+    Through Sentinel the wait is for **every replica the sentinels see up, and at least
+    ``replicas``**. Fewer is not enough for a planned switch-over: the old primary keeps
+    taking writes for a moment after the sentinels promoted another replica, and a write that
+    only a third replica acknowledged then is discarded when that replica resynchronises from
+    the new primary (measured: ``tests/test_sentinel.py`` lost such writes with ``WAIT 1`` of
+    two replicas). A replica that is down (a crash) is not waited for, so writes go on being
+    acknowledged by those left.
     """
 
     replicas: int
     timeout_ms: int
+    #: ``(monotonic time, replicas up)`` last read from the sentinels.
+    _seen: list[tuple[float, int]] = field(default_factory=list, compare=False, repr=False)
+
+    def required(self, client: redis.Redis) -> int:
+        """How many replicas a write must reach: ``replicas``, or through Sentinel every
+        replica the sentinels see up (not down subjectively or objectively) if more."""
+        pool = client.connection_pool
+        manager = getattr(pool, "sentinel_manager", None)
+        if manager is None:
+            return self.replicas
+        now = time.monotonic()
+        if self._seen and now - self._seen[-1][0] < REPLICAS_SEEN_TTL_S:
+            return max(self.replicas, self._seen[-1][1])
+        try:
+            seen = len(manager.discover_slaves(getattr(pool, "service_name", "")))
+        except (redis.RedisError, OSError):  # the sentinels cannot tell now: the last count
+            seen = self._seen[-1][1] if self._seen else 0
+        self._seen[:] = [(now, seen)]
+        return max(self.replicas, seen)
 
     def confirm(self, pipeline: CommandPipeline, client: redis.Redis) -> None:
         """Wait until the replicas have what ``pipeline`` wrote.
@@ -577,12 +608,14 @@ class ReplicaWait:
                 a failover; the client's connections are dropped, so the next command finds
                 the primary again (through Sentinel, a new one after a switch).
         """
+        required = self.required(client)
         with translate_errors(client):
-            acknowledged = pipeline.wait_for_replicas(self.replicas, self.timeout_ms)
-        if acknowledged < self.replicas:
+            acknowledged = pipeline.wait_for_replicas(required, self.timeout_ms)
+        if acknowledged < required:
             client.connection_pool.disconnect()
+            self._seen.clear()  # ask the sentinels again next time
             raise StoreUnavailable(
-                f"written, but acknowledged by {acknowledged} of {self.replicas} replica(s) within "
+                f"written, but acknowledged by {acknowledged} of {required} replica(s) within "
                 f"{self.timeout_ms} ms: it may not survive a failover; call again (with an "
                 "idempotency key a repeat is not stored twice)",
                 code="e.noti.store.unconfirmed",

@@ -150,10 +150,23 @@ def _errmsg(text: str) -> str:
 
 
 def delivered(
-    *, now_ms: int, keep_ms: int, sent_by: str, msgid: str | None, msgid_field: str, retry: int
+    *,
+    now_ms: int,
+    keep_ms: int,
+    sent_by: str,
+    msgid: str | None,
+    msgid_field: str,
+    retry: int,
+    delivery: str = "accepted",
 ) -> Outcome:
-    """The outcome of a successful send."""
-    fields: list[tuple[str, str]] = [("noti_sent_by", sent_by)]
+    """The outcome of a successful send; ``delivery`` is the record's delivery status from
+    now (``accepted``: a receipt is awaited; ``delivered``: the provider's answer was it)."""
+    fields: list[tuple[str, str]] = [
+        ("noti_sent_by", sent_by),
+        ("noti_dlv", delivery),
+        ("noti_dlv_at", str(now_ms)),
+        (f"noti_dlv_{delivery}_at", str(now_ms)),
+    ]
     if msgid:
         fields.append((msgid_field, msgid))
     return Outcome(Status.DONE, "ok", retry, expires_ms=now_ms + keep_ms, fields=tuple(fields))

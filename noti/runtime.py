@@ -19,6 +19,7 @@ from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
 from noti.store import RecordStore
 
 if TYPE_CHECKING:
+    from noti.delivery.book import DeliveryBook
     from noti.handlers import NotificationHandler
     from noti.lease import LeaseKeeper
     from noti.providers import ProviderSet
@@ -101,6 +102,13 @@ class Runtime:
         from noti.tokens import TokenStore
 
         return TokenStore(self.redis, self.keys, self.settings)
+
+    @functools.cached_property
+    def delivery(self) -> DeliveryBook:
+        """Applies vendors' delivery reports to the records (:mod:`noti.delivery`)."""
+        from noti.delivery.book import DeliveryBook
+
+        return DeliveryBook(self.redis, self.keys, window_s=self.settings.receipt_window_s)
 
     @functools.cached_property
     def lease_keeper(self) -> LeaseKeeper:

@@ -116,6 +116,8 @@ class Sender:
     def __init__(self, runtime: Runtime, *, owner: str | None = None) -> None:
         self.runtime = runtime
         self.owner_prefix = owner or f"{socket.gethostname()}:{os.getpid()}"
+        #: Per provider name: whether its answer is the delivery (no receipt is awaited).
+        self._delivered_on_send: dict[str, bool] = {}
 
     def deliver(
         self, record_id: str, *, lease_ms: int | None = None, creator: str | None = None
@@ -344,8 +346,11 @@ class Sender:
             )
         applied = self._finish(items)
         results = []
+        early: list[str] = []
         for (attempt, outcome), item, ok in zip(outcomes, items, applied, strict=True):
             record = attempt.record
+            if isinstance(ok, str):  # its vendor's receipt came before this outcome was recorded
+                early.append(ok)
             if not ok:
                 log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
             else:
@@ -366,6 +371,18 @@ class Sender:
                     outcome if ok else None,
                 )
             )
+        if early:
+            rt.delivery.apply_early(early)
+        failed_with_fallback = [
+            attempt.record.fallback
+            for (attempt, outcome), ok in zip(outcomes, applied, strict=True)
+            if ok and attempt.record.fallback and outcome.status in (Status.FAILED, Status.INVALID)
+        ]
+        if failed_with_fallback:  # no receipt will come: its fallback need not wait for the deadline
+            try:
+                rt.delivery.fallbacks_now([f for f in failed_with_fallback if f])
+            except StoreUnavailable:
+                log.warning("deliver: %d fallback(s) left to their deadline", len(failed_with_fallback))
         return results
 
     def inline(self, record: Notification) -> bool:
@@ -408,12 +425,15 @@ class Sender:
             error_class="poison",
         )
 
-    def _finish(self, items: list[Finish]) -> list[bool]:
+    def _finish(self, items: list[Finish]) -> list[bool | str]:
         """Record outcomes, trying again while Redis does not answer (same owner tokens)."""
         store = self.runtime.store
+        unknown_after_ms = int(self.runtime.settings.delivery_unknown_after_s * 1000)
         for pause in (*FINISH_RETRY_PAUSES_S, None):
             try:
-                return store.finish_many(items, letter_max_len=self.runtime.dead_letters.max_len)
+                return store.finish_many(
+                    items, letter_max_len=self.runtime.dead_letters.max_len, unknown_after_ms=unknown_after_ms
+                )
             except StoreUnavailable:
                 if pause is None:
                     raise
@@ -478,6 +498,13 @@ class Sender:
             mask_target(record.target),
             receipt.provider,
         )
+        on_send = self._delivered_on_send.get(receipt.provider)
+        if on_send is None:
+            try:
+                on_send = self.runtime.providers.get(receipt.provider).delivered_on_send
+            except NotiError:  # a provider no longer configured: its receipt is awaited
+                on_send = False
+            self._delivered_on_send[receipt.provider] = on_send
         return delivered(
             now_ms=now_ms(),
             keep_ms=int(self.runtime.settings.keep_done_s * 1000),
@@ -485,6 +512,7 @@ class Sender:
             msgid=receipt.msgid,
             msgid_field=msgid_field(record.channel),
             retry=record.retry,
+            delivery="delivered" if on_send else "accepted",
         )
 
     async def _run_async(self, plan: Plan, record: Notification, calls: list[tuple[str, float]]) -> Receipt:

@@ -21,7 +21,7 @@ from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
 from noti.keys import Keys
-from noti.record import Channel, Notification, Status, from_hash, now_ms, to_hash
+from noti.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import ReplicaWait, ScriptPipeline, load_script, translate_errors
 
 __all__ = [
@@ -361,21 +361,31 @@ class RecordStore:
         A ``letter`` is appended to the dead-letter stream in the same atomic step.
         """
         item = Finish(record_id, owner, outcome, letter)
-        return self.finish_many([item], letter_max_len=letter_max_len, at_ms=at_ms)[0]
+        return bool(self.finish_many([item], letter_max_len=letter_max_len, at_ms=at_ms)[0])
 
     def finish_many(
-        self, items: Sequence[Finish], *, letter_max_len: int = 10_000, at_ms: int | None = None
-    ) -> list[bool]:
+        self,
+        items: Sequence[Finish],
+        *,
+        letter_max_len: int = 10_000,
+        at_ms: int | None = None,
+        unknown_after_ms: int = 3_600_000,
+        changes_max_len: int = 100_000,
+    ) -> list[bool | str]:
         """Apply the outcomes of many sends in one atomic script call (see :meth:`finish`),
-        counting each one applied (:mod:`noti.counters`) in the same step.
+        counting each one applied (:mod:`noti.counters`) in the same step. A sent record
+        whose outcome names a delivery status enters it (:mod:`noti.delivery`): an accepted
+        one awaits its receipt for ``unknown_after_ms``.
 
-        Returns, per item, whether it was applied (its owner still held the lease).
+        Returns, per item, whether it was applied (its owner still held the lease); for an
+        applied one whose vendor's receipt came before it, that receipt's JSON
+        (:meth:`noti.delivery.DeliveryReport.from_json`), for the caller to apply.
         """
         if not items:
             return []
         k = self.keys
         now = now_ms() if at_ms is None else at_ms
-        args: list[Any] = [now, letter_max_len]
+        args: list[Any] = [now, letter_max_len, unknown_after_ms, changes_max_len]
         tallies: dict[tuple[Any, ...], str] = {}
         for item in items:
             outcome = item.outcome
@@ -401,10 +411,23 @@ class RecordStore:
                     calls=item.calls,
                 )
             args.append(tally)
-        keys = [k.waiting_index, k.delayed, *k.status_indexes, k.dead_letters, k.metrics]
+        keys = [
+            k.waiting_index,
+            k.delayed,
+            *k.status_indexes,
+            k.dead_letters,
+            k.metrics,
+            k.delivery_watch,
+            k.vendor_ids,
+            k.vendor_id_age,
+            k.early_receipts,
+            k.status_changes,
+            k.delivery_index("accepted"),
+            k.delivery_index("delivered"),
+        ]
         with translate_errors(self.redis):
             applied = self._finish(keys=[*keys, *(k.record(item.record_id) for item in items)], args=args)
-        return [bool(x) for x in applied]
+        return [x.decode() if isinstance(x, bytes) else x if isinstance(x, str) else bool(x) for x in applied]
 
     def waiting_ids(
         self, *, creator: str | None = None, channel: str | None = None, below_level: int | None = None
@@ -480,6 +503,8 @@ class RecordStore:
                         k.waiting_index,
                         k.delayed,
                         *k.status_indexes,
+                        *(k.delivery_index(state) for state in DELIVERY_STATES),
+                        k.delivery_watch,
                     ],
                     args=[record_id, record.creator],
                 )
@@ -542,16 +567,20 @@ class RecordStore:
         *,
         creator: str | None = None,
         status: Status | None = None,
-        channel: Channel | None = None,
         limit: int | None = None,
+        delivery: str | None = None,
+        channel: Channel | None = None,
     ) -> list[Notification]:
-        """Records, newest first, optionally of one creator, one status and/or one channel.
+        """Records, newest first, optionally of one creator, one status, one delivery status
+        and/or one channel (with ``delivery``: latest to enter it first).
 
         Reads the smallest index that answers the question and stops at ``limit``.
         """
         k = self.keys
         if creator is not None:
             index = k.user_index(creator)
+        elif delivery is not None:
+            index = k.delivery_index(delivery)
         elif status is not None:
             index = k.status_index(int(status))
         else:
@@ -563,7 +592,9 @@ class RecordStore:
                     continue
                 if status is not None and record.status != status:
                     continue
-                if channel is not None and record.channel != channel:
+                if delivery is not None and record.delivery != delivery:
+                    continue
+                if channel is not None and record.channel is not channel:
                     continue
                 found.append(record)
                 if limit is not None and len(found) >= limit:

@@ -194,8 +194,12 @@ def spawn_worker(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Worke
 
 #: The body limit of the ``api`` server (``NOTI_HTTP_BODY_MAX_BYTES``).
 API_BODY_MAX = 64 * 1024
-_API_CONFIG = "".join(
-    f'[channels.{c}]\nprovider = "sandbox"\n' for c in ("sms", "weixin", "email", "webhook")
+#: The ``api`` server's providers: the sandbox for every channel, and ``vendor``, a sandbox that
+#: takes signed receipts (``X-Sandbox-Signature`` with this secret).
+API_RECEIPT_SECRET = "s3cret"
+_API_CONFIG = (
+    "".join(f'[channels.{c}]\nprovider = "sandbox"\n' for c in ("sms", "weixin", "email", "webhook"))
+    + f'[providers.vendor]\nkind = "sandbox"\nreceipt_secret = "{API_RECEIPT_SECRET}"\n'
 )
 
 

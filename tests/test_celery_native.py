@@ -103,7 +103,12 @@ def test_flower_sees_each_notification_with_its_true_outcome(configure: Any, sta
     # then Celery's event state machine (Flower's) shows each under its record id, truthfully
     tasks = _tasks(seen).tasks
     assert tasks[ok].state == states.SUCCESS and tasks[ok].name == "noti.deliver"
-    assert json.loads(tasks[ok].result) == {"id": ok, "provider": "sandbox", "msgid": f"sandbox-{ok}"}
+    assert json.loads(tasks[ok].result) == {
+        "id": ok,
+        "provider": "sandbox",
+        "msgid": f"sandbox-{ok}",
+        "delivery": "delivered",
+    }
     assert tasks[bad].state == states.FAILURE
     assert "PermanentFailure" in tasks[bad].exception and "e.noti.delivery.permanent" in tasks[bad].exception
     assert tasks[flaky].state == states.SUCCESS and tasks[flaky].retried and tasks[flaky].retries == 1

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import redis
 
-from tests.conftest import ADMIN, ALICE, API_BODY_MAX, BOB, MEMBER
+from tests.conftest import ADMIN, ALICE, API_BODY_MAX, API_RECEIPT_SECRET, BOB, MEMBER
 from tests.servers import ApiProcess
 from tests.test_hostile_input import snapshot
 
@@ -193,6 +193,14 @@ def test_one_notification_is_stored_and_queued(
     assert rt.redis.zscore(rt.keys.waiting_index, record_id) is not None  # queued, not only stored
 
 
+def test_a_status_callback_is_kept_with_the_record(client: httpx.Client, token: Callable[..., str]) -> None:
+    alice = token(ALICE)
+    body = {**SMS, "status_callback": "https://shop.example.com/noti-status"}
+    record_id = client.post("/v1/notifications", json=body, headers=bearer(alice)).json()["id"]
+    record = client.get(f"/v1/notifications/{record_id}", headers=bearer(alice)).json()
+    assert record["noti_status_cb"] == "https://shop.example.com/noti-status"
+
+
 def test_a_batch_of_100_is_stored_whole(client: httpx.Client, token: Callable[..., str], rt: Any) -> None:
     alice = token(ALICE)
     items = [{**SMS, "text": f"message {i}"} for i in range(100)]
@@ -291,6 +299,7 @@ BAD = [
         "e.cmd.noti.add.badkey",
     ),  # fmt: skip
     ("key too long", SMS, {"Idempotency-Key": "k" * 191}, 422, "e.noti.http.badrequest"),
+    ("status_callback no URL", {**SMS, "status_callback": "ftp://x"}, {}, 422, "e.cmd.noti.add.badtarget"),
     ("key with a tab", SMS, {"Idempotency-Key": "a\tb"}, 422, "e.cmd.noti.add.badkey"),
     ("too large", {**SMS, "text": "x" * (API_BODY_MAX + 1)}, {}, 413, "e.noti.http.toolarge"),
 ]
@@ -378,6 +387,8 @@ def test_listing_filters_by_status_and_type(client: httpx.Client, token: Callabl
         ("?limit=1001", "e.noti.http.badrequest"),
         ("?user=a:b", "e.cmd.noti.baduser"),
         ("?delivery=lost", "e.cmd.noti.list.baddelivery"),
+        ("?delivery=", "e.cmd.noti.list.baddelivery"),
+        ("?stat=1", "e.noti.http.badrequest"),  # a misspelt filter is refused, not ignored
     ):
         assert error_of(client.get(f"/v1/notifications{query}", headers=bearer(alice))) == (422, code), query
 
@@ -440,16 +451,42 @@ def test_health_metrics_and_openapi_need_no_token(client: httpx.Client) -> None:
     assert schema["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
 
 
-def test_a_receipt_needs_no_token_and_a_provider_without_receipts_is_404(
-    client: httpx.Client, raw: redis.Redis
+def test_a_signed_receipt_needs_no_token_and_delivers_the_record(
+    client: httpx.Client, token: Callable[..., str], configure: Any, raw: redis.Redis
 ) -> None:
+    import noti
+    from noti.providers.sandbox import sign_receipt
+    from noti.sender import Sender
+
+    # given an SMS sent through a vendor whose delivery comes as a pushed receipt
+    rt = configure(providers={"vendor": {"kind": "sandbox", "receipt_secret": API_RECEIPT_SECRET}})
+    record_id = noti.notify_sms(PHONE, "hi", provider="vendor", user=ALICE)
+    Sender(rt).deliver(record_id)
+    assert rt.store.get(record_id).delivery == "accepted"
+    body = json.dumps([{"msgid": f"sandbox-{record_id}", "state": "delivered", "code": "OK"}]).encode()
     before = stored(raw)
-    for method in ("GET", "POST"):
-        response = client.request(
-            method, "/v1/receipts/sandbox?MessageSid=SM1", content=b"MessageStatus=delivered"
-        )
-        assert error_of(response) == (404, "e.noti.receipt.provider"), method
+    # a forged, a malformed and an unknown provider's receipt change nothing
+    for path, headers, content, expected in (
+        ("/v1/receipts/vendor", {"X-Sandbox-Signature": "sha256=0"}, body, (403, "e.noti.receipt.signature")),
+        ("/v1/receipts/vendor", {"X-Sandbox-Signature": sign_receipt(API_RECEIPT_SECRET, b"[1]")}, b"[1]",
+         (400, "e.noti.receipt.malformed")),
+        ("/v1/receipts/sandbox", {}, body, (404, "e.noti.receipt.provider")),
+        ("/v1/receipts/nobody", {}, body, (404, "e.noti.receipt.provider")),
+    ):  # fmt: skip
+        assert error_of(client.post(path, content=content, headers=headers)) == expected, path
     assert stored(raw) == before
+    # when the vendor pushes a signed one (no API token)
+    signature = sign_receipt(API_RECEIPT_SECRET, body)
+    pushed = client.post("/v1/receipts/vendor", content=body, headers={"X-Sandbox-Signature": signature})
+    # then it is answered as the vendor expects, and the record is delivered
+    assert pushed.status_code == 200, pushed.text
+    assert rt.store.get(record_id).delivery == "delivered"
+    alice = token(ALICE)
+    listed = client.get("/v1/notifications?delivery=delivered", headers=bearer(alice)).json()["notifications"]
+    assert [r["id"] for r in listed] == [record_id]
+    assert client.get("/v1/notifications?delivery=accepted", headers=bearer(alice)).json() == {
+        "notifications": []
+    }
 
 
 def test_unknown_routes_and_methods_answer_json(client: httpx.Client, token: Callable[..., str]) -> None:

@@ -53,6 +53,9 @@ def test_every_operation_conforms_to_the_schema_and_refuses_bad_input(
     headers = {"Authorization": f"Bearer {plain}"}
     raw = redis.Redis.from_url(redis_url)
     schema = schemathesis.openapi.from_url(f"{api.url}/openapi.json")
+    # the generator leaves the token out (each request carries a valid one, so a request it
+    # broke is broken in its parameters or body); ignored_auth sends each without it
+    schema.config.generation.update(with_security_parameters=False)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 9
     seen: dict[str, set[int]] = {}

@@ -12,7 +12,7 @@ from noti.providers import BUILTIN, ProviderOptions, load_kind
 from noti.providers.base import Provider
 from noti.record import Channel
 
-SECRET_WORDS = ("secret", "password", "token", "access_key", "api_key")
+SECRET_WORDS = ("secret", "password", "token", "access_key", "api_key", "receipt_key")
 
 
 def _is_secret_type(annotation: object) -> bool:

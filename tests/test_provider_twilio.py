@@ -167,6 +167,7 @@ def test_a_retry_after_on_a_5xx_postpones_the_record_at_least_that_long(rt: Any,
 
 
 def test_a_message_is_created_and_its_sid_stored_on_the_record(configure: Any, fake: TwilioFake) -> None:
+    fake.auto_receipts = False  # the message stays queued (tests/test_receipts_twilio.py settles it)
     rt = configure(
         providers={"tw": options(fake, status_callback="https://hooks.example.com/twilio/status")},
         channels={"sms": {"provider": "tw"}},
@@ -183,7 +184,8 @@ def test_a_message_is_created_and_its_sid_stored_on_the_record(configure: Any, f
         "To": [PHONE],
         "From": [FROM_NUMBER],
         "Body": ["your code is 1234"],
-        "StatusCallback": ["https://hooks.example.com/twilio/status"],
+        # the record's id rides on the callback URL, so the callbacks name the record
+        "StatusCallback": [f"https://hooks.example.com/twilio/status?noti_id={record.id}"],
     }
     # the message can be fetched back, as a client reconciling after a timeout would
     fetched = httpx.get(f"{fake.url}{created['uri']}", auth=(ACCOUNT_SID, AUTH_TOKEN)).json()
@@ -191,6 +193,7 @@ def test_a_message_is_created_and_its_sid_stored_on_the_record(configure: Any, f
 
 
 def test_a_messaging_service_sends_instead_of_a_from_number(configure: Any, fake: TwilioFake) -> None:
+    fake.auto_receipts = False  # the message keeps the status of its creation
     rt = configure(
         providers={"tw": options(fake, **{"from": None, "messaging_service_sid": SERVICE_SID})},
         channels={"sms": {"provider": "tw"}},

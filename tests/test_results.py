@@ -93,7 +93,14 @@ def test_an_intake_task_not_run_yet_is_pending(rt: Any) -> None:
 def test_a_delivered_record_is_success_with_provider_and_msgid(rt: Any, worker: Any) -> None:
     record_id = noti.notify_sms(PHONE, "delivered")
     wait_until(lambda: state_of(record_id) == states.SUCCESS)
-    expected = {"id": record_id, "provider": "sandbox", "msgid": f"sandbox-{record_id}"}
+    record = rt.store.get(record_id)
+    expected = {
+        "id": record_id,
+        "provider": "sandbox",
+        "msgid": f"sandbox-{record_id}",
+        "delivery": "delivered",  # the sandbox's answer is the delivery (no receipt awaited)
+        "delivery_at": record.delivery_ms,
+    }
     result = app.AsyncResult(record_id)
     assert result.get(timeout=10) == expected
     assert abs(result.date_done.timestamp() * 1000 - rt.store.get(record_id).modified_ms) < 1

@@ -161,6 +161,46 @@ def test_a_write_a_replica_did_not_acknowledge_is_reported_and_the_next_one_find
     assert int(sentinels.data(new).get("n")) >= 1
 
 
+@pytest.fixture
+def sentinels_two_replicas() -> Iterator[SentinelSet]:
+    with sentinel_set(replicas=2) as servers:
+        yield servers
+
+
+def test_a_write_only_a_replica_that_is_not_promoted_acknowledged_is_not_confirmed(
+    sentinels_two_replicas: SentinelSet,
+) -> None:
+    # given a primary with two replicas, each acknowledging writes
+    sentinels = sentinels_two_replicas
+    client = connect(sentinels.url())
+    wait = ReplicaWait(replicas=1, timeout_ms=500)
+    with CommandPipeline(client) as pipeline:
+        pipeline.send([("SET", "k", "1")])
+        pipeline.results()
+        wait.confirm(pipeline, client)
+    assert wait.required(client) == 2  # every replica the sentinels see up
+    primary = sentinels.primary_port()
+    promoted, other = [p for p in sentinels.data_ports if p != primary]
+    # when one replica is promoted (a switch-over's first step) and the old primary takes a
+    # write the other replica still acknowledges (that replica will drop it when it
+    # resynchronises from the new primary)
+    sentinels.data(promoted).execute_command("REPLICAOF", "NO", "ONE")
+    with CommandPipeline(client) as pipeline:
+        pipeline.send([("SET", "lost", "1")])
+        pipeline.results()
+        assert pipeline.wait_for_replicas(1, 500) == 1  # a plain WAIT 1 says it is safe
+    # then noti does not confirm such a write: it waits for both replicas
+    with CommandPipeline(client) as pipeline, pytest.raises(StoreUnavailable) as unconfirmed:
+        pipeline.send([("SET", "lost", "2")])
+        pipeline.results()
+        wait.confirm(pipeline, client)
+    assert (
+        unconfirmed.value.code == "e.noti.store.unconfirmed"
+        and "of 2 replica(s)" in unconfirmed.value.message
+    )
+    assert sentinels.data(other).get("lost") == "2" and sentinels.data(promoted).get("lost") is None
+
+
 # --- noti through a failover and a crash -------------------------------------------------------
 
 
@@ -179,12 +219,6 @@ def _notify_until_acknowledged(index: int, deadline_s: float = 60.0) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-
-
-@pytest.fixture
-def sentinels_two_replicas() -> Iterator[SentinelSet]:
-    with sentinel_set(replicas=2) as servers:
-        yield servers
 
 
 def test_workers_beat_the_cli_and_callers_carry_on_through_a_failover_and_a_crash_losing_nothing(

@@ -11,7 +11,8 @@ disagree with the record. Two kinds of task id are answered:
     waiting, never attempted (or waiting its time) PENDING
     waiting, a sender holds its lease now          STARTED
     waiting after >= 1 failed attempt              RETRY    (TemporaryFailure: last error)
-    done (10)                                      SUCCESS  {"id", "provider", "msgid"}
+    done (10)                                      SUCCESS  {"id", "provider", "msgid", "delivery",
+                                                            "delivery_at"[, "delivery_code"]}
     failed (0)                                     FAILURE  RetriesExhausted (or the class
                                                             its errmsg's code names)
     invalid (-1)                                   FAILURE  PermanentFailure (likewise)
@@ -66,6 +67,9 @@ _FIELDS = (
     "noti_sent_by",
     "lm",
     REVOKED_FIELD,
+    "noti_dlv",
+    "noti_dlv_at",
+    "noti_dlv_code",
     *_MSGID_FIELDS,
 )
 
@@ -94,7 +98,15 @@ def record_meta(record_id: str, row: Sequence[str | None], at_ms: int) -> dict[s
     date_done = datetime.fromtimestamp(modified_ms / 1000, UTC).isoformat() if modified_ms else None
     if status is Status.DONE:
         channel = Channel(str(data["noti_type"]))
-        result = {"id": record_id, "provider": data["noti_sent_by"], "msgid": data[msgid_field(channel)]}
+        result = {
+            "id": record_id,
+            "provider": data["noti_sent_by"],
+            "msgid": data[msgid_field(channel)],
+            "delivery": data["noti_dlv"],
+            "delivery_at": int(data["noti_dlv_at"]) if data["noti_dlv_at"] else None,
+        }
+        if data["noti_dlv_code"]:
+            result["delivery_code"] = data["noti_dlv_code"]
         return {"status": states.SUCCESS, "result": result, "date_done": date_done}
     errmsg = data["noti_errmsg"] or ""
     if status is Status.INVALID and data[REVOKED_FIELD]:

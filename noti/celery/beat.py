@@ -49,6 +49,8 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "noti-trim-dead-letters": _every(
             "noti.maintenance.trim_dead_letters", settings.dead_letter_trim_interval_s
         ),
+        "noti-delivery-tick": _every("noti.maintenance.delivery_tick", settings.delivery_tick_interval_s),
+        "noti-poll-receipts": _every("noti.maintenance.poll_receipts", settings.receipt_poll_interval_s),
         "noti-events-sweep": _every("noti.events.sweep", settings.event_sweep_interval_s),
         "noti-events-clean": _every("noti.events.clean", settings.clean_interval_s),
     }

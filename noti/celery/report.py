@@ -43,11 +43,17 @@ __all__ = ["DeliveryReport", "HeldRequest", "delivery_result"]
 
 
 def delivery_result(record_id: str, outcome: Outcome) -> dict[str, str]:
-    """A delivered notification's task result: its id, the provider that took it and the
-    provider's message id (``""`` when the provider returns none)."""
+    """A delivered notification's task result: its id, the provider that took it, the
+    provider's message id (``""`` when the provider returns none) and its delivery status
+    then (``accepted``: a receipt is awaited; ``delivered``: the answer was the delivery)."""
     fields = dict(outcome.fields)
     msgid = next((value for name, value in outcome.fields if name.endswith("msgid")), "")
-    return {"id": record_id, "provider": fields.get("noti_sent_by", ""), "msgid": msgid}
+    return {
+        "id": record_id,
+        "provider": fields.get("noti_sent_by", ""),
+        "msgid": msgid,
+        "delivery": fields.get("noti_dlv", ""),
+    }
 
 
 class HeldRequest:

@@ -171,6 +171,7 @@ def print_records_table(records: Iterable[Notification]) -> None:
             r.channel.value,
             str(r.level),
             f"{int(r.status)} {r.status.name.lower()}",
+            r.delivery or "",
             r.creator,
             r.target,
             f"{r.retry}/{r.retry_max}",
@@ -179,7 +180,7 @@ def print_records_table(records: Iterable[Notification]) -> None:
         )
         for r in records
     )
-    columns = ("ID", "TYPE", "LV", "ST", "CREATOR", "TARGET", "RETRY", "CREATED (UTC)", "MESSAGE")
+    columns = ("ID", "TYPE", "LV", "ST", "DELIVERY", "CREATOR", "TARGET", "RETRY", "CREATED (UTC)", "MESSAGE")
     print_table(columns, rows, "notification")
 
 

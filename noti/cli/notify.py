@@ -256,6 +256,16 @@ def send(
     default=None,
     help="Only records in this status: -1 invalid, 0 failed, 1 waiting, 10 done.",
 )
+@click.option(
+    "-delivery",
+    "--delivery",
+    "delivery",
+    default=None,
+    help="Only records in this delivery status: accepted, delivered, undelivered, unknown.",
+)
+@click.option(
+    "-type", "--type", "type_", default=None, help="Only records of this type (sms, weixin, email, webhook)."
+)
 @limit_option
 @json_options
 @pass_cli
@@ -264,11 +274,15 @@ def list_(
     /,
     creator: str | None,
     status: int | None,
+    delivery: str | None,
+    type_: str | None,
     limit: int | None,
     out: Output,
 ) -> None:
     """List notifications, newest first (a table, or JSON with -json)."""
-    records = ctx.api.select(user=ctx.user, creator=creator, status=status, limit=limit)
+    records = ctx.api.select(
+        user=ctx.user, creator=creator, status=status, limit=limit, delivery=delivery, type=type_
+    )
     if out.quiet:
         return
     if out.wants_json:
@@ -294,7 +308,7 @@ def get(ctx: CliContext, /, record_ids: tuple[str, ...], out: Output) -> None:
             click.echo()
         for name, value in to_json_dict(record).items():
             if value is not None:
-                shown = when(value) + f" ({value})" if name in ("ct", "lm", "expi") else value
+                shown = when(value) + f" ({value})" if name in ("ct", "lm", "expi", "noti_dlv_at") else value
                 click.echo(f"{name:26} {shown}")
 
 

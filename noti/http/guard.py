@@ -33,7 +33,30 @@ def caller(
         StoreUnavailable: Redis cannot be reached (503).
     """
     tokens: TokenStore = request.app.state.tokens
-    return tokens.authenticate(credentials.credentials if credentials is not None else None)
+    who = tokens.authenticate(credentials.credentials if credentials is not None else None)
+    _refuse_unknown_query(request)
+    return who
+
+
+def _refuse_unknown_query(request: Request) -> None:
+    """A query parameter the route does not take is refused, as an unknown key of a body is:
+    a misspelt filter (``?stat=1``) must not silently list everything.
+
+    Raises:
+        InvalidInput: ``e.noti.http.badrequest``.
+    """
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    known = {param.alias for param in dependant.query_params}
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        names = ", ".join(repr(name[:40]) for name in unknown[:5])
+        takes = ", ".join(sorted(known)) or "none"
+        raise InvalidInput(
+            f"unknown query parameter(s) {names} (this call takes: {takes})", code="e.noti.http.badrequest"
+        )
 
 
 CallerDep = Annotated[Caller, Depends(caller)]

@@ -66,6 +66,9 @@ class NotificationIn(BaseModel):
     delay: float | None = Field(default=None, description="Send after this many seconds")
     eta: str | None = Field(default=None, description="Send at this time (ISO 8601)")
     identifier: str | None = Field(default=None, description="Debounce key: replaces a delayed one")
+    status_callback: str | None = Field(
+        default=None, description="An http(s) URL each of its status changes is posted to (signed)"
+    )
     idempotency_key: str | None = Field(
         default=None, description="This item's own idempotency key (instead of the Idempotency-Key header)"
     )

@@ -5,15 +5,13 @@ setting is given: behind a proxy the request's own URL differs from the one sign
 
 from __future__ import annotations
 
-import importlib
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from noti.delivery.intake import ReceiptIntake
 from noti.delivery.state import ReceiptReply, ReceiptRequest
-from noti.errors import ReceiptRejected
 from noti.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -34,12 +32,11 @@ def receipt_request(request: Request, body: bytes, settings: Settings) -> Receip
 
 
 class Receipts:
-    """The receipt intake of one runtime, built on first use."""
+    """The receipt intake of one runtime (:class:`noti.delivery.intake.ReceiptIntake`)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._intake: Any = None
-        self._lock = threading.Lock()
+        self.intake = ReceiptIntake(runtime)
 
     def take(self, provider: str, receipt: ReceiptRequest) -> ReceiptReply:
         """Hand one receipt to the intake; what to answer the vendor.
@@ -48,19 +45,7 @@ class Receipts:
             ReceiptRejected: ``.signature``, ``.malformed``, ``.provider`` (no provider of that
                 name takes receipts). StoreUnavailable: the vendor should push again.
         """
-        with self._lock:
-            if self._intake is None:
-                try:
-                    intake_module = importlib.import_module("noti.delivery.intake")
-                except ImportError:  # a noti whose delivery part takes no receipts yet
-                    raise ReceiptRejected(
-                        f"no provider {provider!r} takes delivery receipts here",
-                        code="e.noti.receipt.provider",
-                    ) from None
-                self._intake = intake_module.ReceiptIntake(self.runtime)
-            intake = self._intake
-        reply: ReceiptReply = intake.take(provider, receipt)
-        return reply
+        return self.intake.take(provider, receipt)
 
     async def endpoint(self, provider: str, request: Request) -> Response:
         """The route: read the request, take it off the event loop, answer as the intake says."""

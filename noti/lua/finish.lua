@@ -1,24 +1,34 @@
 -- Record the outcomes of sends, one or many records per call. Fenced: only the lease owner
 -- of a waiting record may finish it; each record is judged on its own.
 -- KEYS[1] waiting index, KEYS[2] delayed set, KEYS[3..6] status indexes for -1, 0, 1, 10,
--- KEYS[7] dead-letter stream, KEYS[8] counters hash, KEYS[9..] the records.
--- ARGV[1] now (ms), ARGV[2] dead-letter max length, then 9 values per record (in the order
+-- KEYS[7] dead-letter stream, KEYS[8] counters hash, then the delivery keys (noti/delivery):
+-- KEYS[9] receipt watch, KEYS[10] vendor ids, KEYS[11] their ages, KEYS[12] early receipts,
+-- KEYS[13] status-change stream, KEYS[14] delivery index accepted, KEYS[15] delivered,
+-- KEYS[16..] the records.
+-- ARGV[1] now (ms), ARGV[2] dead-letter max length, ARGV[3] ms after which a sent record that
+-- awaits a receipt is marked unknown, ARGV[4] status-change stream max length, then 9 values
+-- per record (in the order
 -- of its key): owner, new status, errmsg, not-before (ms; for status 1 the record is
 -- re-queued then), retry count, expi ("" = none), JSON object of extra fields to set,
 -- JSON object of the dead-letter entry ("" = none), the counters the outcome moves
 -- (noti/counters.py: lines "family|labels" or "family|labels<TAB>amount", without the
 -- channel, which is the record's own noti_type, put after the family here).
+-- A record sent with a delivery status among its fields (noti_dlv: accepted, or delivered for
+-- providers whose answer is the delivery) enters that status' index; an accepted one awaits
+-- its receipt in the watch, its vendor id noted to match the receipt. A record that asked
+-- for status callbacks (noti_status_cb) gets its change written to the status-change stream.
 -- Returns one value per record: 1 when applied, 0 when the caller no longer held the lease
--- (then nothing of it is written or counted).
+-- (then nothing of it is written or counted), or the JSON of a receipt that came before the
+-- send was recorded (applied: the caller applies the receipt now).
 --#include tally.lua
-local now, letter_max = ARGV[1], ARGV[2]
+local now, letter_max, unknown_after, changes_max = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local index = {['-1'] = KEYS[3], ['0'] = KEYS[4], ['10'] = KEYS[6]}
 -- tallies[channel][tally text] = records applied with it: records of one batch mostly share
 -- their text (a provider group's calls took the same time), so each text is parsed once
 local out, tallies = {}, {}
-for i = 9, #KEYS do
+for i = 16, #KEYS do
   local key = KEYS[i]
-  local a = 3 + (i - 9) * 9
+  local a = 5 + (i - 16) * 9
   local owner, new_st, errmsg, not_before = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local st, held_by, id, kind = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id', 'noti_type'))
   if st ~= '1' or held_by ~= owner then
@@ -33,10 +43,41 @@ for i = 9, #KEYS do
     if ARGV[a + 5] ~= '' then
       redis.call('HSET', key, 'expi', ARGV[a + 5])
     end
+    -- a receipt naming this record may have come before its send was recorded: forward-only
+    local prior_dlv = new_st == '10' and redis.call('HGET', key, 'noti_dlv')
     if ARGV[a + 6] ~= '{}' then
       for field, value in pairs(cjson.decode(ARGV[a + 6])) do
-        redis.call('HSET', key, field, value)
+        if not (prior_dlv and (field == 'noti_dlv' or field == 'noti_dlv_at')) then
+          redis.call('HSET', key, field, value)
+        end
       end
+    end
+    local result = 1
+    if new_st == '10' then
+      local dlv, by, msgid, cb = unpack(redis.call('HMGET', key, 'noti_dlv', 'noti_sent_by',
+        kind == 'weixin' and 'noti_wx_tmpl_msgid' or ('noti_' .. kind .. '_msgid'), 'noti_status_cb'))
+      if dlv == 'accepted' and not prior_dlv then -- else the receipt placed it already
+        redis.call('ZADD', KEYS[14], now, id)
+        redis.call('ZADD', KEYS[9], tonumber(now) + unknown_after, id)
+      elseif dlv == 'delivered' and not prior_dlv then
+        redis.call('ZADD', KEYS[15], now, id)
+      end
+      if msgid and by and dlv ~= 'delivered' then -- the vendor's id, to match its receipts
+        local vid = by .. ':' .. msgid
+        redis.call('HSET', KEYS[10], vid, id)
+        redis.call('ZADD', KEYS[11], now, vid)
+        local early = redis.call('HGET', KEYS[12], vid)
+        if early then
+          result = early
+        end
+      end
+      if cb then
+        redis.call('XADD', KEYS[13], 'MAXLEN', '~', changes_max, '*', 'id', id, 'status', 'sent',
+          'delivery', dlv or '', 'at', now)
+      end
+    elseif new_st ~= '1' and redis.call('HEXISTS', key, 'noti_status_cb') == 1 then
+      redis.call('XADD', KEYS[13], 'MAXLEN', '~', changes_max, '*', 'id', id,
+        'status', new_st == '0' and 'failed' or 'invalid', 'at', now, 'text', errmsg)
     end
     if new_st == '1' then
       redis.call('ZADD', KEYS[2], not_before, id)
@@ -59,7 +100,7 @@ for i = 9, #KEYS do
       tallies[kind or ''] = texts
     end
     texts[ARGV[a + 8]] = (texts[ARGV[a + 8]] or 0) + 1
-    out[#out + 1] = 1
+    out[#out + 1] = result
   end
 end
 local counts = {}

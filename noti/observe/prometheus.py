@@ -68,6 +68,11 @@ METRICS: tuple[MetricSpec, ...] = (
         "Provider calls by how long they took (a batch sent in one call counts each of its "
         "notifications with the batch's time)",
     ),
+    _counter("noti_deliveries", "delivery"),
+    _counter("noti_receipts", "receipts"),
+    _counter("noti_fallbacks", "fallbacks"),
+    MetricSpec("noti_delivery_records", "gauge", ("state",), "Records in each delivery status"),
+    MetricSpec("noti_receipts_awaited", "gauge", (), "Sent records awaiting their vendor's receipt"),
     _counter("noti_events_dispatched", "events_dispatched"),
     _counter("noti_events_processed", "events_done"),
     MetricSpec("noti_records", "gauge", ("status",), "Records in the store by status"),
@@ -189,6 +194,8 @@ def metrics_of(snap: Snapshot) -> Iterator[Metric]:
     yield _gauge("noti_delayed_records", snap.delayed)
     yield _gauge("noti_delayed_due_records", snap.delayed_due)
     yield _gauge("noti_delayed_pump_lag_seconds", snap.pump_lag_s)
+    yield _labelled("noti_delivery_records", [((state,), n) for state, n in snap.deliveries.items()])
+    yield _gauge("noti_receipts_awaited", snap.receipts_awaited)
     yield _gauge("noti_dead_letters", snap.dead_letters)
     yield _gauge("noti_events_backlog", snap.events.backlog)
     yield _gauge("noti_events_oldest_age_seconds", snap.events.oldest_age_s)

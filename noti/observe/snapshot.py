@@ -19,7 +19,7 @@ import base64
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import redis
@@ -29,7 +29,7 @@ from noti.events.liveness import Holder
 from noti.keys import Keys
 from noti.numpool.pool import decode_state
 from noti.observe.presence import WorkerInfo, read_workers
-from noti.record import Channel, Status
+from noti.record import DELIVERY_STATES, Channel, Status
 from noti.redisconn import connect, translate_errors
 
 if TYPE_CHECKING:
@@ -169,6 +169,10 @@ class Snapshot:
     workers: tuple[WorkerInfo, ...]
     #: The rate-limited providers' lines, by provider name.
     rate_lines: tuple[RateLineState, ...] = ()
+    #: Records in each delivery status (``accepted``, ``delivered``, ``undelivered``, ``unknown``).
+    deliveries: Mapping[str, int] = field(default_factory=dict)
+    #: Sent records awaiting their vendor's receipt.
+    receipts_awaited: int = 0
     #: Seconds the reading took.
     read_s: float = 0.0
 
@@ -203,6 +207,7 @@ class Snapshot:
             "events": self.events.as_json(),
             "pools": [p.as_json() for p in self.pools],
             "rate_lines": [line.as_json() for line in self.rate_lines],
+            "deliveries": {**self.deliveries, "awaiting_receipt": self.receipts_awaited},
             "counters": counters,
             "read_s": self.read_s,
         }
@@ -298,6 +303,9 @@ def read_snapshot(
         for name in rate_limited:
             pipe.zcard(keys.rate_line(name))
             pipe.zrevrangebyscore(keys.rate_clock(name), "+inf", now, start=0, num=LEADS, withscores=True)
+        for delivery_state in DELIVERY_STATES:
+            pipe.zcard(keys.delivery_index(delivery_state))
+        pipe.zcard(keys.delivery_watch)
         own = len(pipe)
         on_broker = pipe if broker is client else None
         if on_broker is not None:
@@ -324,7 +332,8 @@ def read_snapshot(
         pools,
     ) = replies[5:16]
     backlog = int(queued) + int(backoff)
-    line_replies = replies[16:own]
+    line_replies = replies[16 : own - len(DELIVERY_STATES) - 1]
+    *delivery_counts, awaited = replies[own - len(DELIVERY_STATES) - 1 : own]
     rate_lines = tuple(
         RateLineState(
             name,
@@ -409,6 +418,8 @@ def read_snapshot(
         pools=tuple(pool_states),
         workers=tuple(read_workers(cast(dict[str, str], workers))),
         rate_lines=rate_lines,
+        deliveries={state: int(n) for state, n in zip(DELIVERY_STATES, delivery_counts, strict=True)},
+        receipts_awaited=int(awaited),
         read_s=time.perf_counter() - started,
     )
 

@@ -153,7 +153,7 @@ class Provider(abc.ABC):
 
     #: A send this provider makes is delivered when it returns (the webhook's 2xx is the
     #: application's own answer; SMTP's 250 is the relay's): no receipt is awaited.
-    delivered_on_send: ClassVar[bool] = False
+    delivered_on_send: bool = False
 
     def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
         """The delivery reports a vendor pushed to ``/v1/receipts/<name>``, its signature

@@ -170,6 +170,9 @@ class EmailProvider(Provider):
     """Sends e-mail through one SMTP server (one account)."""
 
     kind = "email"
+    #: SMTP's 250 after DATA is the relay's acceptance: noti counts it as delivered (bounces
+    #: are not read).
+    delivered_on_send = True
     channels = frozenset({Channel.EMAIL})
     Options = EmailOptions
     options: EmailOptions

@@ -3,14 +3,22 @@
 Used by the demo (``make run``) and the tests. Options (``[providers.<name>]`` with
 ``kind = "sandbox"``, or the table ``[providers.sandbox]``):
 
-=============  ==========  ===================================================================
-option         default     meaning
-=============  ==========  ===================================================================
-``fail``       ``never``   ``always``: every attempt fails
-``fail_first`` 0           the first N attempts of each record fail (then it succeeds)
-``error``      temporary   the kind of failure: ``temporary`` (retried) or ``permanent``
-``delay_ms``   0           time each send takes, as a slow vendor would
-=============  ==========  ===================================================================
+==================  =========  ==============================================================
+option              default    meaning
+==================  =========  ==============================================================
+``fail``            ``never``  ``always``: every attempt fails
+``fail_first``      0          the first N attempts of each record fail (then it succeeds)
+``error``           temporary  the kind of failure: ``temporary`` (retried) or ``permanent``
+``delay_ms``        0          time each send takes, as a slow vendor would
+``receipt_secret``  none       set: a send is only ``accepted``; its delivery comes as a
+                               receipt pushed to ``/v1/receipts/<name>`` (below). Unset:
+                               delivered at once
+==================  =========  ==============================================================
+
+A receipt for the sandbox is a JSON array of ``{"msgid": "sandbox-<record id>", "state":
+"delivered" | "undelivered", "code": "…", "text": "…"}`` posted with the header
+``X-Sandbox-Signature: sha256=<hex HMAC-SHA256 of the body with receipt_secret>``
+(:func:`sign_receipt`): what a vendor's push looks like, for the demo and the tests.
 
 ``sender_pool = "NAME"`` (default none) takes a sender number from that number pool for
 each send, as every SMS provider does (:mod:`noti.providers._sender`: ``sender_wait_s``,
@@ -23,21 +31,29 @@ seconds with microseconds (benchmarks measure latency with it).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from pydantic import SecretStr
 from redis import Redis
 
-from noti.errors import PermanentFailure, TemporaryFailure
+from noti.delivery.state import Delivery, DeliveryReport, ReceiptBatch, ReceiptReply, ReceiptRequest
+from noti.errors import PermanentFailure, ReceiptRejected, TemporaryFailure
 from noti.keys import Keys
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers.base import Message, Provider, Receipt
 from noti.record import Channel, now_ms
 from noti.redisconn import translate_errors
 
-__all__ = ["SandboxProvider", "read_outbox"]
+__all__ = ["SandboxProvider", "read_outbox", "sign_receipt"]
+
+SIGNATURE_HEADER = "x-sandbox-signature"
+#: Receipts one request may carry at most.
+RECEIPTS_MAX = 1000
 
 
 class SandboxOptions(SenderPoolOptions):
@@ -45,15 +61,74 @@ class SandboxOptions(SenderPoolOptions):
     fail_first: int = 0
     error: Literal["temporary", "permanent"] = "temporary"
     delay_ms: int = 0
+    receipt_secret: SecretStr | None = None
+
+
+def sign_receipt(secret: str, body: bytes) -> str:
+    """The ``X-Sandbox-Signature`` of a receipt ``body``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 class SandboxProvider(Provider):
     """Delivers every channel into a Redis list, failing on request."""
 
     kind = "sandbox"
+    #: The outbox list is the recipient: delivered once it is written, unless it is set to
+    #: take receipts (``receipt_secret``, set per instance).
+    delivered_on_send = True
     channels = frozenset(Channel)
     Options = SandboxOptions
     options: SandboxOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.delivered_on_send = self.options.receipt_secret is None
+
+    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
+        """Signed JSON receipts (see the module's text)."""
+        secret = self.options.receipt_secret
+        if secret is None:
+            return super().read_receipt(request)
+        given = request.header(SIGNATURE_HEADER) or ""
+        if request.method != "POST" or not hmac.compare_digest(
+            given.encode(), sign_receipt(secret.get_secret_value(), request.body).encode()
+        ):
+            raise ReceiptRejected(
+                f"sandbox {self.name}: the receipt's {SIGNATURE_HEADER} does not verify",
+                code="e.noti.receipt.signature",
+            )
+        try:
+            rows = json.loads(request.body)
+        except ValueError:
+            rows = None
+        if not isinstance(rows, list) or not 1 <= len(rows) <= RECEIPTS_MAX:
+            raise ReceiptRejected(
+                f"sandbox {self.name}: a receipt is a JSON array of 1 to {RECEIPTS_MAX} objects",
+                code="e.noti.receipt.malformed",
+            )
+        reports = []
+        for row in rows:
+            state = row.get("state") if isinstance(row, dict) else None
+            msgid = row.get("msgid") if isinstance(row, dict) else None
+            if (
+                state not in ("delivered", "undelivered")
+                or not isinstance(msgid, str)
+                or not 0 < len(msgid) <= 200
+            ):
+                raise ReceiptRejected(
+                    f"sandbox {self.name}: each receipt needs a msgid and a state delivered or undelivered",
+                    code="e.noti.receipt.malformed",
+                )
+            reports.append(
+                DeliveryReport(
+                    self.name,
+                    Delivery(state),
+                    vendor_id=msgid,
+                    code=str(row.get("code", ""))[:200],
+                    text=str(row.get("text", ""))[:500],
+                )
+            )
+        return ReceiptBatch(reports, ReceiptReply(200, b'{"ok":true}', "application/json"))
 
     @property
     def inline(self) -> bool:

@@ -27,7 +27,12 @@ option                 default                          meaning
 ``sender_pool``        none                             take ``SignName`` from this number pool
                                                         (:mod:`noti.providers._sender`)
 ``timeout_s``          10                               seconds a request may take
+``receipt_key``        none: pushed receipts refused    the ``key=`` of the SmsReport push URL
+``receipt_poll``       none: poll without receipt_key   ``true``: poll too; ``false``: never
 =====================  ===============================  ==========================================
+
+Delivery receipts (SmsReport pushes, ``QuerySendDetails`` polls) are read by
+:mod:`noti.providers.aliyun_receipts` and :meth:`AliyunSmsProvider.poll_receipts`.
 
 The text becomes ``TemplateParam``, a JSON *string* of string values (see
 :mod:`noti.providers._sms`). Numbers go out as Aliyun wants them: mainland mobiles as 11
@@ -79,13 +84,14 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 from urllib.parse import quote
 
 import httpx
 from pydantic import Field, SecretStr, model_validator
 
+from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -96,9 +102,11 @@ from noti.errors import (
     RateLimited,
     RecipientOptedOut,
     TemporaryFailure,
+    UnconfirmedOutcome,
 )
-from noti.providers import _http
+from noti.providers import _http, aliyun_receipts
 from noti.providers._lookup import LookupProvider, unconfirmed
+from noti.providers._receipts import KeyedReceiptOptions, check_key, poll_each
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
@@ -123,6 +131,8 @@ LOOKUP_DAYS = 30
 #: Rows per ``QuerySendDetails`` page (Aliyun's maximum) and pages read per day at most.
 LOOKUP_PAGE_SIZE = 50
 LOOKUP_MAX_PAGES = 20
+#: A poll asks the Beijing days of the send's time, give or take this (clocks differ).
+POLL_SLACK_S = 60
 #: Wait for a flow-control message that names no window we know.
 UNKNOWN_WINDOW_S = 3600.0
 #: Words in an ``isv.BLACK_KEY_CONTROL_LIMIT`` message that make it the number's blacklist.
@@ -226,7 +236,7 @@ def classify(code: str, message: str, *, status: int = 200, provider: str = "") 
     return known(text, provider=provider, vendor_code=vendor_code)
 
 
-class AliyunOptions(TemplateOptions, SenderPoolOptions):
+class AliyunOptions(TemplateOptions, SenderPoolOptions, KeyedReceiptOptions):
     access_key_id: str = Field(min_length=1)
     access_key_secret: SecretStr
     sign_name: str | None = Field(default=None, min_length=1)
@@ -349,38 +359,91 @@ class AliyunSmsProvider(LookupProvider):
         except InvalidInput:  # the settings changed: the send refuses it (nothing can be found)
             return None
         for day in beijing_days(message.created_ms / 1000, self.clock()):
-            page = 1
-            while True:
-                params = {
-                    "PhoneNumber": number,
-                    "SendDate": day,
-                    "PageSize": str(LOOKUP_PAGE_SIZE),
-                    "CurrentPage": str(page),
-                }
-                response, data = self._call(self._signed("QuerySendDetails", params))
-                code = str(data.get("Code") or "")
-                if response.status_code != 200 or code != "OK":
-                    raise self._refusal(response, data, code)
-                box = data.get("SmsSendDetailDTOs")
-                details = box.get("SmsSendDetailDTO") if isinstance(box, dict) else None
-                rows = [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
-                for row in rows:
-                    if row.get("OutId") == message.id:
-                        return Receipt(
-                            provider=self.name,
-                            raw=f"QuerySendDetails: SendDate={row.get('SendDate')} "
-                            f"SendStatus={row.get('SendStatus')}",
-                        )
-                total = int(data.get("TotalCount") or 0)
-                if len(rows) < LOOKUP_PAGE_SIZE or page * LOOKUP_PAGE_SIZE >= total:
-                    break
-                if page >= LOOKUP_MAX_PAGES:  # the day was not read to its end: no "not sent"
-                    raise unconfirmed(
-                        self.name,
-                        f"more than {LOOKUP_MAX_PAGES * LOOKUP_PAGE_SIZE} messages to this number on {day}",
-                        vendor_code="noti.lookup.truncated",
+            for row in self._details(number, day):
+                if row.get("OutId") == message.id:
+                    return Receipt(
+                        provider=self.name,
+                        raw=f"QuerySendDetails: SendDate={row.get('SendDate')} "
+                        f"SendStatus={row.get('SendStatus')}",
                     )
-                page += 1
+        return None
+
+    def _details(self, number: str, day: str, *, biz_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """The ``QuerySendDetails`` rows of ``number`` on ``day`` (``yyyyMMdd``, Beijing), of one
+        send when ``biz_id`` is given, page by page (at most :data:`LOOKUP_MAX_PAGES`).
+
+        Raises:
+            DeliveryError: a query failed; :class:`UnconfirmedOutcome` (``noti.lookup.truncated``)
+                when the day has more rows than were read.
+        """
+        page = 1
+        while True:
+            params = {
+                "PhoneNumber": number,
+                "SendDate": day,
+                "PageSize": str(LOOKUP_PAGE_SIZE),
+                "CurrentPage": str(page),
+            }
+            if biz_id is not None:
+                params["BizId"] = biz_id
+            response, data = self._call(self._signed("QuerySendDetails", params))
+            code = str(data.get("Code") or "")
+            if response.status_code != 200 or code != "OK":
+                raise self._refusal(response, data, code)
+            box = data.get("SmsSendDetailDTOs")
+            details = box.get("SmsSendDetailDTO") if isinstance(box, dict) else None
+            rows = [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
+            yield from rows
+            total = int(data.get("TotalCount") or 0)
+            if len(rows) < LOOKUP_PAGE_SIZE or page * LOOKUP_PAGE_SIZE >= total:
+                return
+            if page >= LOOKUP_MAX_PAGES:  # the day was not read to its end: no "not sent"
+                raise unconfirmed(
+                    self.name,
+                    f"more than {LOOKUP_MAX_PAGES * LOOKUP_PAGE_SIZE} messages to this number on {day}",
+                    vendor_code="noti.lookup.truncated",
+                )
+            page += 1
+
+    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
+        """An SmsReport push, authenticated by the URL's ``key`` (:mod:`noti.providers.aliyun_receipts`).
+
+        Raises:
+            ReceiptRejected: no ``receipt_key`` configured, a missing or wrong key, or a body
+                that cannot be read.
+        """
+        check_key(request, self.options.receipt_key, self.name)
+        return aliyun_receipts.read_report(self.name, request)
+
+    @property
+    def polls_receipts(self) -> bool:
+        """Polled when no ``receipt_key`` is configured, or when ``receipt_poll`` says so."""
+        return self.options.polls()
+
+    def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
+        """``QuerySendDetails`` of each pending record (its number, the Beijing day it was sent,
+        its ``BizId`` when known), matched by ``OutId``: ``SendStatus`` 3 is delivered, 2
+        undelivered (``ErrCode``), 1 (waiting for the carrier) no report yet.
+
+        Raises:
+            DeliveryError: the first query failed (see :func:`noti.providers._receipts.poll_each`).
+        """
+        return poll_each(self.name, pending, self._poll_one)
+
+    def _poll_one(self, item: PendingDelivery) -> DeliveryReport | None:
+        try:
+            number = self._number(item.target)
+        except InvalidInput:  # the settings changed since it was sent: nothing to ask by
+            return None
+        sent_s = item.sent_ms / 1000
+        days = beijing_days(sent_s - POLL_SLACK_S, min(self.clock(), sent_s + POLL_SLACK_S))
+        try:
+            for day in days:
+                for row in self._details(number, day, biz_id=item.vendor_id):
+                    if row.get("OutId") == item.record_id:
+                        return aliyun_receipts.report_of_detail(self.name, item, row)
+        except UnconfirmedOutcome:  # too many messages to this number that day: ask next round
+            return None
         return None
 
     @pooled_send

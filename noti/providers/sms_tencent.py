@@ -25,7 +25,12 @@ option                 default                             meaning
 ``region``             ``ap-guangzhou``                    ``X-TC-Region`` (required by this version)
 ``endpoint``           ``https://sms.tencentcloudapi.com``   API base URL; a path is kept (proxy prefix)
 ``timeout_s``          10                                  seconds a request may take
+``receipt_key``        none: pushed receipts refused       the ``key=`` of the status callback URL
+``receipt_poll``       none: poll when no ``receipt_key``  ``true``: poll too; ``false``: never
 =====================  ==================================  =======================================
+
+Delivery receipts (the status callback, ``PullSmsSendStatus``) are read by
+:mod:`noti.providers.tencent_receipts`.
 
 ``TemplateParamSet`` is the parameter values in ``template_params`` order (see
 :mod:`noti.providers._sms`); numbers are sent in E.164 (``+8613912345678``);
@@ -68,12 +73,13 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 
+from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -85,8 +91,9 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
-from noti.providers import _http
+from noti.providers import _http, tencent_receipts
 from noti.providers._lookup import LookupProvider, unconfirmed
+from noti.providers._receipts import KeyedReceiptOptions, check_key
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
@@ -242,7 +249,7 @@ def classify(code: str, message: str, *, provider: str = "", now_s: float | None
     return known(text, provider=provider, vendor_code=code)
 
 
-class TencentOptions(TemplateOptions, SenderPoolOptions):
+class TencentOptions(TemplateOptions, SenderPoolOptions, KeyedReceiptOptions):
     secret_id: str = Field(min_length=1)
     secret_key: SecretStr
     sdk_app_id: str = Field(pattern=r"^[0-9]{1,20}$")
@@ -432,6 +439,36 @@ class TencentSmsProvider(LookupProvider):
                 vendor_code="noti.lookup.truncated",
             )
         return None
+
+    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
+        """A status callback, authenticated by the URL's ``key`` (:mod:`noti.providers.tencent_receipts`).
+
+        Raises:
+            ReceiptRejected: no ``receipt_key`` configured, a missing or wrong key, or a body
+                that cannot be read.
+        """
+        check_key(request, self.options.receipt_key, self.name)
+        return tencent_receipts.read_callback(self.name, request)
+
+    @property
+    def polls_receipts(self) -> bool:
+        """Polled when no ``receipt_key`` is configured, or when ``receipt_poll`` says so."""
+        return self.options.polls()
+
+    def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
+        """``PullSmsSendStatus``: every report Tencent has not handed out yet (of any record,
+        pending or not: a pulled report is not pulled again), until a pull is not full or
+        :data:`~noti.providers.tencent_receipts.MAX_PULLS` were made. Nothing pending: no pull.
+
+        Raises:
+            DeliveryError: the first pull failed (a later failure keeps what was pulled).
+        """
+        if not pending:
+            return []
+        body = {"Limit": tencent_receipts.PULL_LIMIT, "SmsSdkAppId": self.options.sdk_app_id}
+        return tencent_receipts.pull_reports(
+            self.name, lambda: self._call(tencent_receipts.PULL_ACTION, body, self.clock())[1]
+        )
 
     @staticmethod
     def _status_of(statuses: object, number: str) -> dict[str, Any] | None:

@@ -22,7 +22,11 @@ option                     default                     meaning
 ``sender_pool``            –                           … a number pool ``From`` is taken from
                                                        (:mod:`noti.providers._sender`): one
                                                        of the three
-``status_callback``        –                           http(s) URL Twilio posts status changes to
+``status_callback``        –                           http(s) URL Twilio posts status changes to:
+                                                       ``<public_url>/v1/receipts/<name>``;
+                                                       each send adds ``noti_id=<record id>``
+``receipt_poll``           –                           poll Messages/{sid}.json for receipts:
+                                                       unset, when there is no status_callback
 ``base_url``               ``https://api.twilio.com``  API root (tests point it at a fake)
 ``timeout_s``              10                          seconds per request
 =========================  ==========================  ==========================================
@@ -50,6 +54,9 @@ other 4xx                                   TemporaryFailure          an unknown
 
 (30xxx codes arrive in status callbacks, not on create; they are listed so that the same
 table classifies them when they do.)
+
+Delivery receipts (status callbacks, or a poll of each message) are read by
+:mod:`noti.providers.twilio_receipts`.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -64,6 +72,7 @@ from urllib.parse import urlencode
 import httpx
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -76,8 +85,9 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.privacy import mask_target
-from noti.providers import _http
+from noti.providers import _http, twilio_receipts
 from noti.providers._lookup import LookupProvider, unconfirmed
+from noti.providers._receipts import ReceiptPollOption, poll_each
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers.base import Message, Receipt
 from noti.record import E164_PHONE, Channel, phone_e164
@@ -132,7 +142,7 @@ _SERVICE_SID = re.compile(r"^MG[0-9a-fA-F]{32}$")
 _HTTP_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
 
 
-class TwilioOptions(SenderPoolOptions):
+class TwilioOptions(SenderPoolOptions, ReceiptPollOption):
     model_config = ConfigDict(populate_by_name=True)
 
     account_sid: str = Field(pattern=_SID.pattern)
@@ -195,7 +205,7 @@ class TwilioProvider(LookupProvider):
         if opts.messaging_service_sid is not None:
             form["MessagingServiceSid"] = opts.messaging_service_sid
         if opts.status_callback is not None:
-            form["StatusCallback"] = opts.status_callback
+            form["StatusCallback"] = twilio_receipts.callback_url(opts.status_callback, message.id)
         with _http.map_transport_errors(self.name):
             response = _http.client().post(
                 self.endpoint,
@@ -291,6 +301,50 @@ class TwilioProvider(LookupProvider):
             return None
         sid = str(found[0].get("sid") or "") or None
         return Receipt(provider=self.name, msgid=sid, raw=f"Messages list: status={found[0].get('status')}")
+
+    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
+        """A status callback, its ``X-Twilio-Signature`` checked (:mod:`noti.providers.twilio_receipts`).
+
+        Raises:
+            ReceiptRejected: a bad signature, or a callback that cannot be read.
+        """
+        return twilio_receipts.read_callback(self.name, request, self.options.auth_token.get_secret_value())
+
+    @property
+    def polls_receipts(self) -> bool:
+        """Polled when no ``status_callback`` is configured, or when ``receipt_poll`` says so."""
+        poll = self.options.receipt_poll
+        return self.options.status_callback is None if poll is None else poll
+
+    def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
+        """``GET …/Messages/{sid}.json`` of each pending record with a message sid: a report
+        for each message that reached a final status (see :mod:`noti.providers.twilio_receipts`).
+
+        Raises:
+            DeliveryError: the first fetch failed (see :func:`noti.providers._receipts.poll_each`).
+        """
+        return poll_each(self.name, pending, self._poll_one)
+
+    def _poll_one(self, item: PendingDelivery) -> DeliveryReport | None:
+        sid = item.vendor_id
+        if sid is None or not twilio_receipts.SID.match(sid):
+            return None  # nothing to ask by (a look-up found it without a sid)
+        url = f"{self.endpoint.removesuffix('.json')}/{sid}.json"
+        with _http.map_transport_errors(self.name):
+            response = _http.client().get(
+                url,
+                auth=(self.options.account_sid, self.options.auth_token.get_secret_value()),
+                headers={"accept": "application/json"},
+                timeout=self.options.timeout_s,
+            )
+        if response.status_code == 404:
+            log.info("twilio %s: record %s: message %s is unknown to Twilio", self.name, item.record_id, sid)
+            return None
+        if not response.is_success:
+            raise self._error(response)
+        return twilio_receipts.report_of_message(
+            self.name, item.record_id, _http.json_object(response, self.name)
+        )
 
     def _error(self, response: httpx.Response) -> DeliveryError:
         """The outcome class of a non-2xx answer (see the module's table)."""

@@ -280,6 +280,8 @@ class WebhookProvider(Provider):
     """Signed JSON POSTs to the record's URL."""
 
     kind = "webhook"
+    #: A 2xx is the receiving application's own answer: delivered.
+    delivered_on_send = True
     channels = frozenset({Channel.WEBHOOK})
     Options = WebhookOptions
     options: WebhookOptions

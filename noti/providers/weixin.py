@@ -15,7 +15,14 @@ option                 default                        meaning
 ``flow_limit_wait_s``  60                             the wait after 43117 / 45011 (no window is
                                                       documented)
 ``timeout_s``          10                             each HTTP request
+``callback_token``     (none: no receipts)            the Token of the account's server URL
+                                                      (secret): WeChat signs its pushes with it
+``callback_window_s``  300                            a push whose ``timestamp`` is further from
+                                                      noti's clock is refused (replays)
 =====================  =============================  ===========================================
+
+Delivery receipts (``TEMPLATESENDJOBFINISH`` events pushed to
+``<public_url>/v1/receipts/<name>``) are read by :mod:`noti.providers.weixin_receipts`.
 
 Sending is ``POST {base_url}/cgi-bin/message/template/send?access_token=…`` with ``touser``,
 ``template_id``, ``url``, ``data`` and ``client_msg_id`` = the record id (WeChat sends one
@@ -58,13 +65,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 import redis
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from noti.delivery.state import ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -79,7 +87,9 @@ from noti.errors import (
 )
 from noti.keys import Keys
 from noti.privacy import mask_target
+from noti.providers import weixin_receipts
 from noti.providers._http import client, json_object, map_transport_errors, retry_after_s
+from noti.providers._receipts import not_configured
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 from noti.record import Channel
 from noti.redisconn import translate_errors
@@ -137,6 +147,10 @@ class WeixinOptions(ProviderOptions):
     refresh_grace_s: float = Field(default=60.0, ge=0)
     refresh_wait_s: float = Field(default=15.0, ge=0, le=60)
     flow_limit_wait_s: float = Field(default=60.0, gt=0)
+    #: The Token of the server URL in the account's console; unset: pushes are refused.
+    callback_token: SecretStr | None = None
+    #: Seconds a push's ``timestamp`` may be from noti's clock.
+    callback_window_s: float = Field(default=300.0, gt=0, le=86400)
 
 
 class WeixinProvider(Provider):
@@ -147,9 +161,31 @@ class WeixinProvider(Provider):
     Options = WeixinOptions
     options: WeixinOptions
 
+    #: Wall clock the ``timestamp`` of a push is checked against (tests move it).
+    clock: Callable[[], float] = staticmethod(time.time)
+
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: redis.Redis, keys: Keys) -> None:
         super().__init__(name, options, redis=redis, keys=keys)
         self._base = self.options.base_url.rstrip("/")
+
+    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
+        """A request WeChat made to the account's server URL: the URL check, or an event
+        (:mod:`noti.providers.weixin_receipts`).
+
+        Raises:
+            ReceiptRejected: no ``callback_token`` configured (``e.noti.receipt.provider``),
+                a bad signature or stale timestamp, or a body that cannot be read.
+        """
+        token = self.options.callback_token
+        if token is None:
+            raise not_configured(self.name, "callback_token")
+        return weixin_receipts.read_push(
+            self.name,
+            request,
+            token.get_secret_value(),
+            now_s=self.clock(),
+            window_s=self.options.callback_window_s,
+        )
 
     def check(self, message: Message) -> None:
         """Refuse an unknown account (``pnb``) or ``content`` that is not WeChat's ``data`` shape."""

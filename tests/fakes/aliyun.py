@@ -26,6 +26,15 @@ It behaves as shared/providers.md §2.8 says the real one does:
   ``isv.INVALID_PARAMETERS``); rows of that number and day, paged, each with its ``OutId``
   and no ``BizId`` (as Aliyun's). :attr:`AliyunFake.lookup_down` answers it with 503
   ``ServiceUnavailable`` (the send still works).
+- Delivery (:mod:`tests.fakes._receipts`): each accepted number settles (by default at once)
+  as delivered (``DELIVERED``), or failed with what
+  :meth:`~tests.fakes._receipts.ReceiptControls.fail_delivery_to` says (default ``MK:0005``;
+  the number as sent or as ``+86…``). ``QuerySendDetails`` shows ``SendStatus`` 1 (waiting
+  for the receipt) before, 3 (delivered) or 2 (failed, with ``ErrCode``) after. With
+  :attr:`~tests.fakes._receipts.ReceiptControls.receipt_url` set (the SmsReport URL, ``?key=``
+  included) the reports settled together are POSTed there as one JSON array, and pushed again
+  after ``fake.pusher.retry_after_s`` (shortened from 1, 5, 10 minutes) unless the answer is
+  HTTP 200 with a numeric ``code`` (``bad_signature``: a wrong ``key=``: Aliyun signs nothing).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, quote_plus
 from xml.sax.saxutils import escape
 
+from tests.fakes._receipts import Push, ReceiptControls, ReceiptPusher
 from tests.fakes._server import FakeServer, Received, Reply
 
 __all__ = ["AliyunFake", "AliyunTemplate", "SentSms"]
@@ -92,7 +102,18 @@ def _encode(value: str) -> str:
     return quote_plus(value, safe="").replace("+", "%20").replace("*", "%2A").replace("%7E", "~")
 
 
-class AliyunFake(FakeServer):
+def _taken(push: Push) -> bool:
+    """Aliyun's test of the answer to a push: HTTP 200 and a numeric ``code``."""
+    if push.status != 200:
+        return False
+    try:
+        answer = json.loads(push.answer)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and type(answer.get("code")) in (int, float)
+
+
+class AliyunFake(ReceiptControls, FakeServer):
     """The fake; configure accounts, signs, templates and limits in the constructor."""
 
     def __init__(
@@ -127,6 +148,63 @@ class AliyunFake(FakeServer):
         #: QuerySendDetails calls received (signature checked).
         self.lookups = 0
         self._state = threading.Lock()
+        self._init_receipts()
+        #: (BizId, number) -> how it ends; when it was settled (None: not yet).
+        self._fates: dict[tuple[str, str], Any] = {}
+        self._settled_at: dict[tuple[str, str], float | None] = {}
+        #: BizId -> its messages not settled yet.
+        self._unsettled: dict[str, list[SentSms]] = {}
+
+    # -- receipts -------------------------------------------------------------------------------
+
+    def _new_pusher(self) -> ReceiptPusher:
+        pusher = ReceiptPusher(_taken)
+        pusher.retry_after_s = (0.2, 0.5, 1.0)  # Aliyun: 1, 5 and 10 minutes
+        return pusher
+
+    def _default_success(self) -> tuple[str, str]:
+        return "DELIVERED", "用户接收成功"
+
+    def _default_failure(self) -> tuple[str, str]:
+        return "MK:0005", "用户接收失败"
+
+    def settle(self, *ids: str) -> None:
+        """Settle the messages of these sends (by ``BizId``; all unsettled ones when none are
+        named) and push their SmsReports in one request."""
+        reports = []
+        with self._state:
+            now = self.clock()
+            settling = [
+                sms for biz_id in (ids or list(self._unsettled)) for sms in self._unsettled.pop(biz_id, [])
+            ]
+            for sms in settling:
+                key = (sms.biz_id, sms.phone)
+                self._settled_at[key] = now
+                fate = self._fates[key]
+                reports.append(
+                    {
+                        "phone_number": sms.phone,
+                        "send_time": _beijing(sms.at_s),
+                        "report_time": _beijing(now),
+                        "success": fate.delivered,
+                        "err_code": fate.code,
+                        "err_msg": fate.text,
+                        "sms_size": "1",
+                        "biz_id": sms.biz_id,
+                        "out_id": sms.out_id,
+                    }
+                )
+        url = self._keyed_url()
+        if url is None or not reports:
+            return
+        if self.out_of_order:
+            reports.reverse()
+        request = (
+            url,
+            {"content-type": "application/json"},
+            json.dumps(reports, ensure_ascii=False).encode(),
+        )
+        self.pusher.push([request, request] if self.duplicate_receipts else [request])
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -262,7 +340,10 @@ class AliyunFake(FakeServer):
             if self._hang_s and accepted:
                 reply = Reply(reply.status, reply.body, reply.headers, hang_s=self._hang_s)
                 self._hang_s = 0.0
-            return reply
+            biz_id = self.sent[-1].biz_id if accepted else None
+        if biz_id is not None:
+            self._schedule(biz_id)
+        return reply
 
     def _numbers(self, params: dict[str, str], template: AliyunTemplate) -> list[str] | Reply:
         raw = [n.strip() for n in params.get("PhoneNumbers", "").split(",") if n.strip()]
@@ -372,9 +453,27 @@ class AliyunFake(FakeServer):
                     now,
                 )
             )
+            self._fates[(biz_id, number)] = self._outcome(number, f"+86{number}")
+            self._settled_at[(biz_id, number)] = None
+            self._unsettled.setdefault(biz_id, []).append(self.sent[-1])
         if self.balance is not None:
             self.balance -= len(numbers)
         return self._business(params, "OK", "OK", BizId=biz_id)
+
+    def _detail(self, sms: SentSms) -> dict[str, Any]:
+        """A ``QuerySendDetails`` row: SendStatus 1 until it is settled, then 3 or 2."""
+        settled = self._settled_at.get((sms.biz_id, sms.phone))
+        fate = self._fates[(sms.biz_id, sms.phone)]
+        return {
+            "PhoneNum": sms.phone,
+            "SendStatus": 1 if settled is None else 3 if fate.delivered else 2,
+            "ErrCode": "" if settled is None else fate.code,
+            "TemplateCode": sms.template_code,
+            "Content": f"【{sms.sign_name}】{json.dumps(sms.params, ensure_ascii=False)}",
+            "SendDate": _beijing(sms.at_s),
+            "ReceiveDate": "" if settled is None else _beijing(settled),
+            "OutId": sms.out_id,
+        }
 
     def _query(self, params: dict[str, str]) -> Reply:
         self.lookups += 1
@@ -405,20 +504,12 @@ class AliyunFake(FakeServer):
             and time.strftime("%Y%m%d", time.gmtime(s.at_s + 8 * 3600)) == day
             and (not params.get("BizId") or s.biz_id == params["BizId"])
         ]
-        details = [
-            {
-                "PhoneNum": s.phone,
-                "SendStatus": 3,
-                "ErrCode": "DELIVERED",
-                "TemplateCode": s.template_code,
-                "Content": f"【{s.sign_name}】{json.dumps(s.params, ensure_ascii=False)}",
-                "SendDate": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.at_s + 8 * 3600)),
-                "ReceiveDate": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.at_s + 8 * 3600)),
-                "OutId": s.out_id,
-            }
-            for s in rows
-        ]
+        details = [self._detail(s) for s in rows]
         shown = details[(page - 1) * size : page * size]
         return self._business(
             params, "OK", "OK", TotalCount=len(details), SmsSendDetailDTOs={"SmsSendDetailDTO": shown}
         )
+
+
+def _beijing(at_s: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at_s + 8 * 3600))

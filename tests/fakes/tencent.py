@@ -25,6 +25,15 @@ It behaves as shared/providers.md §3.6 says the real one does:
   ``EndTime`` optional; the delivery reports of that number sent in the window, paged, each
   with ``SerialNo`` and ``SessionContext``. :attr:`TencentFake.lookup_down` answers it with
   ``InternalError.Timeout`` (the send still works).
+- Delivery (:mod:`tests.fakes._receipts`): each accepted number settles (by default at once)
+  as ``SUCCESS`` / ``DELIVRD``, or ``FAIL`` with what
+  :meth:`~tests.fakes._receipts.ReceiptControls.fail_delivery_to` says (default ``MK:0001``).
+  A settled report is pulled once by ``PullSmsSendStatus`` (``Limit`` 1-100 and
+  ``SmsSdkAppId`` required; :attr:`TencentFake.pull_down` answers ``InternalError.Timeout``)
+  and, with :attr:`~tests.fakes._receipts.ReceiptControls.receipt_url` set (the callback URL,
+  ``?key=`` included), is POSTed there as a JSON array: the reports settled together go in one
+  request (``bad_signature``: a wrong ``key=``, as Tencent signs nothing). The delivery
+  reports ``PullSmsSendStatusByPhoneNumber`` lists carry the same status.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tests.fakes._receipts import ReceiptControls
 from tests.fakes._server import FakeServer, Received, Reply
 
 __all__ = ["SentSms", "TencentFake", "TencentTemplate"]
@@ -71,7 +81,7 @@ class SentSms:
     at_s: float
 
 
-class TencentFake(FakeServer):
+class TencentFake(ReceiptControls, FakeServer):
     """The fake; configure the account in the constructor."""
 
     def __init__(
@@ -109,6 +119,87 @@ class TencentFake(FakeServer):
         #: PullSmsSendStatusByPhoneNumber calls received (signature checked).
         self.lookups = 0
         self._state = threading.Lock()
+        #: PullSmsSendStatus answers InternalError.Timeout.
+        self.pull_down = False
+        #: PullSmsSendStatus calls received (signature checked).
+        self.pulls = 0
+        self._init_receipts()
+        self._fates: dict[str, Any] = {}
+        self._unsettled: dict[str, SentSms] = {}
+        self._pullable: list[dict[str, Any]] = []
+
+    # -- receipts ---------------------------------------------------------------------------------
+
+    def _default_success(self) -> tuple[str, str]:
+        return "DELIVRD", "用户短信送达成功"
+
+    def _default_failure(self) -> tuple[str, str]:
+        return "MK:0001", "用户短信未送达"
+
+    def settle(self, *ids: str) -> None:
+        """Settle these messages (by ``SerialNo``; all unsettled ones when none are named):
+        pullable from now on, and pushed together in one callback request."""
+        with self._state:
+            serials = list(ids) if ids else list(self._unsettled)
+            settled = [self._unsettled.pop(s) for s in serials if s in self._unsettled]
+            entries = []
+            for sms in settled:
+                fate = self._fates[sms.serial_no]
+                status = "SUCCESS" if fate.delivered else "FAIL"
+                received = self.clock()
+                self._pullable.append(
+                    {
+                        "UserReceiveTime": int(received),
+                        "CountryCode": "86" if sms.phone.startswith("+86") else "",
+                        "SubscriberNumber": sms.phone[3:] if sms.phone.startswith("+86") else sms.phone,
+                        "PhoneNumber": sms.phone,
+                        "SerialNo": sms.serial_no,
+                        "ReportStatus": status,
+                        "Description": fate.code,
+                        "SessionContext": sms.session_context,
+                    }
+                )
+                entries.append(
+                    {
+                        "user_receive_time": time.strftime(
+                            "%Y-%m-%d %H:%M:%S", time.gmtime(received + 8 * 3600)
+                        ),
+                        "nationcode": "86" if sms.phone.startswith("+86") else "",
+                        "mobile": sms.phone[3:] if sms.phone.startswith("+86") else sms.phone,
+                        "report_status": status,
+                        "errmsg": fate.code,
+                        "description": fate.text,
+                        "sid": sms.serial_no,
+                    }
+                )
+        url = self._keyed_url()
+        if url is None or not entries:
+            return
+        if self.out_of_order:
+            entries.reverse()
+        request = (
+            url,
+            {"content-type": "application/json"},
+            json.dumps(entries, ensure_ascii=False).encode(),
+        )
+        self.pusher.push([request, request] if self.duplicate_receipts else [request])
+
+    def _pull_status(self, body: dict[str, Any]) -> Reply:
+        self.pulls += 1
+        if self.pull_down:
+            return self.error("InternalError.Timeout", "接口超时。")
+        for name in ("Limit", "SmsSdkAppId"):
+            if name not in body:
+                return self.error(
+                    "MissingParameter", f"The request is missing a required parameter `{name}`."
+                )
+        if body["SmsSdkAppId"] != self.sdk_app_id:
+            return self.error("InvalidParameterValue.SdkAppIdNotExist", "SdkAppId 不存在。")
+        limit = body["Limit"]
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+            return self.error("InvalidParameter", "Limit is an integer from 1 to 100.")
+        rows, self._pullable = self._pullable[:limit], self._pullable[limit:]
+        return Reply(200, {"Response": {"PullSmsSendStatusSet": rows, "RequestId": str(uuid.uuid4())}})
 
     def accept_then_hang(self, seconds: float) -> None:
         """Accept (and record) the next send, then answer only after ``seconds``."""
@@ -131,7 +222,7 @@ class TencentFake(FakeServer):
         h = received.headers
         if received.method != "POST":
             return self.error("InvalidParameter", "only POST with a JSON body is supported here")
-        if h.get("x-tc-action") not in ("SendSms", "PullSmsSendStatusByPhoneNumber"):
+        if h.get("x-tc-action") not in ("SendSms", "PullSmsSendStatusByPhoneNumber", "PullSmsSendStatus"):
             return self.error("InvalidAction", f"The action `{h.get('x-tc-action')}` is not found.")
         if h.get("x-tc-version") != "2021-01-11":
             return self.error("NoSuchVersion", f"The version `{h.get('x-tc-version')}` is not supported.")
@@ -204,13 +295,19 @@ class TencentFake(FakeServer):
         with self._state:
             if received.headers.get("x-tc-action") == "PullSmsSendStatusByPhoneNumber":
                 return self._pull(body)
+            if received.headers.get("x-tc-action") == "PullSmsSendStatus":
+                return self._pull_status(body)
             reply = self._send(body)
-            if self._hang_s and any(
-                s.get("Code") == "Ok" for s in reply.body["Response"].get("SendStatusSet", [])
-            ):
+            accepted = [
+                s["SerialNo"]
+                for s in reply.body["Response"].get("SendStatusSet", [])
+                if s.get("Code") == "Ok"
+            ]
+            if self._hang_s and accepted:
                 reply = Reply(reply.status, reply.body, reply.headers, hang_s=self._hang_s)
                 self._hang_s = 0.0
-            return reply
+        self._schedule(*accepted)
+        return reply
 
     def _pull(self, body: dict[str, Any]) -> Reply:
         self.lookups += 1
@@ -240,8 +337,8 @@ class TencentFake(FakeServer):
                 "SubscriberNumber": s.phone[3:] if s.phone.startswith("+86") else s.phone,
                 "PhoneNumber": s.phone,
                 "SerialNo": s.serial_no,
-                "ReportStatus": "SUCCESS",
-                "Description": "用户短信送达成功",
+                "ReportStatus": "SUCCESS" if self._fates[s.serial_no].delivered else "FAIL",
+                "Description": self._fates[s.serial_no].code,
                 "SessionContext": s.session_context,
             }
             for s in self.sent
@@ -344,9 +441,10 @@ class TencentFake(FakeServer):
                 entry["SerialNo"] = f"2645:{1045710669157053657849499619 + self._seq}"
                 entry["Fee"] = 1
                 self._history.setdefault(number, []).append((now, content))
-                self.sent.append(
-                    SentSms(entry["SerialNo"], number, str(body["TemplateId"]), params, context, now)
-                )
+                sms = SentSms(entry["SerialNo"], number, str(body["TemplateId"]), params, context, now)
+                self.sent.append(sms)
+                self._fates[sms.serial_no] = self._outcome(number)
+                self._unsettled[sms.serial_no] = sms
                 if self.balance is not None:
                     self.balance -= 1
             entries.append(entry)

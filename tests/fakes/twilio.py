@@ -18,12 +18,22 @@ message has no ``date_sent`` and never matches it), paged by ``PageSize`` (defau
 1000) and ``Page`` with ``next_page_uri``. :attr:`TwilioFake.list_down` answers the list with
 503/20500; :attr:`TwilioFake.send_refusal` answers every create with that reply (e.g. the
 account limit 60728) without creating a message.
+
+Delivery (:mod:`tests.fakes._receipts`): each created message settles (by default at once)
+as ``delivered``, or as ``undelivered`` with ``ErrorCode`` 30003 (or what
+:meth:`~tests.fakes._receipts.ReceiptControls.fail_delivery_to` says) for a failing number;
+``GET …/Messages/{sid}.json`` shows ``queued`` before and the final status after. A message
+sent with a ``StatusCallback`` then gets the callbacks Twilio posts: ``sent``, then the final
+status, form encoded and signed with ``X-Twilio-Signature`` over the callback URL exactly as
+the send gave it (``bad_signature``: with another token; ``out_of_order``: the final status
+first; ``duplicate_receipts``: each twice).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import re
 import uuid
@@ -32,6 +42,7 @@ from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from tests.fakes._receipts import ReceiptControls
 from tests.fakes._server import FakeServer, Received, Reply
 
 __all__ = ["ACCOUNT_SID", "AUTH_TOKEN", "FROM_NUMBER", "SERVICE_SID", "TwilioFake", "error_reply"]
@@ -79,7 +90,13 @@ def error_reply(code: int, *, status: int | None = None, headers: dict[str, str]
     return Reply(status, body, headers or {})
 
 
-class TwilioFake(FakeServer):
+def twilio_signature(auth_token: str, url: str, params: dict[str, str]) -> str:
+    """``X-Twilio-Signature`` as Twilio computes it (the fake's own code, not noti's)."""
+    data = url + "".join(f"{name}{params[name]}" for name in sorted(params))
+    return base64.b64encode(hmac.new(auth_token.encode(), data.encode(), hashlib.sha1).digest()).decode()
+
+
+class TwilioFake(ReceiptControls, FakeServer):
     """One Twilio account that owns ``numbers``; ``opted_out`` replied STOP to it."""
 
     def __init__(
@@ -104,6 +121,76 @@ class TwilioFake(FakeServer):
         #: List requests received (authenticated).
         self.lookups = 0
         self._hang_s = 0.0
+        self._init_receipts()
+        self._fates: dict[str, Any] = {}
+        self._callbacks: dict[str, str] = {}
+        self._settled: set[str] = set()
+
+    def _default_failure(self) -> tuple[str, str]:
+        return "30003", "Unreachable destination handset"
+
+    def _default_success(self) -> tuple[str, str]:
+        return "", ""
+
+    def settle(self, *ids: str) -> None:
+        """Give these messages (all unsettled ones when none are named) their final status and
+        post their status callbacks."""
+        pushes = []
+        with self._lock:
+            sids = [
+                sid for sid in (ids or list(self._fates)) if sid in self._fates and sid not in self._settled
+            ]
+            for sid in sids:
+                self._settled.add(sid)
+                fate = self._fates[sid]
+                final = "delivered" if fate.delivered else "undelivered"
+                now = format_datetime(datetime.now(UTC))
+                message = {
+                    **self.messages[sid],
+                    "status": final,
+                    "date_sent": now,
+                    "date_updated": now,
+                    "error_code": None if fate.delivered else int(fate.code),
+                    "error_message": None if fate.delivered else fate.text,
+                }
+                self.messages[sid] = message
+                url = self._callbacks.get(sid)
+                if url is not None:
+                    pushes.append(self._callback_requests(url, message))
+        for requests in pushes:
+            self.pusher.push(requests)
+
+    def _callback_requests(
+        self, url: str, message: dict[str, Any]
+    ) -> list[tuple[str, dict[str, str], bytes]]:
+        requests = []
+        statuses = ["sent", message["status"]]
+        if self.out_of_order:
+            statuses.reverse()
+        for status in statuses:
+            params = {
+                "AccountSid": self.account_sid,
+                "ApiVersion": "2010-04-01",
+                "From": message["from"] or "",
+                "MessageSid": message["sid"],
+                "MessageStatus": status,
+                "SmsSid": message["sid"],
+                "SmsStatus": status,
+                "To": message["to"],
+            }
+            if message["messaging_service_sid"]:
+                params["MessagingServiceSid"] = message["messaging_service_sid"]
+            if status in ("undelivered", "failed"):
+                params["ErrorCode"] = str(message["error_code"])
+            token = "0" * len(self.auth_token) if self.bad_signature else self.auth_token
+            headers = {
+                "content-type": "application/x-www-form-urlencoded",
+                "x-twilio-signature": twilio_signature(token, url, params),
+                "user-agent": "TwilioProxy/1.1",
+            }
+            request = (url, headers, urlencode(params).encode())
+            requests += [request, request] if self.duplicate_receipts else [request]
+        return requests
 
     def accept_then_hang(self, seconds: float) -> None:
         """Create (and keep) the next message, then answer only after ``seconds``."""
@@ -120,6 +207,10 @@ class TwilioFake(FakeServer):
             self.list_down = False
             self.send_refusal = None
             self.lookups = 0
+            self._fates.clear()
+            self._callbacks.clear()
+            self._settled.clear()
+        self._reset_receipts()
 
     def verify(self, received: Received) -> Reply | None:
         match = _PATH.match(received.path)
@@ -218,6 +309,10 @@ class TwilioFake(FakeServer):
         with self._lock:
             self.messages[sid] = message
             hang_s, self._hang_s = self._hang_s, 0.0
+            self._fates[sid] = self._outcome(params["To"])
+            if params.get("StatusCallback"):
+                self._callbacks[sid] = params["StatusCallback"]
+        self._schedule(sid)
         return Reply(201, message, hang_s=hang_s)
 
     def _list(self, received: Received) -> Reply:

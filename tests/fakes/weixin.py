@@ -14,10 +14,21 @@
   monotonic ``msgid``.
 
 Every answer is HTTP 200 and every ``errmsg`` ends with `` rid: <hex>``. The clock is injectable.
+
+Delivery (:mod:`tests.fakes._receipts`): each new message settles (by default at once) as
+``success``, or as :meth:`~tests.fakes._receipts.ReceiptControls.fail_delivery_to` says for
+its openid (default ``failed:user block``; WeChat also sends ``failed: system failed``).
+With :attr:`~tests.fakes._receipts.ReceiptControls.receipt_url` (the account's server URL)
+and :attr:`WeixinFake.callback_token` (its Token) set, it POSTs the ``TEMPLATESENDJOBFINISH``
+XML event there, one message per request, with ``signature``, ``timestamp`` (the fake's
+clock) and ``nonce`` in the query, and pushes again twice (three times in all, as WeChat)
+when the answer is not HTTP 200 within ``fake.pusher.timeout_s`` (WeChat: 5 s).
+:meth:`WeixinFake.check_server_url` makes the console's URL check (``GET`` with ``echostr``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import threading
@@ -27,6 +38,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
+from tests.fakes._receipts import ReceiptControls, ReceiptPusher
 from tests.fakes._server import FakeServer, Received, Reply
 
 __all__ = ["WeixinFake", "error"]
@@ -79,7 +93,16 @@ class _Token:
     revoked: bool = False
 
 
-class WeixinFake(FakeServer):
+def weixin_signature(token: str, timestamp: str, nonce: str) -> str:
+    """WeChat's ``signature`` (the fake's own code, not noti's)."""
+    return hashlib.sha1("".join(sorted([token, timestamp, nonce])).encode()).hexdigest()
+
+
+def _cdata(value: str) -> str:
+    return "<![CDATA[" + value.replace("]]>", "]]]]><![CDATA[>") + "]]>"
+
+
+class WeixinFake(ReceiptControls, FakeServer):
     """WeChat's token and template-send endpoints for the accounts given (appid → secret)."""
 
     def __init__(
@@ -106,6 +129,65 @@ class WeixinFake(FakeServer):
         self._msgid = 2_002_283_320_000
         self._token_script: deque[Reply] = deque()
         self._state = threading.Lock()
+        #: The Token of the account's server URL: what the pushed events are signed with.
+        self.callback_token: str | None = None
+        self._init_receipts()
+        self._unsettled: dict[int, dict[str, Any]] = {}
+
+    # --- receipts ----------------------------------------------------------------------------
+
+    def _new_pusher(self) -> ReceiptPusher:
+        pusher = ReceiptPusher(lambda push: push.status == 200)
+        pusher.retry_after_s = (0.0, 0.0)  # three deliveries in all
+        return pusher
+
+    def _default_success(self) -> tuple[str, str]:
+        return "success", ""
+
+    def _default_failure(self) -> tuple[str, str]:
+        return "failed:user block", ""
+
+    def _signed_url(self, extra: dict[str, str] | None = None) -> str:
+        assert self.receipt_url is not None and self.callback_token is not None
+        timestamp, nonce = str(int(self.clock())), str(secrets.randbelow(10**9))
+        token = self.callback_token + "x" if self.bad_signature else self.callback_token
+        params = {
+            "signature": weixin_signature(token, timestamp, nonce),
+            "timestamp": timestamp,
+            "nonce": nonce,
+        }
+        query = "&".join(f"{k}={v}" for k, v in {**params, **(extra or {})}.items())
+        return f"{self.receipt_url}{'&' if '?' in self.receipt_url else '?'}{query}"
+
+    def check_server_url(self, echostr: str = "5839281039182736410") -> bool:
+        """The console's check of the server URL: True when it echoes ``echostr``."""
+        answer = httpx.get(self._signed_url({"echostr": echostr}), timeout=self.pusher.timeout_s)
+        return answer.status_code == 200 and answer.text == echostr
+
+    def settle(self, *ids: str) -> None:
+        """Finish these messages (by msgid; all unsettled ones when none are named) and push
+        their ``TEMPLATESENDJOBFINISH`` events."""
+        with self._state:
+            msgids = [int(i) for i in ids] if ids else list(self._unsettled)
+            settled = [(m, self._unsettled.pop(m)) for m in msgids if m in self._unsettled]
+        if self.out_of_order:
+            settled.reverse()
+        if self.receipt_url is None or self.callback_token is None:
+            return
+        requests = []
+        for msgid, sent in settled:
+            fate = self._outcome(sent["touser"])
+            xml = (
+                f"<xml><ToUserName>{_cdata(sent['account'])}</ToUserName>"
+                f"<FromUserName>{_cdata(sent['touser'])}</FromUserName>"
+                f"<CreateTime>{int(self.clock())}</CreateTime>"
+                f"<MsgType>{_cdata('event')}</MsgType><Event>{_cdata('TEMPLATESENDJOBFINISH')}</Event>"
+                f"<MsgID>{msgid}</MsgID><Status>{_cdata(fate.code)}</Status></xml>"
+            )
+            request = (self._signed_url(), {"content-type": "text/xml"}, xml.encode())
+            requests += [request, request] if self.duplicate_receipts else [request]
+        for request in requests:  # one event per request, each pushed (and pushed again) alone
+            self.pusher.push([request])
 
     # --- what tests look at and change ----------------------------------------------------------
 
@@ -186,6 +268,11 @@ class WeixinFake(FakeServer):
             if client_msg_id:
                 self._dedup[key] = (msgid, now)
             self.sent.append({**body, "msgid": msgid})
+            token = (received.query.get("access_token") or [""])[0]
+            appid = self._tokens[token].appid
+            account = "gh_" + hashlib.sha1(appid.encode()).hexdigest()[:12]
+            self._unsettled[msgid] = {"touser": body["touser"], "account": account}
+        self._schedule(str(msgid))
         return Reply(200, {"errcode": 0, "errmsg": "ok", "msgid": msgid})
 
     def _stable_token(self, received: Received) -> Reply:

@@ -7,7 +7,7 @@ import logging
 from noti import upkeep
 from noti.celery.app import app
 
-__all__ = ["clean", "sweep_lost", "trim_dead_letters"]
+__all__ = ["clean", "delivery_tick", "poll_receipts", "sweep_lost", "trim_dead_letters"]
 
 log = logging.getLogger(__name__)
 
@@ -39,3 +39,25 @@ def trim_dead_letters() -> int:
     from noti.runtime import get_runtime
 
     return upkeep.trim_dead_letters(get_runtime())
+
+
+@app.task(name="noti.maintenance.delivery_tick")
+def delivery_tick() -> dict[str, int]:
+    """Mark ``unknown`` the sent records whose receipt did not come in time, and post the
+    status callbacks waiting (:mod:`noti.delivery`)."""
+    from noti.api import notifier
+    from noti.delivery.callbacks import StatusCallbacks
+
+    current = notifier()
+    unknown = current.runtime.delivery.sweep()
+    posted = StatusCallbacks(current).run()
+    return {"unknown": unknown, "callbacks": posted}
+
+
+@app.task(name="noti.maintenance.poll_receipts")
+def poll_receipts() -> int:
+    """Ask the polled vendors for the receipts of sent records (:mod:`noti.delivery.poll`)."""
+    from noti.delivery.poll import poll_receipts as poll
+    from noti.runtime import get_runtime
+
+    return poll(get_runtime())

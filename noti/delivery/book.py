@@ -1,0 +1,294 @@
+"""The delivery book: vendors' reports applied to records, in Redis, atomically.
+
+=========================  ==================================================================
+step                       what happens (one script call each, ``noti/lua``)
+=========================  ==================================================================
+a send is recorded         ``finish.lua``: the record's delivery becomes ``accepted`` (its
+                           receipt awaited in the watch, its vendor id noted) or
+                           ``delivered`` (webhook, e-mail: the answer was the delivery)
+a report names the record  ``delivery.lua``: forward-only; a ``delivered`` cancels the
+                           record's waiting fallback, an ``undelivered`` makes it due now
+a report names only the    the vendor id is looked up; one not recorded yet (the receipt beat
+vendor's id                the worker recording the send) is kept (``receipt_early.lua``)
+                           and applied when ``finish.lua`` records that id
+no receipt in time         :meth:`DeliveryBook.sweep` (beat): ``unknown``; kept receipts and
+                           vendor ids older than ``NOTI_RECEIPT_WINDOW_S`` are dropped
+=========================  ==================================================================
+
+Every change of a record that asked for status callbacks (``status_callback=``) is written to
+the status-change stream in the same step (:mod:`noti.delivery.callbacks` sends them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import redis
+
+from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery
+from noti.keys import Keys
+from noti.record import Channel, msgid_field, now_ms
+from noti.redisconn import load_script, translate_errors
+
+__all__ = ["Applied", "DeliveryBook"]
+
+log = logging.getLogger(__name__)
+
+#: What became of one report: applied to its record, not above the record's delivery status
+#: (a duplicate, a late intermediate status), no such record, or kept until its send is recorded.
+Applied = Literal["applied", "stale", "gone", "early"]
+
+#: Records marked ``unknown`` per sweep round at most (the next round takes the rest).
+SWEEP_BATCH = 500
+#: Status-change stream length kept (entries the callback sender has not taken yet).
+CHANGES_MAX_LEN = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    report: DeliveryReport
+    record_id: str
+    early_field: str = ""
+
+
+class DeliveryBook:
+    """Applies :class:`DeliveryReport` s to the records of one Redis database."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, window_s: float = 3 * 86400) -> None:
+        self.redis = client
+        self.keys = keys
+        self.window_ms = int(window_s * 1000)
+        self._apply = load_script(client, "delivery")
+        self._keep_early = load_script(client, "receipt_early")
+        self._fallback_now = load_script(client, "fallback_now")
+
+    # --- reports ---------------------------------------------------------------------------
+
+    def apply(self, reports: Sequence[DeliveryReport], *, at_ms: int | None = None) -> list[Applied]:
+        """Apply ``reports`` (in order); per report what became of it.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached (nothing, or a prefix, is applied: a
+                vendor pushing again is harmless, the rule being forward-only).
+        """
+        if not reports:
+            return []
+        now = now_ms() if at_ms is None else at_ms
+        results: list[Applied | None] = [None] * len(reports)
+        resolved: dict[int, _Resolved] = {}
+        by_vendor = [i for i, r in enumerate(reports) if not r.record_id]
+        with translate_errors(self.redis):
+            if by_vendor:
+                fields = [_vendor_field(reports[i]) for i in by_vendor]
+                found = self.redis.hmget(self.keys.vendor_ids, fields)
+                unknown: list[int] = []
+                for i, record_id in zip(by_vendor, found, strict=True):
+                    if record_id is None:
+                        unknown.append(i)
+                    else:
+                        resolved[i] = _Resolved(reports[i], _text(record_id))
+                if unknown:
+                    # kept until the send is recorded, unless it was recorded meanwhile
+                    args: list[str | int] = [now]
+                    for i in unknown:
+                        args += [_vendor_field(reports[i]), reports[i].to_json(), reports[i].provider]
+                    answers = self._keep_early(
+                        keys=[
+                            self.keys.vendor_ids,
+                            self.keys.early_receipts,
+                            self.keys.early_receipt_age,
+                            self.keys.metrics,
+                        ],
+                        args=args,
+                    )
+                    for i, answer in zip(unknown, answers, strict=True):
+                        if _text(answer):
+                            resolved[i] = _Resolved(reports[i], _text(answer))
+                        else:
+                            results[i] = "early"
+            for i, report in enumerate(reports):
+                if report.record_id:
+                    resolved[i] = _Resolved(report, report.record_id)
+            order = sorted(resolved)
+            applied = self._apply_resolved([resolved[i] for i in order], now)
+        for i, result in zip(order, applied, strict=True):
+            results[i] = result
+        return [r if r is not None else "gone" for r in results]
+
+    def apply_early(self, receipts: Iterable[str]) -> None:
+        """Apply receipts kept because they came before their send was recorded (the JSON
+        ``finish.lua`` hands back); a failure leaves them kept for :meth:`sweep`."""
+        resolved = []
+        for text in receipts:
+            report = DeliveryReport.from_json(text)
+            if not report.vendor_id:
+                continue
+            record_id = self.redis.hget(self.keys.vendor_ids, _vendor_field(report))
+            if record_id is not None:
+                resolved.append(_Resolved(report, _text(record_id), _vendor_field(report)))
+        if resolved:
+            try:
+                with translate_errors(self.redis):
+                    self._apply_resolved(resolved, now_ms())
+            except Exception:  # kept; the sweep applies it
+                log.warning("delivery: %d early receipt(s) left for the sweep", len(resolved), exc_info=True)
+
+    def _apply_resolved(self, items: Sequence[_Resolved], now: int) -> list[Applied]:
+        if not items:
+            return []
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)  # one round trip for all fallbacks
+        for item in items:
+            pipe.hget(k.record(item.record_id), "noti_fallback")
+        fallbacks = pipe.execute()
+        keys = [
+            *(k.delivery_index(state) for state in Delivery),
+            k.delivery_watch,
+            k.status_changes,
+            k.delayed,
+            k.waiting_index,
+            k.status_index(-1),
+            k.status_index(1),
+            k.metrics,
+            k.early_receipts,
+            k.early_receipt_age,
+        ]
+        args: list[str | int] = [now, CHANGES_MAX_LEN]
+        for item, fallback in zip(items, fallbacks, strict=True):
+            report = item.report
+            record_key = k.record(item.record_id)
+            keys += [record_key, k.record(_text(fallback)) if fallback else record_key]
+            args += [
+                report.state.value,
+                report.code[:200],
+                report.text[:500],
+                report.at_ms,
+                report.provider,
+                "1" if fallback else "",
+                item.early_field,
+            ]
+        answers = self._apply(keys=keys, args=args)
+        return [_text(a) for a in answers]  # type: ignore[misc]
+
+    def fallbacks_now(self, fallback_ids: Sequence[str], *, at_ms: int | None = None) -> int:
+        """Make these fallbacks due now (their notification failed: no receipt will come),
+        those still waiting untouched; how many were moved.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached (they go at their deadline then).
+        """
+        if not fallback_ids:
+            return 0
+        now = now_ms() if at_ms is None else at_ms
+        keys = [self.keys.delayed, *(self.keys.record(i) for i in fallback_ids)]
+        with translate_errors(self.redis):
+            return int(self._fallback_now(keys=keys, args=[now]))
+
+    # --- the silent ones -------------------------------------------------------------------
+
+    def sweep(self, *, at_ms: int | None = None, batch: int = SWEEP_BATCH) -> int:
+        """Mark ``unknown`` the records whose receipt did not come in time; apply kept
+        receipts whose send is recorded now; drop kept receipts and vendor ids older than the
+        receipt window. Returns how many records were marked unknown.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        k = self.keys
+        now = now_ms() if at_ms is None else at_ms
+        with translate_errors(self.redis):
+            due = [_text(x) for x in self.redis.zrangebyscore(k.delivery_watch, "-inf", now, 0, batch)]
+            marked = 0
+            if due:
+                pipe = self.redis.pipeline(transaction=False)
+                for record_id in due:
+                    pipe.hget(k.record(record_id), "noti_sent_by")
+                providers = pipe.execute()
+                reports = [
+                    DeliveryReport(_text(by) if by else "", Delivery.UNKNOWN, record_id=record_id)
+                    for record_id, by in zip(due, providers, strict=True)
+                ]
+                results = self._apply_resolved([_Resolved(r, r.record_id or "") for r in reports], now)
+                marked = results.count("applied")
+                # a record gone or already final leaves the watch too
+                self.redis.zrem(k.delivery_watch, *due)
+            fields = [_text(f) for f in self.redis.hkeys(k.early_receipts)]
+            if fields:
+                ids = self.redis.hmget(k.vendor_ids, fields)
+                ready = [f for f, i in zip(fields, ids, strict=True) if i is not None]
+                if ready:
+                    texts = self.redis.hmget(k.early_receipts, ready)
+                    self.apply_early(_text(t) for t in texts if t is not None)
+            cutoff = now - self.window_ms
+            for table, ages in ((k.early_receipts, k.early_receipt_age), (k.vendor_ids, k.vendor_id_age)):
+                old = [_text(f) for f in self.redis.zrangebyscore(ages, "-inf", cutoff, 0, 10_000)]
+                if old:
+                    pipe = self.redis.pipeline(transaction=True)
+                    pipe.hdel(table, *old)
+                    pipe.zrem(ages, *old)
+                    pipe.execute()
+        return marked
+
+    def pending(self, provider: str, *, limit: int = 1000) -> list[PendingDelivery]:
+        """Records sent through ``provider`` that await a receipt (oldest first), for a
+        vendor that is polled.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        k = self.keys
+        with translate_errors(self.redis):
+            ids = [_text(x) for x in self.redis.zrange(k.delivery_watch, 0, -1)]
+            pipe = self.redis.pipeline(transaction=False)
+            for record_id in ids:
+                pipe.hmget(
+                    k.record(record_id),
+                    "noti_sent_by",
+                    "noti_target",
+                    "noti_type",
+                    "noti_dlv_accepted_at",
+                    *_MSGID_FIELDS,
+                )
+            rows = pipe.execute()
+            found = []
+            for record_id, (by, target, kind, sent, *msgids) in zip(ids, rows, strict=True):
+                if by is None or _text(by) != provider or kind is None:
+                    continue
+                vendor_id = dict(zip(_MSGID_FIELDS, msgids, strict=True)).get(
+                    msgid_field(Channel(_text(kind)))
+                )
+                found.append(
+                    PendingDelivery(
+                        record_id=record_id,
+                        target=_text(target or b""),
+                        vendor_id=_text(vendor_id) if vendor_id else None,
+                        sent_ms=int(sent or 0),
+                    )
+                )
+                if len(found) >= limit:
+                    break
+        return found
+
+    def count(self, state: Delivery) -> int:
+        """How many records are in delivery status ``state``."""
+        with translate_errors(self.redis):
+            return int(self.redis.zcard(self.keys.delivery_index(state.value)))
+
+    def awaiting(self) -> int:
+        """How many sent records await a receipt."""
+        with translate_errors(self.redis):
+            return int(self.redis.zcard(self.keys.delivery_watch))
+
+
+_MSGID_FIELDS = tuple(msgid_field(channel) for channel in Channel)
+
+
+def _vendor_field(report: DeliveryReport) -> str:
+    return f"{report.provider}:{report.vendor_id}"
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

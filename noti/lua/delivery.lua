@@ -1,0 +1,83 @@
+-- Apply vendors' delivery reports to records, forward-only (noti/delivery/state.py): a report
+-- applies only above the record's delivery rank (accepted 1, unknown 2, delivered and
+-- undelivered 3), so a late "accepted" or a duplicate changes nothing and the first final
+-- word stays. A "delivered" cancels the record's fallback while it still waits untouched; an
+-- "undelivered" makes it due now. A record that asked for status callbacks gets the change
+-- written to the status-change stream.
+-- KEYS[1..4] delivery indexes accepted, delivered, undelivered, unknown, KEYS[5] receipt
+-- watch, KEYS[6] status-change stream, KEYS[7] delayed set, KEYS[8] waiting index, KEYS[9]
+-- status index of -1, KEYS[10] status index of 1, KEYS[11] counters hash, KEYS[12] early
+-- receipts, KEYS[13] their ages, then two keys per report: its record, and the record's
+-- fallback (or the record again when it has none).
+-- ARGV[1] now (ms), ARGV[2] status-change stream max length, then 7 values per report: state,
+-- vendor code, vendor text, when (ms; 0 = now), provider, 1 when the second key is a
+-- fallback, the early-receipt field it came from ("" = none; removed once applied).
+-- Returns per report: 'applied', 'stale' (not above the record's status) or 'gone' (no such
+-- record).
+--#include tally.lua
+local now, changes_max = ARGV[1], ARGV[2]
+local rank = {accepted = 1, unknown = 2, delivered = 3, undelivered = 3}
+local index = {accepted = KEYS[1], delivered = KEYS[2], undelivered = KEYS[3], unknown = KEYS[4]}
+local out, counts = {}, {}
+for r = 0, (#KEYS - 13) / 2 - 1 do
+  local key, fallback_key = KEYS[14 + 2 * r], KEYS[15 + 2 * r]
+  local a = 3 + 7 * r
+  local state, code, text, at, provider, has_fallback, early =
+    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  if at == '0' then
+    at = now
+  end
+  local id, current, kind, cb = unpack(redis.call('HMGET', key, 'id', 'noti_dlv', 'noti_type', 'noti_status_cb'))
+  if not id then
+    out[#out + 1] = 'gone'
+    count(counts, 'receipts|gone|' .. provider)
+  elseif rank[state] <= (rank[current or ''] or 0) then
+    out[#out + 1] = 'stale'
+    count(counts, 'receipts|stale|' .. provider)
+  else
+    redis.call('HSET', key, 'noti_dlv', state, 'noti_dlv_at', at, 'noti_dlv_' .. state .. '_at', at)
+    if rank[state] == 3 then
+      redis.call('HSET', key, 'noti_dlv_code', code, 'noti_dlv_text', text)
+    end
+    if current then
+      redis.call('ZREM', index[current], id)
+    end
+    redis.call('ZADD', index[state], now, id)
+    if state ~= 'accepted' then
+      redis.call('ZREM', KEYS[5], id)
+    end
+    if has_fallback == '1' and rank[state] >= 2 then
+      local fst, lease, holder, fid =
+        unpack(redis.call('HMGET', fallback_key, 'noti_st', 'noti_timeout_at', '_owner', 'id'))
+      local free = fst == '1' and not (holder and (tonumber(lease) or 0) > tonumber(now))
+      if free and state == 'delivered' then
+        redis.call('HSET', fallback_key, 'noti_st', '-1', 'noti_timeout_at', 0, 'lm', now,
+          'noti_errmsg', 'e.noti.fallback.unneeded: ' .. id .. ' was delivered')
+        redis.call('HDEL', fallback_key, '_owner', '_inflight')
+        redis.call('ZREM', KEYS[8], fid)
+        redis.call('ZREM', KEYS[7], fid)
+        redis.call('ZREM', KEYS[10], fid)
+        redis.call('ZADD', KEYS[9], now, fid)
+        count(counts, 'fallbacks|' .. (kind or '') .. '|cancelled')
+      elseif free and state == 'undelivered' then
+        -- due now: the pump queues it on its next round (LT: never later than it was)
+        if redis.call('ZADD', KEYS[7], 'XX', 'LT', 'CH', now, fid) == 1 then
+          redis.call('HSET', fallback_key, 'noti_timeout_at', now)
+        end
+      end
+    end
+    if cb then
+      redis.call('XADD', KEYS[6], 'MAXLEN', '~', changes_max, '*', 'id', id, 'status', 'sent',
+        'delivery', state, 'at', at, 'code', code, 'text', text)
+    end
+    count(counts, 'delivery|' .. (kind or '') .. '|' .. state .. '|' .. provider)
+    count(counts, 'receipts|applied|' .. provider)
+    out[#out + 1] = 'applied'
+  end
+  if early ~= '' then -- a kept receipt is taken once, whatever it found
+    redis.call('HDEL', KEYS[12], early)
+    redis.call('ZREM', KEYS[13], early)
+  end
+end
+tally_write(KEYS[11], counts)
+return out
