@@ -52,7 +52,8 @@ def _padded(version: str) -> tuple[int, ...]:
 def test_the_lowest_versions_ci_installs_are_the_lower_bounds_of_pyproject() -> None:
     pins = _lowest_pins()
     declared = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
-    declared += [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["flower"]]
+    for extra in ("flower", "http"):  # the extras the lowest-versions venv's test extra installs
+        declared += [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"][extra]]
     for requirement in declared:
         bound = _lower_bound(requirement)
         assert bound is not None, f"{requirement} has no lower bound"
@@ -67,8 +68,10 @@ def test_flower_is_an_extra_that_the_test_extra_and_make_run_install() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert "flower" not in dependencies
     assert [Requirement(r).name for r in extras["flower"]] == ["flower"]
-    assert "noti[flower]" in extras["test"]
-    assert "NOTI_EXTRAS=${NOTI_EXTRAS:-flower} scripts/venv.sh" in (ROOT / "scripts" / "run.sh").read_text()
+    assert "noti[flower,http]" in extras["test"]  # the HTTP API (noti serve) is an extra too
+    assert (
+        "NOTI_EXTRAS=${NOTI_EXTRAS:-flower,http} scripts/venv.sh" in (ROOT / "scripts" / "run.sh").read_text()
+    )
 
 
 def test_every_celery_setting_noti_sets_exists_in_the_installed_celery(rt: Any) -> None:

@@ -16,7 +16,11 @@ __all__ = ["serve"]
     "-workers", "--workers", "workers", type=int, default=1, help="Worker processes (about one per core)."
 )
 @click.option(
-    "--access-log/--no-access-log", "access_log", default=True, help="Log every request (default: on)."
+    "-access-log/-no-access-log",
+    "--access-log/--no-access-log",
+    "access_log",
+    default=True,
+    help="Log every request (default: on).",
 )
 def serve(bind: str | None, port: int | None, workers: int, access_log: bool) -> None:
     """Serve the HTTP API (POST /v1/notifications, …; OpenAPI at /openapi.json) until stopped."""
