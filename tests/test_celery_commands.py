@@ -40,6 +40,7 @@ def test_beat_sends_the_clean_job_on_its_interval(rt: Any, redis_url: str, tmp_p
         text=True,
     )
     try:
+
         def cleans() -> int:  # the other jobs (delivery_tick every 2 s) share the queue
             rows = rt.redis.lrange("noti.maintenance:9", 0, -1)
             return sum(json.loads(row)["headers"]["task"] == "noti.maintenance.clean" for row in rows)
