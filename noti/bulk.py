@@ -3,7 +3,7 @@
 ``notify_many`` / ``schedule_many`` take mappings shaped like :func:`noti.notify`'s
 arguments (``type``, ``target`` — or ``to`` —, ``lv``, channel fields, ``provider``,
 ``retry_max``, ``retry_policy``, ``delay``, ``eta``, ``identifier``, ``idempotency_key``,
-``status_callback``).
+``status_callback``, ``fallback``).
 Refused items are reported by index with their error code and message, and none of them
 is stored; the others are stored with their delivery messages by ``create.lua`` (a record
 and its message together or not at all), 1,000 records per round trip. One thread does
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["BulkResult", "Refused", "add_many"]
 
 CHUNK = 1000
+#: The index a chunk gives an item's fallback record (it has none in the result).
+_FALLBACK = -1
 #: Chunks written to Redis and not yet read back while the next is validated.
 AHEAD = 1
 _ITEM_KEYS = frozenset(
@@ -49,6 +51,7 @@ _ITEM_KEYS = frozenset(
         "identifier",
         "idempotency_key",
         "status_callback",
+        "fallback",
         "text",
         "tmpl",
         "pnb",
@@ -228,11 +231,19 @@ def _build_chunk(
         try:
             kind, target, args = _arguments(item, defaults)
             key = args.pop("idempotency_key", None)
+            fallback = args.pop("fallback", None)
             record = notifier.build(kind, target, user=user, level_cap=level_cap, **args)
+            standby = None
+            if fallback is not None:
+                record, standby = notifier.with_fallback(record, fallback, user=user, level_cap=level_cap)
             if key is not None:
                 key = validate_idempotency_key(key, identifier=record.identifier)
                 keys[record.id] = notifier.runtime.keys.idempotency(record.creator, key)
+                if standby is not None:
+                    keys[standby.id] = keys[record.id] + ":fallback"
             (identified if record.identifier is not None else plain).append((index, record))
+            if standby is not None:  # stored in the same call as its notification; no index of its own
+                plain.append((_FALLBACK, standby))
         except InvalidConfig:
             raise
         except NotiError as exc:
@@ -301,6 +312,8 @@ def _conclude(notifier: Notifier, built: _Built, ids: list[str]) -> BulkResult:
         found = notifier.runtime.store.find_many(repeats)
         gone = {i for i, existing in zip(repeats, found, strict=True) if existing is None}
         for (index, _), record_id in zip(plain, ids, strict=True):
+            if index == _FALLBACK:
+                continue
             if record_id in gone:  # the key names a record deleted since
                 result.refused.append(
                     Refused(index, "e.cmd.noti.add.keyused", f"the idempotency key names deleted {record_id}")

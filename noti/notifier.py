@@ -228,7 +228,9 @@ class Notifier:
         record = self.build(type, target, **kwargs)
         standby = None
         if fallback is not None:
-            record, standby = self._with_fallback(record, fallback, kwargs.get("user"))
+            record, standby = self.with_fallback(
+                record, fallback, user=kwargs.get("user"), level_cap=kwargs.get("level_cap")
+            )
         if idempotency_key is not None:
             validate_idempotency_key(idempotency_key, identifier=record.identifier)
         if task_id is not None:
@@ -239,10 +241,15 @@ class Notifier:
                 )
         return self.store_one(record, idempotency_key=idempotency_key, task_id=task_id, fallback=standby)
 
-    def _with_fallback(
-        self, record: Notification, value: object, user: str | None
+    def with_fallback(
+        self, record: Notification, value: object, *, user: str | None = None, level_cap: int | None = None
     ) -> tuple[Notification, Notification]:
-        """``record`` naming its fallback, and the fallback record (delayed to its deadline)."""
+        """``record`` naming its fallback, and the fallback record (delayed to its deadline,
+        built like ``record``: same user, level lowered to ``level_cap`` likewise).
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.add.badfallback``, or the fallback's own bad input.
+        """
         from noti.delivery.fallback import parse_fallback
 
         spec = parse_fallback(value)
@@ -256,6 +263,7 @@ class Notifier:
             spec.target,
             lv=record.level if spec.lv is None else spec.lv,
             user=user,
+            level_cap=level_cap,
             provider=spec.provider,
             delay=after_s + max(0, record.lease_until_ms - record.created_ms) / 1000,
             status_callback=record.status_callback,

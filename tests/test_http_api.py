@@ -557,3 +557,21 @@ def test_serve_refuses_bad_options_before_listening(rt: Any, args: list[str], co
     )
     assert done.returncode == 1 and done.stderr.startswith(f"{code}: "), done.stderr
     assert "Uvicorn running" not in done.stderr
+
+
+def test_a_fallback_comes_with_its_notification_capped_like_it(
+    client: httpx.Client, token: Callable[..., str], rt: Any
+) -> None:
+    email = {"type": "email", "to": "li@example.com", "subject": "code", "text": "4321", "lv": 900}
+    answer = client.post(
+        "/v1/notifications", json={**SMS, "lv": 900, "fallback": email}, headers=bearer(token(ADMIN, cap=5))
+    )
+    assert answer.status_code == 201, answer.text
+    record = rt.store.get(answer.json()["id"])
+    standby = rt.store.get(record.fallback)
+    assert standby.fallback_of == record.id and standby.creator == ADMIN
+    assert (record.level, standby.level) == (5, 5)  # the token's cap holds for the fallback too
+    bad = client.post(
+        "/v1/notifications", json={**SMS, "fallback": {"type": "email"}}, headers=bearer(token(ALICE))
+    )
+    assert error_of(bad) == (422, "e.cmd.noti.add.badfallback")

@@ -72,6 +72,10 @@ class NotificationIn(BaseModel):
     idempotency_key: str | None = Field(
         default=None, description="This item's own idempotency key (instead of the Idempotency-Key header)"
     )
+    fallback: dict[str, Any] | None = Field(
+        default=None,
+        description="Sent instead if no delivery receipt comes in time: type, to, its fields, after_s",
+    )
 
 
 class StoredOut(BaseModel):
