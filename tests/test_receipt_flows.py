@@ -1,0 +1,214 @@
+"""Receipts end to end: a notification sent by a real worker through a vendor's fake, whose
+signed receipt the fake pushes to a real ``noti serve`` on loopback, which moves the record to
+delivered or undelivered; an SMS's e-mail fallback fires once, and only when no receipt came.
+
+Twilio posts to the send's ``StatusCallback``, WeChat to its server URL (query signature),
+Tencent Cloud and Aliyun to their callback URLs with noti's receipt key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import noti
+from noti.providers.sandbox import read_outbox
+from noti.record import Status
+from tests.conftest import BASE_ENV, wait_until
+from tests.fakes.aliyun import AliyunFake, AliyunTemplate
+from tests.fakes.tencent import TencentFake, TencentTemplate
+from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, TwilioFake
+from tests.fakes.weixin import WeixinFake
+from tests.servers import ApiProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+
+KEY = "rk-flows-0123456789"
+WX_APPID, WX_SECRET, WX_TOKEN = "wx0123456789abcdef", "wx-secret", "noti-flows-token"
+TMPL = "ngqIpbwh8bUfcSsECmogfXcV14J0tQlEpBO27izEYtY"
+OPENID, BLOCKED = "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "oUpF8uMuAJO_blockedXXXXXXXXX"
+CN_PHONE, CN_FAILING = "+8613912345678", "+8613912345600"
+US_PHONE, US_FAILING = "+14155550123", "+14155550177"
+EMAIL = {"type": "email", "to": "li@example.com", "subject": "Your code", "text": "It is 4321"}
+
+
+@pytest.fixture(scope="module")
+def fakes() -> Iterator[dict[str, Any]]:
+    with (
+        TwilioFake() as twilio,
+        WeixinFake({WX_APPID: WX_SECRET}, templates={TMPL}) as weixin,
+        TencentFake(templates={"1001": TencentTemplate(1, "verification")}) as tencent,
+        AliyunFake(templates={"SMS_100001": AliyunTemplate(("code",), kind="notice")}) as aliyun,
+    ):
+        yield {"tw": twilio, "wx": weixin, "tc": tencent, "ali": aliyun}
+
+
+def _providers(fakes: dict[str, Any], public: str) -> dict[str, dict[str, Any]]:
+    return {
+        "tw": {
+            "kind": "twilio",
+            "account_sid": ACCOUNT_SID,
+            "auth_token": AUTH_TOKEN,
+            "from": FROM_NUMBER,
+            "base_url": fakes["tw"].url,
+            "status_callback": f"{public}/v1/receipts/tw",
+            "timeout_s": 2,
+        },
+        "wx": {
+            "kind": "weixin",
+            "base_url": fakes["wx"].url,
+            "callback_token": WX_TOKEN,
+            "timeout_s": 2,
+            "accounts": {"shop": {"appid": WX_APPID, "secret": WX_SECRET}},
+        },
+        "tc": {
+            "kind": "tencent",
+            "secret_id": "AKIDtestsecretid",
+            "secret_key": "testsecretkey",
+            "sdk_app_id": "1400006666",
+            "sign_name": "noti测试",
+            "template_id": "1001",
+            "text_param": "code",
+            "endpoint": fakes["tc"].url,
+            "timeout_s": 2,
+            "receipt_key": KEY,
+        },
+        "ali": {
+            "kind": "aliyun",
+            "access_key_id": "LTAItestkey",
+            "access_key_secret": "testsecret",
+            "sign_name": "noti测试",
+            "template_code": "SMS_100001",
+            "text_param": "code",
+            "endpoint": fakes["ali"].url,
+            "timeout_s": 2,
+            "receipt_key": KEY,
+        },
+    }
+
+
+def _toml(tables: dict[str, Any], prefix: str) -> str:
+    """``tables`` as TOML tables under ``prefix`` (strings, numbers and nested tables)."""
+    lines: list[str] = []
+    for name, table in tables.items():
+        lines.append(f"[{prefix}.{name}]")
+        nested = {k: v for k, v in table.items() if isinstance(v, dict)}
+        lines += [f"{k} = {json.dumps(v, ensure_ascii=False)}" for k, v in table.items() if k not in nested]
+        for key, sub in nested.items():
+            lines.append(_toml(sub, f"{prefix}.{name}.{key}"))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def flows(
+    rt: Any, worker: Any, configure: Any, fakes: dict[str, Any], redis_url: str, tmp_path: Path
+) -> Iterator[tuple[Any, ApiProcess]]:
+    """The runtime of this process's worker and a ``noti serve`` taking the vendors' receipts,
+    both configured with the four vendors' fakes (after ``rt`` and the worker: the runtime
+    configured last is the one used) (SMS through Aliyun unless a record names
+    its provider; e-mail through the sandbox)."""
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    providers = _providers(fakes, public)
+    channels = {"sms": {"provider": "ali"}, "weixin": {"provider": "wx"}, "email": {"provider": "sandbox"}}
+    config = tmp_path / "noti.toml"
+    config.write_text(_toml(providers, "providers") + _toml(channels, "channels"))
+    for fake in fakes.values():
+        fake.receipt_delay_s, fake.auto_receipts = 0.0, True
+    fakes["wx"].receipt_url = f"{public}/v1/receipts/wx"
+    fakes["wx"].callback_token = WX_TOKEN
+    fakes["tc"].receipt_url = f"{public}/v1/receipts/tc?key={KEY}"
+    fakes["ali"].receipt_url = f"{public}/v1/receipts/ali?key={KEY}"
+    runtime = configure(
+        providers=providers, channels=channels, pump_interval_s=0.1, receipt_poll_interval_s=3600
+    )
+    env = {
+        **os.environ,
+        **BASE_ENV,
+        "NOTI_REDIS_URL": redis_url,
+        "NOTI_CONFIG": str(config),
+        "NOTI_PUBLIC_URL": public,
+    }
+    api = ApiProcess(env, "--no-access-log", port=port)
+    try:
+        api.wait_ready()
+        yield runtime, api
+    finally:
+        api.stop()
+        for fake in fakes.values():
+            fake.deliver_to(CN_FAILING)
+            fake.deliver_to(US_FAILING)
+            fake.deliver_to(BLOCKED)
+
+
+def delivery(rt: Any, record_id: str, timeout: float = 30) -> Any:
+    """The record once its delivery is final."""
+    return wait_until(
+        lambda: (r := rt.store.get(record_id)).delivery in ("delivered", "undelivered") and r, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize(
+    ("provider", "good", "bad"),
+    [("tw", US_PHONE, US_FAILING), ("tc", CN_PHONE, CN_FAILING), ("ali", CN_PHONE, CN_FAILING)],
+)
+def test_an_sms_receipt_pushed_by_its_vendor_moves_the_record(
+    flows: tuple[Any, ApiProcess], fakes: dict[str, Any], worker: Any, provider: str, good: str, bad: str
+) -> None:
+    rt, api = flows
+    fakes[provider].fail_delivery_to(bad)
+    delivered = noti.notify_sms(good, "4321", provider=provider)
+    undelivered = noti.notify_sms(bad, "4321", provider=provider)
+    ok, ko = delivery(rt, delivered), delivery(rt, undelivered)
+    assert ok.status is Status.DONE and ok.sent_by == provider
+    assert (ok.delivery, ko.delivery) == ("delivered", "undelivered"), api.output()[-2000:]
+    assert ko.delivery_code and ok.delivery_times.keys() >= {"accepted", "delivered"}
+    assert ko.status is Status.DONE  # the send itself succeeded: the vendor took it
+
+
+def test_a_wechat_receipt_moves_the_record(
+    flows: tuple[Any, ApiProcess], fakes: dict[str, Any], worker: Any
+) -> None:
+    rt, api = flows
+    fakes["wx"].fail_delivery_to(BLOCKED, "failed:user block")
+    content = {"keyword1": {"value": "42.00"}}
+    delivered = noti.notify_weixin(OPENID, pnb="shop", tmpl=TMPL, content=content)
+    undelivered = noti.notify_weixin(BLOCKED, pnb="shop", tmpl=TMPL, content=content)
+    ok, ko = delivery(rt, delivered), delivery(rt, undelivered)
+    assert (ok.delivery, ko.delivery) == ("delivered", "undelivered"), api.output()[-2000:]
+    assert ko.delivery_code == "failed:user block" and ok.msgid
+
+
+def test_an_sms_to_email_fallback_fires_once_and_only_without_a_delivery_receipt(
+    flows: tuple[Any, ApiProcess], fakes: dict[str, Any], worker: Any
+) -> None:
+    rt, _ = flows
+    fallback = {**EMAIL, "after_s": 2}
+    # delivered before the deadline: no e-mail, ever
+    fakes["ali"].receipt_delay_s = 0.2
+    delivered = noti.notify_sms(CN_PHONE, "4321", fallback=fallback)
+    assert delivery(rt, delivered).delivery == "delivered"
+    # undelivered: the e-mail at once (before its deadline)
+    fakes["ali"].fail_delivery_to(CN_FAILING)
+    undelivered = noti.notify_sms(CN_FAILING, "4321", fallback={**EMAIL, "after_s": 600})
+    assert delivery(rt, undelivered).delivery == "undelivered"
+    # no receipt at all: the e-mail at its deadline
+    fakes["ali"].auto_receipts = False
+    silent = noti.notify_sms(CN_PHONE, "4321", fallback=fallback)
+    records = {
+        name: rt.store.get(i) for name, i in (("ok", delivered), ("ko", undelivered), ("silent", silent))
+    }
+    wait_until(lambda: rt.store.get(records["ko"].fallback).status is Status.DONE, timeout=30)
+    wait_until(lambda: rt.store.get(records["silent"].fallback).status is Status.DONE, timeout=30)
+    time.sleep(3)  # past every deadline: nothing more goes out
+    sent = [e["id"] for e in read_outbox(rt.redis, rt.keys, "sandbox")]
+    assert sorted(sent) == sorted([records["ko"].fallback, records["silent"].fallback])
+    assert rt.store.get(records["ok"].fallback).errmsg.startswith("e.noti.fallback.unneeded")
+    assert rt.store.get(silent).delivery == "accepted"  # the SMS itself is still awaiting its receipt
