@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,11 @@ for _name in [n for n in os.environ if n.startswith("NOTI_") and n != "NOTI_TEST
     del os.environ[_name]
 # no settings file unless a test names one: never the noti.toml `make run` writes in the checkout
 os.environ["NOTI_CONFIG"] = ""
+# A suite started as a background job (`make test &`, a CI runner's non-interactive shell)
+# inherits SIGINT ignored, and so would every process a test starts: the tests that press
+# Ctrl-C (make run, noti status -watch) would then wait forever. A handled SIGINT is reset to
+# the default in a child at exec, an ignored one is not.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = servers.ROOT
 ADMIN, MEMBER, ALICE, BOB = "boss", "ops", "alice", "bob"
