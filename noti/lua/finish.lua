@@ -30,7 +30,8 @@ for i = 16, #KEYS do
   local key = KEYS[i]
   local a = 5 + (i - 16) * 9
   local owner, new_st, errmsg, not_before = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local st, held_by, id, kind = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id', 'noti_type'))
+  local st, held_by, id, kind, prior_dlv, cb = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id',
+    'noti_type', 'noti_dlv', 'noti_status_cb'))
   if st ~= '1' or held_by ~= owner then
     out[#out + 1] = 0
   else
@@ -43,23 +44,37 @@ for i = 16, #KEYS do
     if ARGV[a + 5] ~= '' then
       redis.call('HSET', key, 'expi', ARGV[a + 5])
     end
-    -- a receipt naming this record may have come before its send was recorded: forward-only
-    local prior_dlv = new_st == '10' and redis.call('HGET', key, 'noti_dlv')
+    -- the outcome's fields, written in one call; the send's delivery status, provider and
+    -- vendor id are read from them (not back from the record)
+    local dlv, by, msgid
     if ARGV[a + 6] ~= '{}' then
+      local set = {}
       for field, value in pairs(cjson.decode(ARGV[a + 6])) do
-        if not (prior_dlv and (field == 'noti_dlv' or field == 'noti_dlv_at')) then
-          redis.call('HSET', key, field, value)
+        if field == 'noti_dlv' then
+          dlv = value
+        elseif field == 'noti_sent_by' then
+          by = value
+        elseif string.sub(field, -6) == '_msgid' then
+          msgid = value
         end
+        -- a receipt naming this record may have come before its send was recorded: forward-only
+        if not (prior_dlv and (field == 'noti_dlv' or field == 'noti_dlv_at')) then
+          set[#set + 1] = field
+          set[#set + 1] = value
+        end
+      end
+      if #set > 0 then
+        redis.call('HSET', key, unpack(set))
       end
     end
     local result = 1
     if new_st == '10' then
-      local dlv, by, msgid, cb = unpack(redis.call('HMGET', key, 'noti_dlv', 'noti_sent_by',
-        kind == 'weixin' and 'noti_wx_tmpl_msgid' or ('noti_' .. kind .. '_msgid'), 'noti_status_cb'))
-      if dlv == 'accepted' and not prior_dlv then -- else the receipt placed it already
+      if prior_dlv then -- its index and the watch are the receipt's doing already
+        dlv = prior_dlv
+      elseif dlv == 'accepted' then
         redis.call('ZADD', KEYS[14], now, id)
         redis.call('ZADD', KEYS[9], tonumber(now) + unknown_after, id)
-      elseif dlv == 'delivered' and not prior_dlv then
+      elseif dlv == 'delivered' then
         redis.call('ZADD', KEYS[15], now, id)
       end
       if msgid and by and dlv ~= 'delivered' then -- the vendor's id, to match its receipts
@@ -75,7 +90,7 @@ for i = 16, #KEYS do
         redis.call('XADD', KEYS[13], 'MAXLEN', '~', changes_max, '*', 'id', id, 'status', 'sent',
           'delivery', dlv or '', 'at', now)
       end
-    elseif new_st ~= '1' and redis.call('HEXISTS', key, 'noti_status_cb') == 1 then
+    elseif new_st ~= '1' and cb then
       redis.call('XADD', KEYS[13], 'MAXLEN', '~', changes_max, '*', 'id', id,
         'status', new_st == '0' and 'failed' or 'invalid', 'at', now, 'text', errmsg)
     end
