@@ -15,6 +15,7 @@
 -- Returns per report: 'applied', 'stale' (not above the record's status) or 'gone' (no such
 -- record).
 --#include tally.lua
+--#include standby.lua
 local now, changes_max = ARGV[1], ARGV[2]
 local rank = {accepted = 1, unknown = 2, delivered = 3, undelivered = 3}
 local index = {accepted = KEYS[1], delivered = KEYS[2], undelivered = KEYS[3], unknown = KEYS[4]}
@@ -47,10 +48,8 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
       redis.call('ZREM', KEYS[5], id)
     end
     if has_fallback == '1' and rank[state] >= 2 then
-      local fst, lease, holder, fid =
-        unpack(redis.call('HMGET', fallback_key, 'noti_st', 'noti_timeout_at', '_owner', 'id'))
-      local free = fst == '1' and not (holder and (tonumber(lease) or 0) > tonumber(now))
-      if free and state == 'delivered' then
+      local fid = standby_free(fallback_key, now)
+      if fid and state == 'delivered' then
         redis.call('HSET', fallback_key, 'noti_st', '-1', 'noti_timeout_at', 0, 'lm', now,
           'noti_errmsg', 'e.noti.fallback.unneeded: ' .. id .. ' was delivered')
         redis.call('HDEL', fallback_key, '_owner', '_inflight')
@@ -59,11 +58,8 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
         redis.call('ZREM', KEYS[10], fid)
         redis.call('ZADD', KEYS[9], now, fid)
         count(counts, 'fallbacks|' .. (kind or '') .. '|cancelled')
-      elseif free and state == 'undelivered' then
-        -- due now: the pump queues it on its next round (LT: never later than it was)
-        if redis.call('ZADD', KEYS[7], 'XX', 'LT', 'CH', now, fid) == 1 then
-          redis.call('HSET', fallback_key, 'noti_timeout_at', now)
-        end
+      elseif fid and state == 'undelivered' then -- the pump queues it on its next round
+        standby_now(KEYS[7], fallback_key, fid, now)
       end
     end
     if cb then

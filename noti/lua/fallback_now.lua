@@ -3,14 +3,12 @@
 -- was) and its not-before time with it.
 -- KEYS[1] delayed set, KEYS[2..] the fallback records. ARGV[1] now (ms).
 -- Returns how many were moved.
+--#include standby.lua
 local now, moved = ARGV[1], 0
 for i = 2, #KEYS do
-  local st, lease, holder, id = unpack(redis.call('HMGET', KEYS[i], 'noti_st', 'noti_timeout_at', '_owner', 'id'))
-  if st == '1' and not (holder and (tonumber(lease) or 0) > tonumber(now)) then
-    if redis.call('ZADD', KEYS[1], 'XX', 'LT', 'CH', now, id) == 1 then
-      redis.call('HSET', KEYS[i], 'noti_timeout_at', now)
-      moved = moved + 1
-    end
+  local id = standby_free(KEYS[i], now)
+  if id and standby_now(KEYS[1], KEYS[i], id, now) then
+    moved = moved + 1
   end
 end
 return moved
