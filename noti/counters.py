@@ -92,7 +92,8 @@ FAMILIES: Mapping[str, Family] = {
             "receipts",
             ("result", "provider"),
             "Receipts taken: applied, stale (not above the record's status: a duplicate or a late "
-            "intermediate word), gone (no such record), early (kept until the send is recorded)",
+            "intermediate word), gone (no such record), foreign (the record was sent through "
+            "another provider: refused), early (kept until the send is recorded)",
         ),
         Family(
             "fallbacks",

@@ -180,3 +180,10 @@ def test_the_cli_lists_and_shows_delivery_statuses(rt: Any) -> None:
     assert "DELIVERY" in table and "delivered" in table
     bad = run("list", "-delivery", "arrived", user=ADMIN)
     assert bad.exit_code != 0 and "e.cmd.noti.list.baddelivery" in bad.output
+
+
+def test_a_receipt_for_a_record_another_provider_sent_is_refused(rt: Any) -> None:
+    record = sent(rt)  # through "vendor"
+    forged = DeliveryReport("sandbox", Delivery.DELIVERED, record_id=record.id)
+    assert rt.delivery.apply([forged]) == ["foreign"]
+    assert rt.store.get(record.id).delivery == "accepted"

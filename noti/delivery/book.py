@@ -38,8 +38,9 @@ __all__ = ["Applied", "DeliveryBook"]
 log = logging.getLogger(__name__)
 
 #: What became of one report: applied to its record, not above the record's delivery status
-#: (a duplicate, a late intermediate status), no such record, or kept until its send is recorded.
-Applied = Literal["applied", "stale", "gone", "early"]
+#: (a duplicate, a late intermediate status), no such record, the record sent through another
+#: provider (refused), or kept until its send is recorded.
+Applied = Literal["applied", "stale", "gone", "foreign", "early"]
 
 #: Records marked ``unknown`` per sweep round at most (the next round takes the rest).
 SWEEP_BATCH = 500

@@ -12,8 +12,9 @@
 -- ARGV[1] now (ms), ARGV[2] status-change stream max length, then 7 values per report: state,
 -- vendor code, vendor text, when (ms; 0 = now), provider, 1 when the second key is a
 -- fallback, the early-receipt field it came from ("" = none; removed once applied).
--- Returns per report: 'applied', 'stale' (not above the record's status) or 'gone' (no such
--- record).
+-- Returns per report: 'applied', 'stale' (not above the record's status), 'gone' (no such
+-- record) or 'foreign' (another provider sent the record: a receipt key of one provider never
+-- speaks for the records of another).
 --#include tally.lua
 --#include standby.lua
 local now, changes_max = ARGV[1], ARGV[2]
@@ -28,10 +29,14 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
   if at == '0' then
     at = now
   end
-  local id, current, kind, cb = unpack(redis.call('HMGET', key, 'id', 'noti_dlv', 'noti_type', 'noti_status_cb'))
+  local id, current, kind, cb, by =
+    unpack(redis.call('HMGET', key, 'id', 'noti_dlv', 'noti_type', 'noti_status_cb', 'noti_sent_by'))
   if not id then
     out[#out + 1] = 'gone'
     count(counts, 'receipts|gone|' .. provider)
+  elseif by and by ~= provider then -- only the provider that took the message speaks of it
+    out[#out + 1] = 'foreign'
+    count(counts, 'receipts|foreign|' .. provider)
   elseif rank[state] <= (rank[current or ''] or 0) then
     out[#out + 1] = 'stale'
     count(counts, 'receipts|stale|' .. provider)
