@@ -346,11 +346,11 @@ class Sender:
             )
         applied = self._finish(items)
         results = []
-        early: list[str] = []
+        early: list[tuple[str, str]] = []
         for (attempt, outcome), item, ok in zip(outcomes, items, applied, strict=True):
             record = attempt.record
             if isinstance(ok, str):  # its vendor's receipt came before this outcome was recorded
-                early.append(ok)
+                early.append((record.id, ok))
             if not ok:
                 log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
             else:
@@ -373,14 +373,14 @@ class Sender:
             )
         if early:
             rt.delivery.apply_early(early)
-        failed_with_fallback = [
+        failed_with_fallback: list[str] = [
             attempt.record.fallback
             for (attempt, outcome), ok in zip(outcomes, applied, strict=True)
             if ok and attempt.record.fallback and outcome.status in (Status.FAILED, Status.INVALID)
         ]
         if failed_with_fallback:  # no receipt will come: its fallback need not wait for the deadline
             try:
-                rt.delivery.fallbacks_now([f for f in failed_with_fallback if f])
+                rt.delivery.fallbacks_now(failed_with_fallback)
             except StoreUnavailable:
                 log.warning("deliver: %d fallback(s) left to their deadline", len(failed_with_fallback))
         return results

@@ -212,3 +212,30 @@ def test_an_sms_to_email_fallback_fires_once_and_only_without_a_delivery_receipt
     assert sorted(sent) == sorted([records["ko"].fallback, records["silent"].fallback])
     assert rt.store.get(records["ok"].fallback).errmsg.startswith("e.noti.fallback.unneeded")
     assert rt.store.get(silent).delivery == "accepted"  # the SMS itself is still awaiting its receipt
+
+
+def test_beat_asks_a_vendor_without_pushes_and_applies_its_answers(
+    configure: Any, fakes: dict[str, Any]
+) -> None:
+    from noti.delivery.poll import poll_receipts
+    from noti.sender import Sender
+
+    # given Aliyun with no receipt key (so it is polled), and one message of each outcome
+    options = {k: v for k, v in _providers(fakes, "http://127.0.0.1:9")["ali"].items() if k != "receipt_key"}
+    rt = configure(providers={"ali": options}, channels={"sms": {"provider": "ali"}})
+    fakes["ali"].receipt_url, fakes["ali"].auto_receipts = None, True
+    fakes["ali"].fail_delivery_to(CN_FAILING)
+    try:
+        ok, ko = noti.notify_sms(CN_PHONE, "4321"), noti.notify_sms(CN_FAILING, "4321")
+        Sender(rt).deliver_many([ok, ko])
+        assert {rt.store.get(i).delivery for i in (ok, ko)} == {"accepted"}
+
+        # when beat's poll runs, then QuerySendDetails' answers are applied
+        def polled() -> tuple[str | None, str | None]:
+            poll_receipts(rt)
+            return rt.store.get(ok).delivery, rt.store.get(ko).delivery
+
+        wait_until(lambda: polled() == ("delivered", "undelivered"), timeout=20, interval=0.2)
+        assert rt.redis.zcard(rt.keys.delivery_watch) == 0
+    finally:
+        fakes["ali"].deliver_to(CN_FAILING)

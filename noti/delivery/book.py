@@ -22,7 +22,7 @@ the status-change stream in the same step (:mod:`noti.delivery.callbacks` sends 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,6 +44,10 @@ Applied = Literal["applied", "stale", "gone", "foreign", "early"]
 
 #: Records marked ``unknown`` per sweep round at most (the next round takes the rest).
 SWEEP_BATCH = 500
+#: Watch entries read per page, and at most per round, to find the records polled vendors
+#: are asked about.
+PENDING_PAGE = 500
+PENDING_SCAN = 20_000
 #: Status-change stream length kept (entries the callback sender has not taken yet).
 CHANGES_MAX_LEN = 100_000
 
@@ -119,17 +123,14 @@ class DeliveryBook:
             results[i] = result
         return [r if r is not None else "gone" for r in results]
 
-    def apply_early(self, receipts: Iterable[str]) -> None:
-        """Apply receipts kept because they came before their send was recorded (the JSON
-        ``finish.lua`` hands back); a failure leaves them kept for :meth:`sweep`."""
+    def apply_early(self, receipts: Iterable[tuple[str, str]]) -> None:
+        """Apply receipts kept because they came before their send was recorded, each with
+        the record it turned out to name (``(record id, JSON)``, as ``finish.lua`` hands them
+        back); a failure leaves them kept for :meth:`sweep`."""
         resolved = []
-        for text in receipts:
+        for record_id, text in receipts:
             report = DeliveryReport.from_json(text)
-            if not report.vendor_id:
-                continue
-            record_id = self.redis.hget(self.keys.vendor_ids, _vendor_field(report))
-            if record_id is not None:
-                resolved.append(_Resolved(report, _text(record_id), _vendor_field(report)))
+            resolved.append(_Resolved(report, record_id, _vendor_field(report)))
         if resolved:
             try:
                 with translate_errors(self.redis):
@@ -219,10 +220,14 @@ class DeliveryBook:
             fields = [_text(f) for f in self.redis.hkeys(k.early_receipts)]
             if fields:
                 ids = self.redis.hmget(k.vendor_ids, fields)
-                ready = [f for f, i in zip(fields, ids, strict=True) if i is not None]
+                ready = [(f, _text(i)) for f, i in zip(fields, ids, strict=True) if i is not None]
                 if ready:
-                    texts = self.redis.hmget(k.early_receipts, ready)
-                    self.apply_early(_text(t) for t in texts if t is not None)
+                    texts = self.redis.hmget(k.early_receipts, [f for f, _ in ready])
+                    self.apply_early(
+                        (record_id, _text(t))
+                        for (_, record_id), t in zip(ready, texts, strict=True)
+                        if t is not None
+                    )
             cutoff = now - self.window_ms
             for table, ages in ((k.early_receipts, k.early_receipt_age), (k.vendor_ids, k.vendor_id_age)):
                 old = [_text(f) for f in self.redis.zrangebyscore(ages, "-inf", cutoff, 0, 10_000)]
@@ -233,55 +238,41 @@ class DeliveryBook:
                     pipe.execute()
         return marked
 
-    def pending(self, provider: str, *, limit: int = 1000) -> list[PendingDelivery]:
-        """Records sent through ``provider`` that await a receipt (oldest first), for a
-        vendor that is polled.
+    def pending(self, providers: Collection[str], *, limit: int = 1000) -> dict[str, list[PendingDelivery]]:
+        """By provider (of ``providers``: the polled ones), the records sent through it that
+        await a receipt, oldest first, at most ``limit`` each. The watch is read once for all
+        of them, a page at a time, and no further than :data:`PENDING_SCAN` entries.
 
         Raises:
             StoreUnavailable: Redis cannot be reached.
         """
         k = self.keys
+        found: dict[str, list[PendingDelivery]] = {name: [] for name in providers}
+        fields = ("noti_sent_by", "noti_target", "noti_type", "noti_dlv_accepted_at", *_MSGID_FIELDS)
         with translate_errors(self.redis):
-            ids = [_text(x) for x in self.redis.zrange(k.delivery_watch, 0, -1)]
-            pipe = self.redis.pipeline(transaction=False)
-            for record_id in ids:
-                pipe.hmget(
-                    k.record(record_id),
-                    "noti_sent_by",
-                    "noti_target",
-                    "noti_type",
-                    "noti_dlv_accepted_at",
-                    *_MSGID_FIELDS,
-                )
-            rows = pipe.execute()
-            found = []
-            for record_id, (by, target, kind, sent, *msgids) in zip(ids, rows, strict=True):
-                if by is None or _text(by) != provider or kind is None:
-                    continue
-                vendor_id = dict(zip(_MSGID_FIELDS, msgids, strict=True)).get(
-                    msgid_field(Channel(_text(kind)))
-                )
-                found.append(
-                    PendingDelivery(
-                        record_id=record_id,
-                        target=_text(target or b""),
-                        vendor_id=_text(vendor_id) if vendor_id else None,
-                        sent_ms=int(sent or 0),
+            for start in range(0, PENDING_SCAN, PENDING_PAGE):
+                ids = [_text(x) for x in self.redis.zrange(k.delivery_watch, start, start + PENDING_PAGE - 1)]
+                pipe = self.redis.pipeline(transaction=False)
+                for record_id in ids:
+                    pipe.hmget(k.record(record_id), fields)
+                for record_id, (by, target, kind, sent, *msgids) in zip(ids, pipe.execute(), strict=True):
+                    wanted = found.get(_text(by)) if by is not None and kind is not None else None
+                    if wanted is None or len(wanted) >= limit:
+                        continue
+                    vendor_id = dict(zip(_MSGID_FIELDS, msgids, strict=True)).get(
+                        msgid_field(Channel(_text(kind)))
                     )
-                )
-                if len(found) >= limit:
+                    wanted.append(
+                        PendingDelivery(
+                            record_id=record_id,
+                            target=_text(target or ""),
+                            vendor_id=_text(vendor_id) if vendor_id else None,
+                            sent_ms=int(sent or 0),
+                        )
+                    )
+                if len(ids) < PENDING_PAGE or all(len(v) >= limit for v in found.values()):
                     break
         return found
-
-    def count(self, state: Delivery) -> int:
-        """How many records are in delivery status ``state``."""
-        with translate_errors(self.redis):
-            return int(self.redis.zcard(self.keys.delivery_index(state.value)))
-
-    def awaiting(self) -> int:
-        """How many sent records await a receipt."""
-        with translate_errors(self.redis):
-            return int(self.redis.zcard(self.keys.delivery_watch))
 
 
 _MSGID_FIELDS = tuple(msgid_field(channel) for channel in Channel)

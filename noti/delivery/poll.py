@@ -25,20 +25,23 @@ def poll_receipts(runtime: Runtime, *, limit: int = POLL_BATCH) -> int:
     Raises:
         StoreUnavailable: Redis cannot be reached.
     """
-    applied = 0
+    polled = {}
     for name in sorted(runtime.settings.providers):
         try:
             provider = runtime.providers.get(name)
         except InvalidConfig as exc:
             log.warning("receipts: provider %s not polled: %s", name, exc)
             continue
-        if not provider.polls_receipts:
-            continue
-        pending = runtime.delivery.pending(name, limit=limit)
+        if provider.polls_receipts:
+            polled[name] = provider
+    if not polled:
+        return 0
+    applied = 0
+    for name, pending in runtime.delivery.pending(polled, limit=limit).items():
         if not pending:
             continue
         try:
-            reports = provider.poll_receipts(pending)
+            reports = polled[name].poll_receipts(pending)
         except DeliveryError as exc:
             log.warning("receipts: %s could not be asked about %d record(s): %s", name, len(pending), exc)
             continue
