@@ -67,8 +67,6 @@ key                             type     holds
 ``noti:dlv:early``              HASH     ``<provider>:<vendor id>`` -> a receipt (JSON) that came
                                          before its send was recorded (applied then)
 ``noti:dlv:early:age``          ZSET     those fields, score = ms received (trimmed)
-``noti:dlv:seen``               ZSET     ``<provider>:<receipt digest>`` of receipts applied,
-                                         score = ms (vendors push twice: dropped as duplicates)
 ``noti:dlv:changes``            STREAM   status changes of records that asked for a status
                                          callback (the outbox the callback sender reads)
 ``noti:token:<sha256>``         HASH     one API token (hashed; :mod:`noti.tokens`): user, cap,
@@ -292,10 +290,6 @@ class Keys:
     @property
     def early_receipt_age(self) -> str:
         return f"{self.prefix}dlv:early:age"
-
-    @property
-    def receipts_seen(self) -> str:
-        return f"{self.prefix}dlv:seen"
 
     @property
     def status_changes(self) -> str:

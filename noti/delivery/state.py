@@ -10,7 +10,7 @@ only::
                          └── no receipt in time ──▶ unknown ──▶ delivered | undelivered
 
 A late ``accepted`` never overwrites ``delivered``; a ``delivered`` after ``unknown`` does
-(the receipt came late, but it came).
+(the receipt came late, but it came). The rule is applied in Redis, by ``delivery.lua``.
 """
 
 from __future__ import annotations
@@ -40,16 +40,8 @@ class Delivery(StrEnum):
     UNKNOWN = "unknown"  #: no receipt within ``NOTI_DELIVERY_UNKNOWN_AFTER_S``
 
     @property
-    def rank(self) -> int:
-        """Order of the forward-only rule: a report applies only above the record's rank."""
-        return _RANK[self]
-
-    @property
     def final(self) -> bool:
         return self in (Delivery.DELIVERED, Delivery.UNDELIVERED)
-
-
-_RANK = {Delivery.ACCEPTED: 1, Delivery.UNKNOWN: 2, Delivery.DELIVERED: 3, Delivery.UNDELIVERED: 3}
 
 
 @dataclass(frozen=True, slots=True)
