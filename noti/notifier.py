@@ -432,6 +432,8 @@ class Notifier:
         removed = store.delete(record_id)
         if removed is None:
             raise NotFound(f"{shown(record_id)} is not a notification", code="e.cmd.noti.del.not_a_msg")
+        if removed.fallback:  # a deleted notification's waiting fallback is not sent either
+            store.revoke([removed.fallback], reason=f"its notification {record_id} was deleted")
         return removed
 
     def clean(

@@ -186,3 +186,10 @@ def test_revoking_a_notification_revokes_its_fallback(rt: Any) -> None:
     revoked = noti.revoke([record_id])
     assert sorted(revoked.revoked) == sorted([record_id, record.fallback])
     assert rt.store.get(record.fallback).status is Status.INVALID
+
+
+def test_deleting_a_notification_revokes_its_waiting_fallback(rt: Any) -> None:
+    record = rt.store.get(noti.notify_sms(PHONE, "later", fallback=EMAIL, delay=600))
+    noti.delete(record.id)
+    standby = rt.store.get(record.fallback)
+    assert standby.status is Status.INVALID and standby.revoked_ms is not None

@@ -77,8 +77,8 @@ class StatusCallbacks:
         with translate_errors(self.redis):
             entries = cast("list[tuple[str, dict[str, str]]]", self.redis.xrange(stream, count=limit))
         made, done = 0, []
-        for entry_id, fields in entries:
-            record = self.notifier.runtime.store.find(fields.get("id", ""))
+        records = self.notifier.runtime.store.find_many([fields.get("id", "") for _, fields in entries])
+        for (entry_id, fields), record in zip(entries, records, strict=True):
             if record is None or not record.status_callback:
                 done.append(entry_id)  # deleted since, or never asked: nothing to post
                 continue
