@@ -7,6 +7,7 @@ import contextlib
 import importlib.resources
 import inspect
 import logging
+import os
 import re
 import socket
 import threading
@@ -29,6 +30,7 @@ __all__ = [
     "CLUSTER_SCHEME",
     "ClusterUrl",
     "CommandPipeline",
+    "HeldConnection",
     "Outage",
     "OutageRetry",
     "PoolClient",
@@ -40,6 +42,7 @@ __all__ = [
     "connect",
     "connect_any",
     "load_script",
+    "pack_command",
     "masked_url",
     "pooled_connection",
     "refuses_writes",
@@ -343,8 +346,9 @@ def load_script(client: redis.Redis, name: str, *, package: str = "noti.lua") ->
 
 
 Call = tuple[Sequence[Any], Sequence[Any]]
-#: A command as Redis' wire protocol (hiredis, in C).
-_pack_command: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command
+#: A command (a tuple of str, bytes, int or float) as Redis' wire protocol (hiredis, in C).
+pack_command: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command
+_pack_command = pack_command
 
 
 #: redis-py < 5.3 requires a command name (unused) to take a connection from a pool; 5.3 and
@@ -359,6 +363,90 @@ def pooled_connection(pool: redis.ConnectionPool) -> Any:
     """A connection taken from ``pool`` (give it back with ``pool.release``), whatever the
     redis-py version."""
     return pool.get_connection(*_GET_CONNECTION_ARGS)
+
+
+class HeldConnection:
+    """One connection of a client's pool kept between the calls of a one-command hot path
+    (``notify()``: a record and its message in one ``EVALSHA``), instead of taking it from
+    the pool and giving it back per call.
+
+    Measured reason (``bench/enqueue_bench.py``, scenario 1, and the profile in
+    ``docs/benchmarks.md``): redis-py's ``Redis.execute_command`` costs ~40 µs per command
+    over the connection's own ``send_packed_command``/``read_response`` on this 2-core
+    machine, and a pool's get and release 7 µs, of a ``notify()`` of ~110 µs.
+
+    Thread- and fork-safe: the calling thread that finds the held connection busy (another
+    thread is in a call) takes one from the pool for that call; after ``fork`` the child
+    never uses its parent's socket (redis-py's pool makes it a new one). A connection that
+    failed in any way is disconnected and given back, so the next call starts clean (redis-py
+    reconnects it; through Sentinel, to the current primary).
+    """
+
+    #: A connection idle longer than this goes back to the pool, and the next call takes
+    #: one through the pool's checks (a socket the server closed is replaced there).
+    IDLE_S = 0.1
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._pool = client.connection_pool
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._pid = 0
+        self._used = 0.0
+
+    def call(self, packed: bytes) -> Any:
+        """Write one packed command and read its reply.
+
+        Raises:
+            redis.RedisError: an error reply (the connection stays) or a connection failure
+                (it is dropped).
+        """
+        if not self._lock.acquire(blocking=False):  # another thread is in a call
+            connection = pooled_connection(self._pool)
+            try:
+                return self._run(connection, packed)
+            finally:
+                self._pool.release(connection)
+        try:
+            connection, now = self._connection, time.monotonic()
+            if connection is not None and (self._pid != os.getpid() or now - self._used > self.IDLE_S):
+                if self._pid == os.getpid():
+                    self._pool.release(connection)
+                connection = self._connection = None
+            if connection is None:
+                connection = pooled_connection(self._pool)
+                self._pid = os.getpid()
+            self._used = now
+            try:
+                reply = self._run(connection, packed)
+            except redis.ResponseError:
+                self._connection = connection  # an error reply: the connection is in step
+                raise
+            except BaseException:
+                self._pool.release(connection)  # disconnected by _run
+                self._connection = None
+                raise
+            self._connection = connection
+            return reply
+        finally:
+            self._lock.release()
+
+    @staticmethod
+    def _run(connection: Any, packed: bytes) -> Any:
+        try:
+            connection.send_packed_command([packed], check_health=False)
+            return connection.read_response()
+        except redis.ResponseError:
+            raise  # an error reply: the connection is in step
+        except BaseException:
+            connection.disconnect()  # a reply may be left unread: never reuse it
+            raise
+
+    def close(self) -> None:
+        """Give the held connection back to the pool."""
+        with self._lock:
+            if self._connection is not None and self._pid == os.getpid():
+                self._pool.release(self._connection)
+            self._connection = None
 
 
 class CommandPipeline:

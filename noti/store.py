@@ -22,7 +22,7 @@ from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
 from noti.keys import Keys
 from noti.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
-from noti.redisconn import ReplicaWait, ScriptPipeline, load_script, translate_errors
+from noti.redisconn import HeldConnection, ReplicaWait, ScriptPipeline, load_script, pack_command, translate_errors
 
 __all__ = [
     "REVOKED_CODE",
@@ -139,6 +139,10 @@ class RecordStore:
         self._finish = load_script(client, "finish")
         self._delete = load_script(client, "delete")
         self.create_script = load_script(client, "create")
+        #: The connection ``create_one`` keeps between calls (``notify()`` one at a time).
+        self._held = HeldConnection(client)
+        #: The ``added`` counter field by (channel, provider named).
+        self._added: dict[tuple[Channel, str | None], str] = {}
         self._schedule = load_script(client, "schedule")
         self._cancel = load_script(client, "cancel")
         self._revoke = load_script(client, "revoke")
@@ -185,6 +189,66 @@ class RecordStore:
                 ids.extend(creating.ids())
             creating.confirm()
         return ids
+
+    @property
+    def creates_one_by_one(self) -> bool:
+        """True when :meth:`create_one` may store a record (no replica has to acknowledge it:
+        with ``NOTI_REDIS_WAIT_REPLICAS`` records go through :meth:`create_many`)."""
+        return self.replica_wait is None
+
+    def create_one(self, record: Notification, message: tuple[str, str] | None = None) -> None:
+        """Store one record without an idempotency key, with its index entries and, when
+        given, its delivery message ``(queue list, payload)``: the ``create.lua`` call of
+        :meth:`create_many` for one record, in one round trip on a connection kept between
+        calls (the hot path of ``notify()``, see :class:`~noti.redisconn.HeldConnection`).
+
+        Raises:
+            StoreUnavailable: Redis could not be reached (the record may be stored).
+            RuntimeError: the store waits for replicas (see :attr:`creates_one_by_one`).
+        """
+        if self.replica_wait is not None:
+            raise RuntimeError("records acknowledged by replicas go through create_many")
+        k = self.keys
+        fields = to_hash(record)
+        label = self._added.get((record.channel, record.provider))
+        if label is None:
+            label = self._added[(record.channel, record.provider)] = added_field(
+                record.channel.value, record.provider
+            )
+        record_key = k.record(record.id)
+        queue, payload = message or (k.all_index, "")
+        script = self.create_script
+        command = [
+            "EVALSHA",
+            script.sha,
+            9,
+            k.all_index,
+            k.user_index(record.creator),
+            k.status_index(int(record.status)),
+            k.waiting_index,
+            k.delayed,
+            queue,
+            k.metrics,
+            record_key,
+            record_key,
+            int(record.status),
+            len(fields),
+            *itertools.chain.from_iterable(fields.items()),
+            record.id,
+            record.created_ms,
+            record.level,
+            record.lease_until_ms,
+            payload,
+            0,
+            0,
+            label,
+        ]
+        with translate_errors(self.redis):
+            try:
+                self._held.call(pack_command(tuple(command)))
+            except redis.exceptions.NoScriptError:  # never loaded, or lost to a flush: it did nothing
+                command[1] = script.sha = self.redis.script_load(script.script)
+                self._held.call(pack_command(tuple(command)))
 
     def create_pipeline(self, *, idempotency_ttl_s: float = 0.0, per_call: int = 100) -> CreatePipeline:
         """A :class:`CreatePipeline` on one connection of this store (use it as a context)."""
