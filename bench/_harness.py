@@ -117,6 +117,8 @@ class Worker:
     :meth:`celery` builds a ``celery worker`` command line."""
 
     def __init__(self, argv: Sequence[str], env: dict[str, str]) -> None:
+        #: What was added to the environment.
+        self.env = dict(env)
         self.log = tempfile.NamedTemporaryFile(prefix="noti-bench-worker-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             list(argv),

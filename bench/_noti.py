@@ -16,6 +16,7 @@ from bench._harness import Worker, repoint
 
 __all__ = [
     "PHONE",
+    "check_signals",
     "SECRET",
     "WorkerConfig",
     "check_done",
@@ -47,11 +48,26 @@ class WorkerConfig:
     mode: str = "batch"
     #: Task events on (``worker_send_task_events``), as a Flower user runs noti.
     events: bool = True
+    #: A receiver connected to each task signal a delivery sends (:mod:`bench._signal_receivers`);
+    #: results need no switch: the result backend reads the records the workers write anyway.
+    signals: bool = True
 
     @property
     def label(self) -> str:
         conc = "" if self.pool == "solo" else f" -c {self.concurrency}"
-        return f"{self.processes}x{self.pool}{conc} {self.mode}" + ("" if self.events else ", events off")
+        off = [name for name, on in (("events", self.events), ("signals", self.signals)) if not on]
+        return f"{self.processes}x{self.pool}{conc} {self.mode}" + (f", {' and '.join(off)} off" if off else "")
+
+    @property
+    def settings(self) -> str:
+        """The worker settings the table states (issue 24)."""
+        return (
+            f"{self.processes} x celery worker -P {self.pool}"
+            + ("" if self.pool == "solo" else f" -c {self.concurrency}")
+            + f", NOTI_DELIVERY_MODE={self.mode}, task events {'on' if self.events else 'off'}"
+            + f", task signals {'on (a receiver on each)' if self.signals else 'off (no receiver)'}"
+            + ", results: noti's result backend (the records)"
+        )
 
     def env(self) -> dict[str, str]:
         return {
@@ -59,6 +75,7 @@ class WorkerConfig:
             "NOTI_WORKER_POOL": self.pool,
             "NOTI_WORKER_CONCURRENCY": str(self.concurrency),
             "NOTI_WORKER_TASK_EVENTS": "true" if self.events else "false",
+            "NOTI_IMPORTS": "bench._signal_receivers" if self.signals else "",
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -113,6 +130,8 @@ def start_workers(
     """Start ``config.processes`` noti workers consuming ``queue``. With ``counting`` (a
     directory), they run under :mod:`bench._counting_worker`, which counts Redis round trips."""
     launcher: Sequence[str] = ("celery",) if counting is None else ("bench._counting_worker", counting)
+    if config.signals:
+        env = {**env, "BENCH_SIGNALS_DIR": env.get("BENCH_SIGNALS_DIR") or tempfile.mkdtemp(prefix="noti-signals-")}
     args = ["-P", config.pool, "-Q", queue, "--without-heartbeat"]
     if config.pool != "solo":
         args += ["-c", str(config.concurrency)]
@@ -120,6 +139,20 @@ def start_workers(
         Worker.celery("noti", {**env, **config.env()}, *args, "-n", f"w{i + 1}@%h", launcher=launcher)
         for i in range(config.processes)
     ]
+
+
+def check_signals(workers: Sequence[Worker], n: int) -> None:
+    """Once ``workers`` (started with signals on) have exited: raise unless their receivers
+    got ``task_prerun``, ``task_success`` and ``task_postrun`` for at least ``n`` deliveries."""
+    directory = workers[0].env.get("BENCH_SIGNALS_DIR") if workers else None
+    if not directory:
+        return
+    from bench._signal_receivers import received
+
+    counts = received(directory)
+    short = {name: counts[name] for name in ("task_prerun", "task_success", "task_postrun") if counts[name] < n}
+    if short:
+        raise AssertionError(f"signals received for fewer than {n} deliveries: {short}")
 
 
 def done_count(runtime: Any) -> int:

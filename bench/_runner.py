@@ -76,7 +76,8 @@ def main(doc: str, scenarios: Mapping[int, Scenario], name: str, argv: Sequence[
     machine["after"] = probe(probes)
     smoke = " (smoke)" if args.smoke else ""
     title = f"noti vs plain Celery and the peers: {reps} rep(s){smoke}, noti workers {config.label}"
-    print(f"\n{title}, {elapsed:.0f} s; ratio = noti / baseline (median of per-repetition ratios)\n")
+    print(f"\n{title}, {elapsed:.0f} s; ratio = noti / baseline (median of per-repetition ratios)")
+    print(f"noti's workers: {config.settings}\n")
     print(format_table(rows))
     print("\n" + "\n".join(describe(when, measured) for when, measured in machine.items()))
     path = write_results(

@@ -85,28 +85,33 @@ def rows(
     run: str,
     needs: Mapping[str, float | None],
     errors: Mapping[str, list[str]],
+    *,
+    lower_is_better: bool = False,
 ) -> list[Row]:
     """One row per peer: noti's samples ``ours`` against the peer's ``theirs[peer]`` (both
     indexed by repetition, None where a run failed), from the peer's ``run`` function.
 
-    ``needs[peer]`` is the issue's target: 1.0 for "ahead of" (noti's rate above the
-    peer's), a factor such as 2.0 for ">= 2x", None for a peer shown for context. A row's
-    error is noti's or that peer's failure (``errors["noti"]``, ``errors[peer]``), no other.
+    ``needs[peer]`` is the issue's target, to hold **in every repetition** (the ratio of
+    that repetition's noti and peer figures; issue 24: "every repetition won, not 2 of 3"):
+    for rates, 1.0 for "ahead of" (noti's rate above the peer's) and a factor such as 1.5
+    for ">= 1.5x"; with ``lower_is_better`` (latencies), 1.0 for "<= the peer's". None: a
+    peer shown for context. A row's error is noti's or that peer's failure
+    (``errors["noti"]``, ``errors[peer]``), no other.
     """
     result = []
     for peer, samples in theirs.items():
         need = needs[peer]
-        target = "(context)" if need is None else f"ahead of {peer}" if need == 1 else f">= {need:g}x {peer}"
+        paired = [a / b for a, b in zip(ours, samples, strict=False) if a is not None and b]
         result.append(
             Row(
                 scenario,
                 f"{name} vs {peer}",
                 unit,
                 present(ours),
-                target,
+                _target(peer, need, lower_is_better),
                 baseline=present(samples),
                 baseline_name=_describe(peer, run),
-                check=None if need is None else _at_least(need),
+                check=None if need is None else _every_repetition(paired, need, lower_is_better),
                 ratio=paired_ratio(ours, samples),
                 error=errors_of(dict(errors), "noti", peer),
             )
@@ -114,11 +119,24 @@ def rows(
     return result
 
 
-def _at_least(need: float) -> Callable[[Row], bool]:
-    """The check of a peer row: "ahead" (need 1) is strictly faster, else at least ``need``x."""
+def _target(peer: str, need: float | None, lower_is_better: bool) -> str:
+    if need is None:
+        return "(context)"
+    if lower_is_better:
+        return f"<= {peer}, every rep"
     if need == 1:
-        return lambda row: (row.ratio or 0) > 1
-    return lambda row: (row.ratio or 0) >= need
+        return f"ahead of {peer}, every rep"
+    return f">= {need:g}x {peer}, every rep"
+
+
+def _every_repetition(paired: Sequence[float], need: float, lower_is_better: bool) -> Callable[[Row], bool]:
+    """The check of a peer row: every repetition's ratio meets ``need`` ("ahead", need 1,
+    is strictly faster; a latency row's ratio is at most ``need``)."""
+    if lower_is_better:
+        return lambda row: bool(paired) and all(r <= need for r in paired)
+    if need == 1:
+        return lambda row: bool(paired) and all(r > 1 for r in paired)
+    return lambda row: bool(paired) and all(r >= need for r in paired)
 
 
 def _describe(peer: str, run: str) -> str:
