@@ -24,6 +24,7 @@ them, under the task id of the message (the record id: :mod:`noti.celery.publish
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -185,8 +186,10 @@ class DeliveryReport:
             if send is not None:
                 send("task-succeeded", uuid=held.id, result=json.dumps(result), runtime=runtime)
             if signals.task_success.receivers:
-                with self._context(held, retries):
+                with self._context(held, retries):  # one push for both, as a task's run is one
                     signals.task_success.send(sender=self.task, result=result)
+                    self._postrun(held, retries, result, states.SUCCESS, pushed=True)
+                return
             self._postrun(held, retries, result, states.SUCCESS)
             return
         error = outcome_error(outcome)
@@ -260,18 +263,20 @@ class DeliveryReport:
         worker_state.reserved_requests.discard(held)
         worker_state.active_requests.discard(held)
 
-    def _postrun(self, held: HeldRequest, retries: int, retval: Any, state: str) -> None:
-        if signals.task_postrun.receivers:
-            with self._context(held, retries):
-                signals.task_postrun.send(
-                    sender=self.task,
-                    task_id=held.id,
-                    task=self.task,
-                    args=[held.record_id],
-                    kwargs={},
-                    retval=retval,
-                    state=state,
-                )
+    def _postrun(self, held: HeldRequest, retries: int, retval: Any, state: str, *, pushed: bool = False) -> None:
+        """``task_postrun`` for ``held`` (``pushed``: its request context is pushed already)."""
+        if not signals.task_postrun.receivers:
+            return
+        with contextlib.nullcontext() if pushed else self._context(held, retries):
+            signals.task_postrun.send(
+                sender=self.task,
+                task_id=held.id,
+                task=self.task,
+                args=[held.record_id],
+                kwargs={},
+                retval=retval,
+                state=state,
+            )
 
     def _context(self, held: HeldRequest, retries: int) -> _PushedRequest:
         return _PushedRequest(self.task, self._request(held, retries))
