@@ -56,7 +56,9 @@ class WorkerConfig:
     def label(self) -> str:
         conc = "" if self.pool == "solo" else f" -c {self.concurrency}"
         off = [name for name, on in (("events", self.events), ("signals", self.signals)) if not on]
-        return f"{self.processes}x{self.pool}{conc} {self.mode}" + (f", {' and '.join(off)} off" if off else "")
+        return f"{self.processes}x{self.pool}{conc} {self.mode}" + (
+            f", {' and '.join(off)} off" if off else ""
+        )
 
     @property
     def settings(self) -> str:
@@ -131,7 +133,10 @@ def start_workers(
     directory), they run under :mod:`bench._counting_worker`, which counts Redis round trips."""
     launcher: Sequence[str] = ("celery",) if counting is None else ("bench._counting_worker", counting)
     if config.signals:
-        env = {**env, "BENCH_SIGNALS_DIR": env.get("BENCH_SIGNALS_DIR") or tempfile.mkdtemp(prefix="noti-signals-")}
+        env = {
+            **env,
+            "BENCH_SIGNALS_DIR": env.get("BENCH_SIGNALS_DIR") or tempfile.mkdtemp(prefix="noti-signals-"),
+        }
     args = ["-P", config.pool, "-Q", queue, "--without-heartbeat"]
     if config.pool != "solo":
         args += ["-c", str(config.concurrency)]
@@ -150,7 +155,9 @@ def check_signals(workers: Sequence[Worker], n: int) -> None:
     from bench._signal_receivers import received
 
     counts = received(directory)
-    short = {name: counts[name] for name in ("task_prerun", "task_success", "task_postrun") if counts[name] < n}
+    short = {
+        name: counts[name] for name in ("task_prerun", "task_success", "task_postrun") if counts[name] < n
+    }
     if short:
         raise AssertionError(f"signals received for fewer than {n} deliveries: {short}")
 

@@ -33,7 +33,8 @@ def _receiver(name: str) -> Any:
 
 
 _RECEIVERS = {
-    name: _receiver(name) for name in ("task_prerun", "task_postrun", "task_success", "task_failure", "task_retry")
+    name: _receiver(name)
+    for name in ("task_prerun", "task_postrun", "task_success", "task_failure", "task_retry")
 }
 for _name, _receive in _RECEIVERS.items():
     getattr(signals, _name).connect(_receive, weak=False)

@@ -301,7 +301,11 @@ class Notifier:
             and self.publisher.shares_store
             and store.creates_one_by_one
         ):  # one round trip on a kept connection: notify() one at a time (HeldConnection)
-            message = None if record.lease_until_ms else self.publisher.message(record.id, record.channel, record.level)
+            message = (
+                None
+                if record.lease_until_ms
+                else self.publisher.message(record.id, record.channel, record.level)
+            )
             store.create_one(record, message)
             if message is not None:
                 self.publisher.published((message,))

@@ -22,7 +22,14 @@ from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
 from noti.keys import Keys
 from noti.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
-from noti.redisconn import HeldConnection, ReplicaWait, ScriptPipeline, load_script, pack_command, translate_errors
+from noti.redisconn import (
+    HeldConnection,
+    ReplicaWait,
+    ScriptPipeline,
+    load_script,
+    pack_command,
+    translate_errors,
+)
 
 __all__ = [
     "REVOKED_CODE",

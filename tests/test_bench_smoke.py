@@ -30,3 +30,60 @@ def test_every_benchmark_scenario_runs_in_smoke_mode() -> None:
     assert "machine before:" in result.stdout and "machine after:" in result.stdout
     for when in ("before", "after"):
         assert results["machine"][when]["loop_us"] > 0 and results["machine"][when]["ping_us"] > 0
+    # issue 24: its targets are rows of their own, each to hold in every repetition, and the
+    # table states the worker settings (events and signals on)
+    targets = {row["name"]: row["target"] for row in rows}
+    assert targets["notify() vs huey"] == "ahead of huey, every rep"
+    assert (
+        targets["latency sandbox p50 vs huey"]
+        == targets["latency sandbox p99 vs huey"]
+        == "<= huey, every rep"
+    )
+    assert targets["latency sandbox p99 vs taskiq"] == "<= taskiq, every rep"
+    assert any(
+        t == ">= 1.5x dramatiq, every rep" for n, t in targets.items() if n.startswith("drain") and "SMS" in n
+    )
+    assert sum(t == ">= 1.5x huey, every rep" for n, t in targets.items() if "webhooks" in n) == 1
+    assert "task events on, task signals on" in result.stdout
+
+
+def test_the_profile_of_the_hot_paths_runs_and_accounts_for_every_sample() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.profile_bench", "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert "of which Redis running the script" in out and "huey's enqueue" in out
+    shares = [
+        float(line.split("%")[0].split()[-1])
+        for line in out.splitlines()
+        if line.rstrip().endswith("µs") and "%" in line
+    ]
+    assert len(shares) == 6 and abs(sum(shares) - 100) < 1, shares
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "need", "lower", "met"),
+    [
+        ([110, 120, 130], [100, 100, 100], 1.0, False, True),
+        ([110, 90, 130], [100, 100, 100], 1.0, False, False),  # 2 of 3 is not enough
+        ([150, 160], [100, 100], 1.5, False, True),
+        ([150, 149], [100, 100], 1.5, False, False),
+        ([0.5, 0.6], [0.6, 0.6], 1.0, True, True),  # a latency: at most the peer's
+        ([0.5, 0.7], [0.6, 0.6], 1.0, True, False),
+        ([None, 120], [100, 100], 1.0, False, True),  # a failed repetition has its own error
+    ],
+)
+def test_a_peer_target_holds_only_if_every_repetition_meets_it(
+    ours: list[float | None], theirs: list[float], need: float, lower: bool, met: bool
+) -> None:
+    from bench import peers
+
+    [row] = peers.rows(
+        1, "x", "/s", ours, {"huey": theirs}, "enqueue", {"huey": need}, {}, lower_is_better=lower
+    )
+    assert row.check is not None and row.check(row) is met

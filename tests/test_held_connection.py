@@ -122,11 +122,15 @@ def _snapshot(client: redis.Redis) -> dict[str, Any]:
         ("email", "a@example.com", {"subject": "s", "text": "t", "delay": 60}),
     ],
 )
-def test_create_one_writes_what_create_many_writes(rt: Any, channel: str, target: str, fields: dict[str, Any]) -> None:
+def test_create_one_writes_what_create_many_writes(
+    rt: Any, channel: str, target: str, fields: dict[str, Any]
+) -> None:
     acting = notifier()
     store = rt.store
     record = acting.build(channel, target, **fields)
-    message = None if record.lease_until_ms else acting.publisher.message(record.id, record.channel, record.level)
+    message = (
+        None if record.lease_until_ms else acting.publisher.message(record.id, record.channel, record.level)
+    )
     store.create_many([record], messages={record.id: message} if message else None)
     many = _snapshot(rt.redis)
     rt.redis.flushdb()
@@ -135,11 +139,15 @@ def test_create_one_writes_what_create_many_writes(rt: Any, channel: str, target
     assert len(many) >= 5  # the record, its indexes and counters (and its message, if due now)
 
 
-def test_notify_stores_through_create_one_and_survives_a_script_flush(rt: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notify_stores_through_create_one_and_survives_a_script_flush(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = rt.store
     calls: list[str] = []
     original = store.create_one
-    monkeypatch.setattr(store, "create_one", lambda record, message=None: (calls.append(record.id), original(record, message)))
+    monkeypatch.setattr(
+        store, "create_one", lambda record, message=None: (calls.append(record.id), original(record, message))
+    )
     first = noti.notify_sms("+8613912345678", "one")
     rt.redis.script_flush()  # the server lost the script: the call is made again after loading it
     second = noti.notify_sms("+8613912345678", "two")
@@ -165,7 +173,9 @@ def test_a_store_that_waits_for_replicas_never_creates_one_by_one(rt: Any) -> No
     assert rt.redis.exists(rt.keys.record(record.id)) == 0
 
 
-def test_redis_down_is_store_unavailable_and_nothing_half_written(rt: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redis_down_is_store_unavailable_and_nothing_half_written(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = rt.store
     record = notifier().build("sms", "+8613912345678", text="x")
 

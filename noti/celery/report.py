@@ -263,7 +263,9 @@ class DeliveryReport:
         worker_state.reserved_requests.discard(held)
         worker_state.active_requests.discard(held)
 
-    def _postrun(self, held: HeldRequest, retries: int, retval: Any, state: str, *, pushed: bool = False) -> None:
+    def _postrun(
+        self, held: HeldRequest, retries: int, retval: Any, state: str, *, pushed: bool = False
+    ) -> None:
         """``task_postrun`` for ``held`` (``pushed``: its request context is pushed already)."""
         if not signals.task_postrun.receivers:
             return
