@@ -79,21 +79,24 @@ def test_threads_share_it_without_mixing_replies(rt: Any) -> None:
     held.close()
 
 
-def test_a_forked_child_never_uses_its_parents_socket(rt: Any) -> None:
+def test_a_forked_child_never_uses_its_parents_socket_nor_its_lock(rt: Any) -> None:
     held = HeldConnection(rt.redis)
     parent = _client_id(held)
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.write(write, str(_client_id(held)).encode())
-        finally:
-            os._exit(0)
+    with held._lock:  # another thread of the parent is in a call when it forks
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                child_id = _client_id(held)
+                kept = held._connection is not None  # it holds a connection of its own
+                os.write(write, f"{child_id} {kept}".encode())
+            finally:
+                os._exit(0)
     os.close(write)
-    child = int(os.read(read, 64))
+    child, kept = os.read(read, 64).decode().split()
     os.waitpid(pid, 0)
     os.close(read)
-    assert child != parent
+    assert int(child) != parent and kept == "True"
     assert _client_id(held) == parent  # the parent's connection is still its own and in step
     held.close()
 
