@@ -164,7 +164,7 @@ def check_signals(workers: Sequence[Worker], n: int) -> None:
 
 def done_count(runtime: Any) -> int:
     """Records in status 10 (one ZCARD)."""
-    from noti.record import Status
+    from noti.core.record import Status
 
     return int(runtime.redis.zcard(runtime.keys.status_index(int(Status.DONE))))
 

@@ -210,9 +210,9 @@ def error_codes() -> str:
 
 
 def keys() -> str:
-    """Every key builder of :class:`noti.keys.Keys`, the key it builds and its doc."""
-    import noti.keys
-    from noti.keys import Keys
+    """Every key builder of :class:`noti.core.keys.Keys`, the key it builds and its doc."""
+    import noti.core.keys
+    from noti.core.keys import Keys
 
     k = Keys()
     out = ["| `Keys.` | key (default prefix) | note |", "| --- | --- | --- |"]
@@ -232,7 +232,7 @@ def keys() -> str:
             continue
         shown = ", ".join(f"`{v}`" for v in value) if isinstance(value, list) else f"`{value}`"
         out.append(f"| `{label}` | {shown} | {_cell(doc.splitlines()[0] if doc else '')} |")
-    layout = noti.keys.__doc__ or ""
+    layout = noti.core.keys.__doc__ or ""
     return (
         "\n".join(out)
         + "\n\nThe module's own description of each key:\n\n```text\n"

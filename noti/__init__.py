@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         schedule_many,
         send,
     )
+    from noti.core.record import Channel, Notification, Status
     from noti.errors import (
         DeliveryError,
         InvalidConfig,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         StoreUnavailable,
         TemporaryFailure,
     )
-    from noti.record import Channel, Notification, Status
     from noti.runtime import configure
 
 #: Public name -> the module it is defined in.
@@ -88,7 +88,7 @@ _SOURCES: dict[str, str] = {
         ),
         "noti.errors",
     ),
-    **dict.fromkeys(("Channel", "Notification", "Status"), "noti.record"),
+    **dict.fromkeys(("Channel", "Notification", "Status"), "noti.core.record"),
     "configure": "noti.runtime",
 }
 

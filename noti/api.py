@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from noti.core.record import Notification
 from noti.notifier import Notifier, Revocation
-from noti.record import Notification
 from noti.runtime import get_runtime
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from noti.redrive import Redrive
     from noti.sender import SendResult
 
-# noti.bulk, noti.delay and noti.redrive are imported by the calls that use them: reading
+# noti.bulk, noti.core.delay and noti.redrive are imported by the calls that use them: reading
 # records (``noti list``, ``noti get``) needs none of them (tests/test_fast_cli.py)
 
 __all__ = [
@@ -155,8 +155,8 @@ def schedule_many(
             would be refused for it; nothing is stored).
     """
     from noti.bulk import add_many
-    from noti.delay import due_ms
-    from noti.record import now_ms
+    from noti.core.delay import due_ms
+    from noti.core.record import now_ms
 
     due_ms(delay=delay, eta=eta, now_ms=now_ms())
     defaults: dict[str, Any] = {}

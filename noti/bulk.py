@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from noti.delay import validate_idempotency_key
+from noti.core.delay import validate_idempotency_key
+from noti.core.record import Notification
 from noti.errors import InvalidConfig, InvalidInput, NotiError, StoreUnavailable
 from noti.inputs import shown
-from noti.record import Notification
 
 if TYPE_CHECKING:
+    from noti.core.store import CreatePipeline
     from noti.notifier import Notifier
-    from noti.store import CreatePipeline
 
 __all__ = ["BulkResult", "Refused", "add_many"]
 

@@ -1,6 +1,6 @@
 """Cluster-wide counters, kept in Redis by the scripts that change what they count.
 
-Every counter is a field of one hash (:attr:`noti.keys.Keys.metrics`, ``noti:metrics``),
+Every counter is a field of one hash (:attr:`noti.core.keys.Keys.metrics`, ``noti:metrics``),
 incremented by the Lua script that makes the change it counts, in the same atomic step: a
 record created (``create.lua``, ``schedule.lua``), finished (``finish.lua``: sent, retried,
 failed, invalid, dead-lettered, and the provider calls' latency), revoked (``revoke.lua``),

@@ -29,10 +29,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from noti.deadletter import DeadLetter
+from noti.core.deadletter import DeadLetter
+from noti.core.record import Notification
 from noti.errors import InvalidConfig, NotiError
 from noti.imports import load_object
-from noti.record import Notification
 
 __all__ = ["STOP", "NotificationHandler", "load_handler"]
 

@@ -9,10 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from noti.delay import due_ms, validate_idempotency_key, validate_identifier
-from noti.errors import InvalidInput, NotFound
-from noti.inputs import could_be_id, finite_number, integer, shown, user_name
-from noti.record import (
+from noti.core.delay import due_ms, validate_idempotency_key, validate_identifier
+from noti.core.record import (
     DELIVERY_STATES,
     Channel,
     Notification,
@@ -24,10 +22,12 @@ from noti.record import (
     validate_fields,
     validate_target,
 )
+from noti.core.retry import RetryPolicy
+from noti.core.store import ClaimState, Revoked
+from noti.errors import InvalidInput, NotFound
+from noti.inputs import could_be_id, finite_number, integer, shown, user_name
 from noti.redisconn import translate_errors
-from noti.retry import RetryPolicy
 from noti.runtime import Runtime
-from noti.store import ClaimState, Revoked
 from noti.users import User, resolve_user
 
 if TYPE_CHECKING:

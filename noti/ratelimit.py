@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from noti.keys import Keys
+from noti.core.keys import Keys
 from noti.redisconn import load_script, translate_errors
 
 __all__ = ["HOLD_S", "HORIZON_S", "LINGER_S", "MAX_IN_LINE_S", "Place", "RateLimiter"]

@@ -12,16 +12,16 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from noti.config import Settings, get_settings, load_settings
-from noti.deadletter import DeadLetters, load_hook
-from noti.delay import DelayedQueue
-from noti.keys import Keys
+from noti.core.deadletter import DeadLetters, load_hook
+from noti.core.delay import DelayedQueue
+from noti.core.keys import Keys
+from noti.core.store import RecordStore
 from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
-from noti.store import RecordStore
 
 if TYPE_CHECKING:
+    from noti.core.lease import LeaseKeeper
     from noti.delivery.book import DeliveryBook
     from noti.handlers import NotificationHandler
-    from noti.lease import LeaseKeeper
     from noti.providers import ProviderSet
     from noti.ratelimit import RateLimiter
     from noti.tokens import TokenStore
@@ -113,7 +113,7 @@ class Runtime:
     @functools.cached_property
     def lease_keeper(self) -> LeaseKeeper:
         """Renews the leases of this process's sends in progress (started on first use)."""
-        from noti.lease import LeaseKeeper
+        from noti.core.lease import LeaseKeeper
 
         return LeaseKeeper(self.store)
 

@@ -4,7 +4,7 @@ Used by the ``noti.deliver`` Celery task and by ``noti send``; neither has a pol
 own. The claim makes delivery effectively once: a redelivered or duplicate message finds the
 record leased (it is looked at again when the lease ends), waiting for its time (the
 delayed set holds it), or finished (nothing is sent). While the provider is called the
-lease is renewed (:mod:`noti.lease`), so a slow call is never taken over and sent twice.
+lease is renewed (:mod:`noti.core.lease`), so a slow call is never taken over and sent twice.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from noti.deadletter import DeadLetter
-from noti.delay import MAX_DELAY_S
+from noti.core.deadletter import DeadLetter
+from noti.core.delay import MAX_DELAY_S
+from noti.core.record import Channel, Notification, Status, msgid_field, now_ms
+from noti.core.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
+from noti.core.store import UNSURE_FIELD, Claim, ClaimState, Finish, Outcome, Revoked
 from noti.entropy import owner_token
 from noti.errors import (
     AmbiguousOutcome,
@@ -39,10 +42,7 @@ from noti.privacy import mask_target
 from noti.providers import Message, Provider, Receipt
 from noti.providers._lookup import LookupProvider
 from noti.ratelimit import Place
-from noti.record import Channel, Notification, Status, msgid_field, now_ms
-from noti.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.runtime import Runtime
-from noti.store import UNSURE_FIELD, Claim, ClaimState, Finish, Outcome, Revoked
 
 __all__ = ["Attempt", "SendResult", "Sender"]
 
@@ -298,7 +298,7 @@ class Sender:
     async def attempt_async(self, attempt: Attempt) -> Outcome:
         """One record of :meth:`attempt_many`, on an asyncio loop (:meth:`Provider.send_async`):
         many sends of one process wait on the network at once. The caller keeps the lease alive
-        (:meth:`~noti.lease.LeaseKeeper.hold_many` around the batch)."""
+        (:meth:`~noti.core.lease.LeaseKeeper.hold_many` around the batch)."""
         record = attempt.record
         poisoned = self._poisoned(attempt)
         if poisoned is not None:
@@ -463,7 +463,7 @@ class Sender:
         return outcome
 
     def _retry_decider(self) -> RetryDecider | None:
-        """The handler's ``decide_retry`` (``NOTI_HANDLERS``) as :func:`~noti.retry.decide`
+        """The handler's ``decide_retry`` (``NOTI_HANDLERS``) as :func:`~noti.core.retry.decide`
         takes it: a failing hook or an answer that is not a wait or ``STOP`` leaves the
         decision to the policy."""
         handler = self.runtime.handler

@@ -8,7 +8,7 @@ from typing import cast
 
 from noti.celery.publish import Publisher, queue_key
 from noti.celery.queues import PRIORITY_STEPS
-from noti.record import Channel, Notification, now_ms
+from noti.core.record import Channel, Notification, now_ms
 from noti.redisconn import translate_errors
 from noti.runtime import Runtime
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
+from noti.core.record import Channel
 from noti.errors import RateLimited, RecipientOptedOut, StoreUnavailable
 from noti.providers.base import Message, Provider, Receipt
-from noti.record import Channel
 
 
 class BuggyProvider(Provider):

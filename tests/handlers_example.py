@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import noti
-from noti.deadletter import DeadLetter
+from noti.core.deadletter import DeadLetter
+from noti.core.record import Channel, Notification
 from noti.errors import NotiError
 from noti.handlers import STOP, NotificationHandler
-from noti.record import Channel, Notification
 
 #: What the hooks saw, in order (the in-process test worker shares this module).
 CALLS: list[tuple[Any, ...]] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from noti.deadletter import DeadLetter
+from noti.core.deadletter import DeadLetter
 
 CALLS: list[DeadLetter] = []
 

@@ -8,8 +8,8 @@ import pytest
 
 import noti
 from noti.api import notifier
+from noti.core.record import Status
 from noti.errors import InvalidInput, NotFound, PermissionDenied
-from noti.record import Status
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 
 PHONE = "+8613912345678"

@@ -11,8 +11,8 @@ import pytest
 
 import noti
 from noti.api import notifier
-from noti.record import Status
-from noti.store import RecordStore
+from noti.core.record import Status
+from noti.core.store import RecordStore
 from tests.conftest import sandbox_outbox, wait_until
 from tests.fakes.webhook import SECRET, WebhookReceiver
 

@@ -12,8 +12,8 @@ import noti
 from noti.api import notify_many, schedule_many
 from noti.celery.publish import queue_key
 from noti.celery.queues import priority_for_level
+from noti.core.record import Status
 from noti.errors import StoreUnavailable
-from noti.record import Status
 from tests.conftest import ADMIN
 
 PHONE = "+8613912345678"

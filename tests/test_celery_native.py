@@ -18,7 +18,7 @@ from celery.events.state import State
 
 import noti
 from noti.celery.app import app
-from noti.record import Status
+from noti.core.record import Status
 from tests.conftest import sandbox_outbox, wait_until
 
 pytestmark = pytest.mark.integration

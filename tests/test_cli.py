@@ -15,8 +15,8 @@ import pytest
 import noti
 from noti.cli import cli, main
 from noti.cli.notify import parse_keep
+from noti.core.record import Status
 from noti.errors import InvalidInput
-from noti.record import Status
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT, sandbox_outbox
 

@@ -121,7 +121,7 @@ def test_the_workers_consume_every_queue_and_only_noti_queues() -> None:
 
 def test_the_beat_healthcheck_looks_at_redbeats_own_lock() -> None:
     from noti.celery.app import app
-    from noti.keys import Keys
+    from noti.core.keys import Keys
 
     assert app.conf.redbeat_key_prefix == Keys().beat_prefix
     assert app.conf.get("redbeat_lock_key") is None  # RedBeat's default: <prefix>:lock

@@ -13,7 +13,7 @@ import redis
 
 import noti
 from noti.celery.app import IGNORED_CELERY_VARIABLES, app
-from noti.record import Status
+from noti.core.record import Status
 from tests.conftest import BASE_ENV, wait_until
 
 pytestmark = pytest.mark.integration

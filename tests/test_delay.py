@@ -11,9 +11,9 @@ import pytest
 
 import noti
 from noti.api import notifier
-from noti.delay import DelayedQueue, Pump
+from noti.core.delay import DelayedQueue, Pump
+from noti.core.record import Channel, Status, now_ms
 from noti.errors import InvalidInput, NotFound, PermissionDenied
-from noti.record import Channel, Status, now_ms
 from noti.upkeep import sweep_lost
 from tests.conftest import ADMIN, ALICE, BOB, sandbox_outbox, wait_until
 
@@ -234,7 +234,7 @@ def test_exponential_policy_per_record(configure: Any, worker: Any) -> None:
 
 
 def test_channel_retry_policy_from_settings(configure: Any) -> None:
-    from noti.retry import RetryPolicy
+    from noti.core.retry import RetryPolicy
 
     rt = configure(channels={"sms": {"provider": "sandbox", "retry_policy": "exponential:2:30"}})
     policy = RetryPolicy.from_settings(rt.settings, "sms")
@@ -245,7 +245,7 @@ def test_channel_retry_policy_from_settings(configure: Any) -> None:
 def test_retry_policy_timings() -> None:
     import random
 
-    from noti.retry import RetryPolicy
+    from noti.core.retry import RetryPolicy
 
     linear = RetryPolicy("linear", 60, 3600)
     assert [linear.delay_s(n) for n in (1, 2, 3)] == [60, 120, 180]
@@ -261,8 +261,8 @@ def test_retry_policy_timings() -> None:
 
 
 def test_rate_limits_wait_without_counting_an_attempt(rt: Any) -> None:
+    from noti.core.retry import RetryPolicy, decide
     from noti.errors import RateLimited
-    from noti.retry import RetryPolicy, decide
 
     record = rt.store.get(noti.notify_sms(PHONE, "x"))
     outcome = decide(record, RateLimited("slow down", retry_after_s=2.0), policy=RetryPolicy(), now_ms=1000)

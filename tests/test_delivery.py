@@ -9,7 +9,7 @@ import pytest
 import noti
 from noti.celery.app import app
 from noti.celery.publish import Publisher
-from noti.record import Channel, Status
+from noti.core.record import Channel, Status
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
 
 pytestmark = pytest.mark.integration
@@ -159,7 +159,7 @@ def test_a_redelivered_notify_task_creates_one_record(rt: Any, worker: Any) -> N
 
 
 def test_a_notification_that_keeps_killing_its_sender_is_made_invalid_as_poison(configure: Any) -> None:
-    from noti.record import now_ms
+    from noti.core.record import now_ms
     from noti.sender import POISON_MARGIN
 
     rt = configure(retry_max=1)

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
 from noti.delivery.intake import ReceiptIntake
 from noti.errors import ReceiptRejected
 from noti.providers.sandbox import sign_receipt
-from noti.record import Status
 from noti.sender import Sender
 from tests.conftest import ADMIN
 

@@ -92,7 +92,7 @@ def test_the_error_reference_names_only_codes_that_exist() -> None:
 
 
 def test_the_keys_reference_shows_the_keys_the_code_builds() -> None:
-    from noti.keys import Keys
+    from noti.core.keys import Keys
 
     shown = page("reference/keys.md")
     keys = Keys()

@@ -14,7 +14,7 @@ import redis
 
 import tests.test_events_tasks  # noqa: F401 - registers the listener tasks
 from noti.cli import main
-from noti.deadletter import DeadLetter
+from noti.core.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied
 from noti.events import Events, EventStatus, Outcome, StopReason, add_listener, dispatch, list_listeners
 from noti.events.event import matches

@@ -16,8 +16,8 @@ import noti.celery.tasks.events as event_tasks
 import tests.test_events_tasks as listener_tasks
 from noti.celery.app import app
 from noti.celery.queues import EVENTS_QUEUE
+from noti.core.record import Status
 from noti.events import Event, Events, EventStatus, add_listener, dispatch, events
-from noti.record import Status
 from tests.conftest import ADMIN, ALICE, sandbox_outbox, wait_until
 
 PHONE = "+8613912345678"

@@ -26,7 +26,7 @@ import redis
 from celery import Celery
 
 import noti
-from noti.record import Status
+from noti.core.record import Status
 from tests.conftest import BASE_ENV, ROOT, sandbox_outbox, wait_until
 from tests.servers import CeleryProcess
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
 from noti.delivery.intake import ReceiptIntake
 from noti.errors import InvalidInput
 from noti.providers.sandbox import read_outbox, sign_receipt
-from noti.record import Status
 from tests.conftest import wait_until
 from tests.fakes.webhook import SECRET, WebhookReceiver
 

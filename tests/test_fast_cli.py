@@ -33,7 +33,7 @@ from noti.celery.publish import Publisher
 from noti.celery.queues import priority_for_level
 from noti.cli import COMMANDS, cli
 from noti.cli._output import plain_table, print_rich_table, print_table
-from noti.record import Channel, Status
+from noti.core.record import Channel, Status
 from tests.conftest import ADMIN, ALICE, BASE_ENV, BOB, ROOT, sandbox_outbox, wait_until
 from tests.test_cli import run
 
@@ -51,7 +51,7 @@ NOT_FOR_READING = (
     "noti.providers",
     "noti.sender",
     "noti.sendloop",
-    "noti.lease",
+    "noti.core.lease",
     "noti.ratelimit",
     "noti.handlers",
     "noti.numpool",
@@ -68,7 +68,7 @@ NOT_FOR_ADDING = (
     "noti.redrive",
     "noti.sender",
     "noti.sendloop",
-    "noti.lease",
+    "noti.core.lease",
     "noti.ratelimit",
     "noti.handlers",
     "noti.events",
@@ -306,8 +306,8 @@ def test_import_noti_imports_nothing_until_a_name_is_used() -> None:
         "import noti\n"
         "before = sorted(sys.modules)\n"
         "from noti import notify_sms, Status, configure, NotiError\n"
-        "import noti.errors, noti.api, noti.record, noti.runtime\n"
-        "same = [notify_sms is noti.api.notify_sms, Status is noti.record.Status,\n"
+        "import noti.errors, noti.api, noti.core.record, noti.runtime\n"
+        "same = [notify_sms is noti.api.notify_sms, Status is noti.core.record.Status,\n"
         "        configure is noti.runtime.configure, NotiError is noti.errors.NotiError,\n"
         "        noti.notify is noti.api.notify]\n"
         "try:\n"

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import redis
 
-from noti.record import Notification, Status
+from noti.core.record import Notification, Status
 from tests.conftest import ADMIN, BASE_ENV, WorkerProcess, sandbox_outbox, wait_until
 from tests.flower import Browser, FlowerProcess, find_chromium, require_chromium, table_rows
 

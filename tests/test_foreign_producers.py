@@ -19,7 +19,7 @@ from celery import Celery
 
 from noti.celery.publish import queue_key
 from noti.celery.queues import ADOPT_BATCH, INTAKE_QUEUE, KOMBU_DEFAULT_SEPARATOR, ForeignPriorities
-from noti.record import Channel
+from noti.core.record import Channel
 from tests.conftest import sandbox_outbox, wait_until
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.errors import InvalidConfig
-from noti.record import Status
 from tests import handlers_example
 from tests.conftest import sandbox_outbox, wait_until
 

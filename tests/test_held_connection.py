@@ -166,7 +166,7 @@ def test_notify_stores_through_create_one_and_survives_a_script_flush(
 
 
 def test_a_store_that_waits_for_replicas_never_creates_one_by_one(rt: Any) -> None:
-    from noti.store import RecordStore
+    from noti.core.store import RecordStore
 
     waiting = RecordStore(rt.redis, rt.keys, replica_wait=ReplicaWait(replicas=1, timeout_ms=10))
     assert not waiting.creates_one_by_one

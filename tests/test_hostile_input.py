@@ -178,9 +178,9 @@ def _give_back_memory() -> None:
 def seed(hostile_rt: Any) -> dict[str, str]:
     """Data the cases refer to: another user's records, event and listener, a webman dead
     letter, a pool number. Everything waits (an hour away) so no worker touches it."""
-    from noti.deadletter import DeadLetter
+    from noti.core.deadletter import DeadLetter
+    from noti.core.record import now_ms
     from noti.events import Events
-    from noti.record import now_ms
 
     events = Events(hostile_rt, start_processor=lambda: None)
     NumberPool("sms-cn").add("+8610690000001")

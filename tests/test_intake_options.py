@@ -15,8 +15,8 @@ from celery.exceptions import TaskRevokedError
 
 from noti.celery.app import app
 from noti.celery.queues import level_for_priority
+from noti.core.record import Status
 from noti.errors import InvalidInput
-from noti.record import Status
 from tests.conftest import ADMIN, ALICE, wait_until
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,8 @@ from kombu.transport import virtual
 
 import noti
 from noti.celery.compat import KNOWN_SOURCES, RELIANCE, check_kombu, source_fingerprint
+from noti.core.record import Status
 from noti.errors import IncompatibleDependency, InvalidConfig
-from noti.record import Status
 from tests.conftest import BASE_ENV, ROOT, wait_until
 
 pytestmark = pytest.mark.integration

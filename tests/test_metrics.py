@@ -21,12 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import noti
 from noti.celery.queues import PRIORITY_STEPS, queue_key, queue_names
+from noti.core.record import Status
+from noti.core.store import REVOKED_CODE
 from noti.counters import LATENCY_BOUNDS_S
 from noti.events import add_listener, dispatch
 from noti.events.event import EventStatus
 from noti.numpool import NumberPool
-from noti.record import Status
-from noti.store import REVOKED_CODE
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
 from tests.servers import free_port
 
@@ -307,7 +307,7 @@ def counts(rt: Any) -> dict[str, int]:
 
 
 def test_an_outcome_recorded_by_a_sender_that_lost_its_lease_counts_nothing(rt: Any) -> None:
-    from noti.store import Outcome
+    from noti.core.store import Outcome
 
     record_id = noti.notify_sms(PHONE, "x")
     assert rt.store.claim(record_id, owner="w1", lease_ms=60_000).record is not None

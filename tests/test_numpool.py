@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.cluster import RedisCluster, key_slot
 
+from noti.core.keys import Keys
 from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
-from noti.keys import Keys
 from noti.numpool import Event, NumberPool, NumberState, PoolClient, PoolStats, Transition
 from tests.cluster import local_cluster
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.errors import InvalidConfig
 from noti.numpool import NumberPool, NumberState
-from noti.record import Status
 from tests.conftest import ADMIN, wait_until
 from tests.fakes._server import FakeServer, Received, Reply
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate

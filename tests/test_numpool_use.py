@@ -9,9 +9,9 @@ import click
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.errors import InvalidConfig
 from noti.numpool import NumberPool, NumberState
-from noti.record import Status
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
 

@@ -40,9 +40,9 @@ from noti.bridge.webman import Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect
 from noti.bridge.webman.console import WebmanConsole
 from noti.cli import main
+from noti.core.record import Status
 from noti.errors import PermissionDenied
 from noti.numpool import NumberPool, NumberState
-from noti.record import Status
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT
 from tests.webman_fixtures.consumers import Collect
 

@@ -21,9 +21,7 @@ from hypothesis import strategies as st
 import noti
 import noti.runtime
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
-from noti.errors import InvalidInput, NotiError
-from noti.inputs import JSON_DEPTH_MAX, bad_character
-from noti.record import (
+from noti.core.record import (
     CHANNEL_FIELDS,
     LEVEL_MAX,
     Channel,
@@ -36,6 +34,8 @@ from noti.record import (
     validate_fields,
     validate_target,
 )
+from noti.errors import InvalidInput, NotiError
+from noti.inputs import JSON_DEPTH_MAX, bad_character
 from noti.users import LEVEL_CAPS, Role, User
 
 # --- strategies ----------------------------------------------------------------------------------

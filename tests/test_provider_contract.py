@@ -8,9 +8,9 @@ import typing
 import pytest
 from pydantic import SecretStr
 
+from noti.core.record import Channel
 from noti.providers import BUILTIN, ProviderOptions, load_kind
 from noti.providers.base import Provider
-from noti.record import Channel
 
 SECRET_WORDS = ("secret", "password", "token", "access_key", "api_key", "receipt_key")
 

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Channel, Status
+from noti.core.store import ClaimState
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -22,8 +24,6 @@ from noti.errors import (
 )
 from noti.providers import Message
 from noti.providers.email import ENHANCED, ERRORS, EmailProvider, classify
-from noti.record import Channel, Status
-from noti.store import ClaimState
 from tests.conftest import wait_until
 from tests.fakes.smtp import Certificates, SmtpFake, make_certificates
 

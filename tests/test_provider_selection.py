@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.errors import InvalidConfig
-from noti.record import Status
 from tests.conftest import ADMIN, sandbox_outbox, wait_until
 from tests.test_cli import run
 

@@ -19,6 +19,7 @@ import pytest
 
 import noti
 from noti.cli import main
+from noti.core.record import Channel, Status
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -33,7 +34,6 @@ from noti.errors import (
 )
 from noti.providers.base import Message
 from noti.providers.webhook import ERRORS, WebhookProvider, sign
-from noti.record import Channel, Status
 from tests.clirunner import cli_runner
 from tests.conftest import ALICE, wait_until
 from tests.fakes._server import Reply
@@ -499,9 +499,9 @@ def test_a_webhook_added_on_the_command_line_is_delivered_by_a_worker(
 def test_the_checked_address_is_the_one_connected_to(rt: Any) -> None:
     """DNS rebinding: the request goes to the address that was checked, the name stays in
     Host (and TLS SNI), so a second DNS answer cannot point it elsewhere."""
+    from noti.core.record import Channel
     from noti.providers.base import Message
     from noti.providers.webhook import WebhookProvider, resolve_public
-    from noti.record import Channel
 
     provider = WebhookProvider(
         "hook", {"secret": "whsec_" + base64.b64encode(b"k" * 32).decode()}, redis=rt.redis, keys=rt.keys

@@ -11,6 +11,9 @@ import httpx
 import pytest
 
 import noti
+from noti.core.record import Channel, Status
+from noti.core.retry import RetryPolicy, decide
+from noti.core.store import ClaimState
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -25,9 +28,6 @@ from noti.errors import (
 )
 from noti.providers import Message
 from noti.providers.weixin import ALREADY_SENT, ERRORS, WeixinProvider
-from noti.record import Channel, Status
-from noti.retry import RetryPolicy, decide
-from noti.store import ClaimState
 from tests.conftest import wait_until
 from tests.fakes._server import Reply
 from tests.fakes.weixin import WeixinFake, error

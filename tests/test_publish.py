@@ -11,7 +11,7 @@ import pytest
 from noti.celery.app import app
 from noti.celery.publish import Publisher
 from noti.celery.queues import DELIVER_TASK, priority_for_level
-from noti.record import Channel
+from noti.core.record import Channel
 
 pytestmark = pytest.mark.integration
 

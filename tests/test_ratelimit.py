@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 import noti
+from noti.core.record import Status
 from noti.ratelimit import LINGER_S
-from noti.record import Status
 from tests.conftest import ALICE, BOB, MEMBER, sandbox_outbox, wait_until
 
 PHONE = "+8613912345678"

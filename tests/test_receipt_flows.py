@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.providers.sandbox import read_outbox
-from noti.record import Status
 from tests.conftest import BASE_ENV, wait_until
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate
 from tests.fakes.tencent import TencentFake, TencentTemplate

@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 
 from noti.celery.queues import PRIORITY_STEPS, priority_for_level
-from noti.entropy import hex64
-from noti.errors import InvalidInput
-from noti.record import (
+from noti.core.record import (
     Channel,
     Notification,
     Status,
@@ -26,6 +24,8 @@ from noti.record import (
     validate_fields,
     validate_target,
 )
+from noti.entropy import hex64
+from noti.errors import InvalidInput
 
 
 def test_ids_are_unique_and_sort_by_creation_time() -> None:

@@ -17,8 +17,8 @@ import pytest
 import redis
 
 import noti
+from noti.core.record import Status
 from noti.errors import StoreUnavailable
-from noti.record import Status
 from noti.runtime import get_runtime
 from tests import servers
 from tests.conftest import sandbox_outbox, wait_until

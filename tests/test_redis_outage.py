@@ -32,7 +32,7 @@ from kombu import Connection
 from noti.bridge.webman import Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect as webman_connect
 from noti.celery.transport import BulkTransport
-from noti.keys import Keys
+from noti.core.keys import Keys
 from noti.providers.sandbox import read_outbox
 from noti.redisconn import connect
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until

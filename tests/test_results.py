@@ -15,8 +15,8 @@ from celery.exceptions import TaskRevokedError
 import noti
 from noti.celery.app import app
 from noti.celery.backend import RecordBackend
+from noti.core.record import Status
 from noti.errors import InvalidInput, PermanentFailure, RetriesExhausted, TemporaryFailure
-from noti.record import Status
 from tests.conftest import ADMIN, wait_until
 
 pytestmark = pytest.mark.integration

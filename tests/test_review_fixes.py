@@ -8,8 +8,8 @@ import pytest
 
 import noti
 from noti.api import notifier, notify_many, schedule_many
+from noti.core.record import Status, now_ms
 from noti.errors import InvalidInput
-from noti.record import Status, now_ms
 from tests.conftest import ALICE, BOB, sandbox_outbox, wait_until
 
 PHONE = "+8613912345678"
@@ -164,8 +164,8 @@ def test_user_names_that_could_collide_in_keys_are_refused(rt: Any) -> None:
 
 
 def test_rate_limit_waits_count_once_a_record_is_older_than_the_cap(rt: Any) -> None:
+    from noti.core.retry import RetryPolicy, decide
     from noti.errors import RateLimited
-    from noti.retry import RetryPolicy, decide
 
     record = rt.store.get(noti.notify_sms(PHONE, "x"))
     policy = RetryPolicy(max_wait_s=60)

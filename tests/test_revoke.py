@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.record import Status
 from noti.errors import InvalidInput, NotFound, PermissionDenied
-from noti.record import Status
 from tests.conftest import ALICE, BOB, MEMBER, sandbox_outbox, wait_until
 from tests.test_cli import run
 

@@ -21,10 +21,10 @@ from noti.bridge.webman import Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect as webman_connect
 from noti.celery.beat import redbeat_config
 from noti.celery.transport import kombu_broker, worker_transport
+from noti.core.keys import Keys
+from noti.core.record import Status
 from noti.errors import InvalidConfig, StoreUnavailable
-from noti.keys import Keys
 from noti.providers.sandbox import read_outbox
-from noti.record import Status
 from noti.redisconn import CommandPipeline, ReplicaWait, SentinelUrl, connect, masked_url
 from tests.conftest import BASE_ENV, wait_until
 from tests.sentinel import SentinelSet, sentinel_set

@@ -13,6 +13,8 @@ import pytest
 import redis
 
 import noti
+from noti.core.keys import Keys
+from noti.core.record import Channel, Status
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -25,11 +27,9 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
-from noti.keys import Keys
 from noti.providers import load_kind
 from noti.providers.base import Message
 from noti.providers.sms_aliyun import AliyunSmsProvider, sign_v1
-from noti.record import Channel, Status
 from tests.fakes._server import Reply
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate
 

@@ -15,9 +15,9 @@ import pytest
 
 import noti
 from noti.config import load_settings
+from noti.core.record import Status
+from noti.core.store import UNSURE_FIELD
 from noti.errors import InvalidConfig
-from noti.record import Status
-from noti.store import UNSURE_FIELD
 from tests.conftest import ADMIN, wait_until
 from tests.fakes._server import FakeServer, Reply
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate

@@ -17,10 +17,10 @@ import pytest
 
 import noti
 from noti.celery.queues import PRIORITY_STEPS, queue_key, queue_names
-from noti.deadletter import DeadLetter
+from noti.core.deadletter import DeadLetter
+from noti.core.record import Channel, Status
+from noti.core.store import Outcome
 from noti.numpool import NumberPool
-from noti.record import Channel, Status
-from noti.store import Outcome
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
 from tests.servers import free_port
 from tests.test_cli import run
@@ -155,8 +155,8 @@ def test_redis_away_is_an_error(configure: Any) -> None:
 
 
 def test_lags_and_ages_are_measured(rt: Any) -> None:
+    from noti.core.record import now_ms
     from noti.events import dispatch
-    from noti.record import now_ms
 
     noti.notify_sms(PHONE, "waits in its queue")
     rt.delayed.schedule("stuck", now_ms() - 5_000)  # due 5 s ago, and no pump runs

@@ -25,8 +25,8 @@ from noti.celery.transport import (
     DeliveryClaims,
     _bulk_fetch,
 )
-from noti.record import Channel, Status
-from noti.store import ClaimState, claim_from_row
+from noti.core.record import Channel, Status
+from noti.core.store import ClaimState, claim_from_row
 
 pytestmark = pytest.mark.integration
 
@@ -410,7 +410,7 @@ def test_claims_nobody_took_are_dropped_after_the_delivery(rt: Any, caplog: pyte
 def test_claims_nobody_took_are_given_back_so_the_redelivery_sends_at_once(rt: Any) -> None:
     from noti.api import notifier
     from noti.celery.app import app
-    from noti.record import now_ms
+    from noti.core.record import now_ms
 
     # given three stored records whose messages a consumer receives without taking the claims
     api = notifier()

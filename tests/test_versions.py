@@ -15,7 +15,7 @@ from celery.app.defaults import NAMESPACES, flatten
 from packaging.requirements import Requirement
 
 import noti
-from noti.record import Status
+from noti.core.record import Status
 from tests.conftest import BASE_ENV, ROOT, wait_until
 
 pytestmark = pytest.mark.integration

@@ -26,7 +26,7 @@ from noti.bridge.webman.notifications import NotificationConsumer
 from noti.bridge.webman.runner import BridgeRunner, ConsumerSpec
 from noti.bridge.webman.settings import WebmanSettings
 from noti.bridge.webman.worker import QueueWorker
-from noti.deadletter import DeadLetters
+from noti.core.deadletter import DeadLetters
 from noti.errors import BridgeError, MalformedMessage, StoreUnavailable
 from tests.conftest import ADMIN, MEMBER, sandbox_outbox, wait_until
 from tests.servers import free_port, pings

@@ -13,7 +13,7 @@ import pytest
 
 import noti
 from noti.api import notifier
-from noti.record import Status
+from noti.core.record import Status
 from tests.conftest import ADMIN, BASE_ENV, ROOT, sandbox_outbox, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

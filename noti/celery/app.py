@@ -29,8 +29,8 @@ from noti.celery.queues import (
 from noti.celery.transport import kombu_broker, worker_transport
 from noti.celery.worker import IGNORED_CELERY_VARIABLES, NotiProcess
 from noti.config import Settings
-from noti.delay import Pump
-from noti.keys import Keys
+from noti.core.delay import Pump
+from noti.core.keys import Keys
 from noti.runtime import get_runtime
 
 __all__ = ["IGNORED_CELERY_VARIABLES", "app", "celery_config"]

@@ -41,12 +41,12 @@ from celery import states
 from celery.backends.base import BaseBackend
 
 from noti.celery.queues import DELIVER_TASK
+from noti.core.record import Channel, Status, msgid_field, now_ms
+from noti.core.retry import error_for
 from noti.errors import (
     NotiError,
 )
-from noti.record import Channel, Status, msgid_field, now_ms
 from noti.redisconn import translate_errors
-from noti.retry import error_for
 from noti.runtime import get_runtime
 
 __all__ = ["INTAKE_TASK", "RecordBackend", "record_meta"]
@@ -85,7 +85,7 @@ def error_meta(exc_class: type[NotiError], message: str, code: str | None = None
 
 
 def _error_from_errmsg(status: Status, errmsg: str) -> dict[str, Any]:
-    """The Celery error meta of a record's stored failure (:func:`noti.retry.error_for`)."""
+    """The Celery error meta of a record's stored failure (:func:`noti.core.retry.error_for`)."""
     error = error_for(status, errmsg)
     return error_meta(type(error), error.message, error.code)
 
@@ -214,7 +214,7 @@ class RecordBackend(BaseBackend):  # type: ignore[misc]
         super().mark_as_revoked(task_id, reason, request=request, store_result=store_result, state=state)
 
     def revoke_record(self, record_id: str, *, reason: str = "", request: Any = None) -> None:
-        """Revoke a waiting notification's record (:meth:`~noti.store.RecordStore.revoke`):
+        """Revoke a waiting notification's record (:meth:`~noti.core.store.RecordStore.revoke`):
         invalid (-1) with ``noti_revoked_at``, which :func:`record_meta` reports as REVOKED. A
         record another worker is sending is left to it."""
         get_runtime().store.revoke([record_id], reason=reason or "revoked")

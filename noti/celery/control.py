@@ -1,7 +1,7 @@
 """noti's answers to Celery's remote control, for noti's workers only.
 
 Celery's ``inspect scheduled`` lists the ETA tasks a worker holds in memory; noti keeps no
-such task (delays and retry back-offs wait in Redis, :mod:`noti.delay`). Here it also lists
+such task (delays and retry back-offs wait in Redis, :mod:`noti.core.delay`). Here it also lists
 the notifications waiting in noti's delayed set, soonest first (up to
 :data:`SCHEDULED_LIMIT`), under their record ids, each as the ``noti.deliver`` task it will
 be. The set is shared by all workers, so only the worker whose pump holds the pump lock
@@ -32,9 +32,9 @@ from kombu.utils.functional import maybe_list
 
 from noti.celery.queues import DELIVER_TASK
 from noti.celery.report import DeliveryReport
-from noti.delay import Pump
+from noti.core.delay import Pump
+from noti.core.store import Revoked
 from noti.runtime import get_runtime
-from noti.store import Revoked
 
 __all__ = ["SCHEDULED_LIMIT", "pump_holding", "serve_pump"]
 

@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, cast
 import redis
 
 from noti.celery.queues import DELIVER_TASK, priority_for_level, queue_key, transport_options
+from noti.core.record import Channel
 from noti.entropy import hex64
 from noti.errors import StoreUnavailable
-from noti.record import Channel
 from noti.redisconn import SENTINEL_SCHEME, connect, masked_url, run_batches, translate_errors
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, cast
 import redis
 from redis.client import NEVER_DECODE
 
-from noti.record import Channel
+from noti.core.record import Channel
 from noti.redisconn import load_script, translate_errors
 
 if TYPE_CHECKING:

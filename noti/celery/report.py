@@ -35,10 +35,10 @@ from billiard.einfo import ExceptionInfo
 from celery import signals, states
 from celery.worker import state as worker_state
 
+from noti.core.record import Status
+from noti.core.retry import outcome_error
+from noti.core.store import Outcome
 from noti.errors import NotiError
-from noti.record import Status
-from noti.retry import outcome_error
-from noti.store import Outcome
 
 __all__ = ["DeliveryReport", "HeldRequest", "delivery_result"]
 

@@ -8,7 +8,7 @@ import click
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, pass_cli
 from noti.cli._output import JsonStyle, dumps, print_table, when
-from noti.deadletter import DeadLetter
+from noti.core.deadletter import DeadLetter
 
 __all__ = ["dead"]
 

@@ -12,9 +12,9 @@ import click
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
 from noti.cli._output import print_records_table, records_json, rm_line, when
+from noti.core.record import to_json_dict
 from noti.errors import InvalidInput
 from noti.inputs import load_json
-from noti.record import to_json_dict
 
 __all__ = ["add", "clean", "delete", "get", "list_", "send"]
 

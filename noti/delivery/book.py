@@ -28,9 +28,9 @@ from typing import Literal
 
 import redis
 
+from noti.core.keys import Keys
+from noti.core.record import Channel, msgid_field, now_ms
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery
-from noti.keys import Keys
-from noti.record import Channel, msgid_field, now_ms
 from noti.redisconn import load_script, translate_errors
 
 __all__ = ["Applied", "DeliveryBook"]

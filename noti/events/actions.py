@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from noti.core.record import CHANNEL_FIELDS, REQUIRED_FIELDS, Channel, parse_channel, parse_level
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.event import Outcome
 from noti.events.templates import ADD_PREFIX, CompiledTemplate, compile_template
 from noti.imports import import_modules
-from noti.record import CHANNEL_FIELDS, REQUIRED_FIELDS, Channel, parse_channel, parse_level
 
 if TYPE_CHECKING:
     from noti.api import Notifier

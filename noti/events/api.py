@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from noti.core.record import new_id, now_ms
 from noti.errors import InvalidInput, NotFound, StoreUnavailable
 from noti.events.actions import check_example, parse_action
 from noti.events.event import (
@@ -38,7 +39,6 @@ from noti.events.processor import Limits, Processor
 from noti.events.store import POISON_CODE, EventCounts, EventStore
 from noti.events.templates import context
 from noti.inputs import check_name, finite_number, integer, shown
-from noti.record import new_id, now_ms
 from noti.runtime import Runtime, get_runtime
 from noti.users import User, resolve_user
 

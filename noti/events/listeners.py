@@ -16,13 +16,13 @@ from typing import Any, cast
 
 import redis
 
+from noti.core.keys import Keys
+from noti.core.record import Channel
 from noti.errors import InvalidInput, NotFound
 from noti.events.actions import Action, CompiledAction, NotifyAction, TaskAction, compile_action
 from noti.events.event import matches
 from noti.events.templates import CompiledFilter, compile_filter
 from noti.inputs import could_be_id, finite_number, integer, shown
-from noti.keys import Keys
-from noti.record import Channel
 from noti.redisconn import load_script, translate_errors
 
 __all__ = [

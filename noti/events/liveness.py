@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import redis
 
+from noti.core.keys import Keys
 from noti.events.keeper import keeper
-from noti.keys import Keys
 from noti.redisconn import Outage, load_script, translate_errors
 
 __all__ = ["Holder", "ProcessorLock", "read_holder"]

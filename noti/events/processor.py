@@ -40,7 +40,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from noti.config import Settings
-from noti.deadletter import DeadLetter, DeadLetters
+from noti.core.deadletter import DeadLetter, DeadLetters
+from noti.core.record import now_ms
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.actions import CompiledTask, RunContext, TaskAction
 from noti.events.event import Outcome
@@ -48,7 +49,6 @@ from noti.events.listeners import CompiledListener, Listener, ListenerRegistry
 from noti.events.liveness import Holder, ProcessorLock
 from noti.events.store import Activation, EventStore, LockLost
 from noti.events.templates import context
-from noti.record import now_ms
 from noti.users import resolve_user
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ queued, so a dispatch is one round trip. The processor only ever works on the he
 list (``activate.lua``) and removes it when the event is done (``finish.lua``); both
 check the caller still holds the processor lock, so a processor that lost it writes
 nothing. ``activate.lua`` also sets aside, as poison, an event that was activated
-``event_max_tries`` times without finishing. Key names come from :mod:`noti.keys`.
+``event_max_tries`` times without finishing. Key names come from :mod:`noti.core.keys`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from typing import Any, cast
 
 import redis
 
-from noti.deadletter import DeadLetter
+from noti.core.deadletter import DeadLetter
+from noti.core.keys import Keys
+from noti.core.record import now_ms as clock_ms
 from noti.events.event import (
     POISON_CODE,
     Event,
@@ -29,8 +31,6 @@ from noti.events.event import (
     summarize,
 )
 from noti.inputs import could_be_id
-from noti.keys import Keys
-from noti.record import now_ms as clock_ms
 from noti.redisconn import load_script, translate_errors
 
 __all__ = ["POISON_CODE", "Activation", "EventCounts", "EventStore"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Body, FastAPI, Header, Query, Response
 from fastapi.responses import PlainTextResponse
 
+from noti.core.record import to_json_dict
 from noti.errors import InvalidInput
 from noti.http.guard import BodyLimit, CallerDep
 from noti.http.models import (
@@ -34,7 +35,6 @@ from noti.http.models import (
 )
 from noti.http.receipts import Receipts
 from noti.http.statuses import BatchRefused, install_error_handlers
-from noti.record import to_json_dict
 from noti.redisconn import translate_errors
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ def _warm(runtime: Runtime) -> None:
     collector's way (:func:`gc.freeze`): a full collection over the ~100,000 objects of
     FastAPI, pydantic, Celery and noti would otherwise stall a request now and then."""
     import noti.bulk  # noqa: F401 - imported now, used by POST /v1/notifications
-    from noti.record import Channel
+    from noti.core.record import Channel
 
     for channel in Channel:
         try:

@@ -1,7 +1,7 @@
 """Which workers are alive: each noti worker writes a heartbeat into Redis.
 
 Every :data:`HEARTBEAT_S` seconds a worker (its main process: the node Celery names, e.g.
-``w1@host``) writes one field of the hash :attr:`~noti.keys.Keys.workers`: its node name ->
+``w1@host``) writes one field of the hash :attr:`~noti.core.keys.Keys.workers`: its node name ->
 JSON (host, pid, queues, pool, concurrency, delivery mode, whether it runs the delayed pump,
 when it started, when it wrote this). A worker counts as alive while its last heartbeat is
 younger than :data:`ALIVE_S`; a worker that stops cleanly removes its field, one that dies
@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from noti.keys import Keys
+from noti.core.keys import Keys
 from noti.redisconn import Outage
 
 __all__ = ["ALIVE_S", "HEARTBEAT_S", "Presence", "WorkerInfo", "read_workers"]

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
+from noti.core.keys import Keys
+from noti.core.record import DELIVERY_STATES, Channel, Status
 from noti.counters import Family, parse
 from noti.events.liveness import Holder
-from noti.keys import Keys
 from noti.numpool.pool import decode_state
 from noti.observe.presence import WorkerInfo, read_workers
-from noti.record import DELIVERY_STATES, Channel, Status
 from noti.redisconn import connect, translate_errors
 
 if TYPE_CHECKING:

@@ -17,11 +17,11 @@ from typing import Any
 import redis
 
 from noti.config import Settings
+from noti.core.keys import Keys
+from noti.core.record import Channel
 from noti.errors import InvalidConfig, InvalidInput
 from noti.imports import load_object
-from noti.keys import Keys
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.record import Channel
 from noti.redisconn import PoolClient
 
 __all__ = ["BUILTIN", "Message", "Provider", "ProviderOptions", "ProviderSet", "Receipt", "load_kind"]

@@ -26,9 +26,9 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
+from noti.core.record import CN_MOBILE, E164_PHONE
 from noti.errors import InvalidInput, PermanentFailure
 from noti.providers.base import ProviderOptions
-from noti.record import CN_MOBILE, E164_PHONE
 
 __all__ = ["Destination", "TemplateOptions", "destination", "mask_number", "template_values"]
 

@@ -4,7 +4,7 @@ A provider is configured under ``[providers.<name>]`` (``kind`` picks the class,
 to the name), checks a message before it is stored (:meth:`Provider.check`) and delivers it
 (:meth:`Provider.send`, or :meth:`Provider.send_async` on an asyncio loop), returning a
 :class:`Receipt` or raising a :class:`~noti.errors.DeliveryError` subclass. Providers never
-sleep, loop or retry: :mod:`noti.retry` decides what a failure means for the record.
+sleep, loop or retry: :mod:`noti.core.retry` decides what a failure means for the record.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from noti.core.keys import Keys
+from noti.core.record import Channel, Notification
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import InvalidConfig, ReceiptRejected
-from noti.keys import Keys
-from noti.record import Channel, Notification
 from noti.redisconn import PoolClient
 
 __all__ = ["Message", "Provider", "ProviderOptions", "Receipt", "options_problem"]

@@ -61,6 +61,8 @@ from typing import Any, Literal
 import redis
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from noti.core.keys import Keys
+from noti.core.record import Channel
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -71,10 +73,8 @@ from noti.errors import (
     ProviderOutage,
     TemporaryFailure,
 )
-from noti.keys import Keys
 from noti.privacy import mask_target
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.record import Channel
 
 __all__ = ["ENHANCED", "ERRORS", "EmailOptions", "EmailProvider", "classify"]
 

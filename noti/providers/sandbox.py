@@ -41,12 +41,12 @@ from typing import Any, Literal
 from pydantic import SecretStr
 from redis import Redis
 
+from noti.core.keys import Keys
+from noti.core.record import Channel, now_ms
 from noti.delivery.state import Delivery, DeliveryReport, ReceiptBatch, ReceiptReply, ReceiptRequest
 from noti.errors import PermanentFailure, ReceiptRejected, TemporaryFailure
-from noti.keys import Keys
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers.base import Message, Provider, Receipt
-from noti.record import Channel, now_ms
 from noti.redisconn import translate_errors
 
 __all__ = ["SandboxProvider", "read_outbox", "sign_receipt"]

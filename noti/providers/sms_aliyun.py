@@ -91,6 +91,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field, SecretStr, model_validator
 
+from noti.core.record import Channel
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
@@ -110,7 +111,6 @@ from noti.providers._receipts import KeyedReceiptOptions, check_key, poll_each
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
-from noti.record import Channel
 
 __all__ = ["ERRORS", "AliyunSmsProvider", "beijing_days", "classify", "limit_window_s", "sign_v1"]
 

@@ -79,6 +79,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 
+from noti.core.record import Channel
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
@@ -97,7 +98,6 @@ from noti.providers._receipts import KeyedReceiptOptions, check_key
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
-from noti.record import Channel
 
 __all__ = ["ERRORS", "RATE_LIMITS_S", "TencentSmsProvider", "classify", "tc3_authorization"]
 

@@ -72,6 +72,7 @@ from urllib.parse import urlencode
 import httpx
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from noti.core.record import E164_PHONE, Channel, phone_e164
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
@@ -90,7 +91,6 @@ from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._receipts import ReceiptPollOption, poll_each
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers.base import Message, Receipt
-from noti.record import E164_PHONE, Channel, phone_e164
 
 __all__ = ["ERRORS", "TwilioOptions", "TwilioProvider"]
 

@@ -70,6 +70,8 @@ import httpx
 from pydantic import Field, SecretStr, field_validator
 from redis import Redis
 
+from noti.core.keys import Keys
+from noti.core.record import Channel
 from noti.errors import (
     DeliveryError,
     InvalidInput,
@@ -79,11 +81,9 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
-from noti.keys import Keys
 from noti.privacy import mask_target
 from noti.providers import _http, _http11
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.record import Channel
 
 __all__ = ["ERRORS", "WebhookOptions", "WebhookProvider", "non_public_reason", "sign"]
 

@@ -31,7 +31,7 @@ is not sent twice). The receipt's msgid is WeChat's ``msgid`` (``noti_wx_tmpl_ms
 
 Access token: from ``POST /cgi-bin/stable_token`` in normal mode (it returns the same token
 until WeChat rotates it, so it never revokes a token another worker holds), cached in Redis
-(:meth:`noti.keys.Keys.weixin_token`) for all workers. One worker at a time fetches it, under
+(:meth:`noti.core.keys.Keys.weixin_token`) for all workers. One worker at a time fetches it, under
 the lock ``noti:lock:weixin:<appid>``; the others poll the cache for up to ``refresh_wait_s``
 instead of calling the endpoint too (the one wait a send does; it never retries a send), and
 past that the record waits a few seconds as a rate limit (nothing was sent: not an attempt).
@@ -72,6 +72,8 @@ import httpx
 import redis
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from noti.core.keys import Keys
+from noti.core.record import Channel
 from noti.delivery.state import ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
@@ -85,13 +87,11 @@ from noti.errors import (
     StaleCredential,
     TemporaryFailure,
 )
-from noti.keys import Keys
 from noti.privacy import mask_target
 from noti.providers import weixin_receipts
 from noti.providers._http import client, json_object, map_transport_errors, retry_after_s
 from noti.providers._receipts import not_configured
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.record import Channel
 from noti.redisconn import translate_errors
 
 __all__ = ["ALREADY_SENT", "ERRORS", "WeixinAccount", "WeixinOptions", "WeixinProvider"]

@@ -35,9 +35,9 @@ from noti.bridge.webman.codec import Data, PhpOutcome, QueueMessage, Reason
 from noti.bridge.webman.layout import QueueKeys, QueueNames, noti_consumer_name
 from noti.bridge.webman.producer import Producer
 from noti.bridge.webman.settings import DEFAULT_PREFIX
-from noti.deadletter import DeadLetter, DeadLetters
+from noti.core.deadletter import DeadLetter, DeadLetters
+from noti.core.record import now_ms
 from noti.errors import BridgeError, InvalidConfig, MalformedMessage, NotiError
-from noti.record import now_ms
 from noti.redisconn import translate_errors
 
 __all__ = ["Consumer", "ConsumerMessage", "DeadLetterKind", "PendingStrategy"]

@@ -25,7 +25,7 @@ from noti.bridge.webman.connection import connect
 from noti.bridge.webman.consumer import Consumer
 from noti.bridge.webman.settings import ConsumerEntry, WebmanSettings
 from noti.bridge.webman.worker import Housekeeper, QueueWorker
-from noti.deadletter import DeadLetters
+from noti.core.deadletter import DeadLetters
 from noti.errors import InvalidConfig
 from noti.imports import load_object
 from noti.runtime import Runtime, get_runtime

@@ -31,7 +31,7 @@ Celery's tools see each notification as a task whose id is its record id
 started and one true outcome event (succeeded, failed, retried, revoked), and task signals
 fire per notification when someone listens. The worker's task events are published every
 0.1 s rather than once per event-loop turn. A message whose task id Celery's ``revoke``
-named is not sent: its record is revoked (:meth:`~noti.store.RecordStore.revoke`) and the
+named is not sent: its record is revoked (:meth:`~noti.core.store.RecordStore.revoke`) and the
 message acked.
 """
 
@@ -50,11 +50,11 @@ from celery.worker.strategy import default as default_strategy
 
 from noti.celery.report import DeliveryReport, HeldRequest
 from noti.celery.transport import BulkChannel, DeliveryClaims, kombu_json
+from noti.core.store import Claim, ClaimState, Outcome, Revoked, claim_from_row
 from noti.errors import StoreUnavailable
 from noti.runtime import Runtime, get_runtime
 from noti.sender import Attempt, Sender, SendResult
 from noti.sendloop import send_loop
-from noti.store import Claim, ClaimState, Outcome, Revoked, claim_from_row
 
 __all__ = ["DeliveryBatcher", "delivery_claims"]
 

@@ -10,9 +10,9 @@ from celery.exceptions import Ignore, Retry
 
 from noti.celery.app import app
 from noti.celery.report import delivery_result
+from noti.core.record import Status
+from noti.core.retry import outcome_error
 from noti.errors import NotiError, StoreUnavailable
-from noti.record import Status
-from noti.retry import outcome_error
 from noti.runtime import get_runtime
 from noti.sender import Sender
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from noti.core.store import RecordStore
 from noti.errors import NotiError
-from noti.store import RecordStore
 
 __all__ = ["LeaseKeeper"]
 

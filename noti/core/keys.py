@@ -14,7 +14,7 @@ key                             type     holds
                                          and ids sort by age: "level desc, then age asc"
 ``noti:delayed``                ZSET     ids due later (retry back-off, lease re-checks),
                                          score = due ms
-``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.deadletter`)
+``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.core.deadletter`)
 ``noti:metrics``                HASH     cluster-wide counters, ``<family>|<label>|…`` -> count,
                                          incremented by the scripts (:mod:`noti.counters`)
 ``noti:workers``                HASH     worker node name -> its last heartbeat (JSON; see

@@ -1,7 +1,7 @@
 """What happens after a send attempt: the retry policy and the decision it drives.
 
 The sender never computes a delay or sleeps: it hands the attempt's result to
-:func:`decide`, which returns the record's next state (:class:`~noti.store.Outcome`).
+:func:`decide`, which returns the record's next state (:class:`~noti.core.store.Outcome`).
 
 ====================  ==================================  ===========================
 the attempt           next state                          counts as an attempt
@@ -27,7 +27,7 @@ anything else         invalid (-1), traceback logged       –
 ====================  ==================================  ===========================
 
 A waiting record's back-off is kept in ``noti_timeout_at`` and in the delayed set, never in
-a Celery ETA message (see :mod:`noti.delay`).
+a Celery ETA message (see :mod:`noti.core.delay`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from noti.config import Settings
+from noti.core.record import Notification, Status
+from noti.core.store import UNSURE_FIELD, Outcome
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -56,8 +58,6 @@ from noti.errors import (
     split_code,
 )
 from noti.inputs import shown
-from noti.record import Notification, Status
-from noti.store import UNSURE_FIELD, Outcome
 
 __all__ = ["RetryDecider", "RetryPolicy", "decide", "delivered", "error_for", "outcome_error"]
 

@@ -201,7 +201,7 @@ class Notification:
     msgid: str | None = None
     #: Retry policy of this record (``"linear:60"``, ``"exponential:5:600"``); None = channel's.
     retry_policy: str | None = None
-    #: Debounce identifier it was scheduled under (see :mod:`noti.delay`).
+    #: Debounce identifier it was scheduled under (see :mod:`noti.core.delay`).
     identifier: str | None = None
     #: When Celery's ``revoke`` of its task id made it invalid (-1) before any send; None = never.
     revoked_ms: int | None = None

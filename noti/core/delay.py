@@ -27,10 +27,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from noti.core.keys import Keys
+from noti.core.record import Channel, now_ms
 from noti.errors import InvalidInput, StoreUnavailable
 from noti.inputs import check_name, finite_number, shown
-from noti.keys import Keys
-from noti.record import Channel, now_ms
 from noti.redisconn import Outage, load_script, translate_errors
 
 __all__ = ["DelayedQueue", "Pump", "due_ms", "validate_idempotency_key", "validate_identifier"]

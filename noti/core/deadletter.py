@@ -18,10 +18,10 @@ from typing import Any, cast
 
 import redis
 
+from noti.core.keys import Keys
+from noti.core.record import now_ms
 from noti.errors import InvalidConfig
 from noti.imports import load_object
-from noti.keys import Keys
-from noti.record import now_ms
 from noti.redisconn import translate_errors
 
 __all__ = ["DeadLetter", "DeadLetters", "load_hook"]

@@ -2,7 +2,7 @@
 
 Every change that touches a record and its indexes is one atomic step (a MULTI pipeline or
 one of the Lua scripts in ``noti/lua``), so the indexes never disagree with the records.
-Key names come from :mod:`noti.keys`.
+Key names come from :mod:`noti.core.keys`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any, cast
 
 import redis
 
+from noti.core.deadletter import DeadLetter
+from noti.core.keys import Keys
+from noti.core.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.counters import added_field, finish_tally
-from noti.deadletter import DeadLetter
 from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
-from noti.keys import Keys
-from noti.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.redisconn import (
     HeldConnection,
     ReplicaWait,
@@ -46,7 +46,7 @@ __all__ = [
 
 _PAGE = 500
 #: Hash field ("1") of a record an earlier attempt of which may have been sent: set through the
-#: outcome's fields (:func:`noti.retry.decide`, the sender) and kept until the record is sent
+#: outcome's fields (:func:`noti.core.retry.decide`, the sender) and kept until the record is sent
 #: (finish.lua), so every later attempt asks the vendor first.
 UNSURE_FIELD = "_unsure"
 
@@ -90,7 +90,7 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """The new state of a record after a send attempt (decided by :mod:`noti.retry`)."""
+    """The new state of a record after a send attempt (decided by :mod:`noti.core.retry`)."""
 
     status: Status
     errmsg: str
