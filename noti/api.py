@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from noti.core.record import Notification
 from noti.notifier import Notifier, Revocation
-from noti.runtime import get_runtime
 
 if TYPE_CHECKING:
     from noti.bulk import BulkResult
@@ -47,21 +46,12 @@ __all__ = [
 # --- module-level API ------------------------------------------------------------------------
 
 
-_notifier: Notifier | None = None
-
-
 def notifier() -> Notifier:
     """The :class:`Notifier` of this process's runtime and the noti Celery app's broker (the
     app itself is built only if messages go through ``send_task``: not on a Redis broker)."""
-    from noti.celery.publish import Publisher
+    from noti.celery.publish import process_notifier
 
-    global _notifier
-    runtime = get_runtime()
-    current = _notifier
-    if current is None or current.runtime is not runtime:
-        publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
-        current = _notifier = Notifier(runtime, publisher)
-    return current
+    return process_notifier()
 
 
 def redrive() -> Redrive:

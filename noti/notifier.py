@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from noti.core.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.core.record import (
@@ -31,14 +31,38 @@ from noti.runtime import Runtime
 from noti.users import User, resolve_user
 
 if TYPE_CHECKING:
-    from noti.celery.publish import Publisher
     from noti.providers import Provider
     from noti.sender import SendResult
 
 # noti.providers and noti.sender (the delivery side) are imported where they are used, so
 # that reading records (``noti list``, ``noti get``) does not load them
 
-__all__ = ["Notifier", "Revocation"]
+__all__ = ["Notifier", "Publishing", "Revocation"]
+
+
+class Publishing(Protocol):
+    """What the notifier (and the redrive) need of a publisher of delivery messages: the
+    port the Celery layer fills (:class:`noti.celery.publish.Publisher`), so nothing here
+    imports it. A delivery message is a record's ``noti.deliver`` task message."""
+
+    @property
+    def shares_store(self) -> bool:
+        """True when a record and its message may be written by one script (the broker is
+        the store's Redis and the message is written in kombu's wire format)."""
+        ...
+
+    def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
+        """The Redis list and the payload of the delivery message of one record."""
+        ...
+
+    def published(self, messages: Iterable[tuple[str, str]]) -> None:
+        """Tell the publisher that ``messages`` (of :meth:`message`) were written."""
+        ...
+
+    def publish(self, items: Iterable[tuple[str, Channel, int]]) -> int:
+        """Publish the delivery message of each ``(record id, channel, level)``; how many."""
+        ...
+
 
 #: Records revoked per script call by :meth:`Notifier.revoke`.
 _REVOKE_BATCH = 500
@@ -61,9 +85,9 @@ _SEND_PAGE = 200
 
 
 class Notifier:
-    """The operations of noti over one runtime and one Celery publisher."""
+    """The operations of noti over one runtime and one publisher of delivery messages."""
 
-    def __init__(self, runtime: Runtime, publisher: Publisher) -> None:
+    def __init__(self, runtime: Runtime, publisher: Publishing) -> None:
         self.runtime = runtime
         self.publisher = publisher
         # Settings never change under a runtime: what they say per user and per channel is

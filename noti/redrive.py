@@ -13,7 +13,7 @@ from noti.runtime import Runtime
 from noti.users import User, resolve_user
 
 if TYPE_CHECKING:
-    from noti.celery.publish import Publisher
+    from noti.notifier import Publishing
 
 __all__ = ["Redrive"]
 
@@ -21,7 +21,7 @@ __all__ = ["Redrive"]
 class Redrive:
     """Dead-letter operations over one runtime and publisher."""
 
-    def __init__(self, runtime: Runtime, publisher: Publisher) -> None:
+    def __init__(self, runtime: Runtime, publisher: Publishing) -> None:
         self.runtime = runtime
         self.publisher = publisher
 

@@ -4,9 +4,11 @@
 
 The core (the record, the store, leases, retries, delays, dead letters, handlers, providers)
 imports nothing from here. The Python API and the maintenance jobs publish through
-:mod:`noti.celery.publish`: ``noti.api`` builds the publisher on first use
-(:meth:`~noti.celery.publish.Publisher.for_settings`) and hands it to ``noti.notifier`` and
-``noti.redrive``, which import nothing from here; ``noti.upkeep`` sits beside this layer.
+:mod:`noti.celery.publish`: :func:`~noti.celery.publish.process_notifier` builds the
+process's publisher on first use (:meth:`~noti.celery.publish.Publisher.for_settings`) and
+hands it to ``noti.notifier`` (and ``noti.api`` to ``noti.redrive``), which import nothing
+from here; ``noti.upkeep`` sits beside this layer. The tasks, events and the webman bridge
+take the process's notifier from there, never from ``noti.api``.
 On a Redis broker publishing imports neither Celery nor kombu. ``celery -A noti`` finds the
 app as ``noti.celery.celery``; building it reads the settings, so it is built on first use.
 """

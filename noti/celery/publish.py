@@ -51,8 +51,9 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from noti.config import Settings
+    from noti.notifier import Notifier
 
-__all__ = ["Publisher", "queue_key"]
+__all__ = ["Publisher", "process_notifier", "process_publisher", "queue_key"]
 
 #: kombu's retry policy for the send_task path: fail fast, the caller reports it.
 _PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
@@ -340,3 +341,29 @@ class Publisher:
                 f"cannot reach the broker at {masked_url(self.broker_url)}: {exc}"
             ) from exc
         return count
+
+
+_process_notifier: Notifier | None = None
+
+
+def process_notifier() -> Notifier:
+    """The :class:`~noti.notifier.Notifier` of this process's runtime, publishing to the noti
+    Celery app's broker (the app itself is built only if messages go through ``send_task``:
+    not on a Redis broker). :func:`noti.api.notifier` returns it; the tasks, events and the
+    webman bridge take it from here, never from :mod:`noti.api`."""
+    from noti.notifier import Notifier  # noqa: F811 - the class, at run time
+    from noti.runtime import get_runtime
+
+    global _process_notifier  # noqa: PLW0603 - the process's one notifier
+    runtime = get_runtime()
+    current = _process_notifier
+    if current is None or current.runtime is not runtime:
+        publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
+        current = _process_notifier = Notifier(runtime, publisher)
+    return current
+
+
+def process_publisher() -> Publisher:
+    """The publisher of :func:`process_notifier` (the maintenance jobs that read the broker's
+    queues need the Celery publisher itself, not only the notifier's port)."""
+    return cast(Publisher, process_notifier().publisher)

@@ -33,7 +33,7 @@ from noti.events.templates import ADD_PREFIX, CompiledTemplate, compile_template
 from noti.imports import import_modules
 
 if TYPE_CHECKING:
-    from noti.api import Notifier
+    from noti.notifier import Notifier
 
 __all__ = [
     "Action",

@@ -185,12 +185,12 @@ class Events:
 
     def processor(self, *, task_id: str = "") -> Processor:
         """A processor run over this runtime (the ``noti.events.process`` task runs it)."""
-        from noti.api import notifier
+        from noti.celery.publish import process_notifier
 
         return Processor(
             self.store,
             self.listeners,
-            notifier(),
+            process_notifier(),
             settings=self.settings,
             limits=Limits.from_settings(self.settings),
             start_successor=self.start_processor,
@@ -399,13 +399,13 @@ class Events:
         return listener
 
     def _check_example(self, compiled: CompiledListener, example: Mapping[str, Any], acting: User) -> None:
-        from noti.api import notifier
+        from noti.celery.publish import process_notifier
 
         encode_payload(example, max_bytes=self.settings.event_payload_max_bytes)
         values = context(example, event_id="example", name="example", user=acting.name, created_ms=now_ms())
         if compiled.filter is not None:
             compiled.filter.test(values, prefix="e.noti.listener")
-        check_example(compiled.action, values, notifier(), acting.name)
+        check_example(compiled.action, values, process_notifier(), acting.name)
 
     def remove_listener(self, name: str, *, user: str | None = None) -> Listener:
         """Remove a listener: its owner or a root member may.

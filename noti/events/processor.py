@@ -52,7 +52,7 @@ from noti.events.templates import context
 from noti.users import resolve_user
 
 if TYPE_CHECKING:
-    from noti.api import Notifier
+    from noti.notifier import Notifier
 
 __all__ = ["Limits", "Processor", "RunReport", "StopReason", "resident_memory_mb"]
 

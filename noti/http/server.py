@@ -2,7 +2,7 @@
 
 :func:`default_app` is the factory uvicorn imports in each worker process: this process's
 runtime (:func:`noti.runtime.get_runtime`) and the Celery publisher its settings name, as
-:func:`noti.api.notifier` builds them.
+:func:`noti.celery.publish.process_notifier` builds them.
 """
 
 from __future__ import annotations

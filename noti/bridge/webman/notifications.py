@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from noti.api import notify
 from noti.bridge.webman.codec import Reason
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
+from noti.celery.publish import process_notifier
 from noti.errors import InvalidInput, MalformedMessage
 from noti.runtime import get_runtime
 
@@ -92,7 +92,9 @@ class NotificationConsumer(Consumer):
         try:
             request = NotificationRequest.from_data(message.data)
             user = self.notify_user or get_runtime().settings.webman.notify_user
-            notify(request.type, request.target, lv=request.level, user=user, **request.fields)
+            process_notifier().notify(
+                request.type, request.target, lv=request.level, user=user, **request.fields
+            )
         except (MalformedMessage, InvalidInput) as exc:
             message.disable_fail_retry()
             self.handle_dead_letter(message.id, message, exc)

@@ -245,7 +245,7 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     an outage loses no notification; the task id keeps a retry from storing it twice.
     """
     type, target, lv, user, fields = _call(args, kwargs)  # noqa: A001
-    from noti.api import notify as api_notify
+    from noti.celery.publish import process_notifier
 
     runtime = get_runtime()
     if "countdown" in fields and fields.get("delay") is None:
@@ -254,7 +254,7 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     if not own_key:
         fields["task_id"] = self.request.id
     try:
-        record_id = api_notify(type, target, lv=lv, user=user, **fields)
+        record_id = process_notifier().notify(type, target, lv=lv, user=user, **fields)
     except StoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=5) from exc
     except NotiError as exc:

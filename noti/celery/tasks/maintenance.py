@@ -15,9 +15,9 @@ log = logging.getLogger(__name__)
 @app.task(name="noti.maintenance.clean")
 def clean() -> int:
     """Remove done records older than the keep window (``NOTI_KEEP_DONE_S``)."""
-    from noti.api import clean_done
+    from noti.celery.publish import process_notifier
 
-    removed = clean_done()
+    removed = process_notifier().clean_done()
     log.info("clean: removed %d done records", len(removed))
     return len(removed)
 
@@ -25,12 +25,11 @@ def clean() -> int:
 @app.task(name="noti.maintenance.sweep_lost")
 def sweep_lost() -> int:
     """Queue again waiting records whose message was lost (``NOTI_SWEEP_AFTER_S``)."""
-    from noti.api import notifier
+    from noti.celery.publish import process_publisher
+    from noti.runtime import get_runtime
 
-    current = notifier()
-    return upkeep.sweep_lost(
-        current.runtime, current.publisher, older_than_s=current.runtime.settings.sweep_after_s
-    )
+    runtime = get_runtime()
+    return upkeep.sweep_lost(runtime, process_publisher(), older_than_s=runtime.settings.sweep_after_s)
 
 
 @app.task(name="noti.maintenance.trim_dead_letters")
@@ -45,10 +44,10 @@ def trim_dead_letters() -> int:
 def delivery_tick() -> dict[str, int]:
     """Mark ``unknown`` the sent records whose receipt did not come in time, and post the
     status callbacks waiting (:mod:`noti.delivery`)."""
-    from noti.api import notifier
+    from noti.celery.publish import process_notifier
     from noti.delivery.callbacks import StatusCallbacks
 
-    current = notifier()
+    current = process_notifier()
     unknown = current.runtime.delivery.sweep()
     posted = StatusCallbacks(current).run()
     return {"unknown": unknown, "callbacks": posted}

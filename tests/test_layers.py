@@ -1,0 +1,110 @@
+"""The layers of ``noti/`` as imports show them (docs/reference/layout.md): every import
+counts, at module level or inside a function, since a lazy import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "noti"
+
+#: What the core (noti/core/) may import from noti besides itself: the ground it stands on.
+CORE_GROUND = {
+    "noti.errors",
+    "noti.inputs",
+    "noti.redisconn",
+    "noti.counters",
+    "noti.entropy",
+    "noti.imports",
+    "noti.config",
+}
+#: The only modules that may import the Python API: the package's front door and the CLI.
+API_USERS = ("noti", "noti.api", "noti.cli")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> Iterator[str]:
+    """Every module ``path`` imports (``from noti import x`` counts as ``noti.x``)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base
+            for alias in node.names:
+                yield f"{base}.{alias.name}"
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {i for i in _imports(path) if i in modules} for name, path in modules.items()}
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_only_the_front_door_and_the_cli_import_the_python_api() -> None:
+    offenders = {
+        name: "noti.api"
+        for name, imported in _graph().items()
+        if "noti.api" in imported and not _under(name, API_USERS)
+    }
+    assert offenders == {}
+
+
+def test_the_core_stands_on_its_ground_only() -> None:
+    offenders = {}
+    for name, imported in _graph().items():
+        if _under(name, ("noti.core",)):
+            above = {i for i in imported if not _under(i, ("noti.core", "noti.lua")) and i not in CORE_GROUND}
+            above.discard("noti")
+            if above:
+                offenders[name] = sorted(above)
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(
+    "lower", ["noti.core", "noti.notifier", "noti.redrive", "noti.providers", "noti.delivery"]
+)
+def test_lower_layers_import_nothing_of_the_celery_layer(lower: str) -> None:
+    offenders = {
+        name: sorted(i for i in imported if _under(i, ("noti.celery",)))
+        for name, imported in _graph().items()
+        if _under(name, (lower,)) and any(_under(i, ("noti.celery",)) for i in imported)
+    }
+    assert offenders == {}
+
+
+def test_providers_take_nothing_from_the_sender() -> None:
+    offenders = {
+        name
+        for name, imported in _graph().items()
+        if _under(name, ("noti.providers",)) and "noti.sender" in imported
+    }
+    assert offenders == set()
+
+
+def test_the_python_api_is_in_no_import_circle() -> None:
+    graph = _graph()
+    seen: set[str] = set()
+    stack = [m for m in graph["noti.api"] if m != "noti"]
+    while stack:  # everything the API reaches, lazily or not
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.extend(m for m in graph.get(name, ()) if m != "noti")
+    assert "noti.api" not in seen
