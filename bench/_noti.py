@@ -148,18 +148,21 @@ def start_workers(
 
 def check_signals(workers: Sequence[Worker], n: int) -> None:
     """Once ``workers`` (started with signals on) have exited: raise unless their receivers
-    got ``task_prerun``, ``task_success`` and ``task_postrun`` for at least ``n`` deliveries."""
+    got ``task_prerun``, ``task_success`` and ``task_postrun`` once per delivery, each with
+    its task's request context pushed."""
     directory = workers[0].env.get("BENCH_SIGNALS_DIR") if workers else None
     if not directory:
         return
     from bench._signal_receivers import received
 
     counts = received(directory)
-    short = {
-        name: counts[name] for name in ("task_prerun", "task_success", "task_postrun") if counts[name] < n
+    wrong = {
+        name: counts[name] for name in ("task_prerun", "task_success", "task_postrun") if counts[name] != n
     }
-    if short:
-        raise AssertionError(f"signals received for fewer than {n} deliveries: {short}")
+    if counts["request_mismatch"]:
+        wrong["request_mismatch"] = counts["request_mismatch"]
+    if wrong:
+        raise AssertionError(f"signals for {n} deliveries: {wrong}")
 
 
 def done_count(runtime: Any) -> int:

@@ -26,7 +26,10 @@ RECEIVED: Counter[str] = Counter()
 def _receiver(name: str) -> Any:
     def receive(sender: Any = None, **kwargs: Any) -> None:
         RECEIVED[name] += 1
-        kwargs.get("task_id")
+        # the task's request context is pushed, as in a task's run: its id is the task's
+        task_id = kwargs.get("task_id") or (kwargs.get("result") or {}).get("id")
+        if getattr(getattr(sender, "request", None), "id", None) != task_id:
+            RECEIVED["request_mismatch"] += 1
 
     receive.__name__ = f"bench_{name}"
     return receive

@@ -494,11 +494,8 @@ class Notifier:
         if keep_s is None:
             keep_s = self.runtime.settings.keep_done_s
         keep_s = finite_number(keep_s, what="keep (seconds)", code="e.cmd.noti.clean.badkeep", minimum=0)
-        from noti import upkeep
-
-        return upkeep.clean_done(
-            self.runtime, keep_s=keep_s, limit=_limit(limit, "e.cmd.noti.clean.badlimit")
-        )
+        limit = _limit(limit, "e.cmd.noti.clean.badlimit")
+        return self.runtime.store.remove_done_before(now_ms() - int(keep_s * 1000), limit)
 
     # --- delayed records ------------------------------------------------------------------------
 

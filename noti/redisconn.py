@@ -12,6 +12,7 @@ import re
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -384,15 +385,20 @@ class HeldConnection:
     """
 
     #: A connection idle longer than this goes back to the pool, and the next call takes
-    #: one through the pool's checks (a socket the server closed is replaced there).
+    #: one through the pool's checks.
     IDLE_S = 0.1
 
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._lock = threading.Lock()
         self._connection: Any = None
-        self._pid = os.getpid()
         self._used = 0.0
+        _HELD.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: its parent's socket and lock are not its own (another thread
+        of the parent may have been in a call at the fork)."""
+        self._lock, self._connection = threading.Lock(), None
 
     def call(self, packed: bytes) -> Any:
         """Write one packed command and read its reply.
@@ -401,21 +407,24 @@ class HeldConnection:
             redis.RedisError: an error reply (the connection stays) or a connection failure
                 (it is dropped).
         """
-        if self._pid != os.getpid():  # a forked child: its parent's socket and lock are not its own
-            self._lock, self._connection, self._pid = threading.Lock(), None, os.getpid()
-        if not self._lock.acquire(blocking=False):  # another thread is in a call
+        lock = self._lock
+        if not lock.acquire(blocking=False):  # another thread is in a call
             connection = pooled_connection(self._pool)
             try:
                 return self._run(connection, packed)
             finally:
                 self._pool.release(connection)
+        connection = None
         try:
             connection, now = self._connection, time.monotonic()
+            self._connection = None
             if connection is not None and now - self._used > self.IDLE_S:
                 self._pool.release(connection)
-                connection = self._connection = None
+                connection = None
             if connection is None:
                 connection = pooled_connection(self._pool)
+            else:
+                _drop_if_closed(connection)
             self._used = now
             try:
                 reply = self._run(connection, packed)
@@ -424,12 +433,11 @@ class HeldConnection:
                 raise
             except BaseException:
                 self._pool.release(connection)  # disconnected by _run
-                self._connection = None
                 raise
             self._connection = connection
             return reply
         finally:
-            self._lock.release()
+            lock.release()
 
     @staticmethod
     def _run(connection: Any, packed: bytes) -> Any:
@@ -444,13 +452,35 @@ class HeldConnection:
 
     def close(self) -> None:
         """Give the held connection back to the pool."""
-        if self._pid != os.getpid():
-            self._connection = None  # the parent's
-            return
         with self._lock:
             if self._connection is not None:
                 self._pool.release(self._connection)
             self._connection = None
+
+
+def _drop_if_closed(connection: Any) -> None:
+    """Disconnect a held connection whose socket the server closed meanwhile (a Sentinel
+    reconfiguring its instance kills its clients; a restart; ``CLIENT KILL``): the send
+    reconnects, where writing to the dead socket would fail a call that had not run. One
+    non-blocking read (~1 µs); the pool checks a connection it hands out the same way."""
+    try:
+        stale = connection.can_read()
+    except (redis.ConnectionError, OSError):
+        stale = True
+    if stale:  # nothing is in flight on a held connection: anything readable means closed
+        connection.disconnect()
+
+
+#: Every HeldConnection of this process, reset in a forked child.
+_HELD: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+
+
+def _reset_held_after_fork() -> None:
+    for held in list(_HELD):
+        held._after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_held_after_fork)
 
 
 class CommandPipeline:

@@ -118,6 +118,7 @@ class Runtime:
         return LeaseKeeper(self.store)
 
     def close(self) -> None:
+        self.store.close()
         if self._providers is not None:
             self._providers.close()
         pools = self.__dict__.get("numpool_redis")  # made only if used

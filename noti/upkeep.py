@@ -8,26 +8,14 @@ from typing import cast
 
 from noti.celery.publish import Publisher, queue_key
 from noti.celery.queues import PRIORITY_STEPS
-from noti.core.record import Channel, Notification, now_ms
+from noti.core.record import Channel, now_ms
 from noti.redisconn import translate_errors
 from noti.runtime import Runtime
 
-__all__ = ["clean_done", "sweep_lost", "trim_dead_letters"]
+__all__ = ["sweep_lost", "trim_dead_letters"]
 
 log = logging.getLogger(__name__)
 _PAGE = 1000
-
-
-def clean_done(runtime: Runtime, *, keep_s: float, limit: int | None = None) -> list[Notification]:
-    """Remove records done more than ``keep_s`` seconds ago (at most ``limit``), oldest first."""
-    store = runtime.store
-    cutoff = now_ms() - int(keep_s * 1000)
-    removed: list[Notification] = []
-    for record_id in store.done_before(cutoff, limit if limit and limit > 0 else None):
-        record = store.delete(record_id)
-        if record is not None:
-            removed.append(record)
-    return removed
 
 
 def _empty_queues(runtime: Runtime, publisher: Publisher) -> set[Channel]:

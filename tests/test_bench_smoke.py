@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,8 @@ def test_every_benchmark_scenario_runs_in_smoke_mode() -> None:
 
 
 def test_the_profile_of_the_hot_paths_runs_and_accounts_for_every_sample() -> None:
+    if not (Path(sys.executable).with_name("py-spy").exists() or shutil.which("py-spy")):
+        pytest.skip("py-spy is not installed (the bench extra)")
     result = subprocess.run(
         [sys.executable, "-m", "bench.profile_bench", "--smoke"],
         cwd=ROOT,
@@ -64,26 +68,7 @@ def test_the_profile_of_the_hot_paths_runs_and_accounts_for_every_sample() -> No
         if line.rstrip().endswith("µs") and "%" in line
     ]
     assert len(shares) == 6 and abs(sum(shares) - 100) < 1, shares
-
-
-@pytest.mark.parametrize(
-    ("ours", "theirs", "need", "lower", "met"),
-    [
-        ([110, 120, 130], [100, 100, 100], 1.0, False, True),
-        ([110, 90, 130], [100, 100, 100], 1.0, False, False),  # 2 of 3 is not enough
-        ([150, 160], [100, 100], 1.5, False, True),
-        ([150, 149], [100, 100], 1.5, False, False),
-        ([0.5, 0.6], [0.6, 0.6], 1.0, True, True),  # a latency: at most the peer's
-        ([0.5, 0.7], [0.6, 0.6], 1.0, True, False),
-        ([None, 120], [100, 100], 1.0, False, True),  # a failed repetition has its own error
-    ],
-)
-def test_a_peer_target_holds_only_if_every_repetition_meets_it(
-    ours: list[float | None], theirs: list[float], need: float, lower: bool, met: bool
-) -> None:
-    from bench import peers
-
-    [row] = peers.rows(
-        1, "x", "/s", ours, {"huey": theirs}, "enqueue", {"huey": need}, {}, lower_is_better=lower
-    )
-    assert row.check is not None and row.check(row) is met
+    # the frames that mark the parts are still found in py-spy's stacks: events, signals,
+    # intake and noti's own send each take a share (the rest does not swallow them)
+    events, signals, _, noti_own, intake, _ = shares
+    assert events > 0 and signals > 0 and noti_own > 0 and intake > 0, shares

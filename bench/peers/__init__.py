@@ -101,7 +101,10 @@ def rows(
     result = []
     for peer, samples in theirs.items():
         need = needs[peer]
+        # one ratio per repetition; a failed repetition leaves a gap, and the target is not met
         paired = [a / b for a, b in zip(ours, samples, strict=False) if a is not None and b]
+        if len(paired) != max(len(ours), len(samples)):
+            paired = []
         result.append(
             Row(
                 scenario,

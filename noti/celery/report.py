@@ -199,8 +199,10 @@ class DeliveryReport:
             if send is not None:
                 send("task-retried", uuid=held.id, exception=reason, traceback="")
             if signals.task_retry.receivers:
-                with self._context(held, retries) as request:
+                with self._context(held, retries) as request:  # one push with postrun's
                     signals.task_retry.send(sender=self.task, request=request, reason=reason, einfo=None)
+                    self._postrun(held, retries, reason, states.RETRY, pushed=True)
+                return
             self._postrun(held, retries, reason, states.RETRY)
             return
         if send is not None:
@@ -210,7 +212,7 @@ class DeliveryReport:
                 raise error
             except NotiError:
                 einfo = ExceptionInfo()
-            with self._context(held, retries):
+            with self._context(held, retries):  # one push with postrun's
                 signals.task_failure.send(
                     sender=self.task,
                     task_id=held.id,
@@ -220,6 +222,8 @@ class DeliveryReport:
                     traceback=einfo.traceback,
                     einfo=einfo,
                 )
+                self._postrun(held, retries, error, states.FAILURE, pushed=True)
+            return
         self._postrun(held, retries, error, states.FAILURE)
 
     def revoked(self, held: HeldRequest, retries: int) -> None:

@@ -255,7 +255,14 @@ class RecordStore:
                 self._held.call(pack_command(tuple(command)))
             except redis.exceptions.NoScriptError:  # never loaded, or lost to a flush: it did nothing
                 command[1] = script.sha = self.redis.script_load(script.script)
-                self._held.call(pack_command(tuple(command)))
+                try:
+                    self._held.call(pack_command(tuple(command)))
+                except redis.exceptions.NoScriptError as exc:  # lost again (a failover meanwhile)
+                    raise StoreUnavailable(f"Redis lost noti's scripts twice in a row: {exc}") from exc
+
+    def close(self) -> None:
+        """Give back the connection :meth:`create_one` keeps."""
+        self._held.close()
 
     def create_pipeline(self, *, idempotency_ttl_s: float = 0.0, per_call: int = 100) -> CreatePipeline:
         """A :class:`CreatePipeline` on one connection of this store (use it as a context)."""
@@ -676,6 +683,16 @@ class RecordStore:
         """The first ``count`` waiting ids in send order: highest level, then oldest, first."""
         with translate_errors(self.redis):
             return cast(list[str], self.redis.zrange(self.keys.waiting_index, 0, count - 1))
+
+    def remove_done_before(self, cutoff_ms: int, limit: int | None = None) -> list[Notification]:
+        """Delete the records done before ``cutoff_ms`` (at most ``limit``; None or 0 or less:
+        all), oldest first; the records removed (the ``clean`` job)."""
+        removed: list[Notification] = []
+        for record_id in self.done_before(cutoff_ms, limit if limit and limit > 0 else None):
+            record = self.delete(record_id)
+            if record is not None:
+                removed.append(record)
+        return removed
 
     def done_before(self, cutoff_ms: int, limit: int | None = None) -> list[str]:
         """Ids of records done at or before ``cutoff_ms``, oldest first."""
