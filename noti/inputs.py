@@ -174,8 +174,12 @@ def integer(
         InvalidInput: with ``code``, naming ``what``.
     """
     number: object = value
-    if digits and isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,20}\s*", value):
-        number = int(value)
+    if digits and isinstance(value, str):
+        # ASCII blanks only: re's \s also takes control characters (\x1c-\x1f) that int()
+        # refuses, which raised a ValueError instead of the input error
+        text = value.strip(" \t\r\n")
+        if re.fullmatch(r"[+-]?[0-9]{1,20}", text):
+            number = int(text)
     if (
         isinstance(number, bool)
         or not isinstance(number, int)
