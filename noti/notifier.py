@@ -318,22 +318,6 @@ class Notifier:
             )
             _, record_id = store.schedule(record, key, ttl_ms=ttl_ms)
             return store.get(record_id)
-        if (
-            task_id is None
-            and idempotency_key is None
-            and fallback is None
-            and self.publisher.shares_store
-            and store.creates_one_by_one
-        ):  # one round trip on a kept connection: notify() one at a time (HeldConnection)
-            message = (
-                None
-                if record.lease_until_ms
-                else self.publisher.message(record.id, record.channel, record.level)
-            )
-            store.create_one(record, message)
-            if message is not None:
-                self.publisher.published((message,))
-            return record
         keys = None
         if task_id is not None:
             keys = {record.id: store.keys.task(task_id)}

@@ -439,6 +439,20 @@ class HeldConnection:
         finally:
             lock.release()
 
+    def call_script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run one call of ``script``; its reply. A call the server answers with NOSCRIPT did
+        nothing: the script is loaded and the call made once more (as :class:`ScriptPipeline`
+        does for its batches).
+
+        Raises:
+            redis.RedisError: as :meth:`call` (a second NOSCRIPT included).
+        """
+        try:
+            return self.call(pack_command(("EVALSHA", script.sha, len(keys), *keys, *args)))
+        except redis.exceptions.NoScriptError:  # never loaded, or lost to a flush or a failover
+            script.sha = script.registered_client.script_load(script.script)
+            return self.call(pack_command(("EVALSHA", script.sha, len(keys), *keys, *args)))
+
     @staticmethod
     def _run(connection: Any, packed: bytes) -> Any:
         try:
@@ -905,6 +919,8 @@ def translate_errors(client: redis.Redis) -> Iterator[None]:
         code = _error_code(exc)
         if code in ("LOADING", "MASTERDOWN", "READONLY", "BUSY"):
             raise StoreUnavailable(f"Redis is not ready: {code} {_reason(exc)}") from exc
+        if code == "NOSCRIPT":  # still lost after the reload every script call makes: a failover
+            raise StoreUnavailable(f"Redis lost noti's scripts again: {_reason(exc)}") from exc
         if code in _REFUSED_WRITES:
             raise StoreUnavailable(f"Redis refuses writes: {code} {_reason(exc)}") from exc
         raise

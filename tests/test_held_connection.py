@@ -155,7 +155,10 @@ def test_create_one_writes_what_create_many_writes(
     message = (
         None if record.lease_until_ms else acting.publisher.message(record.id, record.channel, record.level)
     )
-    store.create_many([record], messages={record.id: message} if message else None)
+    # the pipelined path bulk sends take (create_many sends a lone keyless record to create_one)
+    with store.create_pipeline() as creating:
+        creating.send([record], messages={record.id: message} if message else None)
+        assert creating.ids() == [record.id]
     many = _snapshot(rt.redis)
     rt.redis.flushdb()
     store.create_one(record, message)

@@ -27,7 +27,6 @@ from noti.redisconn import (
     ReplicaWait,
     ScriptPipeline,
     load_script,
-    pack_command,
     translate_errors,
 )
 
@@ -185,6 +184,10 @@ class RecordStore:
         Raises:
             StoreUnavailable: Redis could not be reached (round trips already made stay stored).
         """
+        if len(records) == 1 and not idempotency_keys and self.creates_one_by_one:
+            record = records[0]  # notify() one at a time: one round trip, no pipeline
+            self.create_one(record, messages.get(record.id) if messages else None)
+            return [record.id]
         ids: list[str] = []
         with self.create_pipeline(idempotency_ttl_s=idempotency_ttl_s, per_call=per_call) as creating:
             for start in range(0, len(records), per_round_trip):
@@ -215,50 +218,61 @@ class RecordStore:
         """
         if self.replica_wait is not None:
             raise RuntimeError("records acknowledged by replicas go through create_many")
-        k = self.keys
-        fields = to_hash(record)
-        label = self._added.get((record.channel, record.provider))
-        if label is None:
-            label = self._added[(record.channel, record.provider)] = added_field(
-                record.channel.value, record.provider
-            )
-        record_key = k.record(record.id)
-        queue, payload = message or (k.all_index, "")
-        script = self.create_script
-        command = [
-            "EVALSHA",
-            script.sha,
-            9,
+        keys, args = self.create_call([record], {record.id: message} if message else {}, {}, ttl_ms=0)
+        with translate_errors(self.redis):
+            self._held.call_script(self.create_script, keys, args)
+
+    def create_call(
+        self,
+        records: Sequence[Notification],
+        messages: Mapping[str, tuple[str, str]],
+        idempotency_keys: Mapping[str, str],
+        *,
+        ttl_ms: int,
+    ) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of one ``create.lua`` call for records sharing their
+        creator, status and queue (see the script); an idempotency key lives ``ttl_ms``."""
+        k, first = self.keys, records[0]
+        hashes = [to_hash(record) for record in records]
+        alone = len(hashes) == 1  # notify(): all its fields are "shared", none its own
+        shared = (
+            hashes[0].items()
+            if alone
+            else set(hashes[0].items()).intersection(*(h.items() for h in hashes[1:]))
+        )
+        keys = [
             k.all_index,
-            k.user_index(record.creator),
-            k.status_index(int(record.status)),
+            k.user_index(first.creator),
+            k.status_index(int(first.status)),
             k.waiting_index,
             k.delayed,
-            queue,
+            messages.get(first.id, (k.all_index, ""))[0],
             k.metrics,
-            record_key,
-            record_key,
-            int(record.status),
-            len(fields),
-            *itertools.chain.from_iterable(fields.items()),
-            record.id,
-            record.created_ms,
-            record.level,
-            record.lease_until_ms,
-            payload,
-            0,
-            0,
-            label,
         ]
-        with translate_errors(self.redis):
-            try:
-                self._held.call(pack_command(tuple(command)))
-            except redis.exceptions.NoScriptError:  # never loaded, or lost to a flush: it did nothing
-                command[1] = script.sha = self.redis.script_load(script.script)
-                try:
-                    self._held.call(pack_command(tuple(command)))
-                except redis.exceptions.NoScriptError as exc:  # lost again (a failover meanwhile)
-                    raise StoreUnavailable(f"Redis lost noti's scripts twice in a row: {exc}") from exc
+        args: list[Any] = [int(first.status), len(shared), *itertools.chain.from_iterable(shared)]
+        added = self._added
+        for record, fields in zip(records, hashes, strict=True):
+            record_key = k.record(record.id)
+            idempotency_key = idempotency_keys.get(record.id)
+            keys += [record_key, idempotency_key or record_key]
+            own = () if alone else fields.items() - shared
+            label = added.get((record.channel, record.provider))
+            if label is None:
+                label = added[(record.channel, record.provider)] = added_field(
+                    record.channel.value, record.provider
+                )
+            args += [
+                record.id,
+                record.created_ms,
+                record.level,
+                record.lease_until_ms,
+                messages.get(record.id, ("", ""))[1],
+                ttl_ms if idempotency_key else 0,
+                len(own),
+                label,
+                *itertools.chain.from_iterable(own),
+            ]
+        return keys, args
 
     def close(self) -> None:
         """Give back the connection :meth:`create_one` keeps."""
@@ -761,13 +775,12 @@ class CreatePipeline:
     def __init__(self, store: RecordStore, *, idempotency_ttl_s: float, per_call: int) -> None:
         if not 1 <= per_call <= self.MAX_PER_CALL:
             raise ValueError(f"per_call must be 1 to {self.MAX_PER_CALL}, got {per_call}")
-        self._keys, self._client = store.keys, store.redis
+        self._client = store.redis
         self._replica_wait = store.replica_wait
         self._pipeline = ScriptPipeline(store.redis, store.create_script)
+        self._store = store
         self._ttl_ms = int(idempotency_ttl_s * 1000)
         self._per_call = per_call
-        #: The ``added`` counter field by (channel, provider named).
-        self._added: dict[tuple[Channel, str | None], str] = {}
 
     def __enter__(self) -> CreatePipeline:
         return self
@@ -793,7 +806,7 @@ class CreatePipeline:
         messages = messages or {}
         idempotency_keys = idempotency_keys or {}
         calls = [
-            self._create_call(group, messages, idempotency_keys)
+            self._store.create_call(group, messages, idempotency_keys, ttl_ms=self._ttl_ms)
             for group in _create_groups(records, messages, self._per_call)
         ]
         with translate_errors(self._client):
@@ -818,51 +831,6 @@ class CreatePipeline:
         """
         if self._replica_wait is not None:
             self._replica_wait.confirm(self._pipeline, self._client)
-
-    def _create_call(
-        self,
-        records: Sequence[Notification],
-        messages: Mapping[str, tuple[str, str]],
-        idempotency_keys: Mapping[str, str],
-    ) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of one ``create.lua`` call for records sharing their
-        creator, status and queue (see the script)."""
-        k, first = self._keys, records[0]
-        hashes = [to_hash(record) for record in records]
-        shared = set(hashes[0].items()).intersection(*(h.items() for h in hashes[1:]))
-        keys = [
-            k.all_index,
-            k.user_index(first.creator),
-            k.status_index(int(first.status)),
-            k.waiting_index,
-            k.delayed,
-            messages.get(first.id, (k.all_index, ""))[0],
-            k.metrics,
-        ]
-        args: list[Any] = [int(first.status), len(shared), *itertools.chain.from_iterable(shared)]
-        added = self._added
-        for record, fields in zip(records, hashes, strict=True):
-            record_key = k.record(record.id)
-            idempotency_key = idempotency_keys.get(record.id)
-            keys += [record_key, idempotency_key or record_key]
-            own = fields.items() - shared
-            label = added.get((record.channel, record.provider))
-            if label is None:
-                label = added[(record.channel, record.provider)] = added_field(
-                    record.channel.value, record.provider
-                )
-            args += [
-                record.id,
-                record.created_ms,
-                record.level,
-                record.lease_until_ms,
-                messages.get(record.id, ("", ""))[1],
-                self._ttl_ms if idempotency_key else 0,
-                len(own),
-                label,
-                *itertools.chain.from_iterable(own),
-            ]
-        return keys, args
 
 
 def _create_groups(
