@@ -8,7 +8,7 @@
 2. The drain (scenario 3's path): **one** batch-mode worker process (``-P solo``, task
    events on, a receiver on each task signal) drains sandbox SMS while ``py-spy`` samples it
    (200 Hz). Each sample is charged to the outermost part of the worker it is in: task
-   events (Celery's ``EventDispatcher``: building, buffering, encoding, publishing),
+   events (noti's ``TaskEvents`` writing and publishing them, and Celery's ``EventDispatcher``),
    task signals (the receivers and the pushed request context), the worker's request
    registry (``celery.worker.state``), message intake (kombu and Celery's consumer,
    noti's bulk fetch and envelope decoding), noti's claim, send and finish (their Redis
@@ -57,7 +57,10 @@ __all__ = ["DRAIN_PARTS", "drain_profile", "notify_profile", "part_of"]
 #: it (matched on "function (file)"), outermost first: a sample goes to the first part one
 #: of whose frames is on its stack, searched from the root.
 DRAIN_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("task events (Celery's EventDispatcher)", ("EventDispatcher.", "celery/events/")),
+    (
+        "task events (noti.celery.taskevents, Celery's EventDispatcher)",
+        ("TaskEvents.", "EventDispatcher.", "celery/events/"),
+    ),
     (
         "task signals (receivers, pushed request context)",
         ("_PushedRequest", "Signal.send", "DeliveryReport._postrun"),
@@ -151,6 +154,52 @@ def notify_profile(url: str, calls: int) -> dict[str, float]:
         out |= {"huey": 1e6 / rate, "huey_redis": lpush}
     except ImportError:
         pass
+    return out
+
+
+def events_profile(url: str, notifications: int = 21_000, per_publish: int = 700) -> dict[str, float]:
+    """µs of CPU per notification for a batch worker's three task events (received, started,
+    succeeded) and their publishing, one publish per ``per_publish`` notifications (a busy
+    worker's 0.1 s): through Celery's ``EventDispatcher`` (``send`` into its buffer, ``flush``)
+    and through noti's :class:`~noti.celery.taskevents.TaskEvents` (the reason it exists)."""
+    from celery import Celery
+
+    from noti.celery import taskevents
+
+    task_id, name, args = "01m8frm1krdtjc6kkt7ye2r2t8", "noti.deliver", "['01m8frm1krdtjc6kkt7ye2r2t8']"
+    result = (
+        '{"id": "01m8frm1krdtjc6kkt7ye2r2t8", "provider": "sandbox", "msgid": "s-1", "delivery": "delivered"}'
+    )
+    app = Celery("events-profile", broker=url, set_as_current=False)
+
+    class Task:
+        send_events = True
+
+    out: dict[str, float] = {}
+    with app.connection_for_write() as conn:
+        dispatcher = app.events.Dispatcher(conn, hostname="w1@bench", buffer_group=["task"], enabled=True)
+        dispatcher.buffer_limit = 10**9
+        started = time.process_time()
+        for i in range(notifications):
+            dispatcher.send("task-received", uuid=task_id, name=name, args=args, kwargs="{}", root_id=task_id,
+                            parent_id=None, retries=0, eta=None, expires=None)  # fmt: skip
+            dispatcher.send("task-started", uuid=task_id)
+            dispatcher.send("task-succeeded", uuid=task_id, result=result, runtime=0.0123)
+            if i % per_publish == per_publish - 1:
+                dispatcher.flush()
+        out["celery"] = (time.process_time() - started) / notifications * 1e6
+        events = taskevents.TaskEvents(dispatcher, Task())
+        started = time.process_time()
+        for i in range(notifications):
+            if events.on:
+                now = time.time()
+                events.started(now, task_id, name, args, "{}", task_id, None, 0)
+            if events.on:
+                events.succeeded(time.time(), task_id, result, 0.0123)
+            if i % per_publish == per_publish - 1:
+                events.publish()
+        out["noti"] = (time.process_time() - started) / notifications * 1e6
+        dispatcher.close()
     return out
 
 
@@ -269,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         ]
     for label, value in rows:
         print(f"  {label:<78} {value:7.1f}")
+    with redis_server() as url:
+        cost = events_profile(url)
+    print("\ntask events of one notification (received, started, succeeded) and their publishing, µs of CPU")
+    print(f"  {'Celery EventDispatcher: send x3, flush':<78} {cost['celery']:7.1f}")
+    print(
+        f"  {'noti.celery.taskevents.TaskEvents: written as JSON at once, published':<78} {cost['noti']:7.1f}"
+    )
     with redis_server() as url:
         drain = drain_profile(url, args.n, args.seconds)
     print(f"\ndrain, one worker process ({drain['config']})")

@@ -62,6 +62,13 @@ def test_the_profile_of_the_hot_paths_runs_and_accounts_for_every_sample() -> No
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     assert "of which Redis running the script" in out and "huey's enqueue" in out
+    # the measured reason for noti's own task events is printed beside Celery's path
+    costs = {
+        line.split(":")[0].strip(): float(line.split()[-1])
+        for line in out.splitlines()
+        if "x3, flush" in line or "TaskEvents:" in line
+    }
+    assert len(costs) == 2 and all(cost > 0 for cost in costs.values()), costs
     shares = [
         float(line.split("%")[0].split()[-1])
         for line in out.splitlines()

@@ -14,8 +14,8 @@ them, under the task id of the message (the record id: :mod:`noti.celery.publish
   and when the next attempt is due; that attempt is received again under the same id) or
   ``task-revoked``. A message whose record is not this worker's to send (a duplicate, one
   another worker holds, one already final) sends none, so Flower's Processed counts the
-  attempts the record store counts. Events go to the dispatcher's buffer and are published
-  in bulk (``task.multi``) by the batcher's flush timer;
+  attempts the record store counts. Events are written as JSON when they happen and
+  published in bulk (``task.multi``) by the batcher's timer (:mod:`noti.celery.taskevents`);
 - Celery's task signals (``task_prerun``, ``task_success``, ``task_failure``,
   ``task_retry``, ``task_revoked``, ``task_postrun``), sent by the task, with the task's
   request context pushed, exactly as the task-mode path sends them. Whether anyone listens
@@ -33,8 +33,10 @@ from typing import Any
 
 from billiard.einfo import ExceptionInfo
 from celery import signals, states
+from celery.app.task import Context
 from celery.worker import state as worker_state
 
+from noti.celery.taskevents import TaskEvents
 from noti.core.record import Status
 from noti.core.retry import outcome_error
 from noti.core.store import Outcome
@@ -62,7 +64,17 @@ class HeldRequest:
     ``celery inspect`` and ``revoke``, and the consumer when the broker connection is lost
     (``acknowledged``, ``cancel``, ``eventer``) or the worker shuts down."""
 
-    __slots__ = ("__weakref__", "id", "record_id", "message", "received", "time_start", "report", "eventer")
+    __slots__ = (
+        "__weakref__",
+        "id",
+        "record_id",
+        "message",
+        "received",
+        "time_start",
+        "report",
+        "eventer",
+        "context",
+    )
 
     def __init__(self, task_id: str, record_id: str, message: Any, received: float, report: DeliveryReport):
         self.id = task_id
@@ -76,6 +88,8 @@ class HeldRequest:
         #: Celery's consumer hands each registered request its new event dispatcher after a
         #: reconnect; the batch worker reports through its own (:class:`DeliveryReport`).
         self.eventer: Any = None
+        #: Its task's request context for signal receivers, once made.
+        self.context: Context | None = None
 
     @property
     def acknowledged(self) -> bool:
@@ -125,17 +139,19 @@ class DeliveryReport:
     """Tells the worker's registry, Flower (events) and signal receivers about the batch
     worker's notifications (see the module)."""
 
-    def __init__(self, task: Any, consumer: Any) -> None:
+    def __init__(self, task: Any, consumer: Any, events: TaskEvents | None = None) -> None:
         self.task = task
         self.hostname = consumer.hostname
+        #: The batch worker's task events (whoever publishes them passes them: the batcher).
+        self.events = events
         eventer = consumer.event_dispatcher
-        self._send_event = (
-            eventer.send if eventer is not None and eventer.enabled and task.send_events else None
-        )
+        #: Celery's own ``send`` of the dispatcher, for the rare ``task-revoked``.
+        self._send_event = eventer.send if eventer is not None and task.send_events else None
 
-    @property
-    def sends_events(self) -> bool:
-        return self._send_event is not None
+    def _events_on(self) -> TaskEvents | None:
+        """The task events, when they are sent now (remote control may switch them)."""
+        events = self.events
+        return events if events is not None and events.on else None
 
     def reserved(self, held: HeldRequest) -> None:
         """``held`` was received: ``inspect reserved`` lists it (unless this worker holds a
@@ -146,25 +162,23 @@ class DeliveryReport:
     def started(self, batch: Sequence[tuple[HeldRequest, int]]) -> None:
         """The records of ``batch`` (each with the attempts already made) are being sent."""
         now = time.time()
-        send = self._send_event
+        events = self._events_on()
+        name = self.task.name
         for held, retries in batch:
             held.time_start = now
             worker_state.task_accepted(held)
-            if send is not None:
+            if events is not None:
                 headers = held.message.headers
-                send(
-                    "task-received",
-                    uuid=held.id,
-                    name=self.task.name,
-                    args=headers.get("argsrepr") or repr([held.record_id]),
-                    kwargs=headers.get("kwargsrepr") or "{}",
-                    root_id=headers.get("root_id") or held.id,
-                    parent_id=headers.get("parent_id"),
-                    retries=retries,
-                    eta=None,
-                    expires=None,
+                events.started(
+                    now,
+                    held.id,
+                    name,
+                    headers.get("argsrepr") or repr([held.record_id]),
+                    headers.get("kwargsrepr") or "{}",
+                    headers.get("root_id") or held.id,
+                    headers.get("parent_id"),
+                    retries,
                 )
-                send("task-started", uuid=held.id)
         if signals.task_prerun.receivers:
             for held, retries in batch:
                 with self._context(held, retries):
@@ -180,11 +194,11 @@ class DeliveryReport:
             return
         worker_state.task_ready(held, successful=outcome.status is Status.DONE)
         runtime = time.monotonic() - held.received
-        send = self._send_event
+        events = self._events_on()
         if outcome.status is Status.DONE:
             result = delivery_result(held.record_id, outcome)
-            if send is not None:
-                send("task-succeeded", uuid=held.id, result=json.dumps(result), runtime=runtime)
+            if events is not None:
+                events.succeeded(time.time(), held.id, json.dumps(result), runtime)
             if signals.task_success.receivers:
                 with self._context(held, retries):  # one push for both, as a task's run is one
                     signals.task_success.send(sender=self.task, result=result)
@@ -196,8 +210,10 @@ class DeliveryReport:
         if outcome.status is Status.WAITING:
             due = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(outcome.not_before_ms / 1000))
             reason = f"{error!r}; next attempt at {due}"
-            if send is not None:
-                send("task-retried", uuid=held.id, exception=reason, traceback="")
+            if events is not None:
+                events.add(
+                    "task-retried", time.time(), (("uuid", held.id), ("exception", reason), ("traceback", ""))
+                )
             if signals.task_retry.receivers:
                 with self._context(held, retries) as request:  # one push with postrun's
                     signals.task_retry.send(sender=self.task, request=request, reason=reason, einfo=None)
@@ -205,8 +221,10 @@ class DeliveryReport:
                 return
             self._postrun(held, retries, reason, states.RETRY)
             return
-        if send is not None:
-            send("task-failed", uuid=held.id, exception=repr(error), traceback="")
+        if events is not None:
+            events.add(
+                "task-failed", time.time(), (("uuid", held.id), ("exception", repr(error)), ("traceback", ""))
+            )
         if signals.task_failure.receivers:
             try:  # receivers (error trackers) read the traceback of einfo
                 raise error
@@ -240,7 +258,7 @@ class DeliveryReport:
     def _announce_revoked(self, task_id: str, record_id: str, request: dict[str, Any]) -> None:
         """``task-revoked`` and ``task_revoked``, as Celery announces a task revoked before it
         ran (no prerun, so no postrun either)."""
-        if self._send_event is not None:
+        if self._send_event is not None:  # Celery's dispatcher: rare, and sent without a batcher too
             self._send_event(  # before any task-received: say what it would have said
                 "task-revoked",
                 uuid=task_id,
@@ -285,7 +303,14 @@ class DeliveryReport:
             )
 
     def _context(self, held: HeldRequest, retries: int) -> _PushedRequest:
-        return _PushedRequest(self.task, self._request(held, retries))
+        """``held``'s request context, made once and pushed for each of its signals: the
+        receivers of its prerun and of its outcome see one request, as in a task's run."""
+        context = held.context
+        if context is None:
+            # as Task.push_request makes it: over the request in place (none: the default)
+            fields = {**self.task.request.__dict__, **self._request(held, retries), "is_eager": False}
+            context = held.context = Context(**fields)
+        return _PushedRequest(self.task, context)
 
     def _request(self, held: HeldRequest, retries: int) -> dict[str, Any]:
         """The request context of ``held``'s task, as a Celery request would set it."""
@@ -308,11 +333,15 @@ class _PushedRequest:
 
     __slots__ = ("task", "request")
 
-    def __init__(self, task: Any, request: dict[str, Any]) -> None:
+    def __init__(self, task: Any, request: dict[str, Any] | Context) -> None:
         self.task, self.request = task, request
 
     def __enter__(self) -> Any:
-        self.task.push_request(is_eager=False, **self.request)
+        request = self.request
+        if type(request) is dict:
+            self.task.push_request(is_eager=False, **request)
+        else:  # a context made before (Task.push_request makes one of the same arguments)
+            self.task.request_stack.push(request)
         return self.task.request
 
     def __exit__(self, *exc: object) -> None:

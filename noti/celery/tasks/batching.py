@@ -49,6 +49,7 @@ from celery.worker import state as worker_state
 from celery.worker.strategy import default as default_strategy
 
 from noti.celery.report import DeliveryReport, HeldRequest
+from noti.celery.taskevents import PUBLISH_AT, PUBLISH_INTERVAL_S, TaskEvents
 from noti.celery.transport import BulkChannel, DeliveryClaims, kombu_json
 from noti.core.store import Claim, ClaimState, Outcome, Revoked, claim_from_row
 from noti.errors import StoreUnavailable
@@ -110,9 +111,11 @@ class DeliveryBatcher:
         self.task_name = task.name
         self.hub = consumer.hub
         self.connection_errors = consumer.connection_errors
-        self.report = DeliveryReport(task, consumer)
-        if self.report.sends_events:
-            _publish_events_periodically(self.hub, consumer.event_dispatcher)
+        eventer = consumer.event_dispatcher
+        events = TaskEvents(eventer, task, _task_events) if eventer is not None else None
+        self.report = DeliveryReport(task, consumer, events)
+        if events is not None:
+            _publish_events_periodically(self.hub, eventer, events)
         self.owner = consumer.hostname or None
         #: Celery's per-worker rate-limit buckets (``celery control rate_limit`` replaces them:
         #: read at each use, never kept).
@@ -415,8 +418,8 @@ class DeliveryBatcher:
         return set(channels.values())
 
     def drain(self, timeout_s: float) -> None:
-        """Wait (up to ``timeout_s``) for the sends in flight, then ack them: called when
-        the consumer stops, while its channel is still open."""
+        """Wait (up to ``timeout_s``) for the sends in flight, then ack them and publish the
+        task events waiting: called when the consumer stops, while its channel is still open."""
         if self.limited:  # not sent yet: back to the queue, for the next worker
             limited, self.limited = list(self.limited), deque()
             self._requeue(limited)
@@ -427,6 +430,8 @@ class DeliveryBatcher:
             flush = getattr(channel.qos, "flush_acks", None)  # noti.celery.transport buffers acks
             if flush is not None:
                 flush()
+        if self.report.events is not None:  # the dispatcher is still open (Events stops later)
+            self.report.events.publish()
 
     def _settled(self, held: list[_Held], results: list[SendResult]) -> None:
         for h, result in zip(held, results, strict=True):
@@ -478,21 +483,26 @@ def _body(message: Any) -> Any:
     return message.decode()
 
 
-#: How often buffered task events are published (Flower's view lags by at most this).
-EVENT_FLUSH_INTERVAL_S = 0.1
-#: Buffered task events that force a publish before the interval.
-EVENT_BUFFER_MAX = 1000
-
 _event_timer: Any = None
+#: The task events of this process's batcher: a restarted consumer's new batcher takes over
+#: the events not published yet.
+_task_events: TaskEvents | None = None
 
 
-def _publish_events_periodically(hub: Any, eventer: Any) -> None:
-    """Publish the worker's buffered task events every :data:`EVENT_FLUSH_INTERVAL_S`
-    instead of once per event-loop turn: a busy batch worker turns its loop thousands of
-    times a second, and each publish is a Redis round trip."""
-    global _event_timer
+def _publish_events_periodically(hub: Any, eventer: Any, events: TaskEvents) -> None:
+    """Publish the worker's task events every :data:`~noti.celery.taskevents.PUBLISH_INTERVAL_S`
+    (the batcher's, :mod:`noti.celery.taskevents`, and those Celery's dispatcher buffered for
+    the tasks that take Celery's path) instead of once per event-loop turn: a busy batch worker
+    turns its loop thousands of times a second, and each publish is a Redis round trip."""
+    global _event_timer, _task_events
     if _event_timer is not None:  # a restarted consumer: the old dispatcher is gone
         _event_timer.cancel()
+    _task_events = events
     eventer.on_send_buffered = None
-    eventer.buffer_limit = max(eventer.buffer_limit, EVENT_BUFFER_MAX)
-    _event_timer = hub.call_repeatedly(EVENT_FLUSH_INTERVAL_S, eventer.flush)
+    eventer.buffer_limit = max(eventer.buffer_limit, PUBLISH_AT)
+
+    def publish() -> None:
+        events.publish()
+        eventer.flush()
+
+    _event_timer = hub.call_repeatedly(PUBLISH_INTERVAL_S, publish)
