@@ -42,36 +42,50 @@ local function note(raw)
   return message
 end
 
-local B64 = {}
-do
-  local alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
-  for i = 1, 64 do
-    B64[string.byte(alphabet, i)] = i - 1
-  end
-end
+-- The value of each byte of base64's alphabet (A-Z a-z 0-9 + /), written out: built by a
+-- loop, the table cost every call (one message or many) four times as much.
+local B64 = {
+  [65] = 0, [66] = 1, [67] = 2, [68] = 3, [69] = 4, [70] = 5, [71] = 6, [72] = 7, [73] = 8,
+  [74] = 9, [75] = 10, [76] = 11, [77] = 12, [78] = 13, [79] = 14, [80] = 15, [81] = 16, [82] = 17,
+  [83] = 18, [84] = 19, [85] = 20, [86] = 21, [87] = 22, [88] = 23, [89] = 24, [90] = 25, [97] = 26,
+  [98] = 27, [99] = 28, [100] = 29, [101] = 30, [102] = 31, [103] = 32, [104] = 33, [105] = 34,
+  [106] = 35, [107] = 36, [108] = 37, [109] = 38, [110] = 39, [111] = 40, [112] = 41, [113] = 42,
+  [114] = 43, [115] = 44, [116] = 45, [117] = 46, [118] = 47, [119] = 48, [120] = 49, [121] = 50,
+  [122] = 51, [48] = 52, [49] = 53, [50] = 54, [51] = 55, [52] = 56, [53] = 57, [54] = 58,
+  [55] = 59, [56] = 60, [57] = 61, [43] = 62, [47] = 63
+}
 
--- the first bytes of base64 text (up to 3/4 of `limit` characters); stops at the first
--- character outside the alphabet (padding included)
-local function unbase64_head(text, limit)
-  local out = {}
-  for i = 1, math.min(#text, limit) - 3, 4 do
-    local a, b, c, d = string.byte(text, i, i + 3)
-    a, b, c, d = B64[a], B64[b], B64[c], B64[d]
+-- The record id a Celery body in base64 starts with ([["<id>"], ...), else nil. Only its
+-- first 96 characters count; decoding stops at the first character outside the alphabet
+-- (padding included), and as soon as the id's closing quote and the byte after it are
+-- decoded (the match below depends on no later byte).
+local function body_id(body)
+  -- decoded in place: a group's 3 bytes never land past its own 4 characters, read first
+  local t = {string.byte(body, 1, 96)}
+  local n, last = 0, false
+  for i = 1, #t - 3, 4 do
+    local a, b, c, d = B64[t[i]], B64[t[i + 1]], B64[t[i + 2]], B64[t[i + 3]]
     if not (a and b) then
       break
     end
-    local v = a * 262144 + b * 4096 + (c or 0) * 64 + (d or 0)
-    local x, y, z = math.floor(v / 65536), math.floor(v / 256) % 256, v % 256
-    if not c then
-      out[#out + 1] = string.char(x)
-      break
-    elseif not d then
-      out[#out + 1] = string.char(x, y)
+    -- the group's 24 bits as 3 bytes (Lua 5.1 has no integer division)
+    local c0 = c or 0
+    local x, y, z = a * 4 + (b - b % 16) / 16, b % 16 * 16 + (c0 - c0 % 4) / 4,
+      c0 % 4 * 64 + (d or 0)
+    t[n + 1], t[n + 2], t[n + 3] = x, y, z
+    if not (c and d) then -- a partial group ends the text: 1 or 2 bytes
+      n = n + (c and 2 or 1)
       break
     end
-    out[#out + 1] = string.char(x, y, z)
+    n = n + 3
+    if last then
+      break
+    end
+    -- a quote past the first group ('[["') ends the id: the byte after it is in this group
+    -- or the next
+    last = i > 1 and (x == 34 or y == 34 or z == 34)
   end
-  return table.concat(out)
+  return string.match(string.char(unpack(t, 1, n)), '^%[%["([%w_%-]+)"%]')
 end
 
 local function absent(value)
@@ -89,7 +103,7 @@ local function record_id(message)
       or message['content-type'] ~= 'application/json' or type(message.body) ~= 'string' then
     return nil
   end
-  return string.match(unbase64_head(message.body, 96), '^%[%["([%w_%-]+)"%]')
+  return body_id(message.body)
 end
 
 local messages = {note(ARGV[3]) or false}
@@ -103,8 +117,7 @@ end
 
 local claims = {}
 if (ARGV[4] or '') ~= '' then
-  local now = tonumber(ARGV[5])
-  local lease_until = now + tonumber(ARGV[6])
+  local times = claim_times(ARGV[5], ARGV[6])
   local optouts = {}
   for j = 9, #ARGV do
     optouts[ARGV[j]] = KEYS[j - 5]
@@ -112,7 +125,7 @@ if (ARGV[4] or '') ~= '' then
   for i, message in ipairs(messages) do
     local id = message and record_id(message)
     if id then
-      claims[i] = claim_record(ARGV[4] .. id, now, lease_until, ARGV[7], '', optouts)
+      claims[i] = claim_record(ARGV[4] .. id, times, ARGV[7], '', optouts)
     else
       claims[i] = {-1}
     end

@@ -5,8 +5,7 @@
 -- ARGV[6..] the channel of each opted-out set, in the order of the keys.
 -- Returns one claim_record row per record (claim_record.lua says what each means).
 --#include claim_record.lua
-local now = tonumber(ARGV[1])
-local lease_until = now + tonumber(ARGV[2])
+local times = claim_times(ARGV[1], ARGV[2])
 local n = tonumber(ARGV[5])
 local optouts = {}
 for j = 6, #ARGV do
@@ -14,6 +13,6 @@ for j = 6, #ARGV do
 end
 local out = {}
 for i = 1, n do
-  out[i] = claim_record(KEYS[i], now, lease_until, ARGV[3], ARGV[4], optouts)
+  out[i] = claim_record(KEYS[i], times, ARGV[3], ARGV[4], optouts)
 end
 return out

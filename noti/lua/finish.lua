@@ -35,14 +35,18 @@ for i = 16, #KEYS do
   if st ~= '1' or held_by ~= owner then
     out[#out + 1] = 0
   else
-    redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', errmsg, 'noti_timeout_at', not_before,
-      'noti_retry', ARGV[a + 4], 'lm', now)
-    redis.call('HDEL', key, '_owner', '_inflight')
-    if new_st == '10' then -- sent: no earlier attempt is in doubt any more
-      redis.call('HDEL', key, '_unsure')
+    -- the new state with its expiry, if any, in one call; then the claim's fields go
+    if ARGV[a + 5] == '' then
+      redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', errmsg, 'noti_timeout_at', not_before,
+        'noti_retry', ARGV[a + 4], 'lm', now)
+    else
+      redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', errmsg, 'noti_timeout_at', not_before,
+        'noti_retry', ARGV[a + 4], 'lm', now, 'expi', ARGV[a + 5])
     end
-    if ARGV[a + 5] ~= '' then
-      redis.call('HSET', key, 'expi', ARGV[a + 5])
+    if new_st == '10' then -- sent: no earlier attempt is in doubt any more
+      redis.call('HDEL', key, '_owner', '_inflight', '_unsure')
+    else
+      redis.call('HDEL', key, '_owner', '_inflight')
     end
     -- the outcome's fields, written in one call; the send's delivery status, provider and
     -- vendor id are read from them (not back from the record)
