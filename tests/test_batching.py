@@ -141,6 +141,39 @@ def test_slow_providers_wait_on_the_send_loop_while_the_consumer_goes_on(
     assert [e["id"] for e in sandbox_outbox(rt)] == sms
 
 
+@pytest.mark.parametrize("kind", ["auto", "asyncio"])
+def test_the_send_loop_is_uvloop_when_installed_unless_set_to_asyncio(
+    configure: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    start_worker_now: Any,
+    slow_receiver: WebhookReceiver,
+    kind: str,
+) -> None:
+    # given the send_loop setting, and a process whose send loop is made anew
+    from noti import sendloop
+
+    sendloop.send_loop().stop()
+    monkeypatch.setattr(sendloop, "_loops", {})
+    rt = configure(
+        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
+        channels={"webhook": {"provider": "hook"}},
+        send_loop=kind,
+    )
+    slow_receiver.delay_s = 0.05
+    try:
+        # when webhooks wait on their receiver through a worker
+        with start_worker_now():
+            hooks = [noti.notify_webhook(slow_receiver.url + "/in", content={"n": i}) for i in range(10)]
+            wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in hooks), timeout=30)
+            loop = sendloop.send_loop().loop
+        # then they were sent on the loop the setting asks for (uvloop comes with noti[http])
+        uvloop = pytest.importorskip("uvloop")
+        assert isinstance(loop, uvloop.Loop) is (kind == "auto")
+        assert sorted(slow_receiver.ids) == sorted(hooks) and slow_receiver.refusals == []
+    finally:
+        sendloop.send_loop().stop()
+
+
 def test_a_stopping_worker_finishes_the_sends_in_flight(
     rt: Any, spawn_worker: Any, slow_receiver: WebhookReceiver
 ) -> None:

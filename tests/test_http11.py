@@ -94,6 +94,22 @@ class RawServer:
         self.server.server_close()
 
 
+@pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
+def event_loop_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test on asyncio's loop and on uvloop's, which the send loop runs when it is
+    installed (noti.sendloop.new_loop)."""
+    if request.param == "asyncio":
+        yield "asyncio"
+        return
+    uvloop = pytest.importorskip("uvloop")
+    policy = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        yield "uvloop"
+    finally:
+        asyncio.set_event_loop_policy(policy)
+
+
 @pytest.fixture
 def server() -> Iterator[RawServer]:
     with RawServer() as running:
