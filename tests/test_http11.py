@@ -10,6 +10,7 @@ import gzip
 import socket
 import socketserver
 import ssl
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -344,6 +345,42 @@ def test_a_refused_or_unresolvable_destination_is_cannot_connect() -> None:
         send(f"http://127.0.0.1:{port}/")
     with pytest.raises(CannotConnect):
         send("http://no-such-host.invalid/")
+
+
+def test_a_connection_reset_before_the_request_is_written_is_cannot_connect(
+    monkeypatch: pytest.MonkeyPatch, event_loop_kind: str
+) -> None:
+    # given a server that resets every connection it accepts, and a client that resumes
+    # only once the reset has arrived (as when the loop was busy between connect and write)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def reset_each() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Event().wait(0.02)  # once the client's connect has completed
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # RST
+
+    threading.Thread(target=reset_each, daemon=True).start()
+    connect = _http11._connect
+
+    async def connect_then_wait(*args: Any) -> Any:
+        opened = await connect(*args)
+        await asyncio.sleep(0.2)
+        return opened
+
+    monkeypatch.setattr(_http11, "_connect", connect_then_wait)
+    try:
+        # then nothing was written, on either loop: retried as a send that never left
+        with pytest.raises(CannotConnect, match="before the request was written"):
+            send(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+    finally:
+        listener.close()
 
 
 def test_failures_map_to_the_outcome_classes() -> None:

@@ -245,7 +245,7 @@ async def post(
         reusable = False
         try:
             async with asyncio.timeout_at(deadline):
-                writer.write(head + body)
+                _write(writer, head + body)
                 await writer.drain()
                 response, reusable = await _read_response(reader)
         except TimeoutError as exc:
@@ -262,6 +262,19 @@ async def post(
         if pool.freed is not None and not pool.freed.done():
             pool.freed.set_result(None)
     return response
+
+
+def _write(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """Write the request on a connection that is still open; one the peer closed or reset
+    before it (between the connect and now) had nothing written: :class:`CannotConnect`, on
+    every loop (asyncio's transport would drop the bytes and fail the drain; uvloop's raises
+    ``RuntimeError``)."""
+    if writer.is_closing():
+        raise CannotConnect("the connection closed before the request was written")
+    try:
+        writer.write(data)
+    except RuntimeError as exc:  # uvloop: the transport closed under the write
+        raise CannotConnect(f"the connection closed before the request was written: {exc}") from exc
 
 
 def _request_head(destination: Destination, headers: Mapping[str, str], length: int) -> bytes:
