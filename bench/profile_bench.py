@@ -63,7 +63,7 @@ DRAIN_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "task signals (receivers, pushed request context)",
-        ("_PushedRequest", "Signal.send", "DeliveryReport._postrun"),
+        ("_PushedRequest", "Signal.send", "DeliveryReport._postrun", "DeliveryReport._context"),
     ),
     ("worker request registry (celery.worker.state)", ("celery/worker/state.py",)),
     (

@@ -154,7 +154,9 @@ def test_the_events_are_celerys_field_for_field(celery_app: Celery, dispatcher: 
     assert list(got[0])[:4] == ["hostname", "utcoffset", "pid", "clock"]  # Celery's field order
 
 
-@pytest.mark.parametrize("value", [0.0123, 1e-7, 1764290000.123456, 2**63, -3, True, None])
+@pytest.mark.parametrize(
+    "value", [0.0123, 1e-7, 1764290000.123456, 2**63, -3, True, None, "\ud800 lone", "\U0001f600", "\x00\x1f"]
+)
 def test_values_are_written_as_json_writes_them(value: Any) -> None:
     assert taskevents._value(value) == json.dumps(value)
 
@@ -194,12 +196,56 @@ def test_events_wait_while_the_dispatcher_is_closed_and_go_out_once_it_opens(
     events.started(time.time(), "a", "noti.deliver", "['a']", "{}", "a", None, 0)
     dispatcher.close()
     events.publish()
-    # when a restarted consumer's events take them over, on an open dispatcher
-    dispatcher.enable()
-    restarted = TaskEvents(dispatcher, _Task(), previous=events)
-    got = _received(celery_app, restarted.publish, 2)
+    # when a restarted consumer's batcher rebinds them to its open dispatcher
+    with celery_app.connection_for_write() as conn:
+        restarted = celery_app.events.Dispatcher(conn, hostname="celery@test-host", buffer_group=["task"])
+        events.rebind(restarted)
+        got = _received(celery_app, events.publish, 2)
+        restarted.close()
     # then nothing was lost
     assert [e["type"] for e in got] == ["task-received", "task-started"]
+
+
+def test_while_publishing_fails_only_the_timer_tries_and_then_in_bounded_messages(
+    celery_app: Celery, dispatcher: Any, monkeypatch: Any
+) -> None:
+    # given a broker that refuses publishing, and more events than one message carries
+    monkeypatch.setattr(taskevents, "PUBLISH_AT", 4)
+    events = TaskEvents(dispatcher, _Task())
+    real_publish = dispatcher.producer.publish
+    tries: list[int] = []
+
+    def refuse(body: str, **kwargs: Any) -> None:
+        tries.append(len(json.loads(body)))
+        raise ConnectionError("broker away")
+
+    monkeypatch.setattr(dispatcher.producer, "publish", refuse)
+    for task in "abcdef":  # 12 events: the 4th tried once, then no event tries again
+        events.started(time.time(), task, "noti.deliver", "[]", "{}", task, None, 0)
+    assert tries == [4] and len(events._waiting) == 12
+    events.publish()  # the timer's try
+    assert tries == [4, 4] and len(events._waiting) == 12
+    # when the broker is back
+    monkeypatch.setattr(dispatcher.producer, "publish", real_publish)
+    got = _received(celery_app, events.publish, 12)
+    # then every event went out, oldest first, in messages of at most 4
+    assert [e["uuid"] for e in got] == [t for t in "abcdef" for _ in range(2)]
+    assert not events._waiting and not events._failing
+
+
+def test_a_header_no_json_holds_is_written_as_its_text(celery_app: Celery, dispatcher: Any) -> None:
+    # given a foreign producer's message whose headers are not text
+    events = TaskEvents(dispatcher, _Task())
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "<odd>"
+
+    events.started(time.time(), "a", "noti.deliver", ["a"], {"k": 1}, Odd(), 7, 0)  # type: ignore[arg-type]
+    got = _received(celery_app, events.publish, 2)
+    # then its events are written all the same
+    assert got[0]["args"] == ["a"] and got[0]["kwargs"] == {"k": 1}
+    assert got[0]["root_id"] == "<odd>" and got[0]["parent_id"] == 7
 
 
 def test_events_that_cannot_be_published_are_kept_for_the_next_try(dispatcher: Any, monkeypatch: Any) -> None:
@@ -232,3 +278,26 @@ def test_many_waiting_events_are_published_before_the_interval(
 
     got = _received(celery_app, write, 4)
     assert [e["uuid"] for e in got] == ["a", "a", "b", "b"] and not events._waiting
+
+
+def test_a_restarted_consumers_batcher_rebinds_the_processs_events(
+    celery_app: Celery, dispatcher: Any, monkeypatch: Any
+) -> None:
+    # given this process's events, with events of the batcher before the restart waiting
+    from noti.celery.tasks import batching
+
+    monkeypatch.setattr(batching, "_task_events", None)
+    before = batching._process_task_events(dispatcher, _Task())
+    before.started(time.time(), "a", "noti.deliver", "['a']", "{}", "a", None, 0)
+    dispatcher.close()  # the old consumer's dispatcher goes with its connection
+    with celery_app.connection_for_write() as conn:
+        # when the restarted consumer's batcher takes them, on its new dispatcher
+        new = celery_app.events.Dispatcher(conn, hostname="celery@test-host", buffer_group=["task"])
+        after = batching._process_task_events(new, _Task())
+        # then they are the same events (the old batcher's sends in flight still write to
+        # them), bound to the new dispatcher, and what waited goes out through it
+        assert after is before and after.dispatcher is new
+        before.succeeded(time.time(), "a", "{}", 0.1)
+        got = _received(celery_app, after.publish, 3)
+        new.close()
+    assert [e["type"] for e in got] == ["task-received", "task-started", "task-succeeded"]

@@ -19,9 +19,11 @@ as the events it holds, exactly as they read the dispatcher's own. The rare ``ta
 goes through the dispatcher's ``send`` (:mod:`noti.celery.report`).
 
 The events wait at most :data:`PUBLISH_INTERVAL_S` (the batch worker's timer publishes them,
-and so does the consumer when it stops); :data:`PUBLISH_AT` waiting publish at once. When
-publishing fails they are kept for the next try if the dispatcher buffers while offline
-(Celery's default), up to :data:`KEEP_AT_MOST`. Events are sent only while the dispatcher is
+and so does the consumer when it stops); :data:`PUBLISH_AT` waiting publish at once, and no
+message carries more. When publishing fails they are kept if the dispatcher buffers while
+offline (Celery's default), up to :data:`KEEP_AT_MOST`, and only the timer tries again
+until a publish succeeds. A value no JSON can hold (a foreign producer's header) is written
+as its ``repr``: writing an event never fails a batch. Events are sent only while the dispatcher is
 enabled and its groups include ``task`` (``celery control enable_events`` /
 ``disable_events`` are honoured at once), and only for a task that sends events.
 """
@@ -34,6 +36,7 @@ import math
 from typing import Any
 
 from celery.utils.time import utcoffset
+from kombu.utils.json import dumps as kombu_dumps
 
 __all__ = ["EVENT_COST_NOTE", "KEEP_AT_MOST", "PUBLISH_AT", "PUBLISH_INTERVAL_S", "TaskEvents"]
 
@@ -58,7 +61,9 @@ _string = json.encoder.encode_basestring_ascii
 
 
 def _value(value: Any) -> str:
-    """JSON of one event field value (the types task events carry), as ``json.dumps``."""
+    """JSON of one event field value, as ``json.dumps`` writes it for the types task events
+    carry; any other value (a foreign producer's header) as kombu's JSON writes it, else as
+    its ``repr``: writing an event never fails."""
     kind = type(value)
     if kind is str:
         return _string(value)
@@ -70,19 +75,32 @@ def _value(value: Any) -> str:
         return int.__repr__(value)
     if kind is float and math.isfinite(value):
         return float.__repr__(value)
-    return json.dumps(value)  # NaN, infinities, anything else: json's own way
+    try:
+        return str(kombu_dumps(value))  # type: ignore[no-untyped-call]  # NaN, lists, dates: as kombu
+    except Exception:  # noqa: BLE001 - not JSON at all: its text
+        return _string(repr(value))
 
 
 class TaskEvents:
-    """Task events of one worker's dispatcher, as JSON text waiting to be published."""
+    """The task events of this worker process, as JSON text waiting to be published. One per
+    process: a restarted consumer's batcher rebinds it (:meth:`rebind`) to the new dispatcher, and
+    the sends still in flight of the batcher before it report through it as well."""
 
-    def __init__(self, dispatcher: Any, task: Any, previous: TaskEvents | None = None) -> None:
+    def __init__(self, dispatcher: Any, task: Any) -> None:
         self.dispatcher = dispatcher
         #: Whether ``task`` sends events at all (its ``send_events``).
         self._task_sends = bool(getattr(task, "send_events", True))
-        #: Events written and not published yet (carried over from a consumer restart).
-        self._waiting: list[str] = previous._waiting if previous is not None else []
+        #: Events written and not published yet, oldest first.
+        self._waiting: list[str] = []
+        #: The last publish failed: until one succeeds, only the timer tries again.
+        self._failing = False
         self._head = ""
+        self._refresh_head()
+
+    def rebind(self, dispatcher: Any) -> None:
+        """Publish through ``dispatcher`` from now on (a restarted consumer's), the events
+        waiting included."""
+        self.dispatcher = dispatcher
         self._refresh_head()
 
     def _refresh_head(self) -> None:
@@ -112,29 +130,27 @@ class TaskEvents:
         with the fields Celery's ``Request`` sends them with (a batch worker starts what it
         receives at once). The caller checked :attr:`on`."""
         clock = self.dispatcher.clock.forward
-        head, task = self._head, _string(uuid)
+        head, task = self._head, _value(uuid)
         self._waiting.append(
-            f'{head}"clock":{clock()},"uuid":{task},"name":{_string(name)},"args":{_string(args)},'
-            f'"kwargs":{_string(kwargs)},"root_id":{_string(root_id)},"parent_id":{_value(parent_id)},'
-            f'"retries":{int.__repr__(retries)},"eta":null,"expires":null,"timestamp":{_value(now)},'
+            f'{head}"clock":{clock()},"uuid":{task},"name":{_value(name)},"args":{_value(args)},'
+            f'"kwargs":{_value(kwargs)},"root_id":{_value(root_id)},"parent_id":{_value(parent_id)},'
+            f'"retries":{_value(retries)},"eta":null,"expires":null,"timestamp":{_value(now)},'
             f'"type":"task-received"}}'
         )
         self._waiting.append(
             f'{head}"clock":{clock()},"uuid":{task},"timestamp":{_value(now)},"type":"task-started"}}'
         )
-        if len(self._waiting) >= PUBLISH_AT:
-            self.publish()
+        self._publish_if_many()
 
     def succeeded(self, now: float, uuid: str, result: str, runtime: float) -> None:
         """``task-succeeded`` with ``result`` (its JSON, as Celery's ``repr``-ed result is
         text) and ``runtime`` (seconds). The caller checked :attr:`on`."""
         self._waiting.append(
-            f'{self._head}"clock":{self.dispatcher.clock.forward()},"uuid":{_string(uuid)},'
-            f'"result":{_string(result)},"runtime":{_value(runtime)},"timestamp":{_value(now)},'
+            f'{self._head}"clock":{self.dispatcher.clock.forward()},"uuid":{_value(uuid)},'
+            f'"result":{_value(result)},"runtime":{_value(runtime)},"timestamp":{_value(now)},'
             f'"type":"task-succeeded"}}'
         )
-        if len(self._waiting) >= PUBLISH_AT:
-            self.publish()
+        self._publish_if_many()
 
     def add(self, kind: str, now: float, fields: tuple[tuple[str, Any], ...]) -> None:
         """Any other event of type ``kind`` at ``now`` with ``fields`` (name, value), in the
@@ -144,38 +160,45 @@ class TaskEvents:
             f'{self._head}"clock":{self.dispatcher.clock.forward()},{body},'
             f'"timestamp":{_value(now)},"type":{_string(kind)}}}'
         )
-        if len(self._waiting) >= PUBLISH_AT:
+        self._publish_if_many()
+
+    def _publish_if_many(self) -> None:
+        if len(self._waiting) >= PUBLISH_AT and not self._failing:
             self.publish()
 
     def publish(self) -> None:
-        """Publish the waiting events as one ``task.multi`` message (the timer's call)."""
-        if not self._waiting:
-            self._refresh_head()
-            return
+        """Publish the waiting events, :data:`PUBLISH_AT` at most per ``task.multi`` message
+        (the timer's call). What cannot be published now waits for the next call."""
         d = self.dispatcher
         with d.mutex:
-            producer = d.producer
-            if producer is None:  # disabled or closed: kept for when it is enabled again
-                self._bound()
-                return
-            waiting, self._waiting = self._waiting, []
-            try:
-                producer.publish(
-                    f"[{','.join(waiting)}]",
-                    routing_key="task.multi",
-                    exchange=d.exchange.name,
-                    declare=[d.exchange],
-                    content_type="application/json",
-                    content_encoding="utf-8",
-                    headers=d.headers,
-                    delivery_mode=d.delivery_mode,
-                )
-            except Exception as exc:  # the broker is away: keep them, as Celery's dispatcher does
-                if not d.buffer_while_offline:
-                    log.warning("could not publish %d task event(s): %s", len(waiting), exc)
-                    return
-                self._waiting[:0] = waiting
-                self._bound()
+            while self._waiting:
+                producer = d.producer
+                if producer is None:  # disabled or closed: kept for when it is enabled again
+                    self._bound()
+                    break
+                chunk = self._waiting[:PUBLISH_AT]
+                try:
+                    producer.publish(
+                        f"[{','.join(chunk)}]",
+                        routing_key="task.multi",
+                        exchange=d.exchange.name,
+                        declare=[d.exchange],
+                        content_type="application/json",
+                        content_encoding="utf-8",
+                        headers=d.headers,
+                        delivery_mode=d.delivery_mode,
+                    )
+                except Exception as exc:  # noqa: BLE001 - the broker is away
+                    if not d.buffer_while_offline:  # as Celery's dispatcher: not kept
+                        del self._waiting[: len(chunk)]
+                        log.warning("could not publish %d task event(s): %s", len(chunk), exc)
+                        continue
+                    self._failing = True  # kept, as Celery's dispatcher keeps them
+                    self._bound()
+                    break
+                del self._waiting[: len(chunk)]
+            else:
+                self._failing = False
         self._refresh_head()
 
     def _bound(self) -> None:

@@ -112,7 +112,7 @@ class DeliveryBatcher:
         self.hub = consumer.hub
         self.connection_errors = consumer.connection_errors
         eventer = consumer.event_dispatcher
-        events = TaskEvents(eventer, task, _task_events) if eventer is not None else None
+        events = _process_task_events(eventer, task) if eventer is not None else None
         self.report = DeliveryReport(task, consumer, events)
         if events is not None:
             _publish_events_periodically(self.hub, eventer, events)
@@ -430,8 +430,10 @@ class DeliveryBatcher:
             flush = getattr(channel.qos, "flush_acks", None)  # noti.celery.transport buffers acks
             if flush is not None:
                 flush()
-        if self.report.events is not None:  # the dispatcher is still open (Events stops later)
-            self.report.events.publish()
+        events = self.report.events
+        if events is not None:  # the dispatcher is still open (Events stops later)
+            events.publish()
+            events.dispatcher.flush()  # and what Celery's path buffered (task-revoked)
 
     def _settled(self, held: list[_Held], results: list[SendResult]) -> None:
         for h, result in zip(held, results, strict=True):
@@ -484,9 +486,19 @@ def _body(message: Any) -> Any:
 
 
 _event_timer: Any = None
-#: The task events of this process's batcher: a restarted consumer's new batcher takes over
-#: the events not published yet.
+#: This process's task events: a restarted consumer's batcher rebinds them to its dispatcher
+#: (with the events not published yet), and the sends in flight of the one before report
+#: through them too.
 _task_events: TaskEvents | None = None
+
+
+def _process_task_events(eventer: Any, task: Any) -> TaskEvents:
+    global _task_events
+    if _task_events is None:
+        _task_events = TaskEvents(eventer, task)
+    else:
+        _task_events.rebind(eventer)
+    return _task_events
 
 
 def _publish_events_periodically(hub: Any, eventer: Any, events: TaskEvents) -> None:
@@ -494,10 +506,9 @@ def _publish_events_periodically(hub: Any, eventer: Any, events: TaskEvents) -> 
     (the batcher's, :mod:`noti.celery.taskevents`, and those Celery's dispatcher buffered for
     the tasks that take Celery's path) instead of once per event-loop turn: a busy batch worker
     turns its loop thousands of times a second, and each publish is a Redis round trip."""
-    global _event_timer, _task_events
+    global _event_timer
     if _event_timer is not None:  # a restarted consumer: the old dispatcher is gone
         _event_timer.cancel()
-    _task_events = events
     eventer.on_send_buffered = None
     eventer.buffer_limit = max(eventer.buffer_limit, PUBLISH_AT)
 
