@@ -5,11 +5,9 @@ default (batch) worker mode: Flower's events and state machine, ``inspect``, ``r
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ import noti
 from noti.celery.app import app
 from noti.core.record import Status
 from tests.conftest import sandbox_outbox, wait_until
+from tests.event_capture import captured_events
 
 pytestmark = pytest.mark.integration
 
@@ -27,40 +26,10 @@ PHONE = "+8613912345678"
 FINAL = (Status.DONE, Status.FAILED, Status.INVALID)
 
 
-@contextmanager
-def task_events() -> Iterator[list[dict[str, Any]]]:
-    """Every event the workers send while the block runs (as Flower receives them). One
-    subscription for the whole block: events are a Redis pub/sub fan-out, so anything
-    published while nobody is subscribed is gone."""
-    seen: list[dict[str, Any]] = []
-    ready = threading.Event()
-    receivers: list[Any] = []
-
-    def capture() -> None:
-        with app.connection_for_read() as conn:
-            receiver = app.events.Receiver(conn, handlers={"*": seen.append})
-            receivers.append(receiver)
-            ready.set()
-            receiver.capture(limit=None, timeout=None, wakeup=False)
-
-    thread = threading.Thread(target=capture, daemon=True)
-    thread.start()
-    assert ready.wait(5)
-    # the subscription is in place once an event sent now comes back (a fixed pause was not
-    # enough on a loaded machine: the worker's first events went out before it)
-    deadline = time.monotonic() + 30
-    with app.events.default_dispatcher() as dispatcher:
-        while not any(event.get("type") == "noti-test-probe" for event in seen):
-            assert time.monotonic() < deadline, "the event receiver never subscribed"
-            dispatcher.send("noti-test-probe")
-            time.sleep(0.1)
-    seen.clear()
-    try:
-        yield seen
-    finally:
-        time.sleep(0.5)  # the worker publishes its buffered events every 0.1 s
-        receivers[0].should_stop = True
-        thread.join(5)
+def task_events() -> Any:
+    """Every event the workers send while the block runs (as Flower receives them), with
+    the worker's last buffered events (it publishes them every 0.1 s)."""
+    return captured_events(app, settle_s=0.5)
 
 
 def _tasks(seen: list[dict[str, Any]]) -> State:

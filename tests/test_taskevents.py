@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from celery import Celery
 from noti.celery import taskevents
 from noti.celery.taskevents import TaskEvents
 from tests.conftest import wait_until
+from tests.event_capture import captured_events
 
 pytestmark = pytest.mark.integration
 
@@ -43,29 +43,10 @@ def dispatcher(celery_app: Celery) -> Iterator[Any]:
 
 def _received(celery_app: Celery, publish: Any, count: int) -> list[dict[str, Any]]:
     """The events a real EventReceiver gets while ``publish()`` runs."""
-    seen: list[dict[str, Any]] = []
-    ready = threading.Event()
-    receivers: list[Any] = []
-
-    def capture() -> None:
-        with celery_app.connection_for_read() as conn:
-            receiver = celery_app.events.Receiver(conn, handlers={"*": seen.append})
-            receivers.append(receiver)
-            ready.set()
-            receiver.capture(limit=None, timeout=None, wakeup=False)
-
-    thread = threading.Thread(target=capture, daemon=True)
-    thread.start()
-    assert ready.wait(5)
-    with celery_app.events.default_dispatcher() as probe:  # subscribed once a probe comes back
-        wait_until(
-            lambda: probe.send("probe") or any(e["type"] == "probe" for e in seen), timeout=10, interval=0.1
-        )
-    publish()
-    wait_until(lambda: len([e for e in seen if e["type"] != "probe"]) >= count, timeout=10)
-    receivers[0].should_stop = True
-    thread.join(5)
-    return [e for e in seen if e["type"] != "probe"]
+    with captured_events(celery_app) as seen:
+        publish()
+        wait_until(lambda: len(seen) >= count, timeout=10)
+    return list(seen)
 
 
 def _celery_built(dispatcher: Any, kind: str, **fields: Any) -> dict[str, Any]:
