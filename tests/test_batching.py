@@ -174,6 +174,29 @@ def test_the_send_loop_is_uvloop_when_installed_unless_set_to_asyncio(
         sendloop.send_loop().stop()
 
 
+def test_a_prefetch_window_reduced_by_a_connection_loss_widens_again_as_messages_are_acked(
+    rt: Any, start_worker_now: Any
+) -> None:
+    # given a worker whose prefetch window Celery reduced to one step when its broker
+    # connection was lost with requests in flight (Celery < 5.7 does on Redis; set here as
+    # Celery sets it, whatever the version installed)
+    with start_worker_now() as worker:
+        consumer = worker.consumer
+        wait_until(lambda: consumer.qos is not None and consumer.qos.value, timeout=10)
+        full, step = consumer.max_prefetch_count, consumer.prefetch_multiplier
+        assert full >= 3 * step
+        with consumer.qos._mutex:
+            consumer.qos.value = consumer.initial_prefetch_count = step
+            consumer.qos.set(step)
+            consumer._maximum_prefetch_restored = False
+        # when the batch worker delivers and acks messages
+        ids = [noti.notify_sms(PHONE, f"after the loss {i}") for i in range(10)]
+        wait_until(lambda: all(rt.store.get(i).status is Status.DONE for i in ids), timeout=30)
+        # then each ack took a step back, as Celery's ack promises do: the whole window is back
+        wait_until(lambda: consumer._maximum_prefetch_restored, timeout=10)
+        assert consumer.qos.value == full
+
+
 def test_a_stopping_worker_finishes_the_sends_in_flight(
     rt: Any, spawn_worker: Any, slow_receiver: WebhookReceiver
 ) -> None:

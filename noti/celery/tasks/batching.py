@@ -108,6 +108,7 @@ class DeliveryBatcher:
 
     def __init__(self, task: Any, app: Any, consumer: Any, **kwargs: Any) -> None:
         self.celery_path = default_strategy(task, app, consumer, **kwargs)
+        self.consumer = consumer
         self.task_name = task.name
         self.hub = consumer.hub
         self.connection_errors = consumer.connection_errors
@@ -142,7 +143,7 @@ class DeliveryBatcher:
                 raise ValueError(f"expected one record id, got {args!r:.80}")
         except Exception as exc:
             log.error("noti.deliver %s: refused a malformed message: %s", headers.get("id"), exc)
-            message.reject_log_error(log, self.connection_errors, requeue=False)
+            self._reject(message, requeue=False)
             return None
         task_id = headers.get("id") or record_id
         claim = self._fetched_claim(message, record_id)
@@ -244,7 +245,7 @@ class DeliveryBatcher:
                 claimed.append(held)
             elif result.revoked:  # a revoke asked while another sender held it: revoked now
                 held.taken = True
-                held.message.ack_log_error(log, self.connection_errors)
+                self._ack(held.message)
                 self.report.revoked(held, held.retries)
             else:  # nothing to send: done with the message
                 self._settled([held], [result])
@@ -282,7 +283,7 @@ class DeliveryBatcher:
                 if done[0] is not Revoked.REVOKED:  # not ours after all: sent as usual
                     continue
                 held.taken = True
-                held.message.ack_log_error(log, self.connection_errors)
+                self._ack(held.message)
                 self.report.revoked(held, held.retries)
         except StoreUnavailable as exc:  # never send what was revoked: put it back for later
             log.warning("noti.deliver: could not revoke (%s); the message is queued again", exc)
@@ -409,7 +410,7 @@ class DeliveryBatcher:
                 continue
             for h, result in zip(held, results, strict=True):
                 try:
-                    h.message.ack_log_error(log, self.connection_errors)
+                    self._ack(h.message)
                     channels[id(h.message.channel)] = h.message.channel
                 except Exception:  # e.g. the broker refused the ack flush: the message comes
                     log.exception("noti.deliver %s: could not ack", h.record_id)  # back; claim refuses it
@@ -435,10 +436,33 @@ class DeliveryBatcher:
             events.publish()
             events.dispatcher.flush()  # and what Celery's path buffered (task-revoked)
 
+    def _ack(self, message: Any) -> None:
+        try:
+            message.ack_log_error(log, self.connection_errors)
+        finally:  # a failed ack too, as Celery's promise steps on its error
+            self._prefetch_step()
+
+    def _reject(self, message: Any, *, requeue: bool) -> None:
+        try:
+            message.reject_log_error(log, self.connection_errors, requeue=requeue)
+        finally:
+            self._prefetch_step()
+
+    def _prefetch_step(self) -> None:
+        """One step back towards the worker's whole prefetch window, when a broker connection
+        loss reduced it. Celery (before 5.7 on Redis) shrinks the window by the requests in
+        flight when the connection is lost and widens it again one step per message acked
+        or rejected, through the promises its consumer hands the strategy; this batcher acks
+        messages itself, so it takes the steps itself (else the window stayed reduced until
+        the worker restarted)."""
+        consumer = self.consumer
+        if not getattr(consumer, "_maximum_prefetch_restored", True):
+            consumer._restore_prefetch_count_after_connection_restart(None)
+
     def _settled(self, held: list[_Held], results: list[SendResult]) -> None:
         for h, result in zip(held, results, strict=True):
             h.mark, h.taken = result.mark, True
-            h.message.ack_log_error(log, self.connection_errors)
+            self._ack(h.message)
             self.report.concluded(h, result.outcome, h.retries)
 
     def _requeue(self, held: list[_Held]) -> None:
@@ -448,7 +472,7 @@ class DeliveryBatcher:
             h.taken = True
             self.report.concluded(h, None, h.retries)  # received again after the requeue
             try:
-                h.message.reject_log_error(log, self.connection_errors, requeue=True)
+                self._reject(h.message, requeue=True)
             except Exception:  # it comes back after the visibility timeout instead
                 log.exception("noti.deliver %s: could not requeue", h.record_id)
 
