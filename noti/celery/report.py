@@ -144,9 +144,8 @@ class DeliveryReport:
         self.hostname = consumer.hostname
         #: The batch worker's task events (whoever publishes them passes them: the batcher).
         self.events = events
-        eventer = consumer.event_dispatcher
-        #: Celery's own ``send`` of the dispatcher, for the rare ``task-revoked``.
-        self._send_event = eventer.send if eventer is not None and task.send_events else None
+        #: The consumer's event dispatcher (None: the worker has none).
+        self._eventer = consumer.event_dispatcher
 
     def _events_on(self) -> TaskEvents | None:
         """The task events, when they are sent now (remote control may switch them)."""
@@ -247,19 +246,22 @@ class DeliveryReport:
     def revoked(self, held: HeldRequest, retries: int) -> None:
         """``held``'s record was revoked before its send: nothing was sent."""
         worker_state.task_ready(held)
-        self._announce_revoked(held.id, held.record_id, self._request(held, retries))
+        self._announce_revoked(held.id, held.record_id, self._context(held, retries))
 
     def revoked_waiting(self, record_id: str) -> None:
         """A waiting record was revoked when Celery's revoke came: no message of it is held
         here (:mod:`noti.celery.control`)."""
         request = {"id": record_id, "args": [record_id], "kwargs": {}, "hostname": self.hostname}
-        self._announce_revoked(record_id, record_id, request)
+        self._announce_revoked(record_id, record_id, _PushedRequest(self.task, self._new_context(request)))
 
-    def _announce_revoked(self, task_id: str, record_id: str, request: dict[str, Any]) -> None:
-        """``task-revoked`` and ``task_revoked``, as Celery announces a task revoked before it
-        ran (no prerun, so no postrun either)."""
-        if self._send_event is not None:  # Celery's dispatcher: rare, and sent without a batcher too
-            self._send_event(  # before any task-received: say what it would have said
+    def _announce_revoked(self, task_id: str, record_id: str, pushed: _PushedRequest) -> None:
+        """``task-revoked`` and ``task_revoked`` (with ``pushed``, the task's request), as
+        Celery announces a task revoked before it ran (no prerun, so no postrun either)."""
+        # through Celery's dispatcher (rare, and sent without a batcher too): the one the
+        # task events are bound to now, after a consumer restart too
+        eventer = self.events.dispatcher if self.events is not None else self._eventer
+        if eventer is not None and self.task.send_events:
+            eventer.send(  # before any task-received: say what it would have said
                 "task-revoked",
                 uuid=task_id,
                 name=self.task.name,
@@ -270,9 +272,9 @@ class DeliveryReport:
                 expired=False,
             )
         if signals.task_revoked.receivers:
-            with _PushedRequest(self.task, request) as pushed:
+            with pushed as request:
                 signals.task_revoked.send(
-                    sender=self.task, request=pushed, terminated=False, signum=None, expired=False
+                    sender=self.task, request=request, terminated=False, signum=None, expired=False
                 )
 
     @staticmethod
@@ -307,10 +309,13 @@ class DeliveryReport:
         receivers of its prerun and of its outcome see one request, as in a task's run."""
         context = held.context
         if context is None:
-            # as Task.push_request makes it: over the request in place (none: the default)
-            fields = {**self.task.request.__dict__, **self._request(held, retries), "is_eager": False}
-            context = held.context = _context_of(fields)
+            context = held.context = self._new_context(self._request(held, retries))
         return _PushedRequest(self.task, context)
+
+    def _new_context(self, request: dict[str, Any]) -> Context:
+        """``request`` as ``Task.push_request`` makes a context of it: over the request in
+        place (none here: the task's default)."""
+        return _context_of({**self.task.request.__dict__, **request, "is_eager": False})
 
     def _request(self, held: HeldRequest, retries: int) -> dict[str, Any]:
         """The request context of ``held``'s task, as a Celery request would set it."""
@@ -333,17 +338,12 @@ class _PushedRequest:
 
     __slots__ = ("task", "request")
 
-    def __init__(self, task: Any, request: dict[str, Any] | Context) -> None:
+    def __init__(self, task: Any, request: Context) -> None:
         self.task, self.request = task, request
 
-    def __enter__(self) -> Any:
-        request = self.request
-        if type(request) is dict:
-            self.task.push_request(is_eager=False, **request)
-        else:  # a context made before (Task.push_request makes one of the same arguments)
-            self.task.request_stack.push(request)
-            return request
-        return self.task.request
+    def __enter__(self) -> Context:
+        self.task.request_stack.push(self.request)  # what Task.push_request pushes
+        return self.request
 
     def __exit__(self, *exc: object) -> None:
         self.task.pop_request()

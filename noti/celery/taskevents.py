@@ -13,7 +13,9 @@ worker's 166): the largest part of what Celery's tools cost a batch worker.
 shares with the dispatcher's other events) as JSON text at once, with the fields that are the
 same for every event of the worker encoded once per publish, and publishes them through the
 dispatcher's own producer as one ``task.multi`` message of already-encoded JSON (kombu sends
-it as is, in its usual envelope): 10 µs per notification (:data:`EVENT_COST_NOTE`).
+it as is, in its usual envelope): 10 µs per notification, the measured reason for writing
+them here (``python -m bench.profile_bench`` prints both paths' cost, 2026-11-28: 20.5 and
+10.8 µs).
 Celery's receivers (Flower, ``celery events``) read a list body of a ``task.multi`` message
 as the events it holds, exactly as they read the dispatcher's own. The rare ``task-revoked``
 goes through the dispatcher's ``send`` (:mod:`noti.celery.report`).
@@ -38,7 +40,7 @@ from typing import Any
 from celery.utils.time import utcoffset
 from kombu.utils.json import dumps as kombu_dumps
 
-__all__ = ["EVENT_COST_NOTE", "KEEP_AT_MOST", "PUBLISH_AT", "PUBLISH_INTERVAL_S", "TaskEvents"]
+__all__ = ["KEEP_AT_MOST", "PUBLISH_AT", "PUBLISH_INTERVAL_S", "TaskEvents"]
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +50,6 @@ PUBLISH_INTERVAL_S = 0.1
 PUBLISH_AT = 2000
 #: Events kept while they cannot be published; older ones are dropped beyond this.
 KEEP_AT_MOST = 100_000
-#: The measured reason for writing the events' JSON here rather than through
-#: ``EventDispatcher.send`` (kept next to the code, as the house rules ask).
-EVENT_COST_NOTE = (
-    "python -m bench.profile_bench, 2026-11-28, this 2-core VM: a notification's three task "
-    "events and their publishing cost 20.3 µs of worker CPU through Celery's EventDispatcher "
-    "(send x3, flush), 10.0 µs through TaskEvents"
-)
-
 #: JSON of a str, as ``json.dumps`` writes it (the C encoder's function).
 _string = json.encoder.encode_basestring_ascii
 
@@ -165,6 +159,12 @@ class TaskEvents:
     def _publish_if_many(self) -> None:
         if len(self._waiting) >= PUBLISH_AT and not self._failing:
             self.publish()
+
+    def flush(self) -> None:
+        """Publish the waiting events, then what the dispatcher buffered for the tasks that
+        take Celery's own path (the timer's call, and the consumer's when it stops)."""
+        self.publish()
+        self.dispatcher.flush()
 
     def publish(self) -> None:
         """Publish the waiting events, :data:`PUBLISH_AT` at most per ``task.multi`` message

@@ -116,7 +116,7 @@ class DeliveryBatcher:
         events = _process_task_events(eventer, task) if eventer is not None else None
         self.report = DeliveryReport(task, consumer, events)
         if events is not None:
-            _publish_events_periodically(self.hub, eventer, events)
+            _publish_events_periodically(self.hub, events)
         self.owner = consumer.hostname or None
         #: Celery's per-worker rate-limit buckets (``celery control rate_limit`` replaces them:
         #: read at each use, never kept).
@@ -431,10 +431,8 @@ class DeliveryBatcher:
             flush = getattr(channel.qos, "flush_acks", None)  # noti.celery.transport buffers acks
             if flush is not None:
                 flush()
-        events = self.report.events
-        if events is not None:  # the dispatcher is still open (Events stops later)
-            events.publish()
-            events.dispatcher.flush()  # and what Celery's path buffered (task-revoked)
+        if self.report.events is not None:  # the dispatcher is still open (Events stops later)
+            self.report.events.flush()
 
     def _ack(self, message: Any) -> None:
         try:
@@ -525,19 +523,15 @@ def _process_task_events(eventer: Any, task: Any) -> TaskEvents:
     return _task_events
 
 
-def _publish_events_periodically(hub: Any, eventer: Any, events: TaskEvents) -> None:
+def _publish_events_periodically(hub: Any, events: TaskEvents) -> None:
     """Publish the worker's task events every :data:`~noti.celery.taskevents.PUBLISH_INTERVAL_S`
-    (the batcher's, :mod:`noti.celery.taskevents`, and those Celery's dispatcher buffered for
-    the tasks that take Celery's path) instead of once per event-loop turn: a busy batch worker
+    (:meth:`TaskEvents.flush`: the batcher's and those Celery's dispatcher buffered for the
+    tasks that take Celery's path) instead of once per event-loop turn: a busy batch worker
     turns its loop thousands of times a second, and each publish is a Redis round trip."""
     global _event_timer
     if _event_timer is not None:  # a restarted consumer: the old dispatcher is gone
         _event_timer.cancel()
+    eventer = events.dispatcher
     eventer.on_send_buffered = None
     eventer.buffer_limit = max(eventer.buffer_limit, PUBLISH_AT)
-
-    def publish() -> None:
-        events.publish()
-        eventer.flush()
-
-    _event_timer = hub.call_repeatedly(PUBLISH_INTERVAL_S, publish)
+    _event_timer = hub.call_repeatedly(PUBLISH_INTERVAL_S, events.flush)
