@@ -77,57 +77,29 @@ def test_the_events_are_celerys_field_for_field(celery_app: Celery, dispatcher: 
     events.add("task-revoked", now, (*revoked, ("terminated", False), ("signum", None), ("expired", False)))
     # when they are published and received by Celery's own receiver, as Flower receives them
     got = _received(celery_app, events.publish, 8)
+
     # then each is what Celery's dispatcher would have sent, in order, with rising clocks
-    want = [
-        _celery_built(
-            dispatcher,
-            "task-received",
-            uuid=task,
-            name="noti.deliver",
-            args=f"['{task}']",
-            kwargs="{}",
-            root_id=task,
-            parent_id=None,
-            retries=0,
-            eta=None,
-            expires=None,
-        ),
-        _celery_built(dispatcher, "task-started", uuid=task),
-        _celery_built(
-            dispatcher,
-            "task-received",
-            uuid=odd,
-            name="noti.deliver",
-            args=odd,
-            kwargs="{'k': 1}",
-            root_id="root",
-            parent_id="parent",
-            retries=3,
-            eta=None,
-            expires=None,
-        ),
-        _celery_built(dispatcher, "task-started", uuid=odd),
-        _celery_built(
-            dispatcher,
+    def received(
+        uuid: str, args: str, kwargs: str, root_id: str, parent_id: Any, retries: int
+    ) -> dict[str, Any]:
+        return {"uuid": uuid, "name": "noti.deliver", "args": args, "kwargs": kwargs, "root_id": root_id,
+                "parent_id": parent_id, "retries": retries, "eta": None, "expires": None}  # fmt: skip
+
+    revoked = {"uuid": task, "name": "noti.deliver", "args": "[]", "kwargs": "{}"}
+    sends = [
+        ("task-received", received(task, f"['{task}']", "{}", task, None, 0)),
+        ("task-started", {"uuid": task}),
+        ("task-received", received(odd, odd, "{'k': 1}", "root", "parent", 3)),
+        ("task-started", {"uuid": odd}),
+        (
             "task-succeeded",
-            uuid=task,
-            result=json.dumps({"id": task, "msgid": "m"}),
-            runtime=0.0123,
+            {"uuid": task, "result": json.dumps({"id": task, "msgid": "m"}), "runtime": 0.0123},
         ),
-        _celery_built(dispatcher, "task-retried", uuid=task, exception=odd, traceback=""),
-        _celery_built(dispatcher, "task-failed", uuid=task, exception="PermanentFailure()", traceback=""),
-        _celery_built(
-            dispatcher,
-            "task-revoked",
-            uuid=task,
-            name="noti.deliver",
-            args="[]",
-            kwargs="{}",
-            terminated=False,
-            signum=None,
-            expired=False,
-        ),
+        ("task-retried", {"uuid": task, "exception": odd, "traceback": ""}),
+        ("task-failed", {"uuid": task, "exception": "PermanentFailure()", "traceback": ""}),
+        ("task-revoked", {**revoked, "terminated": False, "signum": None, "expired": False}),
     ]
+    want = [_celery_built(dispatcher, kind, **fields) for kind, fields in sends]
     assert [_comparable(e) for e in got] == [_comparable(e) for e in want]
     assert all(e["timestamp"] == now for e in got)
     clocks = [e["clock"] for e in got]
