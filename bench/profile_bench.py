@@ -16,7 +16,7 @@
    notification and Redis round trips per notification are measured beside it (round
    trips in a separate run of the counting worker, as scenario 9 counts them).
 
-    .venv/bin/python -m bench.profile_bench [--n 60000] [--seconds 6] [--calls 20000] [--smoke]
+    .venv/bin/python -m bench.profile_bench [--n 100000] [--seconds 6] [--calls 20000] [--smoke]
 
 py-spy (the ``bench`` extra) reads the worker's stacks from outside; run as root, or where
 ``ptrace`` of one's own processes is allowed.
@@ -295,12 +295,14 @@ def _frame(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--calls", type=int, default=20_000, help="notify() calls timed")
-    parser.add_argument("--n", type=int, default=60_000, help="SMS the profiled worker drains")
+    # enough that the worker is still draining when the sampling ends (it has drained ~6,000/s
+    # here since the task events and the scripts got cheaper; 8,000 for the smoke ran out)
+    parser.add_argument("--n", type=int, default=100_000, help="SMS the profiled worker drains")
     parser.add_argument("--seconds", type=float, default=6.0, help="how long py-spy samples")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check it runs")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.calls, args.n, args.seconds = 500, 8_000, 1.0
+        args.calls, args.n, args.seconds = 500, 30_000, 1.0
     with redis_server() as url:
         enqueue = notify_profile(url, args.calls)
     print(f"notify() one at a time, {args.calls:,} calls, µs per call")
