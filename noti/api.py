@@ -49,7 +49,7 @@ __all__ = [
 def notifier() -> Notifier:
     """The :class:`Notifier` of this process's runtime and the noti Celery app's broker (the
     app itself is built only if messages go through ``send_task``: not on a Redis broker)."""
-    from noti.celery.publish import process_notifier
+    from noti.celery.process import process_notifier
 
     return process_notifier()
 

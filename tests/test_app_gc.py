@@ -36,8 +36,9 @@ worker_process_init.send(sender=None)
 assert gc.get_freeze_count() == 0, "noti froze a host project's worker"
 assert not in_noti_worker()
 # noti's worker (the NotiProcess bootstep of noti's app calls this)
+from kombu.utils.imports import symbol_by_name
 from noti.celery.worker import NotiProcess
-assert NotiProcess in noti.celery.app.app.steps["worker"]
+assert NotiProcess in {symbol_by_name(step) for step in noti.celery.app.app.steps["worker"]}
 enter_noti_worker(noti.celery.app.app)
 assert in_noti_worker() and receivers() != before
 worker_ready.send(sender=None)

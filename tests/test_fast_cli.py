@@ -29,6 +29,7 @@ from click.testing import CliRunner
 
 import noti
 from noti.celery.app import app
+from noti.celery.process import noti_app
 from noti.celery.publish import Publisher
 from noti.celery.queues import priority_for_level
 from noti.cli import COMMANDS, cli
@@ -259,13 +260,13 @@ def test_a_notification_added_without_celery_is_delivered_by_a_worker(
 def test_origin_is_celerys_anon_nodename(rt: Any) -> None:
     from celery.utils.nodenames import anon_nodename
 
-    publisher = Publisher.for_settings(rt.settings, store_redis=rt.redis)
+    publisher = Publisher.for_settings(rt.settings, noti_app, store_redis=rt.redis)
     _, message = publisher.message("01rec", Channel.SMS, 1)
     assert json.loads(message)["headers"]["origin"] == anon_nodename()
 
 
 def test_the_settings_publisher_writes_what_the_apps_publisher_writes(rt: Any) -> None:
-    ours = Publisher.for_settings(rt.settings, store_redis=rt.redis)
+    ours = Publisher.for_settings(rt.settings, noti_app, store_redis=rt.redis)
     apps = Publisher(app, store_url=rt.settings.redis_url, store_redis=rt.redis)
     assert (ours.broker_url, ours.writes_wire_format, ours.shares_store) == (
         apps.broker_url,
@@ -285,7 +286,7 @@ def test_the_settings_publisher_sends_through_celery_on_another_broker(rt: Any) 
     # a broker noti does not write itself: messages go through noti's app's send_task (in
     # this session that app's broker is the test Redis, so the message can be looked at)
     settings = rt.settings.model_copy(update={"broker_url": "amqp://guest@127.0.0.1:1//"})
-    publisher = Publisher.for_settings(settings, store_redis=rt.redis)
+    publisher = Publisher.for_settings(settings, noti_app, store_redis=rt.redis)
     assert not publisher.writes_wire_format and not publisher.shares_store
     assert publisher.publish([("01rec", Channel.SMS, 1)]) == 1
     [message] = [json.loads(m) for m in rt.redis.lrange("noti.sms:9", 0, -1)]

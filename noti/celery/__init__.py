@@ -1,16 +1,21 @@
-"""The Celery layer: the app and its configuration (``app``), the workers' broker transport
-(``transport``), queues and priority steps (``queues``), publishing delivery messages
-(``publish``), the beat schedule (``beat``) and the tasks (``tasks/``).
+"""The Celery layer, from the ground up: queues and priority steps (``queues``), the workers'
+broker transport (``transport``), publishing delivery messages (``publish``), the beat
+schedule (``beat``), the app and its configuration (``app``), the process's notifier wired to
+that app (``process``), the worker's bootsteps (``steps``), remote-control answers
+(``control``), task events (``taskevents``), outcome reports (``report``), the result backend
+(``backend``) and the tasks (``tasks/``). No module here imports one that imports it back:
+the app names its worker's bootsteps as strings, as Celery names its own.
 
 The core (the record, the store, leases, retries, delays, dead letters, handlers, providers)
 imports nothing from here. The Python API and the maintenance jobs publish through
-:mod:`noti.celery.publish`: :func:`~noti.celery.publish.process_notifier` builds the
-process's publisher on first use (:meth:`~noti.celery.publish.Publisher.for_settings`) and
-hands it to ``noti.notifier`` (and ``noti.api`` to ``noti.redrive``), which import nothing
-from here; ``noti.upkeep`` sits beside this layer. The tasks, events and the webman bridge
-take the process's notifier from there, never from ``noti.api``.
-On a Redis broker publishing imports neither Celery nor kombu. ``celery -A noti`` finds the
-app as ``noti.celery.celery``; building it reads the settings, so it is built on first use.
+:func:`~noti.celery.process.process_notifier`, which builds the process's publisher on first
+use (:meth:`~noti.celery.publish.Publisher.for_settings`, given noti's app as a function
+called only on the ``send_task`` path) and hands it to ``noti.notifier`` (and ``noti.api`` to
+``noti.redrive``), which import nothing from here; ``noti.upkeep`` sits beside this layer.
+The tasks, events and the webman bridge take the process's notifier from there, never from
+``noti.api``. On a Redis broker publishing imports neither Celery nor kombu. ``celery -A
+noti`` finds the app as ``noti.celery.celery``; building it reads the settings, so it is
+built on first use.
 """
 
 from __future__ import annotations

@@ -7,33 +7,28 @@ so importing noti reads nothing and connects to nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
-from celery import Celery, bootsteps
+from celery import Celery
 from celery.app.utils import Settings as Settings_
 from celery.loaders.app import AppLoader
 
 from noti.celery.beat import beat_schedule, redbeat_config
-from noti.celery.publish import Publisher
 from noti.celery.queues import (
-    ADOPT_INTERVAL_S,
     EVENTS_QUEUE,
     INTAKE_QUEUE,
     MAINTENANCE_QUEUE,
-    ForeignPriorities,
     all_queues,
     priority_for_level,
     transport_options,
 )
-from noti.celery.transport import kombu_broker, worker_transport
-from noti.celery.worker import IGNORED_CELERY_VARIABLES, NotiProcess
+from noti.celery.transport import kombu_broker
+from noti.celery.worker import IGNORED_CELERY_VARIABLES
 from noti.config import Settings
-from noti.core.delay import Pump
 from noti.core.keys import Keys
 from noti.runtime import get_runtime
 
-__all__ = ["IGNORED_CELERY_VARIABLES", "app", "celery_config"]
+__all__ = ["CONSUMER_STEPS", "IGNORED_CELERY_VARIABLES", "WORKER_STEPS", "app", "celery_config"]
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -176,84 +171,16 @@ app = NotiCelery(
 app.add_defaults(lambda: celery_config(get_runtime().settings))
 
 
-class KombuCheck(bootsteps.Step):
-    """Worker bootstep: before the worker connects, check that the installed kombu still has
-    what noti relies on beneath its public API (:func:`noti.celery.compat.check_kombu`): the
-    worker refuses to start, naming kombu's version and what changed, if it does not."""
-
-    def create(self, worker: Any) -> None:
-        settings = get_runtime().settings
-        bulk = worker.app.conf.broker_transport == worker_transport(settings.broker)  # NotiProcess set it
-        if bulk or Publisher.for_settings(settings).writes_wire_format:
-            from noti.celery.compat import check_kombu
-
-            check_kombu(bulk_transport=bulk)
-
-
-class DelayPump(bootsteps.StartStopStep):
-    """Worker bootstep: runs the delayed-set pump (one active copy across all workers). The
-    same lock holder also looks for waiting events without a live processor every few seconds,
-    so event processing never depends on beat alone to recover, and, on a Redis broker, moves
-    the messages foreign Celery producers queued at priority lists noti does not read
-    (:class:`~noti.celery.queues.ForeignPriorities`) to its own."""
-
-    def create(self, worker: Any) -> Pump:
-        runtime = get_runtime()
-        publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
-        periodic: list[tuple[float, Callable[[], object]]] = [
-            (EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)
-        ]
-        if publisher.writes_wire_format:
-            periodic.append((ADOPT_INTERVAL_S, ForeignPriorities(publisher.broker_redis).adopt))
-        runtime.handler  # noqa: B018 - a bad NOTI_HANDLERS stops the worker here, naming it
-        pump = Pump(
-            runtime.delayed,
-            publisher.publish,
-            interval_s=runtime.settings.pump_interval_s,
-            periodic=periodic,
-        )
-        from noti.celery.control import serve_pump  # registers noti's inspect answers: workers only
-
-        serve_pump(pump)  # inspect scheduled / stats answer for its delayed set
-        return pump
-
-
-#: How often the pump's worker checks that waiting events have a processor.
-EVENT_WATCH_INTERVAL_S = 2.0
-
-
-def _start_stalled_event_processor() -> None:
-    from noti.events import events
-
-    events().sweep()
-
-
-class DeliveryDrain(bootsteps.StartStopStep):
-    """Consumer bootstep: when the consumer stops, batch-mode sends still waiting on their
-    providers get up to :data:`DRAIN_TIMEOUT_S` to finish and be acked while the broker
-    channel is still open (else their messages are redelivered, and the claim sorts it out)."""
-
-    requires = ("celery.worker.consumer.tasks:Tasks",)
-
-    def stop(self, c: Any) -> None:
-        batcher = c.strategies.get("noti.deliver")
-        drain = getattr(batcher, "drain", None)
-        if drain is not None:
-            drain(DRAIN_TIMEOUT_S)
-
-    shutdown = stop
-
-
-#: Seconds a stopping consumer waits for batch-mode sends in flight.
-DRAIN_TIMEOUT_S = 15.0
-
-app.steps["worker"].add(NotiProcess)
-app.steps["worker"].add(KombuCheck)
-app.steps["worker"].add(DelayPump)
-app.steps["consumer"].add(DeliveryDrain)
-from noti.celery.observe import Observing  # noqa: E402 - beside its registration
-
-app.steps["worker"].add(Observing)  # the worker's heartbeat; its exporter with NOTI_METRICS_PORT
-from noti.bridge.webman.runner import WebmanBridge  # noqa: E402 - beside its registration
-
-app.steps["worker"].add(WebmanBridge)  # does nothing unless [webman] enabled = true
+#: The worker's and its consumer's bootsteps, by name: Celery loads them as it loads its own
+#: when a worker starts, so the app imports none of the modules above it (they take the app
+#: from the worker they run in).
+WORKER_STEPS = (
+    "noti.celery.worker:NotiProcess",  # the worker's settings and its log
+    "noti.celery.steps:KombuCheck",
+    "noti.celery.steps:DelayPump",
+    "noti.celery.observe:Observing",  # the worker's heartbeat; its exporter with NOTI_METRICS_PORT
+    "noti.bridge.webman.runner:WebmanBridge",  # does nothing unless [webman] enabled = true
+)
+CONSUMER_STEPS = ("noti.celery.steps:DeliveryDrain",)
+app.steps["worker"].update(WORKER_STEPS)
+app.steps["consumer"].update(CONSUMER_STEPS)

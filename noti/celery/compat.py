@@ -16,7 +16,7 @@ under kombu's public API, and a kombu release may change what they rely on:
   its priority list, kombu's default separator and steps, the binding set's key.
 
 :data:`RELIANCE` lists each of these. :func:`check_kombu` verifies them when a worker
-starts (:class:`~noti.celery.app.KombuCheck`), without any I/O: the attributes are there,
+starts (:class:`~noti.celery.steps.KombuCheck`), without any I/O: the attributes are there,
 the signatures take noti's calls, the kombu methods noti replaces are the ones it was
 written against (a fingerprint of their source, comments and docstrings aside), and small
 probes run kombu's own code on stand-ins: the list a priority goes to and the order BRPOP

@@ -26,6 +26,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from celery import Celery
 from celery.worker import control as celery_control
 from celery.worker import state as worker_state
 from kombu.utils.functional import maybe_list
@@ -44,14 +45,16 @@ SCHEDULED_LIMIT = 100
 _celery_revoke = celery_control.Panel.data["revoke"]
 _celery_scheduled = celery_control.Panel.data["scheduled"]
 _celery_stats = celery_control.Panel.data["stats"]
-#: The pump of this worker process (set by noti's worker bootstep).
+#: The pump of this worker process and the app it works for (set by noti's worker bootstep).
 _pump: Pump | None = None
+_app: Celery | None = None
 
 
-def serve_pump(pump: Pump | None) -> None:
-    """Answer for ``pump``'s delayed set while it holds the pump lock (None: stop)."""
-    global _pump
-    _pump = pump
+def serve_pump(pump: Pump | None, app: Celery | None) -> None:
+    """Answer for ``app``'s workers, and for ``pump``'s delayed set while it holds the pump
+    lock (None: stop)."""
+    global _pump, _app
+    _pump, _app = pump, app
 
 
 def pump_holding() -> bool:
@@ -60,9 +63,7 @@ def pump_holding() -> bool:
 
 
 def _ours(state: Any) -> bool:
-    from noti.celery.app import app
-
-    return state.app is app
+    return _app is not None and state.app is _app
 
 
 @celery_control.inspect_command(alias="dump_schedule")

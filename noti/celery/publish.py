@@ -20,7 +20,7 @@ The Redis path imports nothing of Celery or kombu (the CLI and applications that
 notifications start without them): the signals are looked at only if ``celery.signals`` has
 been imported (no receiver can be connected before), the ``origin`` header is computed as
 Celery's ``anon_nodename`` computes it, and :meth:`Publisher.for_settings` takes the broker
-from noti's settings, importing noti's Celery app only for the ``send_task`` path.
+from noti's settings, calling for noti's Celery app only on the ``send_task`` path.
 """
 
 from __future__ import annotations
@@ -51,9 +51,8 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from noti.config import Settings
-    from noti.notifier import Notifier
 
-__all__ = ["Publisher", "process_notifier", "process_publisher", "queue_key"]
+__all__ = ["Publisher", "queue_key"]
 
 #: kombu's retry policy for the send_task path: fail fast, the caller reports it.
 _PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
@@ -90,12 +89,6 @@ def _celery_signals() -> ModuleType | None:
     return sys.modules.get("celery.signals")
 
 
-def _noti_app() -> Celery:
-    from noti.celery.app import app
-
-    return app
-
-
 class Publisher:
     """Sends delivery messages for ``(record id, channel, level)`` items.
 
@@ -120,12 +113,19 @@ class Publisher:
         self._broker_transport_options = broker_transport_options
 
     @classmethod
-    def for_settings(cls, settings: Settings, *, store_redis: redis.Redis | None = None) -> Publisher:
-        """The publisher of noti's own Celery app, its broker read from ``settings`` as that
-        app reads it (:func:`noti.celery.app.celery_config`), without building the app: it is
-        imported only for the ``send_task`` path."""
+    def for_settings(
+        cls,
+        settings: Settings,
+        app: Celery | Callable[[], Celery],
+        *,
+        store_redis: redis.Redis | None = None,
+    ) -> Publisher:
+        """The publisher of noti's own Celery app (``app``, or a function returning it), its
+        broker read from ``settings`` as that app reads it
+        (:func:`noti.celery.app.celery_config`), without building the app: ``app`` is called
+        only for the ``send_task`` path."""
         return cls(
-            _noti_app,
+            app,
             store_url=settings.redis_url,
             store_redis=store_redis,
             broker_url=settings.broker,
@@ -341,29 +341,3 @@ class Publisher:
                 f"cannot reach the broker at {masked_url(self.broker_url)}: {exc}"
             ) from exc
         return count
-
-
-_process_notifier: Notifier | None = None
-
-
-def process_notifier() -> Notifier:
-    """The :class:`~noti.notifier.Notifier` of this process's runtime, publishing to the noti
-    Celery app's broker (the app itself is built only if messages go through ``send_task``:
-    not on a Redis broker). :func:`noti.api.notifier` returns it; the tasks, events and the
-    webman bridge take it from here, never from :mod:`noti.api`."""
-    from noti.notifier import Notifier  # noqa: F811 - the class, at run time
-    from noti.runtime import get_runtime
-
-    global _process_notifier  # noqa: PLW0603 - the process's one notifier
-    runtime = get_runtime()
-    current = _process_notifier
-    if current is None or current.runtime is not runtime:
-        publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
-        current = _process_notifier = Notifier(runtime, publisher)
-    return current
-
-
-def process_publisher() -> Publisher:
-    """The publisher of :func:`process_notifier` (the maintenance jobs that read the broker's
-    queues need the Celery publisher itself, not only the notifier's port)."""
-    return cast(Publisher, process_notifier().publisher)

@@ -185,7 +185,7 @@ class Events:
 
     def processor(self, *, task_id: str = "") -> Processor:
         """A processor run over this runtime (the ``noti.events.process`` task runs it)."""
-        from noti.celery.publish import process_notifier
+        from noti.celery.process import process_notifier
 
         return Processor(
             self.store,
@@ -399,7 +399,7 @@ class Events:
         return listener
 
     def _check_example(self, compiled: CompiledListener, example: Mapping[str, Any], acting: User) -> None:
-        from noti.celery.publish import process_notifier
+        from noti.celery.process import process_notifier
 
         encode_payload(example, max_bytes=self.settings.event_payload_max_bytes)
         values = context(example, event_id="example", name="example", user=acting.name, created_ms=now_ms())

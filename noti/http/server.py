@@ -2,7 +2,7 @@
 
 :func:`default_app` is the factory uvicorn imports in each worker process: this process's
 runtime (:func:`noti.runtime.get_runtime`) and the Celery publisher its settings name, as
-:func:`noti.celery.publish.process_notifier` builds them.
+:func:`noti.celery.process.process_notifier` builds them.
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ WORKERS_MAX = 64
 
 def default_app() -> FastAPI:
     """The HTTP API over this process's runtime (uvicorn's app factory)."""
+    from noti.celery.process import noti_app
     from noti.celery.publish import Publisher
     from noti.http.app import create_app
     from noti.notifier import Notifier
     from noti.runtime import get_runtime
 
     runtime = get_runtime()
-    publisher = Publisher.for_settings(runtime.settings, store_redis=runtime.redis)
+    publisher = Publisher.for_settings(runtime.settings, noti_app, store_redis=runtime.redis)
     app = create_app(Notifier(runtime, publisher))
     _warm(runtime)
     return app

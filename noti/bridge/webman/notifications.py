@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from noti.bridge.webman.codec import Reason
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
-from noti.celery.publish import process_notifier
+from noti.celery.process import process_notifier
 from noti.errors import InvalidInput, MalformedMessage
 from noti.runtime import get_runtime
 

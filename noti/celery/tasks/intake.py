@@ -245,7 +245,7 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     an outage loses no notification; the task id keeps a retry from storing it twice.
     """
     type, target, lv, user, fields = _call(args, kwargs)  # noqa: A001
-    from noti.celery.publish import process_notifier
+    from noti.celery.process import process_notifier
 
     runtime = get_runtime()
     if "countdown" in fields and fields.get("delay") is None:

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 @app.task(name="noti.maintenance.clean")
 def clean() -> int:
     """Remove done records older than the keep window (``NOTI_KEEP_DONE_S``)."""
-    from noti.celery.publish import process_notifier
+    from noti.celery.process import process_notifier
 
     removed = process_notifier().clean_done()
     log.info("clean: removed %d done records", len(removed))
@@ -25,7 +25,7 @@ def clean() -> int:
 @app.task(name="noti.maintenance.sweep_lost")
 def sweep_lost() -> int:
     """Queue again waiting records whose message was lost (``NOTI_SWEEP_AFTER_S``)."""
-    from noti.celery.publish import process_publisher
+    from noti.celery.process import process_publisher
     from noti.runtime import get_runtime
 
     runtime = get_runtime()
@@ -44,7 +44,7 @@ def trim_dead_letters() -> int:
 def delivery_tick() -> dict[str, int]:
     """Mark ``unknown`` the sent records whose receipt did not come in time, and post the
     status callbacks waiting (:mod:`noti.delivery`)."""
-    from noti.celery.publish import process_notifier
+    from noti.celery.process import process_notifier
     from noti.delivery.callbacks import StatusCallbacks
 
     current = process_notifier()

@@ -1,0 +1,90 @@
+"""The bootsteps noti adds to a Celery worker (registered by name in :mod:`noti.celery.app`):
+the kombu check before connecting, the delayed-set pump, and the consumer's drain of the
+sends in flight when it stops. Each takes the app from the worker it runs in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from celery import bootsteps
+
+from noti.celery.publish import Publisher
+from noti.celery.queues import ADOPT_INTERVAL_S, ForeignPriorities
+from noti.celery.transport import worker_transport
+from noti.core.delay import Pump
+from noti.runtime import get_runtime
+
+__all__ = ["DRAIN_TIMEOUT_S", "EVENT_WATCH_INTERVAL_S", "DelayPump", "DeliveryDrain", "KombuCheck"]
+
+
+class KombuCheck(bootsteps.Step):
+    """Worker bootstep: before the worker connects, check that the installed kombu still has
+    what noti relies on beneath its public API (:func:`noti.celery.compat.check_kombu`): the
+    worker refuses to start, naming kombu's version and what changed, if it does not."""
+
+    def create(self, worker: Any) -> None:
+        settings = get_runtime().settings
+        bulk = worker.app.conf.broker_transport == worker_transport(settings.broker)  # NotiProcess set it
+        if bulk or Publisher.for_settings(settings, worker.app).writes_wire_format:
+            from noti.celery.compat import check_kombu
+
+            check_kombu(bulk_transport=bulk)
+
+
+class DelayPump(bootsteps.StartStopStep):
+    """Worker bootstep: runs the delayed-set pump (one active copy across all workers). The
+    same lock holder also looks for waiting events without a live processor every few seconds,
+    so event processing never depends on beat alone to recover, and, on a Redis broker, moves
+    the messages foreign Celery producers queued at priority lists noti does not read
+    (:class:`~noti.celery.queues.ForeignPriorities`) to its own."""
+
+    def create(self, worker: Any) -> Pump:
+        runtime = get_runtime()
+        publisher = Publisher.for_settings(runtime.settings, worker.app, store_redis=runtime.redis)
+        periodic: list[tuple[float, Callable[[], object]]] = [
+            (EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)
+        ]
+        if publisher.writes_wire_format:
+            periodic.append((ADOPT_INTERVAL_S, ForeignPriorities(publisher.broker_redis).adopt))
+        runtime.handler  # noqa: B018 - a bad NOTI_HANDLERS stops the worker here, naming it
+        pump = Pump(
+            runtime.delayed,
+            publisher.publish,
+            interval_s=runtime.settings.pump_interval_s,
+            periodic=periodic,
+        )
+        from noti.celery.control import serve_pump  # registers noti's inspect answers: workers only
+
+        serve_pump(pump, worker.app)  # inspect scheduled / stats answer for its delayed set
+        return pump
+
+
+#: How often the pump's worker checks that waiting events have a processor.
+EVENT_WATCH_INTERVAL_S = 2.0
+
+
+def _start_stalled_event_processor() -> None:
+    from noti.events import events
+
+    events().sweep()
+
+
+class DeliveryDrain(bootsteps.StartStopStep):
+    """Consumer bootstep: when the consumer stops, batch-mode sends still waiting on their
+    providers get up to :data:`DRAIN_TIMEOUT_S` to finish and be acked while the broker
+    channel is still open (else their messages are redelivered, and the claim sorts it out)."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def stop(self, c: Any) -> None:
+        batcher = c.strategies.get("noti.deliver")
+        drain = getattr(batcher, "drain", None)
+        if drain is not None:
+            drain(DRAIN_TIMEOUT_S)
+
+    shutdown = stop
+
+
+#: Seconds a stopping consumer waits for batch-mode sends in flight.
+DRAIN_TIMEOUT_S = 15.0
