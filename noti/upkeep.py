@@ -4,37 +4,34 @@ dead letters. Each job is idempotent, so a duplicate run is harmless."""
 from __future__ import annotations
 
 import logging
-from typing import cast
+from collections.abc import Iterable
+from typing import Protocol, cast
 
-from noti.celery.publish import Publisher, queue_key
-from noti.celery.queues import PRIORITY_STEPS
 from noti.core.record import Channel, now_ms
 from noti.redisconn import translate_errors
 from noti.runtime import Runtime
 
-__all__ = ["sweep_lost", "trim_dead_letters"]
+__all__ = ["Requeuing", "sweep_lost", "trim_dead_letters"]
 
 log = logging.getLogger(__name__)
 _PAGE = 1000
 
 
-def _empty_queues(runtime: Runtime, publisher: Publisher) -> set[Channel]:
-    """Channels whose Celery queue holds no message at any priority step."""
-    if not publisher.writes_wire_format:
-        return set()  # not a Redis broker: lengths unknown here, so sweep nothing
-    client = publisher.broker_redis
-    with translate_errors(client):
-        pipe = client.pipeline(transaction=False)
-        for channel in Channel:
-            for step in PRIORITY_STEPS:
-                pipe.llen(queue_key(channel.queue, step))
-        lengths = cast(list[int], pipe.execute())
-    steps = len(PRIORITY_STEPS)
-    return {c for i, c in enumerate(Channel) if sum(lengths[i * steps : (i + 1) * steps]) == 0}
+class Requeuing(Protocol):
+    """What the lost-message sweep needs of the Celery layer's publisher
+    (:class:`noti.celery.publish.Publisher` fills it, so nothing here imports it)."""
+
+    def empty_channels(self) -> set[Channel]:
+        """The channels whose queue holds no delivery message (none when not known)."""
+        ...
+
+    def publish(self, items: Iterable[tuple[str, Channel, int]]) -> int:
+        """Publish the delivery message of each ``(record id, channel, level)``; how many."""
+        ...
 
 
 def sweep_lost(
-    runtime: Runtime, publisher: Publisher, *, older_than_s: float, at_ms: int | None = None
+    runtime: Runtime, publisher: Requeuing, *, older_than_s: float, at_ms: int | None = None
 ) -> int:
     """Queue again the waiting records whose delivery message was lost; how many.
 
@@ -45,7 +42,7 @@ def sweep_lost(
     """
     now = now_ms() if at_ms is None else at_ms
     cutoff = now - int(older_than_s * 1000)
-    empty = _empty_queues(runtime, publisher)
+    empty = publisher.empty_channels()
     if not empty:
         return 0
     store, keys = runtime.store, runtime.keys

@@ -115,7 +115,7 @@ def test_the_core_stands_on_its_ground_only() -> None:
 
 
 @pytest.mark.parametrize(
-    "lower", ["noti.core", "noti.notifier", "noti.redrive", "noti.providers", "noti.delivery"]
+    "lower", ["noti.core", "noti.notifier", "noti.redrive", "noti.upkeep", "noti.providers", "noti.delivery"]
 )
 def test_lower_layers_reach_nothing_of_the_celery_layer(lower: str) -> None:
     graph = _graph()

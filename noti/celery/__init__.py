@@ -11,7 +11,8 @@ imports nothing from here. The Python API and the maintenance jobs publish throu
 :func:`~noti.celery.process.process_notifier`, which builds the process's publisher on first
 use (:meth:`~noti.celery.publish.Publisher.for_settings`, given noti's app as a function
 called only on the ``send_task`` path) and hands it to ``noti.notifier`` (and ``noti.api`` to
-``noti.redrive``), which import nothing from here; ``noti.upkeep`` sits beside this layer.
+``noti.redrive``), which import nothing from here, nor does ``noti.upkeep``: its lost-message
+sweep takes the publisher as a port (:class:`~noti.upkeep.Requeuing`).
 The tasks, events and the webman bridge take the process's notifier from there, never from
 ``noti.api``. On a Redis broker publishing imports neither Celery nor kombu. ``celery -A
 noti`` finds the app as ``noti.celery.celery``; building it reads the settings, so it is

@@ -41,7 +41,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from noti.celery.queues import DELIVER_TASK, priority_for_level, queue_key, transport_options
+from noti.celery.queues import (
+    DELIVER_TASK,
+    PRIORITY_STEPS,
+    priority_for_level,
+    queue_key,
+    transport_options,
+)
 from noti.core.record import Channel
 from noti.entropy import hex64
 from noti.errors import StoreUnavailable
@@ -173,6 +179,22 @@ class Publisher:
         if self.shares_store and self._store_redis is not None:
             return self._store_redis
         return connect(self.broker_url)
+
+    def empty_channels(self) -> set[Channel]:
+        """The channels whose Celery queue holds no message at any priority step (one
+        pipelined round trip); none when the broker is not one noti writes itself (its
+        lengths are not known here, so the lost-message sweep sweeps nothing)."""
+        if not self.writes_wire_format:
+            return set()
+        client = self.broker_redis
+        with translate_errors(client):
+            pipe = client.pipeline(transaction=False)
+            for channel in Channel:
+                for step in PRIORITY_STEPS:
+                    pipe.llen(queue_key(channel.queue, step))
+            lengths = cast(list[int], pipe.execute())
+        steps = len(PRIORITY_STEPS)
+        return {c for i, c in enumerate(Channel) if sum(lengths[i * steps : (i + 1) * steps]) == 0}
 
     @cached_property
     def _origin(self) -> str:
