@@ -239,3 +239,58 @@ def test_beat_asks_a_vendor_without_pushes_and_applies_its_answers(
         assert rt.redis.zcard(rt.keys.delivery_watch) == 0
     finally:
         fakes["ali"].deliver_to(CN_FAILING)
+
+
+def test_reports_tencent_hands_out_once_are_held_through_a_redis_outage(
+    configure: Any, fakes: dict[str, Any], tmp_path: Path
+) -> None:
+    import redis
+
+    from noti.delivery.poll import held_reports, poll_receipts
+    from noti.errors import StoreUnavailable
+    from noti.sender import Sender
+    from tests.servers import RedisProcess
+
+    GOOD, FAILING = "+8613912340001", "+8613912340002"  # noqa: N806
+    # given Tencent polled (no receipt key) on a Redis of the test's own, one SMS of each
+    # outcome sent and settled at Tencent, and Redis stopping while Tencent answers the pull
+    server = RedisProcess(str(tmp_path))
+    url = f"redis://127.0.0.1:{server.port}/0"
+    client = redis.Redis.from_url(url)
+    server.start(client)
+    options = {k: v for k, v in _providers(fakes, "http://127.0.0.1:9")["tc"].items() if k != "receipt_key"}
+    tencent = fakes["tc"]
+    was = tencent.receipt_url, tencent.auto_receipts
+    try:
+        rt = configure(redis_url=url, providers={"tc": options}, channels={"sms": {"provider": "tc"}})
+        tencent.receipt_url, tencent.auto_receipts = None, False
+        tencent.fail_delivery_to(FAILING)  # numbers of its own: Tencent limits one per 30 s
+        ok, ko = noti.notify_sms(GOOD, "4321"), noti.notify_sms(FAILING, "4321")
+        Sender(rt).deliver_many([ok, ko])
+        assert {rt.store.get(i).delivery for i in (ok, ko)} == {"accepted"}
+        tencent.settle()
+        tencent.on_pull = server.stop
+        # when beat's poll runs, then Redis did not take the reports pulled: they are held (ours,
+        # and those of the module's earlier sends: a pull hands out every report not pulled yet)
+        pulls = tencent.pulls
+        with pytest.raises(StoreUnavailable):
+            poll_receipts(rt)
+        held = held_reports(rt)
+        assert tencent.pulls == pulls + 1 and held >= 2
+        # and a round while Redis is still away asks no vendor and keeps them
+        tencent.on_pull = None
+        with pytest.raises(StoreUnavailable):
+            poll_receipts(rt)
+        assert tencent.pulls == pulls + 1 and held_reports(rt) == held
+        # when Redis is back, then the next round applies them (Tencent has none left to give):
+        # ours move their records, the others name records this store does not have
+        server.start(client)
+        assert poll_receipts(rt) == 2 and held_reports(rt) == 0
+        assert (rt.store.get(ok).delivery, rt.store.get(ko).delivery) == ("delivered", "undelivered")
+        assert rt.redis.zcard(rt.keys.delivery_watch) == 0
+        assert poll_receipts(rt) == 0 and tencent.pulls == pulls + 1  # nothing pending: no pull
+    finally:
+        tencent.on_pull = None
+        tencent.deliver_to(FAILING)
+        tencent.receipt_url, tencent.auto_receipts = was
+        server.stop()

@@ -45,6 +45,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -123,6 +124,8 @@ class TencentFake(ReceiptControls, FakeServer):
         self.pull_down = False
         #: PullSmsSendStatus calls received (signature checked).
         self.pulls = 0
+        #: Called at each PullSmsSendStatus before it is answered (a test stops Redis there).
+        self.on_pull: Callable[[], None] | None = None
         self._init_receipts()
         self._fates: dict[str, Any] = {}
         self._unsettled: dict[str, SentSms] = {}
@@ -186,6 +189,8 @@ class TencentFake(ReceiptControls, FakeServer):
 
     def _pull_status(self, body: dict[str, Any]) -> Reply:
         self.pulls += 1
+        if self.on_pull is not None:
+            self.on_pull()
         if self.pull_down:
             return self.error("InternalError.Timeout", "接口超时。")
         for name in ("Limit", "SmsSdkAppId"):
