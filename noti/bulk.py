@@ -195,6 +195,7 @@ def add_many(
                     done, _ = in_flight.popleft()
                     _conclude(notifier, done, writer.ids())
             raise
+        writer.confirm_ahead()  # the last chunk's round trip carries the replicas' wait
         while in_flight:
             done, at = in_flight.popleft()
             result.extend(_conclude(notifier, done, writer.ids()), at)
@@ -293,6 +294,12 @@ class _Writer:
         """For the oldest chunk sent and not read yet, per plain record: its id, or the id
         its idempotency key named."""
         return self._pipeline.ids() if self._pipeline is not None else self._stored.popleft()
+
+    def confirm_ahead(self) -> None:
+        """After the last chunk is sent: write the wait for the replicas behind it (see
+        :meth:`CreatePipeline.confirm_ahead`)."""
+        if self._pipeline is not None:
+            self._pipeline.confirm_ahead()
 
     def confirm(self) -> None:
         """Once every chunk is read: wait for the replicas the store asks for (the chunks

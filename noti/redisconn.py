@@ -513,6 +513,10 @@ class CommandPipeline:
         self._connection: Any = None
         #: Batches sent, oldest first, with their replies once read.
         self._batches: collections.deque[tuple[Sequence[Any], list[Any] | None]] = collections.deque()
+        #: The batch of a ``WAIT`` written ahead (:meth:`send_wait`), and whether nothing was
+        #: written after it (its reply then covers every write).
+        self._wait_ahead: Sequence[Any] | None = None
+        self._wait_covers = False
 
     def __enter__(self) -> Self:
         return self
@@ -542,13 +546,37 @@ class CommandPipeline:
                     raise reply
         return replies
 
+    def send_wait(self, replicas: int, timeout_ms: int) -> None:
+        """Write a Redis ``WAIT`` behind the batches sent, for :meth:`wait_for_replicas` to
+        read: the last batch and the wait then take one round trip, not two."""
+        wait: list[Any] = [("WAIT", replicas, timeout_ms)]
+        self._write(wait, script=False)
+        self._batches.append((wait, None))
+        self._wait_ahead, self._wait_covers = wait, True
+
     def wait_for_replicas(self, replicas: int, timeout_ms: int) -> int:
-        """Redis ``WAIT`` on this pipeline's connection, every batch's replies read: how many
-        replicas acknowledged every write sent on it (``replicas`` when nothing was sent).
+        """Redis ``WAIT`` on this pipeline's connection, every other batch's replies read:
+        how many replicas acknowledged every write sent on it (``replicas`` when nothing was
+        sent). The reply of the same wait written ahead (:meth:`send_wait`) is used when
+        nothing was written after it; else the wait is made now.
 
         Raises:
             redis.RedisError: a connection failure.
         """
+        ahead, covers = self._wait_ahead, self._wait_covers
+        self._wait_ahead, self._wait_covers = None, False
+        if ahead is not None:
+            while self._batches and self._batches[0][0] is not ahead:
+                if self._batches[0][1] is None:
+                    raise RuntimeError("read every batch's replies before waiting for replicas")
+                self._batches.popleft()  # read, not taken: e.g. calls sent again after NOSCRIPT
+            if self._batches:
+                commands, replies = self._batches.popleft()
+                [reply] = self._read(commands) if replies is None else replies
+                if covers and not self._batches and commands[0][1:] == (replicas, timeout_ms):
+                    if isinstance(reply, Exception):
+                        raise reply
+                    return int(reply)
         if any(replies is None and commands for commands, replies in self._batches):
             raise RuntimeError("read every batch's replies before waiting for replicas")
         if self._connection is None:
@@ -572,8 +600,12 @@ class CommandPipeline:
     def _pack(self, command: Any) -> bytes:
         return _pack_command(command)
 
-    def _write(self, commands: Sequence[Any]) -> None:
-        packed = [self._pack(command) for command in commands]
+    def _write(self, commands: Sequence[Any], *, script: bool = True) -> None:
+        """Write ``commands`` (packed by :meth:`_pack`, or as plain commands when not
+        ``script``) in one write."""
+        self._wait_covers = False  # a write after a wait written ahead: it does not cover it
+        pack = self._pack if script else _pack_command
+        packed = [pack(command) for command in commands]
         if self._connection is None:
             self._connection = pooled_connection(self._client.connection_pool)
         # redis-py's health check (a PING every health_check_interval) would read the reply
@@ -735,8 +767,14 @@ class ReplicaWait:
         self._seen[:] = [(now, seen)]
         return max(self.replicas, seen)
 
+    def ask(self, pipeline: CommandPipeline, client: redis.Redis) -> None:
+        """Write the wait behind what ``pipeline`` wrote, so :meth:`confirm` reads its answer
+        with the last batch's, in the same round trip."""
+        pipeline.send_wait(self.required(client), self.timeout_ms)
+
     def confirm(self, pipeline: CommandPipeline, client: redis.Redis) -> None:
-        """Wait until the replicas have what ``pipeline`` wrote.
+        """Wait until the replicas have what ``pipeline`` wrote (the answer of the wait
+        :meth:`ask` wrote ahead, when nothing was written after it).
 
         Raises:
             StoreUnavailable: ``e.noti.store.unconfirmed``: fewer replicas acknowledged it
