@@ -95,7 +95,7 @@ if [ "$LOWEST" = 1 ] && [ -z "${NOTI_TEST_REDIS_URL:-}" ]; then
 fi
 echo "==> the whole suite on the newest versions: $(versions .venv)" >&2
 started=$SECONDS
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest --durations=15 "$@" || status=$?
 echo "==> the newest: exit $status in $((SECONDS - started)) s" >&2
 if [ -n "$lowest_pid" ]; then
     wait "$lowest_pid" || lowest_status=$?

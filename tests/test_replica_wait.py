@@ -178,3 +178,20 @@ def test_a_write_no_replica_acknowledged_is_unconfirmed(pair: Pair, configure: A
         noti.notify_sms(PHONE, "4321")
     assert unconfirmed.value.code == "e.noti.store.unconfirmed"
     assert "acknowledged by 0 of 1 replica(s)" in unconfirmed.value.message
+
+
+def test_a_delayed_notification_under_an_identifier_waits_in_the_scripts_round_trip(
+    pair: Pair, configure: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = configure(redis_url=pair.url, redis_wait_replicas=1)
+    noti.notify_sms(PHONE, "warm", delay=60, identifier="warm")
+    trace = Trace(monkeypatch, rt.redis)
+    first = noti.notify_sms(PHONE, "one", delay=60, identifier="cart-42")
+    # the identifier is read, then the script and the wait go together (then the record is read)
+    at = trace.steps.index("write EVALSHA")
+    assert trace.steps[at : at + 4] == ["write EVALSHA", "write WAIT", "read", "read"], trace.steps
+    assert pair.replica.exists(rt.keys.record(first))
+    # and a replacement under the same identifier keeps its id, on the replica too
+    assert noti.notify_sms(PHONE, "two", delay=60, identifier="cart-42") == first
+    key = rt.keys.record(first)
+    assert pair.replica.hgetall(key) == pair.primary.hgetall(key)

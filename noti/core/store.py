@@ -327,9 +327,14 @@ class RecordStore:
                     ],
                 )
                 scheduling.send([call])
+                if self.replica_wait is not None:  # in the same round trip as the call
+                    self.replica_wait.ask(scheduling, self.redis)
                 [(state, record_id)] = scheduling.results()
-                if int(state) >= 1 and self.replica_wait is not None:
-                    self.replica_wait.confirm(scheduling, self.redis)
+                if self.replica_wait is not None:
+                    if int(state) >= 1:
+                        self.replica_wait.confirm(scheduling, self.redis)
+                    else:  # nothing written: the wait's answer is read and left
+                        scheduling.results(raise_on_error=False)
             if int(state) >= 1:
                 return int(state) == 2, str(record_id)
         raise StoreUnavailable(f"identifier {identifier_key} kept changing; try again")
