@@ -348,12 +348,12 @@ def test_a_template_that_would_build_a_huge_value_is_refused_on_its_event(rt: An
 
 
 def test_the_processor_runs_listeners_in_creation_order_and_records_their_return_data(rt: Any) -> None:
-    # given a root member's listeners (they hear everyone's events), and bob's event
+    # given a root member's listeners, opted in to everyone's events, and bob's event
     api, _ = make(rt)
-    add_listener("order.*", SMS, name="sms", user=MEMBER)
-    add_listener("order.paid", "tests.events.echo", name="echo", user=MEMBER)
-    add_listener("order.paid", SMS, name="big-only", filter="id > 100", user=MEMBER)
-    add_listener("invoice.*", SMS, name="other", user=MEMBER)
+    add_listener("order.*", SMS, name="sms", user=MEMBER, from_users=["*"])
+    add_listener("order.paid", "tests.events.echo", name="echo", user=MEMBER, from_users=["*"])
+    add_listener("order.paid", SMS, name="big-only", filter="id > 100", user=MEMBER, from_users="*")
+    add_listener("invoice.*", SMS, name="other", user=MEMBER, from_users="*")
     event_id = api.dispatch("order.paid", PAID, user=BOB)
     # when a processor runs
     report = api.processor().run()
@@ -379,14 +379,16 @@ def test_the_processor_runs_listeners_in_creation_order_and_records_their_return
 
 def test_listeners_run_only_for_events_their_owner_may_read(rt: Any) -> None:
     # given alice's catch-all listeners (a webhook to a server of hers, a task), bob's own
-    # listener, and the catch-all listeners of a root member and a root administrator
+    # listener, the catch-all listeners of a root member and a root administrator opted in to
+    # everyone's events, and a root administrator's catch-all that did not opt in
     api, _ = make(rt)
     spy = {"type": "webhook", "target": "https://alice.example.com/", "content": {"got": "{{ secret }}"}}
     add_listener("*", spy, name="alice-hook", user=ALICE)
     add_listener("*", "tests.events.echo", name="alice-task", user=ALICE)
     add_listener("order.*", "tests.events.echo", name="bob-task", user=BOB)
-    add_listener("*", "tests.events.echo", name="member-task", user=MEMBER)
-    add_listener("*", "tests.events.echo", name="admin-task", user=ADMIN)
+    add_listener("*", "tests.events.echo", name="member-task", user=MEMBER, from_users=["*"])
+    add_listener("*", "tests.events.echo", name="admin-task", user=ADMIN, from_users=["*"])
+    add_listener("*", "tests.events.echo", name="admin-own", user=ADMIN)
     # when bob and alice each dispatch an event
     bobs = api.dispatch("order.paid", {"secret": "bob's"}, user=BOB)
     alices = api.dispatch("order.paid", {"secret": "alice's"}, user=ALICE)
@@ -830,7 +832,7 @@ def test_retry_of_one_listener_re_runs_only_that_one(rt: Any) -> None:
 
 def test_retry_refuses_what_it_cannot_retry_and_changes_nothing(rt: Any) -> None:
     api, _ = make(rt)
-    add_listener("order.*", "tests.events.explode", name="boom", user=MEMBER)
+    add_listener("order.*", "tests.events.explode", name="boom", user=MEMBER, from_users="*")
     bobs = api.dispatch("order.paid", PAID, user=BOB)
     api.processor().run()
     fine = api.dispatch("invoice.fine", {}, user=BOB)  # no listener: done without error

@@ -278,6 +278,13 @@ def listener() -> None:
 @click.option("-replace", "--replace", is_flag=True, help="Replace a listener of the same name.")
 @click.option("-retries", "--retries", default="0", help="Run it again up to N times after a failure (0-20).")
 @click.option("-backoff", "--backoff", default="0", help="Seconds to wait before each retry (0-86400).")
+@click.option(
+    "-from-users",
+    "--from-users",
+    "from_users",
+    help="Also run for these users' events: names, comma-separated, or '*' for everyone's"
+    " (root members; default: only your own events).",
+)
 @json_options
 @pass_cli
 def add_cmd(
@@ -295,6 +302,7 @@ def add_cmd(
     replace: bool,
     retries: str,
     backoff: str,
+    from_users: str | None,
     out: Output,
     **fields: str | None,
 ) -> None:
@@ -321,6 +329,7 @@ def add_cmd(
         replace=replace,
         retries=retries,
         backoff=backoff,
+        from_users=from_users,
     )
     if out.quiet:
         return
@@ -331,7 +340,8 @@ def add_cmd(
 
 
 def _listener_row(x: Listener) -> tuple[str, ...]:
-    return (x.name, x.event, x.user, x.action.describe(), x.filter or "", _when(x.created_ms))
+    hears = ",".join(x.from_users) or "-"
+    return (x.name, x.event, x.user, hears, x.action.describe(), x.filter or "", _when(x.created_ms))
 
 
 @listener.command("list")
@@ -352,7 +362,9 @@ def list_listeners_cmd(
         out.json([x.to_json() for x in found])
         return
     print_table(
-        ("NAME", "EVENT", "USER", "ACTION", "FILTER", "CREATED (UTC)"), map(_listener_row, found), "listener"
+        ("NAME", "EVENT", "USER", "FROM", "ACTION", "FILTER", "CREATED (UTC)"),
+        map(_listener_row, found),
+        "listener",
     )
 
 

@@ -6,8 +6,18 @@ Celery task.
 owner, with an idempotency key made of the event id and the listener id: a processor that
 resumes an event never creates its notification twice.
 
+A listener acts for whom it may: for an event another user dispatched (one its owner opted
+in to, :attr:`~noti.events.listeners.Listener.from_users`), the notification is made with the
+lesser rights of the two. Its level is capped at the lower of the two users' caps, and it
+must be one the event's sender could make themselves (built as the sender first, storing
+nothing: the providers they may name and use, and every other check ``add`` makes), so a
+user's payload never borrows a root member's level or providers.
+
 ``TaskAction`` calls a registered Celery task in the processor, in event order, with one
-argument, the event: ``{"id", "name", "user", "payload", "created_ms", "listener", "key"}``.
+argument, the event: ``{"id", "name", "user", "payload", "created_ms", "listener", "key",
+"owner", "level_cap"}`` (``user`` dispatched it, ``owner`` owns the listener, ``level_cap``
+is the lower of their caps: a task that makes notifications for the event should make
+them as ``user``, or within ``level_cap``).
 Its return value (made JSON-safe) is kept in the event's return data. The call is
 at-least-once: a processor killed during it calls it again on resume, with the same
 ``key`` (also the task's ``request.id``), so a task that must not repeat can deduplicate on
@@ -244,6 +254,9 @@ class RunContext:
     owner: str
     #: ``event:<event id>:<listener id>``: the notification's idempotency key, the task's id.
     key: str
+    #: The highest level the listener may give what it makes for this event: the lower of
+    #: its owner's and the event's sender's caps (the lowest cap when not given).
+    level_cap: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,13 +281,27 @@ class CompiledNotify:
         return target, {k: _render_tree(v, values, prefix) for k, v in self.fields.items()}
 
     def run(self, run: RunContext, values: Mapping[str, Any], notifier: Notifier) -> Outcome:
+        """Make the notification as the listener's owner, at most at ``run.level_cap``; for
+        another user's event, only one that user could make themselves.
+
+        Raises:
+            InvalidInput, PermissionDenied: refused (recorded as the listener's outcome).
+        """
         target, fields = self.render(values, prefix="e.noti.event.template")
+        action = self.action
+        if run.user != run.owner:
+            # the lesser of the two: what the sender may not make, the listener may not make
+            # for them (a provider only the owner may name or use, ...); stores nothing
+            notifier.build(
+                action.type.value, target, lv=action.lv, user=run.user, provider=action.provider, **fields
+            )
         record = notifier.add(
-            self.action.type.value,
+            action.type.value,
             target,
-            lv=self.action.lv,
+            lv=action.lv,
             user=run.owner,
-            provider=self.action.provider,
+            level_cap=run.level_cap,
+            provider=action.provider,
             idempotency_key=run.key,
             **fields,
         )
@@ -310,6 +337,8 @@ class CompiledTask:
             "created_ms": run.created_ms,
             "listener": run.listener_name,
             "key": run.key,
+            "owner": run.owner,
+            "level_cap": run.level_cap,
         }
         result = task.apply(args=[event], task_id=run.key, throw=False)
         if result.state != "SUCCESS":

@@ -3,8 +3,10 @@
 Every call takes the acting ``user`` (default ``NOTI_USER``) and applies :mod:`noti.users`:
 anyone may dispatch events and add listeners; a listener belongs to its creator, whose
 level cap its notifications get; only the owner or a root member may replace or remove
-it; non-root users list and read only their own listeners and events, and their listeners
-run only for their own events (root members' listeners run for everyone's).
+it; non-root users list and read only their own listeners and events. A listener runs for
+its owner's own events only, unless its owner opted in to other users' (``from_users``,
+which only root members and administrators may give: a listener hears only events its owner
+may read); what it makes for another user's event gets the lesser of the two users' rights.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from noti.events.listeners import (
     CompiledListener,
     Listener,
     ListenerRegistry,
+    check_from_users,
+    parse_from_users,
     retry_policy,
     validate_listener_name,
 )
@@ -335,6 +339,7 @@ class Events:
         replace: bool = False,
         retries: object = 0,
         backoff: object = 0,
+        from_users: object = None,
     ) -> Listener:
         """Register a listener for events named ``event`` (``*`` matches any characters).
 
@@ -351,16 +356,23 @@ class Events:
         new step of the event queued at the end of the arrival queue; the event is done once
         the listener succeeded or gave up (see docs/events.md, *Listener retries*).
 
+        A listener runs for its owner's own events only. With ``from_users`` (user names, or
+        ``["*"]`` for everyone; a string is read as comma-separated names) it also runs for
+        the events those users dispatch, which its owner must be allowed to read: only root
+        members and administrators may name other users. What it makes for another user's
+        event is capped at the lesser of the two users' levels and rights (see
+        docs/howto/events.md, *Whose events a listener hears*).
+
         Raises:
             InvalidInput: ``e.noti.listener.*`` (badevent, badname, badaction, badtemplate,
-            unsafe, badfilter, notask, undefined, exists, toolarge, badretries, badbackoff, …)
-            and the notification's
-            own ``e.cmd.noti.add.*`` codes.
-            PermissionDenied: ``e.noti.listener.replace.nopvg``.
+            unsafe, badfilter, notask, undefined, exists, toolarge, badretries, badbackoff,
+            badfrom, …) and the notification's own ``e.cmd.noti.add.*`` codes.
+            PermissionDenied: ``e.noti.listener.replace.nopvg``, ``e.noti.listener.from.nopvg``.
         """
         acting = self.user(user)
         validate_pattern(event)
         count, backoff_s = retry_policy(retries, backoff)
+        hears = check_from_users(acting, parse_from_users(from_users))
         created = now_ms()
         listener_id = new_id(created)
         listener_name = validate_listener_name(name if name is not None else listener_id)
@@ -374,6 +386,7 @@ class Events:
             created,
             retries=count,
             backoff_s=backoff_s,
+            from_users=hears,
         )
         compiled = CompiledListener.build(listener)
         if example is not None:
@@ -426,7 +439,8 @@ class Events:
     def list_listeners(self, *, user: str | None = None, event: str | None = None) -> list[Listener]:
         """Listeners in the order they run; a non-root user sees only their own. With
         ``event`` (an event name), only those whose pattern matches it (of these, an event
-        runs the ones whose owner may read its dispatcher's events)."""
+        runs its dispatcher's own and those that opted in to the dispatcher's events:
+        :func:`~noti.events.listeners.hearing`)."""
         acting = self.user(user)
         listeners = self.listeners.all()
         if not acting.is_root:

@@ -4,6 +4,12 @@ All listeners live in one hash, ``noti:listeners`` (name → JSON), with a versi
 ``noti:listeners:version`` bumped by every change, so a processor reloads them only when
 they changed (it reads the version in the same round trip that takes the next event).
 Changes are compare-and-set Lua scripts: two clients adding the same name never both win.
+
+Whose events a listener hears (``from_users``): by default only its owner's own, whoever the
+owner is (root members' listeners too). Its owner may opt in to other users' events by name,
+or to everyone's with ``["*"]``, and only to users whose events the owner may read (so only
+root members and administrators may name others). A listener stored by a release that had no
+``from_users`` reads back as owner-only.
 """
 
 from __future__ import annotations
@@ -18,19 +24,27 @@ import redis
 
 from noti.core.keys import Keys
 from noti.core.record import Channel
-from noti.errors import InvalidInput, NotFound
+from noti.errors import InvalidInput, NotFound, PermissionDenied
 from noti.events.actions import Action, CompiledAction, NotifyAction, TaskAction, compile_action
 from noti.events.event import matches
 from noti.events.templates import CompiledFilter, compile_filter
-from noti.inputs import could_be_id, finite_number, integer, shown
+from noti.inputs import USER_NAME, could_be_id, finite_number, integer, shown
 from noti.redisconn import load_script, translate_errors
+from noti.config import Settings
+from noti.users import User, resolve_user
 
 __all__ = [
+    "ANY_USER",
     "BACKOFF_MAX_S",
+    "FROM_USERS_MAX",
     "RETRIES_MAX",
     "CompiledListener",
     "Listener",
     "ListenerRegistry",
+    "check_from_users",
+    "hearing",
+    "level_cap",
+    "parse_from_users",
     "retry_policy",
     "validate_listener_name",
 ]
@@ -42,6 +56,12 @@ LISTENER_MAX_BYTES = 64 * 1024
 RETRIES_MAX = 20
 #: Longest back-off between two attempts of a listener (a day): beyond it a typo is likelier.
 BACKOFF_MAX_S = 86_400.0
+#: The ``from_users`` entry that opts a listener in to every user's events its owner may read.
+ANY_USER = "*"
+#: Most user names one listener's ``from_users`` may list (beyond it, ``*`` and a filter on
+#: ``_event.user`` say it better).
+FROM_USERS_MAX = 100
+_FROM_CODE = "e.noti.listener.badfrom"
 
 
 def validate_listener_name(name: object) -> str:
@@ -87,9 +107,84 @@ def retry_policy(retries: object = 0, backoff: object = 0) -> tuple[int, float]:
     return count, seconds
 
 
+def parse_from_users(value: object) -> tuple[str, ...]:
+    """Whose events a listener hears besides its owner's, checked: None or empty (nobody
+    else: the default), ``["*"]`` (everyone whose events the owner may read), or a list of
+    1-:data:`FROM_USERS_MAX` user names (repeats dropped, order kept). A string is read as
+    comma-separated entries (the CLI passes its option's text: ``alice,bob`` or ``*``).
+
+    Raises:
+        InvalidInput: ``e.noti.listener.badfrom``.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        if len(value) > FROM_USERS_MAX * 66:
+            raise InvalidInput(f"from_users is {len(value)} characters long", code=_FROM_CODE)
+        items: list[object] = [part.strip() for part in value.split(",")] if value.strip() else []
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise InvalidInput(
+            f"from_users is a list of user names, or [{ANY_USER!r}] for everyone's events,"
+            f" got {type(value).__name__}",
+            code=_FROM_CODE,
+        )
+    if len(items) > FROM_USERS_MAX:
+        raise InvalidInput(
+            f"from_users names {len(items)} users; the limit is {FROM_USERS_MAX} (use"
+            f" [{ANY_USER!r}] and a filter on _event.user)",
+            code=_FROM_CODE,
+        )
+    names: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not (item == ANY_USER or USER_NAME.fullmatch(item)):
+            raise InvalidInput(
+                f"from_users: {shown(item)} is neither a user name (1-64 letters, digits or _ . @ + -)"
+                f" nor {ANY_USER!r}",
+                code=_FROM_CODE,
+            )
+        if item not in names:
+            names.append(item)
+    if ANY_USER in names and len(names) > 1:
+        raise InvalidInput(
+            f"from_users: {ANY_USER!r} already means every user; give it alone", code=_FROM_CODE
+        )
+    return tuple(names)
+
+
+def check_from_users(owner: User, names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` (from :func:`parse_from_users`) when ``owner`` may read the events of each
+    (``*``: of everyone, so root members and administrators only), without ``owner``'s own
+    name, which a listener always hears.
+
+    Raises:
+        PermissionDenied: ``e.noti.listener.from.nopvg``.
+    """
+    for name in names:
+        if not (owner.is_root if name == ANY_USER else owner.can_touch(name)):
+            whose = "everyone's events" if name == ANY_USER else f"the events of {name}"
+            raise PermissionDenied(
+                f"{owner.name} may not make a listener hear {whose}: a listener hears only events"
+                " its owner may read (only members of the root group may read other users')",
+                code="e.noti.listener.from.nopvg",
+            )
+    return tuple(name for name in names if name != owner.name)
+
+
+def _stored_from_users(value: object) -> tuple[str, ...]:
+    """``from_users`` as stored; absent (a listener of a release without it) or unreadable:
+    nobody else (owner-only, the safe reading)."""
+    try:
+        return parse_from_users(value)
+    except InvalidInput:
+        return ()
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """A subscription: events whose name matches ``event`` run ``action`` as ``user``."""
+    """A subscription: events whose name matches ``event`` run ``action`` as ``user``, for
+    the events of ``user`` and of those ``from_users`` names (:meth:`hears`)."""
 
     id: str
     name: str
@@ -102,6 +197,15 @@ class Listener:
     #: ``retries`` times, ``backoff_s`` seconds after the failure, before giving up.
     retries: int = 0
     backoff_s: float = 0.0
+    #: Whose events it hears besides its owner's (:func:`parse_from_users`): ``()`` nobody's
+    #: (the default, and what a listener stored without the field reads as), ``("*",)``
+    #: everyone's, or user names. The processor also requires that the owner may read them.
+    from_users: tuple[str, ...] = ()
+
+    def hears(self, sender: str) -> bool:
+        """Does it run for events dispatched by ``sender``, as far as its own opt-in goes
+        (the owner's right to read them is checked by the processor)?"""
+        return sender == self.user or ANY_USER in self.from_users or sender in self.from_users
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +218,7 @@ class Listener:
             "created_ms": self.created_ms,
             "retries": self.retries,
             "backoff_s": self.backoff_s,
+            "from_users": list(self.from_users),
         }
 
     @classmethod
@@ -140,6 +245,7 @@ class Listener:
             created_ms=int(data.get("created_ms", 0)),
             retries=int(data.get("retries", 0)),
             backoff_s=float(data.get("backoff_s", 0.0)),
+            from_users=_stored_from_users(data.get("from_users")),
         )
 
     def encode(self) -> str:
@@ -154,6 +260,42 @@ class Listener:
                 f"a listener is at most {LISTENER_MAX_BYTES} bytes of JSON", code="e.noti.listener.toolarge"
             )
         return text
+
+
+def _role(settings: Settings, name: str) -> User | None:
+    """The user called ``name`` with their role now, or None for a name no longer valid."""
+    try:
+        return resolve_user(settings, name)
+    except InvalidInput:
+        return None
+
+
+def hearing(
+    listeners: list[tuple[Listener, CompiledListener | InvalidInput]], sender: str, settings: Settings
+) -> list[tuple[Listener, CompiledListener | InvalidInput]]:
+    """Those of ``listeners`` that run for an event of ``sender``: their owner's own events;
+    another user's only when the listener opted in to them (:meth:`Listener.hears`) and its
+    owner may read them (roles as the settings say now: a root member made a plain user
+    again no longer hears others)."""
+    readers: dict[str, bool] = {}
+
+    def may_read(owner: str) -> bool:
+        if owner not in readers:
+            found = _role(settings, owner)  # an owner name no longer valid reads nothing
+            readers[owner] = found is not None and found.can_touch(sender)
+        return readers[owner]
+
+    return [
+        (listener, ready)
+        for listener, ready in listeners
+        if listener.user == sender or (listener.hears(sender) and may_read(listener.user))
+    ]
+
+
+def level_cap(settings: Settings, owner: str, sender: str) -> int:
+    """The highest level a listener of ``owner`` may give what it makes for an event of
+    ``sender``: the lower of the two users' caps (1 for a name no longer valid)."""
+    return min(found.level_cap if (found := _role(settings, name)) else 1 for name in (owner, sender))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,13 @@ the arrival queue, so no later event waits for it, and once due goes to the end 
 queue; its next step runs that listener again, then the ones after it. One that gives up
 gets its error with its attempts and a dead letter (``outcome.lua``).
 
-A listener runs only for events its owner may read (:meth:`noti.users.User.can_touch`):
-its owner's own events, or every event for root members' and root administrators'
-listeners. Other listeners are passed over, with nothing recorded.
+A listener runs for its owner's own events, and for another user's only when it opted in to
+them (:attr:`Listener.from_users`: that user by name, or ``*``) and its owner may read them
+(:meth:`noti.users.User.can_touch`: root members and administrators). A root member's
+listener without the option hears only that member's events. Other listeners are passed
+over, with nothing recorded. What a listener makes for another user's event is capped at the
+lesser of the two users' rights (:class:`~noti.events.actions.RunContext` ``level_cap``;
+:meth:`~noti.events.actions.CompiledNotify.run`).
 """
 
 from __future__ import annotations
@@ -45,11 +49,10 @@ from noti.core.record import now_ms
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.actions import CompiledTask, RunContext, TaskAction
 from noti.events.event import Outcome
-from noti.events.listeners import CompiledListener, Listener, ListenerRegistry
+from noti.events.listeners import CompiledListener, Listener, ListenerRegistry, hearing, level_cap
 from noti.events.liveness import Holder, ProcessorLock
 from noti.events.store import Activation, EventStore, LockLost
 from noti.events.templates import context
-from noti.users import resolve_user
 
 if TYPE_CHECKING:
     from noti.notifier import Notifier
@@ -403,20 +406,10 @@ class Processor:
             self.dead_letters.notify_hook(letter)
 
     def listeners_of(self, event: Activation) -> list[tuple[Listener, CompiledListener | InvalidInput]]:
-        """The listeners ``event`` runs, in creation order: those matching its name whose
-        owner may read the dispatching user's events."""
-        readers: dict[str, bool] = {}
-
-        def may_read(owner: str) -> bool:
-            if owner not in readers:
-                try:
-                    readers[owner] = resolve_user(self.settings, owner).can_touch(event.user)
-                except InvalidInput:  # an owner name no longer valid reads nothing
-                    readers[owner] = False
-            return readers[owner]
-
+        """The listeners ``event`` runs, in creation order: those matching its name that hear
+        its dispatcher (:func:`~noti.events.listeners.hearing`)."""
         matching = self.listeners.matching(event.name, event.listeners_version)
-        return [(listener, ready) for listener, ready in matching if may_read(listener.user)]
+        return hearing(matching, event.user, self.settings)
 
     @staticmethod
     def _plan(
@@ -454,6 +447,7 @@ class Processor:
             event.payload, event_id=event.id, name=event.name, user=event.user, created_ms=event.created_ms
         )
         outcomes: list[Outcome] = []
+        caps: dict[str, int] = {}  # owner -> the level cap of what their listeners make here
         for item in self._plan(event, matching):
             if isinstance(item, Outcome):  # kept from the event's last step (a retry)
                 outcomes.append(item)
@@ -469,6 +463,8 @@ class Processor:
                     Outcome(listener.name, task=task, error_code=ready.code, error_message=ready.message)
                 )
                 continue
+            if listener.user not in caps:
+                caps[listener.user] = level_cap(self.settings, listener.user, event.user)
             run = RunContext(
                 event_id=event.id,
                 name=event.name,
@@ -478,6 +474,7 @@ class Processor:
                 listener_name=listener.name,
                 owner=listener.user,
                 key=f"event:{event.id}:{listener.id}",
+                level_cap=caps[listener.user],
             )
             outcome = self._run_one(ready, run, values, task, fence)
             outcome, letter = self._apply_policy(listener, event, outcome, retrying=fence is not None)
