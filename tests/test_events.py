@@ -377,6 +377,33 @@ def test_the_processor_runs_listeners_in_creation_order_and_records_their_return
     assert api.status().last_stop["reason"] == "idle"
 
 
+def test_listeners_made_in_one_millisecond_run_in_the_order_they_were_stored(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a listener stored by a release without "seq" (it runs first, by id), then twelve
+    # listeners made in one millisecond: their ids share the time and differ by a random tail
+    import noti.events.api
+
+    api, _ = make(rt)
+    old = add_listener("order.paid", "tests.events.echo", name="old")
+    text = rt.redis.hget(rt.keys.listeners, "old")
+    rt.redis.hset(rt.keys.listeners, "old", json.dumps({k: v for k, v in json.loads(text).items() if k != "seq"}))
+    monkeypatch.setattr(noti.events.api, "now_ms", lambda: 1_800_000_000_000)
+    names = [f"l{i:02d}" for i in range(12)]
+    for name in names:
+        add_listener("order.paid", "tests.events.echo", name=name)
+    # then they are listed and run in the order they were stored, not in the order of their ids
+    assert [x.name for x in list_listeners()] == ["old", *names]
+    # (sorted by id, they would run in another order: 12 random tails sort as made once in 12!)
+    ids = [x.id for x in list_listeners()[1:]]
+    assert len({i[:10] for i in ids}) == 1 and sorted(ids) != ids
+    monkeypatch.undo()
+    event_id = api.dispatch("order.paid", PAID)
+    api.processor().run()
+    assert [o.listener for o in api.get(event_id).outcomes] == ["old", *names]
+    assert list_listeners()[0] == old and list_listeners()[0].seq == 0 < list_listeners()[1].seq
+
+
 def test_listeners_run_only_for_events_their_owner_may_read(rt: Any) -> None:
     # given alice's catch-all listeners (a webhook to a server of hers, a task), bob's own
     # listener, the catch-all listeners of a root member and a root administrator opted in to

@@ -2,7 +2,10 @@
 
 All listeners live in one hash, ``noti:listeners`` (name → JSON), with a version counter
 ``noti:listeners:version`` bumped by every change, so a processor reloads them only when
-they changed (it reads the version in the same round trip that takes the next event).
+they changed (it reads the version in the same round trip that takes the next event). A
+stored listener's ``seq`` is the version its put made: listeners run in that order (their
+ids, random within one millisecond, do not tell which of two made in it came first;
+listeners stored before ``seq`` existed have none and run first, by id).
 Changes are compare-and-set Lua scripts: two clients adding the same name never both win.
 
 Whose events a listener hears (``from_users``): by default only its owner's own, whoever the
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
@@ -201,6 +204,10 @@ class Listener:
     #: (the default, and what a listener stored without the field reads as), ``("*",)``
     #: everyone's, or user names. The processor also requires that the owner may read them.
     from_users: tuple[str, ...] = ()
+    #: Its place in the running order, given by Redis when it is stored (0: not stored yet,
+    #: or stored by a release without it); not part of what is written (``listener_put.lua``
+    #: adds it) and not compared.
+    seq: int = field(default=0, compare=False)
 
     def hears(self, sender: str) -> bool:
         """Does it run for events dispatched by ``sender``, as far as its own opt-in goes
@@ -246,6 +253,7 @@ class Listener:
             retries=int(data.get("retries", 0)),
             backoff_s=float(data.get("backoff_s", 0.0)),
             from_users=_stored_from_users(data.get("from_users")),
+            seq=int(data.get("seq", 0)),
         )
 
     def encode(self) -> str:
@@ -351,11 +359,11 @@ class ListenerRegistry:
         return found
 
     def all(self) -> list[Listener]:
-        """Every listener, in creation order (the order they run in)."""
+        """Every listener, in the order they were stored (the order they run in)."""
         with translate_errors(self.redis):
             values = self.redis.hvals(self.keys.listeners)
         listeners = [Listener.from_json(json.loads(v)) for v in values]
-        return sorted(listeners, key=lambda x: (x.id, x.name))
+        return sorted(listeners, key=lambda x: (x.seq, x.id, x.name))
 
     def put(self, listener: Listener, *, expected: str) -> bool:
         """Store ``listener`` if the text stored under its name is still ``expected`` (``""``:
