@@ -87,9 +87,12 @@ class WorkerConfig:
 FAST = WorkerConfig()
 
 
-def write_config(directory: str | None = None) -> Path:
-    """A settings file: SMS through the sandbox (no delay), webhooks through ``hook``."""
+def write_config(directory: str | None = None, *, hook_url: str | None = None) -> Path:
+    """A settings file: SMS through the sandbox (no delay), webhooks through ``hook``, whose
+    operator-configured receiver is ``hook_url`` (the fake HTTP server: signed with ``hook``'s
+    secret, as a deployment's own receivers are)."""
     path = Path(directory or tempfile.mkdtemp(prefix="noti-bench-")) / "noti.toml"
+    destinations = f'destinations = ["{hook_url.rstrip("/")}/"]\n' if hook_url else ""
     path.write_text(
         "[channels.sms]\n"
         'provider = "sandbox"\n\n'
@@ -99,7 +102,7 @@ def write_config(directory: str | None = None) -> Path:
         "[providers.hook]\n"
         'kind = "webhook"\n'
         f'secret = "{SECRET}"\n'
-        "allow_private = true\n"
+        "allow_private = true\n" + destinations
     )
     return path
 

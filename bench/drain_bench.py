@@ -111,7 +111,9 @@ def noti_drain_http(
     fake.reset()
     items = [{"type": "webhook", "to": fake.url, "content": {"n": i, "text": "hello"}} for i in range(n)]
     runtime, ids = _noti_prefill(url, items)
-    workers = start_workers(config, noti_env(url, write_config()), WEBHOOK_QUEUE, counting=counting)
+    workers = start_workers(
+        config, noti_env(url, write_config(hook_url=fake.url)), WEBHOOK_QUEUE, counting=counting
+    )
     count = partial(done_count, runtime)
     drain = timed_drain(count, n, workers, runtime.redis, others=[fake.pid], before_stop=_counter(counting))
     check_done(runtime, ids)

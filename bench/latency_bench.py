@@ -61,7 +61,7 @@ def noti_latency(
     """Latencies (ms) of ``seconds`` × 200/s sends through ``provider`` (``sandbox``/``http``)."""
     import noti
 
-    env = noti_env(url, write_config())
+    env = noti_env(url, write_config(hook_url=fake.url if fake is not None else None))
     runtime = point_driver(env)
     runtime.redis.flushall()
     sent: list[tuple[str, float]] = []

@@ -386,6 +386,7 @@ class Providers:
             f'secret = "{SECRET}"\n'
             "allow_private = true\n"
             "timeout_s = 15\n"
+            f'destinations = ["{self.webhook.url}/"]\n'
             f'headers = {{ "{SENDER_HEADER}" = "{sender}" }}\n'
         )
 

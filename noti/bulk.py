@@ -139,12 +139,15 @@ def add_many(
     defaults: Mapping[str, Any] | None = None,
     chunk_size: int = CHUNK,
     level_cap: int | None = None,
+    providers_allowed: frozenset[str] | None = None,
     whole: bool = False,
 ) -> BulkResult:
     """Validate and store many notifications; see the module docstring.
 
     ``defaults`` fill keys an item lacks (``schedule_many`` passes its ``delay``);
-    ``level_cap`` lowers every item's level to it (an API token's cap). With ``whole``, every
+    ``level_cap`` lowers every item's level to it (an API token's cap), and
+    ``providers_allowed`` limits the providers every item may use to these (an API token's:
+    :mod:`noti.access.grants`). With ``whole``, every
     item is validated before any is stored, and if one is refused none is stored: the result
     then lists the refusals, and every id is None (the HTTP API's batches).
 
@@ -165,7 +168,14 @@ def add_many(
         )
     result = BulkResult()
     built_chunks: Iterable[_Built] = (
-        _build_chunk(notifier, chunk, user=user, defaults=defaults or {}, level_cap=level_cap)
+        _build_chunk(
+            notifier,
+            chunk,
+            user=user,
+            defaults=defaults or {},
+            level_cap=level_cap,
+            providers_allowed=providers_allowed,
+        )
         for chunk in _chunks(items, chunk_size)
     )
     if whole:
@@ -223,6 +233,7 @@ def _build_chunk(
     user: str | None,
     defaults: Mapping[str, Any],
     level_cap: int | None = None,
+    providers_allowed: frozenset[str] | None = None,
 ) -> _Built:
     result = BulkResult(ids=[None] * len(chunk))
     plain: list[tuple[int, Notification]] = []
@@ -233,10 +244,14 @@ def _build_chunk(
             kind, target, args = _arguments(item, defaults)
             key = args.pop("idempotency_key", None)
             fallback = args.pop("fallback", None)
-            record = notifier.build(kind, target, user=user, level_cap=level_cap, **args)
+            record = notifier.build(
+                kind, target, user=user, level_cap=level_cap, providers_allowed=providers_allowed, **args
+            )
             standby = None
             if fallback is not None:
-                record, standby = notifier.with_fallback(record, fallback, user=user, level_cap=level_cap)
+                record, standby = notifier.with_fallback(
+                    record, fallback, user=user, level_cap=level_cap, providers_allowed=providers_allowed
+                )
             if key is not None:
                 key = validate_idempotency_key(key, identifier=record.identifier)
                 keys[record.id] = notifier.runtime.keys.idempotency(record.creator, key)

@@ -128,6 +128,13 @@ class Settings(BaseSettings):
     root_admins: CommaList = Field(default_factory=list)
     #: Members of the ``root`` group: level cap 100, may see and delete everything.
     root_members: CommaList = Field(default_factory=list)
+    #: Providers each user may name (``provider=``) beyond their channels' defaults, and the
+    #: only way to use a provider that reaches private addresses (``allow_private``), even as
+    #: a channel default: user name (or ``"*"``, everyone) -> provider names,
+    #: ``{ alice = ["hook"], "*" = ["twilio"] }``. Root administrators may name any provider.
+    #: An API token may narrow it further (``noti token add -providers``).
+    #: See :mod:`noti.access.grants`.
+    provider_grants: dict[str, list[str]] = Field(default_factory=dict)
 
     #: Lease a worker takes on a record while it calls the provider (``noti_timeout_at``).
     lease_timeout_s: float = Field(default=30.0, gt=0, le=600)
@@ -247,6 +254,14 @@ class Settings(BaseSettings):
     receipt_poll_interval_s: float = Field(default=60.0, gt=0, le=86400)
     #: How long a vendor message id is remembered to match a late receipt to its record.
     receipt_window_s: float = Field(default=3 * 86400, gt=0, le=30 * 86400)
+    #: Reports one pushed receipt request may carry; a push with more is refused whole
+    #: (``e.noti.receipt.toomany``, nothing stored: the vendor pushes it again).
+    receipt_push_max: int = Field(default=1000, ge=1, le=100_000)
+    #: Receipts kept at most, all providers together, while they wait for the send they name
+    #: to be recorded (they came before the worker wrote it); more are dropped and counted.
+    receipt_early_max: int = Field(default=10_000, ge=1, le=10_000_000)
+    #: How long such a receipt is kept for its send to be recorded.
+    receipt_early_ttl_s: float = Field(default=600.0, gt=0, le=30 * 86400)
     #: The address vendors reach noti's HTTP API at (``https://noti.example.com``): the receipt
     #: URLs noti gives them (Twilio's ``StatusCallback``) and checks their signatures against.
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
@@ -256,6 +271,25 @@ class Settings(BaseSettings):
     http_port: int = Field(default=8700, ge=1, le=65535)
     #: Largest request body the HTTP API reads (a batch of notifications, a receipt).
     http_body_max_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    #: ``noti serve``: bytes of request bodies one process reads at once, all requests together;
+    #: a body that does not fit is answered 503 ``e.noti.http.busy`` (bounds the memory bodies take).
+    http_bodies_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=4 * 1024 * 1024 * 1024)
+    #: ``noti serve``: largest request line and headers, in bytes (431 ``e.noti.http.headers``).
+    http_header_max_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
+    #: ``noti serve``: seconds a request's line and headers may take from its first byte (408
+    #: ``e.noti.http.timeout``, then the connection is closed: a slowloris client).
+    http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    #: ``noti serve``: seconds a request's body may take from the end of its headers (408).
+    http_body_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    #: ``noti serve``: seconds a connection may wait with no request (a new one before its first
+    #: byte, a kept-alive one between requests) before it is closed.
+    http_idle_timeout_s: float = Field(default=5.0, gt=0, le=3600)
+    #: ``noti serve``: requests one process works on at once; more are answered 503 ``e.noti.http.busy``.
+    http_requests_max: int = Field(default=256, ge=1, le=100_000)
+    #: ``noti serve``: connections one process holds open; one more is answered 503 and closed.
+    http_connections_max: int = Field(default=1024, ge=1, le=1_000_000)
+    #: ``noti serve``: connections the kernel queues before the process accepts them (listen backlog).
+    http_backlog: int = Field(default=2048, ge=1, le=65535)
 
     #: ``[channels.<type>]`` tables: a channel's default provider(s), attempt limit, retry policy.
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
@@ -277,6 +311,17 @@ class Settings(BaseSettings):
         for name in [value] if isinstance(value, str) else value:
             if not USER_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a user name (1-64 letters, digits or _ . @ + -)")
+        return value
+
+    @field_validator("provider_grants")
+    @classmethod
+    def _grant_names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for user, names in value.items():
+            if user != "*" and not USER_NAME.fullmatch(user):
+                raise ValueError(f"{user[:80]!r} is not a user name or '*'")
+            for name in names:
+                if not name or name != name.strip() or "," in name or len(name) > 64:
+                    raise ValueError(f"{user}: {name[:80]!r} is not a provider name")
         return value
 
     @field_validator("numpool_redis_url")

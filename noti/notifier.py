@@ -31,6 +31,7 @@ from noti.runtime import Runtime
 from noti.users import User, resolve_user
 
 if TYPE_CHECKING:
+    from noti.access.grants import Grants
     from noti.providers import Provider
     from noti.sender import SendResult
 
@@ -95,6 +96,8 @@ class Notifier:
         self._users: dict[str | None, User] = {}
         self._retry_max: dict[Channel, int] = {}
         self._checking: dict[tuple[Channel, str | None], list[Provider]] = {}
+        self._authorized: set[tuple[str, Channel, str | None, frozenset[str] | None]] = set()
+        self._grants: Grants | None = None
 
     def user(self, name: str | None) -> User:
         found = self._users.get(name) if name is None or type(name) is str else None
@@ -122,6 +125,7 @@ class Notifier:
         identifier: str | None = None,
         level_cap: int | None = None,
         status_callback: str | None = None,
+        providers_allowed: frozenset[str] | None = None,
         **fields: Any,
     ) -> Notification:
         """A validated, not yet stored record.
@@ -130,7 +134,9 @@ class Notifier:
         ``identifier`` names it for replacement and cancelling (see :meth:`add`);
         ``status_callback`` is an http(s) URL each of its status changes is posted to (a
         signed webhook, :mod:`noti.delivery.callbacks`). The level is lowered to the user's
-        role cap, and to ``level_cap`` when given (an API token's).
+        role cap, and to ``level_cap`` when given (an API token's). The providers it goes
+        through must be ones the user may use (:mod:`noti.access.grants`), and among
+        ``providers_allowed`` when given (an API token's).
 
         Raises:
             InvalidInput: any field is missing or malformed (nothing is stored).
@@ -155,7 +161,7 @@ class Notifier:
         if provider is not None and (not isinstance(provider, str) or not provider.strip()):
             raise InvalidInput("provider must be a non-empty name", code="e.cmd.noti.add.noprovider")
         if status_callback is not None:
-            status_callback = self._check_status_callback(status_callback)
+            status_callback = self._check_status_callback(status_callback, acting.name)
         created = now_ms()
         due = due_ms(delay=delay, eta=eta, now_ms=created)
         if identifier is not None:
@@ -177,6 +183,8 @@ class Notifier:
             identifier=identifier,
             status_callback=status_callback,
         )
+        if (acting.name, channel, record.provider, providers_allowed) not in self._authorized:
+            self._authorize(acting, channel, record.provider, providers_allowed)
         checking = self._checking.get((channel, record.provider))
         if checking is None:
             checking = self._providers_checking(channel, record.provider)
@@ -188,9 +196,10 @@ class Notifier:
                 chosen.check(message)
         return record
 
-    def _check_status_callback(self, url: object) -> str:
+    def _check_status_callback(self, url: object, creator: str) -> str:
         """A status callback URL the webhook channel's provider would post to (its own
-        checks, such as refusing private addresses, apply now, not at the first change).
+        checks, such as refusing private addresses or a creator without a signing key, apply
+        now, not at the first change).
 
         Raises:
             InvalidInput: not an http(s) URL, refused by the provider, or no webhook provider.
@@ -198,11 +207,42 @@ class Notifier:
         from noti.providers import Message
 
         checked = validate_target(Channel.WEBHOOK, url)
+        probe = Message(
+            id="status-callback",
+            channel=Channel.WEBHOOK,
+            target=checked,
+            fields={"content": {}},
+            creator=creator,
+            status_of="status-callback",
+        )
         for chosen in self._providers_checking(Channel.WEBHOOK, None):
-            chosen.check(
-                Message(id="status-callback", channel=Channel.WEBHOOK, target=checked, fields={"content": {}})
-            )
+            chosen.check(probe)
         return checked
+
+    def _authorize(
+        self, acting: User, channel: Channel, provider: str | None, token: frozenset[str] | None
+    ) -> None:
+        """May ``acting`` (through a token limited to ``token``) send ``channel`` notifications
+        through ``provider`` (None: the channel's default chain)? Remembered when it may
+        (settings never change under a runtime).
+
+        Raises:
+            PermissionDenied: ``e.cmd.noti.add.providerdenied``. InvalidInput: no such chain.
+        """
+        from noti.access.grants import Grants
+
+        if self._grants is None:
+            self._grants = Grants(self.runtime.settings)
+        providers = self.runtime.providers
+        if provider is not None:
+            try:
+                defaults = providers.chain_names(channel, None)
+            except InvalidInput:  # the channel has no default chain
+                defaults = []
+            self._grants.check_names(acting, providers.chain_names(channel, provider), defaults, token=token)
+        self._grants.check_chain(acting, providers.chain(channel, provider), token=token)
+        if len(self._authorized) < 4096:
+            self._authorized.add((acting.name, channel, provider, token))
 
     def _default_retry_max(self, channel: Channel) -> int:
         settings = self.runtime.settings
@@ -253,7 +293,11 @@ class Notifier:
         standby = None
         if fallback is not None:
             record, standby = self.with_fallback(
-                record, fallback, user=kwargs.get("user"), level_cap=kwargs.get("level_cap")
+                record,
+                fallback,
+                user=kwargs.get("user"),
+                level_cap=kwargs.get("level_cap"),
+                providers_allowed=kwargs.get("providers_allowed"),
             )
         if idempotency_key is not None:
             validate_idempotency_key(idempotency_key, identifier=record.identifier)
@@ -266,7 +310,13 @@ class Notifier:
         return self.store_one(record, idempotency_key=idempotency_key, task_id=task_id, fallback=standby)
 
     def with_fallback(
-        self, record: Notification, value: object, *, user: str | None = None, level_cap: int | None = None
+        self,
+        record: Notification,
+        value: object,
+        *,
+        user: str | None = None,
+        level_cap: int | None = None,
+        providers_allowed: frozenset[str] | None = None,
     ) -> tuple[Notification, Notification]:
         """``record`` naming its fallback, and the fallback record (delayed to its deadline,
         built like ``record``: same user, level lowered to ``level_cap`` likewise).
@@ -288,6 +338,7 @@ class Notifier:
             lv=record.level if spec.lv is None else spec.lv,
             user=user,
             level_cap=level_cap,
+            providers_allowed=providers_allowed,
             provider=spec.provider,
             delay=after_s + max(0, record.lease_until_ms - record.created_ms) / 1000,
             status_callback=record.status_callback,

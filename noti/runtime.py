@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from noti.handlers import NotificationHandler
     from noti.providers import ProviderSet
     from noti.ratelimit import RateLimiter
+    from noti.access.signing import SigningKeys
     from noti.tokens import TokenStore
 
 # What only delivery uses (providers, handlers, rate limits, leases) is imported by the
@@ -104,11 +105,24 @@ class Runtime:
         return TokenStore(self.redis, self.keys, self.settings)
 
     @functools.cached_property
+    def signing_keys(self) -> SigningKeys:
+        """The users' webhook signing secrets (:mod:`noti.access.signing`)."""
+        from noti.access.signing import SigningKeys
+
+        return SigningKeys(self.redis, self.keys, self.settings)
+
+    @functools.cached_property
     def delivery(self) -> DeliveryBook:
         """Applies vendors' delivery reports to the records (:mod:`noti.delivery`)."""
         from noti.delivery.book import DeliveryBook
 
-        return DeliveryBook(self.redis, self.keys, window_s=self.settings.receipt_window_s)
+        return DeliveryBook(
+            self.redis,
+            self.keys,
+            window_s=self.settings.receipt_window_s,
+            early_max=self.settings.receipt_early_max,
+            early_ttl_s=self.settings.receipt_early_ttl_s,
+        )
 
     @functools.cached_property
     def lease_keeper(self) -> LeaseKeeper:

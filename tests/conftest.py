@@ -104,6 +104,10 @@ def configure(redis_url: str) -> Iterator[Callable[..., Any]]:
                 "webhook": {"provider": "sandbox"},
             },
         )
+        # Tests of other features name the providers they configure freely: every configured
+        # provider (and the sandbox) is granted to everyone unless a test gives its own grants.
+        # The grant rules themselves are tested with explicit grants (tests/test_access.py).
+        overrides.setdefault("provider_grants", {"*": ["sandbox", *overrides.get("providers", {})]})
         return noti.runtime.configure(**overrides)
 
     yield _configure
@@ -206,6 +210,8 @@ API_RECEIPT_SECRET = "s3cret"
 _API_CONFIG = (
     "".join(f'[channels.{c}]\nprovider = "sandbox"\n' for c in ("sms", "weixin", "email", "webhook"))
     + f'[providers.vendor]\nkind = "sandbox"\nreceipt_secret = "{API_RECEIPT_SECRET}"\n'
+    # granted to everyone, as ``configure`` grants its providers (tests/test_access.py: the rules)
+    + '[provider_grants]\n"*" = ["vendor"]\n'
 )
 
 

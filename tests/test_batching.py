@@ -14,7 +14,7 @@ from noti.api import notifier
 from noti.core.record import Status
 from noti.core.store import RecordStore
 from tests.conftest import sandbox_outbox, wait_until
-from tests.fakes.webhook import SECRET, WebhookReceiver
+from tests.fakes.webhook import SECRET, WebhookReceiver, hook_options
 
 pytestmark = pytest.mark.integration
 
@@ -127,8 +127,9 @@ def test_slow_providers_wait_on_the_send_loop_while_the_consumer_goes_on(
 ) -> None:
     # given webhooks to a receiver that takes 0.4 s per answer, and SMS to the sandbox
     rt = configure(
-        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
+        providers={"hook": hook_options(slow_receiver)},
         channels={"webhook": {"provider": "hook"}, "sms": {"provider": "sandbox"}},
+        provider_grants={"*": ["hook"]},
     )
     hooks = [noti.notify_webhook(slow_receiver.url + "/in", content={"n": i}) for i in range(40)]
     sms = [noti.notify_sms(PHONE, f"fast {i}") for i in range(20)]
@@ -155,8 +156,9 @@ def test_the_send_loop_is_uvloop_when_installed_unless_set_to_asyncio(
     sendloop.send_loop().stop()
     monkeypatch.setattr(sendloop, "_loops", {})
     rt = configure(
-        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
+        providers={"hook": hook_options(slow_receiver)},
         channels={"webhook": {"provider": "hook"}},
+        provider_grants={"*": ["hook"]},
         send_loop=kind,
     )
     slow_receiver.delay_s = 0.05
@@ -204,7 +206,9 @@ def test_a_stopping_worker_finishes_the_sends_in_flight(
     slow_receiver.delay_s = 1.5
     config = (
         f'[providers.hook]\nkind = "webhook"\nsecret = "{SECRET}"\nallow_private = true\n'
+        f'destinations = ["{slow_receiver.url}/"]\n'
         '[channels.webhook]\nprovider = "hook"\n'
+        '[provider_grants]\n"*" = ["hook"]\n'
     )
     ids = [noti.notify_webhook(slow_receiver.url + "/in", content={"n": i}) for i in range(10)]
     worker = spawn_worker(config, "-P", "solo", name="drain")
@@ -225,12 +229,13 @@ def test_a_slow_send_does_not_hold_back_the_outcomes_of_its_batch(
     # given one batch of webhooks: 9 to a receiver that answers at once, 1 to one that
     # answers after 4 s (found by the chaos run: a worker killed while the slow one was
     # pending sent the 9 others again, their outcomes not recorded yet)
-    rt = configure(
-        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
-        channels={"webhook": {"provider": "hook"}},
-    )
     finishes = _count_calls(monkeypatch, "finish_many")
     with WebhookReceiver() as fast, WebhookReceiver() as slow:
+        rt = configure(
+            providers={"hook": hook_options(fast, slow)},
+            channels={"webhook": {"provider": "hook"}},
+            provider_grants={"*": ["hook"]},
+        )
         slow.delay_s = 4.0
         items = [{"type": "webhook", "to": fast.url + "/in", "content": {"n": i}} for i in range(9)]
         items.insert(4, {"type": "webhook", "to": slow.url + "/in", "content": {"slow": True}})
@@ -252,11 +257,6 @@ def test_a_send_that_raises_goes_back_to_the_queue_and_its_batch_is_recorded(
     configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
 ) -> None:
     # given a bug that breaks one send of a batch on the send loop, once
-    rt = configure(
-        providers={"hook": {"kind": "webhook", "secret": SECRET, "allow_private": True}},
-        channels={"webhook": {"provider": "hook"}},
-        lease_timeout_s=1,
-    )
     from noti.sender import Sender
 
     original = Sender.attempt_async
@@ -270,6 +270,12 @@ def test_a_send_that_raises_goes_back_to_the_queue_and_its_batch_is_recorded(
 
     monkeypatch.setattr(Sender, "attempt_async", attempt_async)
     with WebhookReceiver() as receiver:
+        rt = configure(
+            providers={"hook": hook_options(receiver)},
+            channels={"webhook": {"provider": "hook"}},
+            provider_grants={"*": ["hook"]},
+            lease_timeout_s=1,
+        )
         ids = noti.notify_many(
             [{"type": "webhook", "to": receiver.url + "/in", "content": {"n": i}} for i in range(5)]
         ).ids

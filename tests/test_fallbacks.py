@@ -35,12 +35,18 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 
 @pytest.fixture
-def rt(configure: Any) -> Any:
+def rt(configure: Any, receiver: WebhookReceiver) -> Any:
     return configure(
         providers={
             "vendor": {"kind": "sandbox", "receipt_secret": RECEIPT_SECRET},
-            "hook": {"kind": "webhook", "secret": SECRET, "allow_private": True},
+            "hook": {
+                "kind": "webhook",
+                "secret": SECRET,
+                "allow_private": True,
+                "destinations": [receiver.url + "/"],
+            },
         },
+        provider_grants={"*": ["hook"]},
         channels={
             "sms": {"provider": "vendor"},
             "email": {"provider": "sandbox"},
@@ -128,23 +134,40 @@ def test_a_bad_fallback_is_refused_and_nothing_is_stored(rt: Any, fallback: obje
     assert rt.store.count() == 0
 
 
-def test_each_status_change_is_posted_as_a_signed_webhook(
-    rt: Any, worker: Any, receiver: WebhookReceiver
+def test_each_status_change_is_posted_as_a_webhook_signed_with_the_creators_key(
+    rt: Any, worker: Any
 ) -> None:
+    from noti.access.signing import SigningKeys
     from noti.celery.tasks.maintenance import delivery_tick  # the app reads its settings on import
 
-    callback = receiver.url + "/noti/status"
-    record = sent_sms(rt, status_callback=callback)
-    push(rt, record.id, "delivered")
-    delivery_tick()  # beat's job, run here
-    wait_until(lambda: len(receiver.ids) == 2, timeout=20)
+    # given alice's own signing key, and her receiver holding it (not the provider's secret)
+    secret, _ = SigningKeys(rt.redis, rt.keys, rt.settings).add()
+    with WebhookReceiver(secret) as receiver:
+        callback = receiver.url + "/noti/status"
+        record = sent_sms(rt, status_callback=callback)
+        push(rt, record.id, "delivered")
+        delivery_tick()  # beat's job, run here
+        wait_until(lambda: len(receiver.ids) == 2, timeout=20)
     bodies = [r.json() for r in receiver.requests]
     assert [b["type"] for b in bodies] == ["notification.accepted", "notification.delivered"]
     assert all(b["data"]["id"] == record.id and b["data"]["channel"] == "sms" for b in bodies)
     assert bodies[1]["data"]["code"] == "DELIVERED" and receiver.refusals == []
+    # each is marked a status callback in what is signed: its webhook-id is cb_<its record id>
+    for request in receiver.requests:
+        callback_id = request.headers["webhook-id"]
+        assert callback_id.startswith("cb_")
+        assert rt.store.get(callback_id.removeprefix("cb_")).status_of == record.id
     # the stream is emptied, and a second run posts nothing again
     assert rt.redis.xlen(rt.keys.status_changes) == 0
     assert delivery_tick()["callbacks"] == 0
+
+
+def test_a_status_callback_needs_a_signing_key_of_the_creator(rt: Any, receiver: WebhookReceiver) -> None:
+    # even to the operator's own receiver: a status callback is never signed with its secret
+    with pytest.raises(InvalidInput) as refused:
+        noti.notify_sms(PHONE, "x", status_callback=receiver.url + "/noti/status")
+    assert refused.value.code == "e.cmd.noti.add.nosigningkey"
+    assert rt.store.count() == 0
 
 
 def test_a_status_callback_that_is_not_a_url_is_refused(rt: Any) -> None:

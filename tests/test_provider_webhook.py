@@ -32,6 +32,7 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
+from noti.access.signing import SigningKeys
 from noti.providers.base import Message
 from noti.providers.webhook import ERRORS, WebhookProvider, sign
 from tests.clirunner import cli_runner
@@ -84,18 +85,43 @@ def receiver(server: WebhookReceiver) -> WebhookReceiver:
     return server
 
 
+@pytest.fixture
+def configure_hook(configure: Any, server: WebhookReceiver) -> Any:
+    """``configure`` with one provider ``hook`` of these options, the receiver its operator's
+    destination, granted to everyone (it reaches loopback)."""
+
+    def configure_hook(**overrides: Any) -> Any:
+        overrides.setdefault("destinations", [server.url + "/"])
+        return configure(
+            providers={"hook": options(**overrides)},
+            channels={"webhook": {"provider": "hook"}},
+            provider_grants={"*": ["hook"]},
+        )
+
+    return configure_hook
+
+
 def options(**overrides: Any) -> dict[str, Any]:
     return {"kind": "webhook", "secret": SECRET, "allow_private": True, "timeout_s": 0.5, **overrides}
 
 
 @pytest.fixture
-def rt(configure: Any) -> Any:
-    return configure(
-        providers={"hook": options(), "strict": options(allow_private=False)},
+def rt(configure: Any, server: WebhookReceiver) -> Any:
+    # the receiver is the operator's: its requests are signed with the provider's secret;
+    # alice has a signing key of her own for the URLs she chooses
+    mine = [server.url + "/"]
+    found = configure(
+        providers={
+            "hook": options(destinations=mine),
+            "strict": options(allow_private=False, destinations=mine),
+        },
+        provider_grants={"*": ["hook", "strict"]},
         channels={"webhook": {"provider": "hook"}},
         retry_max=5,
         retry_seconds=0.1,
     )
+    SigningKeys(found.redis, found.keys, found.settings).add(ALICE, acting=ALICE)
+    return found
 
 
 def provider(rt: Any, name: str = "hook") -> WebhookProvider:
@@ -109,7 +135,9 @@ def url(receiver: WebhookReceiver, path: str = "/hooks/orders") -> str:
 
 
 def message(target: str, record_id: str = "rec1") -> Message:
-    return Message(id=record_id, channel=Channel.WEBHOOK, target=target, fields={"content": CONTENT})
+    return Message(
+        id=record_id, channel=Channel.WEBHOOK, target=target, fields={"content": CONTENT}, creator=ALICE
+    )
 
 
 def send_record(rt: Any, target: str, **kwargs: Any) -> Any:
@@ -242,10 +270,10 @@ def test_any_2xx_is_delivered(rt: Any, receiver: WebhookReceiver, status: int) -
     assert receipt.provider == "hook" and receipt.msgid == "rec-2xx" and receipt.raw == f"HTTP {status}"
 
 
-def test_the_exact_body_is_signed_and_the_record_is_done(configure: Any, receiver: WebhookReceiver) -> None:
+def test_the_exact_body_is_signed_and_the_record_is_done(configure_hook: Any, receiver: WebhookReceiver) -> None:
     # given a provider with extra headers, one of them a credential
     headers = {"Authorization": "Bearer s3cr3t-t0ken", "X-Tenant": "acme"}
-    rt = configure(providers={"hook": options(headers=headers)}, channels={"webhook": {"provider": "hook"}})
+    rt = configure_hook(headers=headers)
     # when a webhook is sent
     record = send_record(rt, url(receiver))
     # then the receiver verified it and got compact UTF-8 JSON signed over those exact bytes
@@ -298,14 +326,12 @@ def test_the_receiver_refuses_a_body_changed_after_signing(receiver: WebhookRece
     assert response.status_code == 400 and receiver.ids == []
 
 
-def test_a_rotated_secret_signs_with_each_so_old_and_new_receivers_verify(configure: Any) -> None:
+def test_a_rotated_secret_signs_with_each_so_old_and_new_receivers_verify(configure_hook: Any) -> None:
     # given a provider rotating from SECRET (old) to OTHER_SECRET (new): the new one first
-    rt = configure(
-        providers={"hook": options(secret=[OTHER_SECRET, SECRET])}, channels={"webhook": {"provider": "hook"}}
-    )
     for receiver_secret in (SECRET, OTHER_SECRET):
         with WebhookReceiver(receiver_secret) as receiver:
             assert isinstance(receiver, WebhookReceiver)
+            rt = configure_hook(secret=[OTHER_SECRET, SECRET], destinations=[receiver.url + "/"])
             # when it sends, then a receiver holding either secret verifies it
             provider(rt).send(message(url(receiver)))
             assert receiver.refusals == [] and receiver.ids == ["rec1"]
@@ -320,18 +346,14 @@ def test_a_rotated_secret_signs_with_each_so_old_and_new_receivers_verify(config
                 header == " ".join(signed) and sign([new_key, old_key], "rec1", stamp, request.body) == header
             )
     # and a list of one is the same as the bare secret
-    single = configure(
-        providers={"hook": options(secret=[SECRET])}, channels={"webhook": {"provider": "hook"}}
-    )
     with WebhookReceiver(SECRET) as receiver:
+        single = configure_hook(secret=[SECRET], destinations=[receiver.url + "/"])
         provider(single).send(message(url(receiver)))
         assert len(receiver.requests[0].headers["webhook-signature"].split(" ")) == 1
 
 
-def test_a_wrong_secret_is_refused_by_the_receiver(configure: Any, receiver: WebhookReceiver) -> None:
-    rt = configure(
-        providers={"hook": options(secret=OTHER_SECRET)}, channels={"webhook": {"provider": "hook"}}
-    )
+def test_a_wrong_secret_is_refused_by_the_receiver(configure_hook: Any, receiver: WebhookReceiver) -> None:
+    rt = configure_hook(secret=OTHER_SECRET)
     with pytest.raises(PermanentFailure) as info:
         provider(rt).send(message(url(receiver)))
     assert info.value.vendor_code == "http.400"
@@ -448,9 +470,9 @@ def test_a_non_public_target_is_refused_again_at_send_time(rt: Any, receiver: We
     ],
 )
 def test_bad_options_are_refused_without_showing_the_secret(
-    configure: Any, overrides: dict[str, Any]
+    configure_hook: Any, overrides: dict[str, Any]
 ) -> None:
-    rt = configure(providers={"hook": options(**overrides)}, channels={"webhook": {"provider": "hook"}})
+    rt = configure_hook(**overrides)
     with pytest.raises(InvalidConfig) as info:
         rt.providers.get("hook")
     assert SECRET not in str(info.value)

@@ -61,6 +61,7 @@ def test_a_worker_sending_a_webhook_when_redis_dies_reconnects_and_records_it(
         config.write_text(
             '[channels.webhook]\nprovider = "hook"\n\n'
             f'[providers.hook]\nkind = "webhook"\nsecret = "{SECRET}"\nallow_private = true\n'
+            f'destinations = ["{receiver.url}/"]\n'
         )
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},

@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "status": "noti.cli.status:status",
     "metrics": "noti.cli.metrics:metrics",
     "token": "noti.cli.tokens:token",
+    "signing-key": "noti.cli.signing:signing_key",
     "serve": "noti.cli.serve:serve",
 }
 

@@ -72,6 +72,8 @@ key                             type     holds
 ``noti:token:<sha256>``         HASH     one API token (hashed; :mod:`noti.tokens`): user, cap,
                                          rate, created, revoked
 ``noti:tokens``                 ZSET     every token's sha256, score = created ms
+``noti:sigkeys:<user>``         HASH     a user's webhook signing secrets (:mod:`noti.access.signing`):
+                                         key id -> ``<created ms> <secret>``
 ``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
                                          the plain pool layout; the hash tag
                                          ``{numpool:<pool>}`` puts all its keys in one
@@ -301,6 +303,9 @@ class Keys:
     @property
     def tokens(self) -> str:
         return f"{self.prefix}tokens"
+
+    def signing_keys(self, user: str) -> str:
+        return f"{self.prefix}sigkeys:{user}"
 
     @property
     def beat_prefix(self) -> str:

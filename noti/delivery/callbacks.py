@@ -7,8 +7,11 @@ undelivered, unknown), so no change is lost between the two. :meth:`StatusCallba
 (beat, ``noti.delivery.tick``) turns each entry into a webhook notification of the record's
 creator, idempotent on the entry's id (a run that dies after creating it and before removing
 the entry creates nothing the second time), then removes the entry. The webhook channel's
-provider signs it (Standard Webhooks, :mod:`noti.providers.webhook`), retries it with
-back-off and dead-letters it like any delivery.
+provider signs it (Standard Webhooks, :mod:`noti.providers.webhook`) with the creator's
+signing key (:mod:`noti.access.signing`, never an operator's provider secret) and
+``webhook-id: cb_<its record id>``: the id is signed and no webhook a user posts carries that
+prefix, so a receiver that checks it knows the body is noti's own account of a status
+change. It is retried with back-off and dead-lettered like any delivery.
 
 The body::
 
@@ -23,6 +26,7 @@ The body::
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -83,14 +87,16 @@ class StatusCallbacks:
                 done.append(entry_id)  # deleted since, or never asked: nothing to post
                 continue
             try:
-                self.notifier.add(
+                callback = self.notifier.build(
                     "webhook",
                     record.status_callback,
                     user=record.creator,
                     content=callback_body(fields, record.channel.value),
-                    idempotency_key=f"status-callback:{entry_id}",
                     lv=record.level,
                 )
+                # marked as a status callback by noti alone (no input sets it): signed as one
+                callback = replace(callback, status_of=record.id)
+                self.notifier.store_one(callback, idempotency_key=f"status-callback:{entry_id}")
                 made += 1
             except NotiError as exc:  # e.g. the creator lost its role: logged, not retried forever
                 log.warning("status callback of %s (%s) not made: %s", record.id, entry_id, exc)

@@ -51,6 +51,8 @@ class Message:
     #: attempt in doubt may have gone out through any provider of the chain (one was down, the
     #: next one timed out), so each of them is asked too before a send (:mod:`noti.providers._lookup`).
     ask_also: tuple[Provider, ...] = ()
+    #: A status callback: the record whose status it reports (:attr:`Notification.status_of`).
+    status_of: str | None = None
 
     @classmethod
     def from_record(cls, record: Notification) -> Message:
@@ -63,6 +65,7 @@ class Message:
             level=record.level,
             creator=record.creator,
             created_ms=record.created_ms,
+            status_of=record.status_of,
         )
 
 
@@ -125,6 +128,12 @@ class Provider(abc.ABC):
             self.options = self.Options(**options)
         except ValidationError as exc:
             raise InvalidConfig(options_problem(name, exc)) from None
+
+    @property
+    def reaches_private(self) -> bool:
+        """It may send to private, loopback or link-local addresses: only users granted it by
+        name may use it (:mod:`noti.access.grants`). Default: no."""
+        return False
 
     def check(self, message: Message) -> None:
         """Refuse a message this provider could never send (raise InvalidInput); default: accept."""

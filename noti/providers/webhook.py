@@ -7,18 +7,35 @@ receivers can drop duplicates), ``webhook-timestamp`` (unix seconds) and ``webho
 = ``v1,`` + base64(HMAC-SHA256(key, ``"{id}.{timestamp}.{body}"``)), where the key is the
 base64-decoded part of the ``whsec_…`` secret. Redirects are never followed.
 
+Whose key signs it (:mod:`noti.access.signing`):
+
+- a URL under one of the provider's ``destinations`` (receivers the operator configured): the
+  provider's ``secret``, and its ``headers`` are sent;
+- any other URL (one a user chose): the secrets of the record's creator, and no provider
+  header: an operator's credentials never reach a user-chosen URL. A creator without a
+  signing key is refused at ``add`` (``e.cmd.noti.add.nosigningkey``);
+- a status callback (:mod:`noti.delivery.callbacks`): its creator's secrets too, with
+  ``webhook-id`` = ``cb_`` + its record id. The id is signed, and a user's own webhooks carry
+  their bare record id, so no body a user posts passes for a status callback.
+
 Options (``[providers.<name>]`` with ``kind = "webhook"``):
 
 =================  ==========  ===================================================================
 option             default     meaning
 =================  ==========  ===================================================================
 ``secret``         (required)  ``whsec_`` + base64 of a 24-64 byte key (secret); or a list of
-                               1-5 such secrets, to rotate: see below
+                               1-5 such secrets, to rotate: see below. Signs only requests to
+                               ``destinations``
+``destinations``   []          URL prefixes of the receivers the operator configured
+                               (``https://hooks.example.com/noti/``): scheme, host and port
+                               equal, path under the prefix's, no user-info and no dot
+                               segments in the target. Only these get ``secret`` and ``headers``
 ``allow_private``  false       allow targets on private, loopback, link-local or other non-public
                                addresses; refused by default (SSRF) at ``add`` for literal
                                addresses and ``localhost``, and at send time after resolving
 ``headers``        {}          extra request headers, values secret (e.g. ``Authorization``);
-                               not ``webhook-*``, ``content-type``, ``host``
+                               not ``webhook-*``, ``content-type``, ``host``; sent to
+                               ``destinations`` only
 ``timeout_s``      10          seconds per request
 =================  ==========  ===================================================================
 
@@ -56,7 +73,6 @@ import binascii
 import functools
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import re
@@ -66,10 +82,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from pydantic import Field, SecretStr, field_validator
 from redis import Redis
 
+from noti.access.signing import CALLBACK_ID_PREFIX, SigningKeys
 from noti.core.keys import Keys
 from noti.core.record import Channel
 from noti.errors import (
@@ -79,10 +95,13 @@ from noti.errors import (
     ProviderOutage,
     RateLimited,
     RecipientOptedOut,
+    StoreUnavailable,
     TemporaryFailure,
 )
 from noti.privacy import mask_target
 from noti.providers import _http, _http11
+from noti.providers._urls import Destination, non_public_reason, resolve_public
+from noti.providers._urls import parsed as _parsed
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 
 __all__ = ["ERRORS", "WebhookOptions", "WebhookProvider", "non_public_reason", "sign"]
@@ -117,8 +136,6 @@ _RESERVED_HEADERS = frozenset(
     | {"webhook-id", "webhook-timestamp", "webhook-signature"}
 )
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
 
 def _secret_key(secret: str) -> bytes:
     """The HMAC key of a ``whsec_<base64>`` secret; ValueError if it is not one."""
@@ -143,6 +160,19 @@ class WebhookOptions(ProviderOptions):
     secret: SecretStr | list[SecretStr]
     allow_private: bool = False
     headers: dict[str, SecretStr] = Field(default_factory=dict)
+    #: URL prefixes of the receivers the operator configured: only requests to these are
+    #: signed with ``secret`` and carry ``headers``.
+    destinations: list[str] = Field(default_factory=list, max_length=100)
+
+    @field_validator("destinations")
+    @classmethod
+    def _valid_destinations(cls, value: list[str]) -> list[str]:
+        for text in value:
+            try:
+                Destination.parse(text)
+            except ValueError as exc:
+                raise ValueError(f"destination {text[:100]!r}: {exc}") from None
+        return value
 
     @field_validator("secret")
     @classmethod
@@ -198,66 +228,6 @@ def sign(key: bytes | Sequence[bytes], webhook_id: str, timestamp: int, body: by
     )
 
 
-#: Ranges some Python versions still call global although no webhook should go there.
-_DENIED = tuple(
-    ipaddress.ip_network(n)
-    for n in (
-        "192.0.0.0/24",
-        "fec0::/10",
-        "100.64.0.0/10",
-        "198.18.0.0/15",
-        "2001:db8::/32",
-        "64:ff9b:1::/48",
-    )
-)
-
-
-def _non_public(ip: IPAddress) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if embedded is not None and _non_public(embedded):
-            return True
-    if any(ip.version == net.version and ip in net for net in _DENIED):
-        return True
-    return not ip.is_global or ip.is_multicast or ip.is_reserved or ip.is_unspecified
-
-
-def non_public_reason(host: str, port: int, *, numeric_only: bool = False) -> str | None:
-    """Why ``host`` may not be a webhook target (a reason), or None when every address it
-    resolves to is public. With ``numeric_only`` no DNS is asked: names pass, except
-    ``localhost``.
-
-    Raises:
-        socket.gaierror: the name does not resolve (only without ``numeric_only``).
-    """
-    reason, _ = resolve_public(host, port, numeric_only=numeric_only)
-    return reason
-
-
-def resolve_public(host: str, port: int, *, numeric_only: bool = False) -> tuple[str | None, str | None]:
-    """``(reason, None)`` when ``host`` may not be a target, else ``(None, address)``: the
-    public address to connect to (None with ``numeric_only`` for a name).
-
-    Raises:
-        socket.gaierror: the name does not resolve (only without ``numeric_only``).
-    """
-    name = host.rstrip(".").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return f"{host} is this machine", None
-    flags = socket.AI_NUMERICHOST if numeric_only else 0
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=flags)
-    except socket.gaierror:
-        if numeric_only:
-            return None, None
-        raise
-    addresses = [str(info[4][0]).split("%", 1)[0] for info in infos]
-    for address in addresses:
-        if _non_public(ipaddress.ip_address(address)):
-            return f"{host} resolves to the non-public address {address}", None
-    return None, addresses[0] if addresses else None
-
-
 @dataclass(frozen=True, slots=True)
 class _Request:
     url: str
@@ -289,9 +259,18 @@ class WebhookProvider(Provider):
     def __init__(self, name: str, options: Mapping[str, Any], *, redis: Redis, keys: Keys) -> None:
         super().__init__(name, options, redis=redis, keys=keys)
         self._hmac_keys = self.options.secret_keys()
+        self._destinations = [Destination.parse(text) for text in self.options.destinations]
+        self._user_keys = SigningKeys(redis, keys)
+
+    @property
+    def reaches_private(self) -> bool:
+        """It may post to private, loopback and link-local addresses (``allow_private``):
+        only users granted it may use it (:mod:`noti.access.grants`)."""
+        return self.options.allow_private
 
     def check(self, message: Message) -> None:
-        """Raises InvalidInput: no host, or (without allow_private) a literal non-public address."""
+        """Raises InvalidInput: no host, (without allow_private) a literal non-public address,
+        or (a URL the operator did not configure) a creator without a signing key."""
         host, port = _host_port(message.target)
         if host is None:
             raise InvalidInput(f"{message.target!r} has no usable host", code="e.cmd.noti.add.badtarget")
@@ -302,6 +281,19 @@ class WebhookProvider(Provider):
                     f"{self.name}: refused: {reason} (set allow_private to permit it)",
                     code="e.cmd.noti.add.badtarget",
                 )
+        if (message.status_of or not self.operator_destination(message.target)) and not (
+            self._user_keys.signing(message.creator)
+        ):
+            what = "status callbacks" if message.status_of else "webhooks to URLs of your choice"
+            raise InvalidInput(
+                f"{what} are signed with a signing key of {message.creator}'s, who has none: make "
+                "one with `noti signing-key add` or POST /v1/signing-keys (it is shown once)",
+                code="e.cmd.noti.add.nosigningkey",
+            )
+
+    def operator_destination(self, target: str) -> bool:
+        """Is ``target`` under one of the ``destinations`` the operator configured?"""
+        return any(destination.covers(target) for destination in self._destinations)
 
     def send(self, message: Message) -> Receipt:
         """POST the signed content; see the module docstring for the outcome classes."""
@@ -319,9 +311,9 @@ class WebhookProvider(Provider):
     async def send_async(self, message: Message) -> Receipt:
         """:meth:`send` on the running loop with noti's HTTP/1.1 client (:mod:`._http11`; the
         DNS check in a thread)."""
-        if self.options.allow_private:
+        if self.options.allow_private and not message.status_of and self.operator_destination(message.target):
             request = self._request(message)
-        else:  # resolving the target blocks
+        else:  # resolving the target, or reading the creator's signing keys, blocks
             request = await asyncio.get_running_loop().run_in_executor(None, self._request, message)
         with _http11.map_errors(self.name):
             response = await _http11.post(
@@ -349,16 +341,43 @@ class WebhookProvider(Provider):
         else:
             raise PermanentFailure(f"{self.name}: webhook content is not a JSON object", provider=self.name)
         timestamp = int(time.time())
+        webhook_id, keys, extra = self._signer(message)
         headers = {
-            **{name: value.get_secret_value() for name, value in opts.headers.items()},
+            **extra,
             **pinned,
             "content-type": "application/json",
-            "webhook-id": message.id,
+            "webhook-id": webhook_id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": sign(self._hmac_keys, message.id, timestamp, body),
+            "webhook-signature": sign(keys, webhook_id, timestamp, body),
         }
         server_hostname = _parsed(message.target).host if pinned else None
         return _Request(url, headers, body, server_hostname)
+
+    def _signer(self, message: Message) -> tuple[str, list[bytes], dict[str, str]]:
+        """The ``webhook-id``, the HMAC keys and the provider headers of ``message``'s request
+        (see the module docstring: whose key signs what).
+
+        Raises:
+            PermanentFailure: the creator has no signing key (deleted since the add).
+        """
+        if not message.status_of and self.operator_destination(message.target):
+            headers = {name: value.get_secret_value() for name, value in self.options.headers.items()}
+            return message.id, self._hmac_keys, headers
+        try:
+            keys = self._user_keys.signing(message.creator)
+        except StoreUnavailable as exc:
+            raise TemporaryFailure(
+                f"{self.name}: cannot read {message.creator}'s signing keys: {exc.message}",
+                provider=self.name,
+            ) from exc
+        if not keys:
+            raise PermanentFailure(
+                f"{self.name}: {message.creator} has no signing key any more (noti signing-key add)",
+                provider=self.name,
+                vendor_code="nosigningkey",
+            )
+        webhook_id = CALLBACK_ID_PREFIX + message.id if message.status_of else message.id
+        return webhook_id, keys, {}
 
     def _receipt(self, message: Message, answer: Answer) -> Receipt:
         """The receipt of a 2xx answer; raises the outcome class of any other."""
@@ -421,12 +440,6 @@ class WebhookProvider(Provider):
             retry_after = _http.retry_after_s(response, 0.0) if "retry-after" in response.headers else None
             return cls(detail, retry_after_s=retry_after, **kwargs)
         return cls(detail, **kwargs)
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed(target: str) -> httpx.URL:
-    """``target`` parsed, once per URL (a webhook goes to few URLs, each many times)."""
-    return httpx.URL(target)
 
 
 @functools.lru_cache(maxsize=1024)

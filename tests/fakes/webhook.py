@@ -19,7 +19,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.fakes._server import FakeServer, Received, Reply
 
-__all__ = ["SECRET", "WebhookReceiver"]
+__all__ = ["SECRET", "WebhookReceiver", "hook_options"]
 
 #: A receiver secret as Svix shows one: ``whsec_`` + base64 of 24 random bytes.
 SECRET = "whsec_" + base64.b64encode(bytes(range(1, 25))).decode()
@@ -67,3 +67,16 @@ class WebhookReceiver(FakeServer):
 
     def succeed(self, received: Received) -> Reply:
         return Reply(200, {"ok": True})
+
+
+def hook_options(*receivers: WebhookReceiver, **extra: object) -> dict[str, object]:
+    """A webhook provider's options whose operator-configured receivers (``destinations``,
+    signed with :data:`SECRET`) are ``receivers``, on loopback (``allow_private``)."""
+    return {
+        "kind": "webhook",
+        "secret": SECRET,
+        "allow_private": True,
+        "destinations": [receiver.url + "/" for receiver in receivers],
+        **extra,
+    }
+
