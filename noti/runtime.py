@@ -19,12 +19,12 @@ from noti.core.store import RecordStore
 from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
 
 if TYPE_CHECKING:
+    from noti.access.signing import SigningKeys
     from noti.core.lease import LeaseKeeper
     from noti.delivery.book import DeliveryBook
     from noti.handlers import NotificationHandler
     from noti.providers import ProviderSet
     from noti.ratelimit import RateLimiter
-    from noti.access.signing import SigningKeys
     from noti.tokens import TokenStore
 
 # What only delivery uses (providers, handlers, rate limits, leases) is imported by the

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 import noti
+from noti.access.signing import SigningKeys
 from noti.cli import main
 from noti.core.record import Channel, Status
 from noti.errors import (
@@ -32,7 +33,6 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
-from noti.access.signing import SigningKeys
 from noti.providers.base import Message
 from noti.providers.webhook import ERRORS, WebhookProvider, sign
 from tests.clirunner import cli_runner
@@ -270,7 +270,9 @@ def test_any_2xx_is_delivered(rt: Any, receiver: WebhookReceiver, status: int) -
     assert receipt.provider == "hook" and receipt.msgid == "rec-2xx" and receipt.raw == f"HTTP {status}"
 
 
-def test_the_exact_body_is_signed_and_the_record_is_done(configure_hook: Any, receiver: WebhookReceiver) -> None:
+def test_the_exact_body_is_signed_and_the_record_is_done(
+    configure_hook: Any, receiver: WebhookReceiver
+) -> None:
     # given a provider with extra headers, one of them a credential
     headers = {"Authorization": "Bearer s3cr3t-t0ken", "X-Tenant": "acme"}
     rt = configure_hook(headers=headers)
