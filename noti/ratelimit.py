@@ -12,7 +12,7 @@ record, ordered
 2. within a level, by the record's user: each place a user takes moves that user's clock one
    token's time ahead (start-time fair queueing, ``noti:rate:<provider>:clock``), so a user
    with many records waiting stands behind a user with few, instead of in front of them;
-3. then by record id (ids sort by age).
+3. then by record id (ids sort by age to the millisecond; within one, in no set order).
 
 A token goes to a place only when every place before it has been served: a record at place
 ``n`` waits ``(n + 1 - tokens) / rate`` seconds. A sender waits in line for up to

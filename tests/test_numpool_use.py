@@ -45,7 +45,8 @@ def test_each_send_takes_a_sender_from_the_pool_and_gives_it_back(configure: Any
     # then each went out with a sender from the pool, least recently used first
     assert [r.mark for r in results] == ["OK"] * 5
     outbox = sandbox_outbox(rt, "pooled")
-    assert [e["id"] for e in outbox] == ids
+    # (records made in one millisecond go out in no set order: their ids' random parts decide)
+    assert sorted(e["id"] for e in outbox) == sorted(ids)
     assert [e["sender"] for e in outbox] == [SENDERS[0], SENDERS[1], SENDERS[0], SENDERS[1], SENDERS[0]]
     # and every number is idle again
     assert pool.numbers() == dict.fromkeys(SENDERS, IU)

@@ -28,12 +28,48 @@ from noti.entropy import hex64
 from noti.errors import InvalidInput
 
 
-def test_ids_are_unique_and_sort_by_creation_time() -> None:
+ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def tail_of(record_id: str) -> int:
+    """The random part of an id (its last 16 characters) as a number."""
+    return int("".join(f"{ALPHABET.index(c):05b}" for c in record_id[10:]), 2)
+
+
+def ms_of(record_id: str) -> int:
+    """The millisecond an id is dated (its first 10 characters)."""
+    return int("".join(f"{ALPHABET.index(c):05b}" for c in record_id[:10]), 2)
+
+
+def test_ids_are_unique_and_sort_by_creation_time_to_the_millisecond() -> None:
     ids = [new_id() for _ in range(5000)]
     assert len(set(ids)) == 5000
-    assert ids == sorted(ids)
-    assert all(len(i) == 26 for i in ids)
+    assert [i[:10] for i in ids] == sorted(i[:10] for i in ids)  # the time part never goes back
+    assert all(len(i) == 26 and set(i) <= set(ALPHABET) for i in ids)
     assert new_id(at_ms=1_000) < new_id(at_ms=2_000_000_000_000)
+    # an id of a later millisecond sorts after every id of an earlier one, whatever its tail
+    at = ms_of(new_id())
+    earlier = [new_id(at_ms=at) for _ in range(200)]
+    assert max(earlier) < min(new_id(at_ms=at + 1) for _ in range(200))
+
+
+def test_ids_of_one_millisecond_give_no_neighbour_away() -> None:
+    # given 1,000 ids made in one millisecond (they once were consecutive: x, x+1, x+2, ...)
+    at = ms_of(new_id())
+    ids = [new_id(at_ms=at) for _ in range(1000)]
+    assert {ms_of(i) for i in ids} == {at}
+    tails = sorted(tail_of(i) for i in ids)
+    # then no two are near each other: the closest pair of 1,000 draws of 80 bits is about
+    # 2^60 apart, and under 2^40 one run in a million
+    assert min(b - a for a, b in zip(tails, tails[1:], strict=False)) > 2**40
+    # and each of the 80 bits is set in about half of them (an increment, a counter or a
+    # narrower random part would leave high bits fixed)
+    for bit in range(80):
+        ones = sum(t >> bit & 1 for t in tails)
+        assert 350 < ones < 650, (bit, ones)
+    # and they are made in no order: about half of them sort below the one before
+    below = sum(b < a for a, b in zip(ids, ids[1:], strict=False))
+    assert 350 < below < 650, below
 
 
 def test_hash_round_trip_keeps_every_field() -> None:

@@ -4,7 +4,8 @@
 app (``celery -A noti worker``, and an in-process worker of the tests) and in no other. It
 says once which host-project Celery variables are ignored, makes the worker consume through
 the bulk transport, and connects the process hooks (freeze the start-up objects, stop the
-send loop and close the runtime in pool children) to Celery's signals then, never at
+send loop and close the runtime in pool children) to Celery's signals, and redacts credentials
+from every log record of the process (:mod:`noti.redact`) then, never at
 import: a host project's worker whose code imports ``noti.tasks`` (to call
 ``notify.delay()``) finds Celery's signals as they were, and none of noti's hooks runs there.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from celery import bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 
+from noti.redact import install as install_redaction
 from noti.redisconn import masked_url
 from noti.runtime import get_runtime
 
@@ -78,6 +80,7 @@ def enter_noti_worker(app: Any) -> None:
     if _in_noti_worker:
         return
     _in_noti_worker = True
+    install_redaction()  # no credential in the worker's logs (pool children are forked after this)
     _warn_of_celery_variables(app)
     if get_runtime().settings.broker_bulk_fetch:
         # Workers consume through noti.celery.transport; producers, beat and Flower keep

@@ -23,7 +23,10 @@ __all__ = ["serve"]
     help="Log every request (default: on).",
 )
 def serve(bind: str | None, port: int | None, workers: int, access_log: bool) -> None:
-    """Serve the HTTP API (POST /v1/notifications, …; OpenAPI at /openapi.json) until stopped."""
+    """Serve the HTTP API (POST /v1/notifications, …; OpenAPI at /openapi.json) until stopped.
+
+    Its limits (NOTI_HTTP_HEADER_TIMEOUT_S, NOTI_HTTP_REQUESTS_MAX, …) come from the settings;
+    its logs never show a credential (receipt keys, tokens: written as ***)."""
     try:
         from noti.http.server import serve as run
     except ImportError as exc:
@@ -38,5 +41,9 @@ def serve(bind: str | None, port: int | None, workers: int, access_log: bool) ->
     if not 1 <= number <= 65535:
         raise InvalidInput(f"port {number} is not 1-65535", code="e.cmd.noti.serve.badport")
     run(
-        bind=settings.http_bind if bind is None else bind, port=number, workers=workers, access_log=access_log
+        bind=settings.http_bind if bind is None else bind,
+        port=number,
+        workers=workers,
+        access_log=access_log,
+        backlog=settings.http_backlog,
     )

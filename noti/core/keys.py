@@ -11,7 +11,7 @@ key                             type     holds
 ``noti:idx:user:<user>``        ZSET     ids created by ``<user>``, score = created ms
 ``noti:idx:st:<st>``            ZSET     ids in status ``<st>``, score = ms it entered it
 ``noti:idx:waiting``            ZSET     waiting ids, score = -level; equal scores sort by id,
-                                         and ids sort by age: "level desc, then age asc"
+                                         ids sort by age (to the ms): "level desc, age asc"
 ``noti:delayed``                ZSET     ids due later (retry back-off, lease re-checks),
                                          score = due ms
 ``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.core.deadletter`)

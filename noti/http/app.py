@@ -9,6 +9,7 @@ plain ``def``: redis-py is synchronous, so Starlette runs them on its thread poo
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from typing import TYPE_CHECKING, Annotated, Any
@@ -111,6 +112,8 @@ def create_app(
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        # /v1/notifications/ is a 404: a redirect's Location would be built from the Host header
+        redirect_slashes=False,
     )
     app.state.notifier = notifier
     app.state.tokens = runtime.tokens
@@ -270,12 +273,18 @@ def create_app(
 
         return PlainTextResponse(generate_latest(parts.registry()), media_type=CONTENT_TYPE_LATEST)
 
-    for method in ("GET", "POST"):
+    for method, (path, endpoint, keyed) in itertools.product(
+        ("GET", "POST"),
+        (
+            ("/v1/receipts/{provider}", receipts.endpoint, ""),
+            ("/v1/receipts/{provider}/{key}", receipts.keyed_endpoint, "_keyed"),
+        ),
+    ):
         app.add_api_route(
-            "/v1/receipts/{provider}",
-            receipts.endpoint,
+            path,
+            endpoint,
             methods=[method],
-            operation_id=f"receipt_{method.lower()}",
+            operation_id=f"receipt{keyed}_{method.lower()}",
             response_class=Response,
             responses={
                 200: {"content": {"text/plain": {}}, "description": "The answer the vendor expects"},
@@ -287,7 +296,9 @@ def create_app(
             summary="A vendor's delivery receipt (no token: the vendor's signature)",
         )
 
-    app.add_middleware(BodyLimit, max_bytes=settings.http_body_max_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes
+    )
     return app
 
 

@@ -1,5 +1,21 @@
-"""What stands in front of the routes: the request's API token (who it acts as) and the
-body size limit."""
+"""What stands in front of the routes: the request's API token (who it acts as), checked
+before its body is read, and the limits on bodies.
+
+:class:`BodyLimit` answers a request that carries a body before the app reads a byte of it:
+
+- over ``NOTI_HTTP_BODY_MAX_BYTES`` by its ``Content-Length``: 413 ``e.noti.http.toolarge``;
+- to a route that takes an API token (all but ``/v1/receipts/…``, whose vendors sign or key
+  their pushes) without a valid one: 401 (or 429, 503) from its ``Authorization`` header alone;
+  the :func:`caller` dependency then takes the caller found here (one rate-limit step, one
+  Redis round trip);
+- over what is left of ``NOTI_HTTP_BODIES_MAX_BYTES``, the bytes of bodies this process reads
+  at once: 503 ``e.noti.http.busy``.
+
+Then the body streams through to the app, counted: past the limit (a chunked body declares no
+length) the app is told the client went away and the answer is 413, whatever the app made of
+it. An early answer closes the connection (``Connection: close``): the unread body is never
+read. Nothing is buffered here; the app keeps the one copy it reads.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +23,22 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from noti.errors import InvalidInput
+from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.http.statuses import TOO_LARGE, error_response
 from noti.tokens import Caller, TokenStore
 
-__all__ = ["BodyLimit", "CallerDep", "caller"]
+__all__ = ["BUSY", "PUBLIC_PREFIXES", "BodyLimit", "CallerDep", "caller"]
+
+#: The code of a request refused because the process is at one of its limits (HTTP 503).
+BUSY = "e.noti.http.busy"
+#: Paths whose requests carry no API token (their vendors authenticate by signature or key).
+PUBLIC_PREFIXES = ("/v1/receipts/",)
+#: The scope key under which :class:`BodyLimit` leaves the caller it authenticated.
+CALLER_KEY = "noti.caller"
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -32,8 +57,10 @@ def caller(
         RateLimitExceeded: the token is over its rate limit (429).
         StoreUnavailable: Redis cannot be reached (503).
     """
-    tokens: TokenStore = request.app.state.tokens
-    who = tokens.authenticate(credentials.credentials if credentials is not None else None)
+    who: Caller | None = request.scope.get(CALLER_KEY)  # authenticated before the body was read
+    if who is None:
+        tokens: TokenStore = request.app.state.tokens
+        who = tokens.authenticate(credentials.credentials if credentials is not None else None)
     _refuse_unknown_query(request)
     return who
 
@@ -63,54 +90,128 @@ CallerDep = Annotated[Caller, Depends(caller)]
 
 
 class BodyLimit:
-    """ASGI middleware: a request whose body is over ``max_bytes`` (by its Content-Length, or
-    as it streams in) is answered 413 (``e.noti.http.toolarge``) before the app sees it."""
+    """ASGI middleware: the token before the body, and the body's limits (the module docstring).
+    One per app, so one per process: ``reading`` is the bytes of bodies read at this moment."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, all_max_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.all_max_bytes = all_max_bytes if all_max_bytes is not None else 8 * max_bytes
+        self.reading = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > self.max_bytes:
-                    await self._refuse(scope, receive, send)
-                    return
-        chunks: list[bytes] = []
+        declared, chunked = _declared_body(scope)
+        if not declared and not chunked:  # no body: nothing to guard
+            await self.app(scope, receive, send)
+            return
+        if declared > self.max_bytes:
+            await _refuse(scope, receive, send, self._too_large())
+            return
+        if not _public(scope):
+            try:
+                scope[CALLER_KEY] = await run_in_threadpool(_authenticate, scope)
+            except NotiError as exc:
+                await _refuse(scope, receive, send, exc)
+                return
+        reserved = declared
+        if self.reading + reserved > self.all_max_bytes:
+            await _refuse(scope, receive, send, self._busy())
+            return
+        self.reading += reserved
+        refusal: NotiError | None = None
+        answered = started = False
         size = 0
-        while True:
+
+        async def counted() -> Message:
+            nonlocal size, reserved, refusal
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
+            if message["type"] == "http.request" and refusal is None:
+                size += len(message.get("body", b""))
+                if size > self.max_bytes:
+                    refusal = self._too_large()
+                elif size > reserved:  # a chunked body: take its bytes from the budget as they come
+                    if self.reading + size - reserved > self.all_max_bytes:
+                        refusal = self._busy()
+                    else:
+                        self.reading += size - reserved
+                        reserved = size
+                if refusal is not None:  # the app sees a client that went away; we answer
+                    return {"type": "http.disconnect"}
+            return message
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+        async def guarded(message: Message) -> None:
+            nonlocal answered, started
+            if refusal is None:
+                started = started or message["type"] == "http.response.start"
+                await send(message)
+            elif not answered and not started:  # whatever the app answers to the cut body: ours
+                answered = True
+                await _refuse(scope, receive, send, refusal)
 
-        await self.app(scope, replay, send)
+        try:
+            await self.app(scope, counted, guarded)
+        except Exception:
+            if refusal is None:
+                raise
+        finally:
+            self.reading -= reserved
+        if refusal is not None and not answered and not started:
+            await _refuse(scope, receive, send, refusal)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        error = InvalidInput(f"the request body is over {self.max_bytes:,} bytes", code=TOO_LARGE)
-        response = error_response(error)
-        response.headers["Connection"] = "close"
-        await response(scope, receive, send)
+    def _too_large(self) -> InvalidInput:
+        return InvalidInput(f"the request body is over {self.max_bytes:,} bytes", code=TOO_LARGE)
+
+    def _busy(self) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"this server is reading {self.all_max_bytes:,} bytes of request bodies already; try again",
+            code=BUSY,
+        )
+
+
+def _declared_body(scope: Scope) -> tuple[int, bool]:
+    """The body's ``Content-Length`` (0 when absent or not a number) and whether it is chunked."""
+    declared, chunked = 0, False
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                declared = max(0, int(value))
+            except ValueError:
+                declared = 0
+        elif name == b"transfer-encoding":
+            chunked = True
+    return declared, chunked
+
+
+def _public(scope: Scope) -> bool:
+    path: str = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path.startswith(PUBLIC_PREFIXES)
+
+
+def _authenticate(scope: Scope) -> Caller:
+    """The caller of the request's ``Authorization: Bearer`` header (as :func:`caller` reads it).
+
+    Raises:
+        Unauthenticated, RateLimitExceeded, StoreUnavailable: as ``TokenStore.authenticate``.
+    """
+    credentials = None
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, param = get_authorization_scheme_param(value.decode("latin-1"))
+            if scheme.lower() == "bearer" and param:
+                credentials = param
+            break
+    tokens: TokenStore = scope["app"].state.tokens
+    return tokens.authenticate(credentials)
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, error: NotiError) -> None:
+    """Answer ``error`` and close the connection: the body the client may still send is not read."""
+    response = error_response(error)
+    response.headers["Connection"] = "close"
+    await response(scope, receive, send)

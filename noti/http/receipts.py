@@ -1,7 +1,14 @@
 """``GET|POST /v1/receipts/{provider}``: delivery receipts vendors push. No API token: each
 vendor authenticates by its signature, which :class:`noti.delivery.intake.ReceiptIntake`
 verifies against the URL the vendor called (``NOTI_PUBLIC_URL`` + path and query when that
-setting is given: behind a proxy the request's own URL differs from the one signed)."""
+setting is given: behind a proxy the request's own URL differs from the one signed).
+
+A vendor that does not sign (Aliyun, Tencent) is configured with a URL that carries the
+provider's ``receipt_key`` as its last path segment, ``/v1/receipts/{provider}/{key}``: the
+route hands it to the provider in the ``X-Noti-Receipt-Key`` header
+(:func:`noti.providers._receipts.check_key`), and every log writes the segment as ``***``
+(:mod:`noti.redact`). The ``?key=`` of URLs configured before still works, redacted alike.
+"""
 
 from __future__ import annotations
 
@@ -17,18 +24,27 @@ from noti.runtime import Runtime
 if TYPE_CHECKING:
     from noti.config import Settings
 
-__all__ = ["Receipts", "receipt_request"]
+__all__ = ["KEY_HEADER", "Receipts", "receipt_request"]
 
 
-def receipt_request(request: Request, body: bytes, settings: Settings) -> ReceiptRequest:
+#: The header the provider reads the receipt key from (the route sets it from the path).
+KEY_HEADER = "x-noti-receipt-key"
+
+
+def receipt_request(
+    request: Request, body: bytes, settings: Settings, key: str | None = None
+) -> ReceiptRequest:
     """The :class:`ReceiptRequest` of an HTTP request: method, URL as signed, headers (names
-    in lower case) and body."""
+    in lower case; ``key``, the URL's key segment, as ``x-noti-receipt-key``) and body."""
     query = request.url.query
     if settings.public_url:
         url = settings.public_url.rstrip("/") + request.url.path + (f"?{query}" if query else "")
     else:
         url = str(request.url)
-    return ReceiptRequest(request.method, url, dict(request.headers.items()), body)
+    headers = dict(request.headers.items())
+    if key is not None:
+        headers[KEY_HEADER] = key
+    return ReceiptRequest(request.method, url, headers, body)
 
 
 class Receipts:
@@ -49,7 +65,14 @@ class Receipts:
 
     async def endpoint(self, provider: str, request: Request) -> Response:
         """The route: read the request, take it off the event loop, answer as the intake says."""
+        return await self._take(provider, request, None)
+
+    async def keyed_endpoint(self, provider: str, key: str, request: Request) -> Response:
+        """The route of ``/v1/receipts/{provider}/{key}``: as :meth:`endpoint`, the key given."""
+        return await self._take(provider, request, key)
+
+    async def _take(self, provider: str, request: Request, key: str | None) -> Response:
         body = await request.body()
-        receipt = receipt_request(request, body, self.runtime.settings)
+        receipt = receipt_request(request, body, self.runtime.settings, key)
         reply = await run_in_threadpool(self.take, provider, receipt)
         return Response(content=reply.body, status_code=reply.status, media_type=reply.content_type)

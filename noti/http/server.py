@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from noti.errors import InvalidInput, NotiError
+from noti.redact import install as install_redaction
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -34,6 +35,7 @@ def default_app() -> FastAPI:
     from noti.notifier import Notifier
     from noti.runtime import get_runtime
 
+    install_redaction()  # a spawned worker process (-workers 2 and more) starts without it
     runtime = get_runtime()
     publisher = Publisher.for_settings(runtime.settings, noti_app, store_redis=runtime.redis)
     app = create_app(Notifier(runtime, publisher))
@@ -58,9 +60,14 @@ def _warm(runtime: Runtime) -> None:
     gc.freeze()
 
 
-def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True) -> None:
+def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True, backlog: int = 2048) -> None:
     """Serve the HTTP API on ``bind``:``port`` with ``workers`` processes until stopped
     (SIGINT, SIGTERM: uvicorn finishes the requests in flight first).
+
+    Each process runs :class:`noti.http.protocol.GuardedProtocol` (header, body and idle
+    timeouts, a header size limit, caps on requests and connections, from the settings) and
+    redacts credentials from every log record it makes (:mod:`noti.redact`): the access log
+    writes ``?key=***`` and ``/v1/receipts/<provider>/***``. ``backlog``: the listen queue.
 
     Raises:
         InvalidInput: ``e.cmd.noti.serve.badworkers``: not 1 to 64 workers.
@@ -71,6 +78,9 @@ def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True) ->
         raise InvalidInput(
             f"workers must be 1 to {WORKERS_MAX}, got {workers}", code="e.cmd.noti.serve.badworkers"
         )
+    from noti.http.protocol import limits
+
+    install_redaction()
     uvicorn.run(
         "noti.http.server:default_app",
         factory=True,
@@ -80,4 +90,9 @@ def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True) ->
         access_log=access_log,
         server_header=False,
         log_level="info",
+        http="noti.http.protocol:GuardedProtocol",
+        timeout_keep_alive=limits().idle_timeout_s,  # type: ignore[arg-type]
+        backlog=backlog,
+        # bounds the h11 protocol too, should it be named instead
+        h11_max_incomplete_event_size=limits().header_max_bytes,
     )

@@ -16,8 +16,8 @@
 -- Precedence: a higher level first; within a level, the user whose clock is earliest. Each
 -- contender that joins moves its user's clock one token's time ahead (start-time fair
 -- queueing), so a user with many contenders waits behind one with few; ties go by record id
--- (ids sort by age). The score packs both: (1000 - level) * 2^40 + (start ms - EPOCH), exact
--- in a double until 2057.
+-- (ids sort by age, to the millisecond). The score packs both: (1000 - level) * 2^40 +
+-- (start ms - EPOCH), exact in a double until 2057.
 local EPOCH, SPAN = 1700000000000, 1099511627776
 local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
 local contender, level, user = ARGV[3], tonumber(ARGV[4]), ARGV[5]

@@ -5,10 +5,11 @@ of reports, the vendors' Beijing-time stamps, and polling a vendor one message a
 A vendor that signs its pushes (Twilio, WeChat) is checked by its own module
 (:mod:`noti.providers.twilio_receipts`, :mod:`noti.providers.weixin_receipts`). Aliyun's
 SmsReport and Tencent's status callback carry no signature, so the URL configured in their
-console carries a secret instead: ``<public_url>/v1/receipts/<provider>?key=<receipt_key>``,
-compared in constant time (:func:`check_key`). Without ``receipt_key`` a provider takes no
-pushed receipts (``e.noti.receipt.provider``): an unauthenticated URL would let anyone mark
-records delivered.
+console carries a secret instead: ``<public_url>/v1/receipts/<provider>/<receipt_key>`` (a path
+segment the logs redact; the ``X-Noti-Receipt-Key`` header, or ``?key=<receipt_key>`` of URLs
+configured before, are taken too), compared in constant time (:func:`check_key`). Without
+``receipt_key`` a provider takes no pushed receipts (``e.noti.receipt.provider``): an
+unauthenticated URL would let anyone mark records delivered.
 
 Push or poll (``receipt_poll``): unset, a provider polls its vendor when no push is configured
 (no ``receipt_key``; Twilio: no ``status_callback``); ``true`` polls as well as taking pushes,
@@ -50,10 +51,14 @@ log = logging.getLogger(__name__)
 
 #: China Standard Time (no daylight saving): the zone of Aliyun's and Tencent's time stamps.
 BEIJING = timezone(timedelta(hours=8))
-#: A receipt key: URL-safe characters only (it travels in a query string), long enough to guess.
+#: A receipt key: URL-safe characters only (it travels in a URL), too long to guess.
 RECEIPT_KEY = r"^[A-Za-z0-9_~.-]{16,256}$"
-#: The query parameter that carries the receipt key.
+#: The query parameter that carried the receipt key (still taken: URLs configured before the
+#: key moved into the path; the logs redact it).
 KEY_PARAM = "key"
+#: The header that carries the receipt key: the route of ``/v1/receipts/<provider>/<key>`` sets
+#: it from the path, and a proxy or a test may send it.
+KEY_HEADER = "x-noti-receipt-key"
 
 
 class ReceiptPollOption(ProviderOptions):
@@ -101,7 +106,8 @@ def not_configured(provider: str, option: str) -> ReceiptRejected:
 
 
 def check_key(request: ReceiptRequest, key: SecretStr | None, provider: str) -> None:
-    """Check the receipt URL's ``key=`` against ``receipt_key``, in constant time.
+    """Check the receipt's key (the ``X-Noti-Receipt-Key`` header, which the route sets from the
+    URL's path, else the URL's ``key=``) against ``receipt_key``, in constant time.
 
     Raises:
         ReceiptRejected: ``e.noti.receipt.provider`` when no key is configured,
@@ -109,11 +115,11 @@ def check_key(request: ReceiptRequest, key: SecretStr | None, provider: str) -> 
     """
     if key is None:
         raise not_configured(provider, "receipt_key")
-    given = request.query.get(KEY_PARAM)
+    given = request.header(KEY_HEADER) or request.query.get(KEY_PARAM)
     if not given:
-        raise forged(provider, f"the receipt URL carries no {KEY_PARAM}= (the receipt_key)")
+        raise forged(provider, "the receipt URL carries no key (/v1/receipts/<provider>/<receipt_key>)")
     if not hmac.compare_digest(given.encode(), key.get_secret_value().encode()):
-        raise forged(provider, f"the receipt URL's {KEY_PARAM}= is not this provider's receipt_key")
+        raise forged(provider, "the receipt URL's key is not this provider's receipt_key")
 
 
 def json_array(request: ReceiptRequest, provider: str) -> list[dict[str, Any]]:

@@ -2,8 +2,8 @@
 (shared/providers.md §2.7).
 
 **Push** (enabled in the SMS console: 通用设置 › 订阅回执消息 › HTTP 批量推送, type SmsReport):
-the URL is ``<public_url>/v1/receipts/<provider name>?key=<receipt_key>``. Aliyun does not sign
-the push, so the URL's ``key`` is the authentication
+the URL is ``<public_url>/v1/receipts/<provider name>/<receipt_key>``. Aliyun does not sign
+the push, so the key in the URL's path is the authentication
 (:func:`noti.providers._receipts.check_key`). A push is a JSON array, several reports per
 request::
 

@@ -2,8 +2,8 @@
 (polled) (shared/providers.md §3.5).
 
 **Push.** The status-report callback URL configured in the SMS console (应用管理 › 回调配置 ›
-短信下发状态) is ``<public_url>/v1/receipts/<provider name>?key=<receipt_key>``. Tencent does not
-sign its callbacks, so the URL's ``key`` is the authentication
+短信下发状态) is ``<public_url>/v1/receipts/<provider name>/<receipt_key>``. Tencent does not
+sign its callbacks, so the key in the URL's path is the authentication
 (:func:`noti.providers._receipts.check_key`). A callback is a JSON array, one object per
 message, several per request::
 
