@@ -140,6 +140,11 @@ def _register() -> None:
         """Returns what it was given, and something JSON cannot hold."""
         return {"payload": event["payload"], "user": event["user"], "key": event["key"], "odd": repr({1})}
 
+    @shared_task(name="tests.events.whom")
+    def whom(event: dict[str, Any]) -> Any:
+        """Says for whom it was called: the event's sender, the listener's owner, the level cap."""
+        return {"user": event["user"], "owner": event["owner"], "level_cap": event["level_cap"]}
+
 
 _register()
 
