@@ -88,7 +88,11 @@ class World:
 
 def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
     rt = configure(
-        providers={"reject": {"kind": "sandbox", "fail": "always", "error": "permanent"}},
+        providers={
+            "reject": {"kind": "sandbox", "fail": "always", "error": "permanent"},
+            "vip": {"kind": "sandbox"},  # granted to no one: only root administrators name it
+        },
+        provider_grants={"*": ["reject"]},
         webman={"consumers": {"Collect": CONSUMER}},
     )
     config = tmp_path / "noti.toml"
@@ -134,8 +138,9 @@ def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
     client.xreadgroup(queue.names.group, "php-0", {queue.keys.stream: ">"}, count=1)
     client.xack(queue.keys.stream, queue.names.group, processed)
     w.ids["entry"] = processed
-    # an API token of alice's
+    # an API token of alice's, and a webhook signing key of hers
     w.ids["tok"] = rt.tokens.add(ALICE, acting=ADMIN)[1].id
+    w.ids["skey"] = rt.signing_keys.add(ALICE, acting=ALICE)[1].id
     time.sleep(0.002)  # `clean -keep 0` removes what was done before this millisecond
     return w
 
@@ -248,6 +253,18 @@ def token_made(w: World, actor: str, cell: str, out: str) -> None:
     assert sorted(t.user for t in w.rt.tokens.entries(acting=ADMIN)) == [ALICE, BOB]
 
 
+def named_provider(w: World, actor: str, cell: str, out: str) -> None:
+    assert w.rt.store.get(out.strip()).provider == "vip"
+
+
+def signing_key_made(w: World, actor: str, cell: str, out: str) -> None:
+    assert len(w.rt.signing_keys.entries(ALICE, acting=ADMIN)) == 2
+
+
+def signing_key_deleted(w: World, actor: str, cell: str, out: str) -> None:
+    assert w.rt.signing_keys.entries(ALICE, acting=ADMIN) == []
+
+
 def token_revoked(w: World, actor: str, cell: str, out: str) -> None:
     [token] = w.rt.tokens.entries(acting=ADMIN)
     assert token.id == w.tok and token.revoked_ms is not None
@@ -260,6 +277,7 @@ def console() -> WebmanConsole:
 OK, NO = ("ok", "no", "ok", "ok"), ("no", "no", "ok", "ok")
 EVERYONE = ("ok", "ok", "ok", "ok")
 ADMIN_ONLY = ("no", "no", "no", "ok")
+OWNER_OR_ADMIN = ("ok", "no", "no", "ok")
 SCOPED = ("own", "own", "all", "all")
 
 MATRIX: dict[str, Verb] = {
@@ -271,6 +289,14 @@ MATRIX: dict[str, Verb] = {
         lambda w, u: noti.notify_sms(PHONE, "hi", lv=1000, user=u),
         lambda w: ["add", "sms", "-text", "hi", "-to", PHONE, "-lv", "1000"],
         level_capped,
+    ),
+    "add -provider": Verb(
+        "add sms -provider P (P not a channel default, granted to no one)",
+        "e.cmd.noti.add.providerdenied",
+        ADMIN_ONLY,
+        lambda w, u: noti.notify_sms(PHONE, "hi", provider="vip", user=u),
+        lambda w: ["add", "sms", "-text", "hi", "-to", PHONE, "-provider", "vip"],
+        named_provider,
     ),
     "get": Verb(
         "get ID",
@@ -667,6 +693,34 @@ MATRIX: dict[str, Verb] = {
         lambda w: ["token", "revoke", w.tok],
         token_revoked,
         group="token add -user USER · list · revoke ID",
+    ),
+    # --- webhook signing keys: a user's own; a root administrator anyone's ---
+    "signing-key add": Verb(
+        "signing-key add -user USER",
+        "e.noti.sigkey.nopvg",
+        OWNER_OR_ADMIN,
+        lambda w, u: w.rt.signing_keys.add(ALICE, acting=u),
+        lambda w: ["signing-key", "add", "-user", ALICE],
+        signing_key_made,
+        group="signing-key add · list · del ID (-user USER)",
+    ),
+    "signing-key list": Verb(
+        "signing-key list -user USER",
+        "e.noti.sigkey.nopvg",
+        OWNER_OR_ADMIN,
+        lambda w, u: w.rt.signing_keys.entries(ALICE, acting=u),
+        lambda w: ["signing-key", "list", "-user", ALICE],
+        shows=lambda w, a, c: ({w.skey}, set()),
+        group="signing-key add · list · del ID (-user USER)",
+    ),
+    "signing-key del": Verb(
+        "signing-key del ID -user USER",
+        "e.noti.sigkey.nopvg",
+        OWNER_OR_ADMIN,
+        lambda w, u: w.rt.signing_keys.delete(w.skey, ALICE, acting=u),
+        lambda w: ["signing-key", "del", w.skey, "-user", ALICE],
+        signing_key_deleted,
+        group="signing-key add · list · del ID (-user USER)",
     ),
 }
 
