@@ -23,6 +23,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 14. number pool: 30 SMS over 3 senders at 20 ms each, < 0.5 s           (bench.numpool_bench)
 15. scaling: the drain with 1, 2, 4, 8 processes; producers 1 and 2     (bench.limits_bench)
 16. HTTP API: POST /v1/notifications batched and single, p99 at 200/s  (bench.http_bench)
+17. HTTP under a hostile probe: server RSS growth, another client's p99 (bench.hostile_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
 met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1
@@ -40,6 +41,7 @@ from bench import (
     drain_bench,
     enqueue_bench,
     events_bench,
+    hostile_bench,
     http_bench,
     latency_bench,
     limits_bench,
@@ -66,6 +68,7 @@ SCENARIOS: dict[int, Scenario] = {
     **events_bench.SCENARIOS,
     **numpool_bench.SCENARIOS,
     **http_bench.SCENARIOS,
+    **hostile_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":
