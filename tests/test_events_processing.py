@@ -47,17 +47,18 @@ def test_one_event_fans_out_to_every_matching_listener(rt: Any, worker: Any) -> 
         "content": {"order": "{{ id }}", "by": "{{ _event.user }}"},
     }
     add_listener("order.paid", sms, name="sms", user=ALICE)
-    add_listener("order.paid", {**mail, "lv": 500}, name="mail", user=ADMIN)
-    add_listener("order.*", hook, name="hook", user=ADMIN)
-    add_listener("order.cancelled", "tests.events.explode", name="other", user=ADMIN)
+    add_listener("order.paid", {**mail, "lv": 500}, name="mail", user=ADMIN, from_users=[ALICE])
+    add_listener("order.*", hook, name="hook", user=ADMIN, from_users="*")
+    add_listener("order.cancelled", "tests.events.explode", name="other", user=ADMIN, from_users="*")
     # when the event is dispatched once
     event_id = dispatch("order.paid", PAID, user=ALICE)
     event = done(rt, event_id)
     # then each matching listener made its notification, as its owner, within its owner's cap
+    # and within the cap of the event's sender (alice: 1, although the administrator's is 1000)
     assert not event.failed and [o.listener for o in event.outcomes] == ["sms", "mail", "hook"]
     sms, mail, hook = (rt.store.get(o.notification) for o in event.outcomes)
     assert (sms.creator, sms.level, sms.target, sms.fields) == (ALICE, 1, PHONE, {"text": "Order 42 paid"})
-    assert (mail.creator, mail.level, mail.fields["text"]) == (ADMIN, 500, "99.5 in")
+    assert (mail.creator, mail.level, mail.fields["text"]) == (ADMIN, 1, "99.5 in")
     assert hook.target == "https://hooks.example.com/order.paid"
     assert hook.fields["content"] == {"order": "42", "by": ALICE}
     # and the notifications were delivered
