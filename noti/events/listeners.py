@@ -114,7 +114,8 @@ def parse_from_users(value: object) -> tuple[str, ...]:
     """Whose events a listener hears besides its owner's, checked: None or empty (nobody
     else: the default), ``["*"]`` (everyone whose events the owner may read), or a list of
     1-:data:`FROM_USERS_MAX` user names (repeats dropped, order kept). A string is read as
-    comma-separated entries (the CLI passes its option's text: ``alice,bob`` or ``*``).
+    comma-separated entries, spaces around them ignored (the CLI passes its option's text:
+    ``alice,bob`` or ``*``).
 
     Raises:
         InvalidInput: ``e.noti.listener.badfrom``.
@@ -124,7 +125,8 @@ def parse_from_users(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         if len(value) > FROM_USERS_MAX * 66:
             raise InvalidInput(f"from_users is {len(value)} characters long", code=_FROM_CODE)
-        items: list[object] = [part.strip() for part in value.split(",")] if value.strip() else []
+        # spaces around the commas are allowed ("bob, alice"); other white space is refused
+        items: list[object] = [part.strip(" ") for part in value.split(",")] if value.strip(" ") else []
     elif isinstance(value, list | tuple):
         items = list(value)
     else:

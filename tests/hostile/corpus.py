@@ -834,6 +834,32 @@ case(
     "e.noti.listener.del.nopvg",
     Api("remove_listener", (Ref("bob_listener"),)),
 )
+for _name, _from in {
+    "int": 5,
+    "dict": {"bob": True},
+    "int-item": ["bob", 7],
+    "lf": ["bob\n"],
+    "surrogate": ["b\udcff"],
+    "colon": ["bob:x"],
+    "empty-item": "bob,,alice",
+    "star-and-name": ["*", "bob"],
+    "65": ["u" * 65],
+    "101-names": [f"u{_i}" for _i in range(101)],
+    "huge-text": Big(MB10, ","),
+}.items():
+    case(
+        "api",
+        f"listener-from-{_name}",
+        "e.noti.listener.badfrom",
+        Api("add_listener", ("order.paid", SMS_TEMPLATE), {"from_users": _from, "user": "boss"}),
+    )
+for _name, _from in {"star": ["*"], "others": ["bob"], "star-text": "*"}.items():
+    case(
+        "api",
+        f"listener-from-nopvg-{_name}",
+        "e.noti.listener.from.nopvg",
+        Api("add_listener", ("order.paid", SMS_TEMPLATE), {"from_users": _from}),
+    )
 
 # --- api: the number pool -------------------------------------------------------------------------------
 
@@ -1256,6 +1282,11 @@ cli(
 )
 cli("listener-del-unknown", "e.noti.listener.not_found", "listener", "del", "nobody")
 cli("listener-del-others", "e.noti.listener.del.nopvg", "listener", "del", Ref("bob_listener"))
+_LISTENER_SMS = ("listener", "add", "order.paid", "-type", "sms", "-to", PHONE, "-text", "x")
+cli("listener-from-star", "e.noti.listener.from.nopvg", *_LISTENER_SMS, "-from-users", "*")
+cli("listener-from-bob", "e.noti.listener.from.nopvg", *_LISTENER_SMS, "-from-users", "alice,bob")
+for _name, _from in {"lf": "bob\n", "star-and-name": "*,bob", "empty-item": "bob,", "surrogate": "b\udcff"}.items():
+    cli(f"listener-from-{_name}", "e.noti.listener.badfrom", *_LISTENER_SMS, "-from-users", _from, user="boss")
 
 # the webman commands (none that would write files or block)
 _WM = ("--as", "boss", "webman")
