@@ -387,7 +387,9 @@ def test_listeners_made_in_one_millisecond_run_in_the_order_they_were_stored(
     api, _ = make(rt)
     old = add_listener("order.paid", "tests.events.echo", name="old")
     text = rt.redis.hget(rt.keys.listeners, "old")
-    rt.redis.hset(rt.keys.listeners, "old", json.dumps({k: v for k, v in json.loads(text).items() if k != "seq"}))
+    rt.redis.hset(
+        rt.keys.listeners, "old", json.dumps({k: v for k, v in json.loads(text).items() if k != "seq"})
+    )
     monkeypatch.setattr(noti.events.api, "now_ms", lambda: 1_800_000_000_000)
     names = [f"l{i:02d}" for i in range(12)]
     for name in names:

@@ -89,7 +89,11 @@ def test_an_opted_in_listener_makes_a_plain_users_sms_at_the_plain_users_level(r
     assert [r.level for r in records(rt, alices)] == [1, 1]
     # the member's own event: the member's listeners at 100, the administrator's at the member's 100
     members = done(rt, dispatch("account.locked", PAYLOAD, user=MEMBER))
-    assert [(r.creator, r.level) for r in records(rt, members)] == [(MEMBER, 100), (MEMBER, 100), (ADMIN, 100)]
+    assert [(r.creator, r.level) for r in records(rt, members)] == [
+        (MEMBER, 100),
+        (MEMBER, 100),
+        (ADMIN, 100),
+    ]
     assert members.outcomes[2].result == {"user": MEMBER, "owner": MEMBER, "level_cap": 100}
     # the administrator's own event: theirs at 500; the member's (who may read it) at the member's 100
     admins = done(rt, dispatch("account.locked", PAYLOAD, user=ADMIN))
@@ -104,7 +108,11 @@ def granted(configure: Any, start_worker_now: Any) -> Any:
     """SMS through "cheap" by default; "premium" granted to the root member only, "extra" to
     bob only; a worker."""
     rt = configure(
-        providers={"cheap": {"kind": "sandbox"}, "premium": {"kind": "sandbox"}, "extra": {"kind": "sandbox"}},
+        providers={
+            "cheap": {"kind": "sandbox"},
+            "premium": {"kind": "sandbox"},
+            "extra": {"kind": "sandbox"},
+        },
         channels={"sms": {"provider": "cheap"}},
         provider_grants={MEMBER: ["premium"], BOB: ["extra"]},
     )
@@ -242,7 +250,10 @@ def test_bad_from_users_are_refused_with_their_code_and_nothing_is_stored(
 def test_what_is_accepted_is_stored_as_given_without_the_owners_name(rt: Any) -> None:
     assert add_listener("a", DEPUTY, name="a", user=ALICE, from_users=[ALICE]).from_users == ()
     assert add_listener("a", DEPUTY, name="b", user=ALICE, from_users=[]).from_users == ()
-    assert add_listener("a", DEPUTY, name="c", user=MEMBER, from_users="bob, alice,bob").from_users == (BOB, ALICE)
+    assert add_listener("a", DEPUTY, name="c", user=MEMBER, from_users="bob, alice,bob").from_users == (
+        BOB,
+        ALICE,
+    )
     assert add_listener("a", DEPUTY, name="d", user=ADMIN, from_users=("*",)).from_users == ("*",)
     assert [x.from_users for x in list_listeners(user=ADMIN)] == [(), (), (BOB, ALICE), ("*",)]
 

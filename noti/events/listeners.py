@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import redis
 
+from noti.config import Settings
 from noti.core.keys import Keys
 from noti.core.record import Channel
 from noti.errors import InvalidInput, NotFound, PermissionDenied
@@ -33,7 +34,6 @@ from noti.events.event import matches
 from noti.events.templates import CompiledFilter, compile_filter
 from noti.inputs import USER_NAME, could_be_id, finite_number, integer, shown
 from noti.redisconn import load_script, translate_errors
-from noti.config import Settings
 from noti.users import User, resolve_user
 
 __all__ = [

@@ -1285,8 +1285,15 @@ cli("listener-del-others", "e.noti.listener.del.nopvg", "listener", "del", Ref("
 _LISTENER_SMS = ("listener", "add", "order.paid", "-type", "sms", "-to", PHONE, "-text", "x")
 cli("listener-from-star", "e.noti.listener.from.nopvg", *_LISTENER_SMS, "-from-users", "*")
 cli("listener-from-bob", "e.noti.listener.from.nopvg", *_LISTENER_SMS, "-from-users", "alice,bob")
-for _name, _from in {"lf": "bob\n", "star-and-name": "*,bob", "empty-item": "bob,", "surrogate": "b\udcff"}.items():
-    cli(f"listener-from-{_name}", "e.noti.listener.badfrom", *_LISTENER_SMS, "-from-users", _from, user="boss")
+for _name, _from in {
+    "lf": "bob\n",
+    "star-and-name": "*,bob",
+    "empty-item": "bob,",
+    "surrogate": "b\udcff",
+}.items():
+    cli(
+        f"listener-from-{_name}", "e.noti.listener.badfrom", *_LISTENER_SMS, "-from-users", _from, user="boss"
+    )
 
 # the webman commands (none that would write files or block)
 _WM = ("--as", "boss", "webman")
