@@ -214,6 +214,40 @@ def test_a_root_member_made_a_plain_user_again_no_longer_hears_others(configure:
     assert outcome.result == {"user": MEMBER, "owner": MEMBER, "level_cap": 1}
 
 
+def test_a_webhook_for_another_users_event_to_a_url_of_the_listeners_needs_the_senders_signing_key(
+    configure: Any,
+) -> None:
+    from noti.access.signing import SigningKeys
+    from tests.fakes.webhook import SECRET
+
+    # given a webhook provider whose configured receivers are under hooks.example.com/noti/,
+    # a root member with a signing key of their own, and bob without one
+    rt = configure(
+        providers={
+            "hook": {"kind": "webhook", "secret": SECRET, "destinations": ["https://hooks.example.com/noti/"]}
+        },
+        channels={"webhook": {"provider": "hook"}, "sms": {"provider": "sandbox"}},
+    )
+    SigningKeys(rt.redis, rt.keys, rt.settings).add(MEMBER, acting=MEMBER)
+    content = {"content": {"text": "{{ text }}"}}
+    mine = {"type": "webhook", "target": "https://member.example.com/in", **content}
+    operators = {"type": "webhook", "target": "https://hooks.example.com/noti/in", **content}
+    add_listener("account.*", mine, name="mine", user=MEMBER, from_users="*")
+    add_listener("account.*", operators, name="operators", user=MEMBER, from_users="*")
+    api = Events(rt, start_processor=lambda: None)
+    bobs = api.dispatch("account.locked", PAYLOAD, user=BOB)
+    members = api.dispatch("account.locked", PAYLOAD, user=MEMBER)
+    _processor_run(rt)
+    # then for bob's event the member's key signs nothing bob could not have had signed: the
+    # webhook to the member's own URL is refused (bob has no key); the one to a receiver the
+    # operator configured is made
+    mine_out, operators_out = api.get(bobs, user=ADMIN).outcomes
+    assert (mine_out.error_code, mine_out.notification) == ("e.cmd.noti.add.nosigningkey", None)
+    assert rt.store.get(operators_out.notification).creator == MEMBER
+    # and the member's own event makes both
+    assert all(o.notification for o in api.get(members, user=ADMIN).outcomes)
+
+
 # --- refusals --------------------------------------------------------------------------------------
 
 
