@@ -241,10 +241,10 @@ def history_deleted(w: World, actor: str, cell: str, out: str) -> None:
     assert w.entry not in {entry_id for entry_id, _ in w.queue.redis.xrange(w.queue.keys.stream)}
 
 
-def listener_owned(name: str, event: str) -> Effect:
+def listener_owned(name: str, event: str, hears: tuple[str, ...] = ()) -> Effect:
     def effect(w: World, actor: str, cell: str, out: str) -> None:
         found = {x.name: x for x in events.list_listeners(user=ADMIN)}
-        assert (found[name].user, found[name].event) == (actor, event)
+        assert (found[name].user, found[name].event, found[name].from_users) == (actor, event, hears)
 
     return effect
 
@@ -435,6 +435,14 @@ MATRIX: dict[str, Verb] = {
         lambda w, u: events.add_listener("order.paid", TEMPLATE, name="new", user=u),
         lambda w: ["listener", "add", "order.paid", "-name", "new", *TEMPLATE_CLI],
         listener_owned("new", "order.paid"),
+    ),
+    "listener from": Verb(
+        "listener add EVENT … -from-users '*' (others' events too)",
+        "e.noti.listener.from.nopvg",
+        NO,
+        lambda w, u: events.add_listener("order.paid", TEMPLATE, name="new", user=u, from_users=["*"]),
+        lambda w: ["listener", "add", "order.paid", "-name", "new", *TEMPLATE_CLI, "-from-users", "*"],
+        listener_owned("new", "order.paid", hears=("*",)),
     ),
     "listener replace": Verb(
         "listener add EVENT -name N -replace",
