@@ -2,12 +2,18 @@
 
 A token is ``noti_`` and 43 random URL-safe characters (256 bits), shown once when it is made.
 Redis keeps only its SHA-256 (``noti:token:<sha256>``, a HASH: user, level cap, rate, note,
-created, revoked, last used; ``noti:tokens`` lists the digests), so a copy of Redis yields no
-token. A token is bound to one user: a request made with it acts as that user, who is never
-taken from the request, and is capped by the token's level cap (on top of the user's role
-cap) and rate limit. A token's id is the first 12 hex digits of its digest: what ``noti token
-list`` shows and ``noti token revoke`` takes. Revoked tokens stay listed (with the time of the
-revocation) and authenticate nothing.
+created, expiry, providers, revoked, last used; ``noti:tokens`` lists the digests), so a copy
+of Redis yields no token. A token is bound to one user: a request made with it acts as that
+user, who is never taken from the request, and is capped by the token's level cap (on top of
+the user's role cap) and rate limit. A token's id is the first 12 hex digits of its digest:
+what ``noti token list`` shows and ``noti token revoke`` takes. Revoked tokens stay listed
+(with the time of the revocation) and authenticate nothing.
+
+A token may expire (``-expires 30d``, or a date): from that millisecond on, by the Redis
+server's clock (the one the rate limit runs on, shared by every API process), it
+authenticates nothing (``e.noti.auth.expired``) and stays listed. A token may name the
+providers it may use (``-providers hook,aliyun``): :class:`Caller` carries them, and adding
+a notification holds the token to them (:mod:`noti.access.grants`).
 
 Only root administrators make, list and revoke tokens (:meth:`User.require_admin`).
 """
@@ -16,8 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import redis
@@ -30,7 +39,7 @@ from noti.inputs import check_name, finite_number, integer, shown, user_name
 from noti.redisconn import load_script, translate_errors
 from noti.users import LEVEL_CAPS, Role, resolve_user
 
-__all__ = ["PREFIX", "TokenInfo", "TokenStore", "digest_of"]
+__all__ = ["PREFIX", "Caller", "TokenInfo", "TokenStore", "digest_of", "parse_expiry", "parse_providers"]
 
 #: How every token starts (so a leaked one is recognisable, e.g. by secret scanners).
 PREFIX = "noti_"
@@ -42,6 +51,13 @@ ID_MIN = 6
 TOKEN_MAX = 200
 #: The highest rate limit a token may be given, requests a second.
 RATE_MAX = 1_000_000.0
+#: The furthest ahead a token's expiry may be (ten years).
+EXPIRES_MAX_S = 3650 * 86400
+#: Seconds of each unit of a lifetime (``30d``, ``12h``, ``90m``, ``3600s``).
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_LIFETIME = re.compile(r"([0-9]{1,10})([smhd])")
+#: The most providers a token may name, and the longest provider name.
+PROVIDERS_MAX, PROVIDER_NAME_MAX = 100, 64
 
 
 def digest_of(token: str) -> str:
@@ -65,10 +81,18 @@ class TokenInfo:
     revoked_ms: int | None
     #: When it last authenticated a request, to the second (None: never).
     used_ms: int | None
+    #: From when it authenticates nothing (epoch ms; None: never expires).
+    expires_ms: int | None = None
+    #: The only providers its notifications may name (None: no restriction of its own).
+    providers: frozenset[str] | None = None
 
     @property
     def revoked(self) -> bool:
         return self.revoked_ms is not None
+
+    def expired(self, at_ms: int | None = None) -> bool:
+        """Has it expired by ``at_ms`` (default: now, by this machine's clock)?"""
+        return self.expires_ms is not None and (now_ms() if at_ms is None else at_ms) >= self.expires_ms
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +102,8 @@ class TokenInfo:
             "rate_per_s": self.rate_per_s,
             "note": self.note,
             "created_ms": self.created_ms,
+            "expires_ms": self.expires_ms,
+            "providers": None if self.providers is None else sorted(self.providers),
             "revoked_ms": self.revoked_ms,
             "used_ms": self.used_ms,
         }
@@ -90,6 +116,9 @@ class Caller:
     token_id: str
     user: str
     level_cap: int | None
+    #: The only providers the token's requests may name (None: the token adds no
+    #: restriction; the user's own grants still apply).
+    providers: frozenset[str] | None = None
 
 
 class TokenStore:
@@ -111,14 +140,25 @@ class TokenStore:
         level_cap: int | None = None,
         rate_per_s: float | None = None,
         note: str = "",
+        expires: object = None,
+        providers: object = None,
     ) -> tuple[str, TokenInfo]:
         """Make a token for ``user``; the token (shown this once) and what is stored of it.
+
+        ``expires``: when it stops authenticating: a lifetime (``"30d"``, ``"12h"``, ``"90m"``,
+        ``"3600s"``, a :class:`~datetime.timedelta`) or a moment (an ISO 8601 date or time,
+        ``"2027-01-31"`` being its midnight UTC, a :class:`~datetime.datetime`); None: never.
+        ``providers``: the only providers its notifications may name (names, or one
+        comma-separated text); None: no restriction of its own.
 
         Raises:
             PermissionDenied: ``e.noti.token.nopvg``: the acting user is no root administrator.
             InvalidInput: ``e.cmd.noti.baduser``, ``e.noti.token.badcap`` (not 1-1000),
                 ``e.noti.token.badrate`` (not a number above 0 and at most 1,000,000),
-                ``e.noti.token.badnote`` (over 200 characters, or control characters).
+                ``e.noti.token.badnote`` (over 200 characters, or control characters),
+                ``e.noti.token.badexpiry`` (neither a lifetime nor a moment, not in the
+                future, or more than ten years ahead), ``e.noti.token.badproviders`` (no
+                name, or one that cannot be a provider's).
             StoreUnavailable: Redis cannot be reached.
         """
         resolve_user(self.settings, acting).require_admin("e.noti.token.nopvg", "make API tokens")
@@ -143,9 +183,11 @@ class TokenStore:
                 )
         if note:
             check_name(note, what="note", code="e.noti.token.badnote", max_len=200)
+        created = now_ms()
+        expires_ms = None if expires is None else parse_expiry(expires, now=created)
+        allowed = None if providers is None else parse_providers(providers)
         token = PREFIX + secrets.token_urlsafe(32)
         digest = digest_of(token)
-        created = now_ms()
         fields = {
             "user": user,
             "cap": "" if level_cap is None else str(level_cap),
@@ -153,12 +195,18 @@ class TokenStore:
             "note": note,
             "created_ms": str(created),
         }
+        if expires_ms is not None:
+            fields["expires_ms"] = str(expires_ms)
+        if allowed is not None:
+            fields["providers"] = ",".join(sorted(allowed))
         with translate_errors(self.redis):
             pipe = self.redis.pipeline(transaction=True)
             pipe.hset(self.keys.token(digest), mapping=cast(Any, fields))
             pipe.zadd(self.keys.tokens, {digest: created})
             pipe.execute()
-        info = TokenInfo(digest[:ID_LEN], user, level_cap, rate_per_s, note, created, None, None)
+        info = TokenInfo(
+            digest[:ID_LEN], user, level_cap, rate_per_s, note, created, None, None, expires_ms, allowed
+        )
         return token, info
 
     def entries(self, *, acting: str | None = None) -> list[TokenInfo]:
@@ -235,7 +283,8 @@ class TokenStore:
 
         Raises:
             Unauthenticated: ``e.noti.auth.missing`` (no token), ``e.noti.auth.unknown`` (no
-                such token), ``e.noti.auth.revoked``.
+                such token), ``e.noti.auth.revoked``, ``e.noti.auth.expired`` (past its
+                expiry, by the Redis server's clock).
             RateLimitExceeded: ``e.noti.auth.rate``, with the seconds until the next request
                 is let in.
             StoreUnavailable: Redis cannot be reached.
@@ -255,13 +304,105 @@ class TokenStore:
             raise Unauthenticated("unknown API token", code="e.noti.auth.unknown")
         if state == -1:
             raise Unauthenticated("this API token was revoked", code="e.noti.auth.revoked")
+        if state == -3:
+            raise Unauthenticated(
+                f"this API token expired at {_utc(int(reply[1]))} (UTC)", code="e.noti.auth.expired"
+            )
         if state == -2:
             wait_s = max(0.001, int(reply[1]) / 1000)
             raise RateLimitExceeded(
                 f"this API token is over its rate limit; try again in {wait_s:.3f} s", retry_after_s=wait_s
             )
-        user, cap = _text(reply[1]), _text(reply[2])
-        return Caller(digest[:ID_LEN], user, int(cap) if cap else None)
+        user, cap, allowed = _text(reply[1]), _text(reply[2]), _text(reply[4])
+        return Caller(digest[:ID_LEN], user, int(cap) if cap else None, _provider_set(allowed))
+
+
+def parse_expiry(value: object, *, now: int | None = None) -> int:
+    """When a token made at ``now`` (epoch ms, default: now) given ``expires`` stops
+    authenticating, in epoch ms: see :meth:`TokenStore.add`.
+
+    Raises:
+        InvalidInput: ``e.noti.token.badexpiry``.
+    """
+    now = now_ms() if now is None else now
+    at: int | None = None
+    if isinstance(value, timedelta):
+        at = now + math.ceil(value.total_seconds() * 1000)
+    elif isinstance(value, datetime):
+        at = _epoch_ms(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        lifetime = _LIFETIME.fullmatch(text.lower())
+        if lifetime:
+            at = now + int(lifetime[1]) * _UNITS[lifetime[2]] * 1000
+        elif len(text) >= 10 and text[:4].isdigit() and text[4:5] == "-":
+            try:
+                moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                at = None
+            else:
+                at = _epoch_ms(moment)
+    if at is None:
+        raise InvalidInput(
+            f"expiry {shown(value)} is neither a lifetime (30d, 12h, 90m, 3600s) nor an ISO 8601 "
+            "date or time (2027-01-31, 2027-01-31T12:00:00Z)",
+            code="e.noti.token.badexpiry",
+        )
+    if at <= now:
+        raise InvalidInput(f"expiry {shown(value)} is not in the future", code="e.noti.token.badexpiry")
+    if at - now > EXPIRES_MAX_S * 1000:
+        raise InvalidInput(
+            f"expiry {shown(value)} is more than {EXPIRES_MAX_S // 86400} days ahead "
+            "(make a token without -expires for one that never expires)",
+            code="e.noti.token.badexpiry",
+        )
+    return at
+
+
+def parse_providers(value: object) -> frozenset[str]:
+    """The provider names a token is limited to: names, or one comma-separated text.
+
+    Raises:
+        InvalidInput: ``e.noti.token.badproviders``: no name, more than 100, or one with
+        white space, a comma or a control character, or over 64 characters.
+    """
+    code = "e.noti.token.badproviders"
+    if isinstance(value, str):
+        names: list[object] = [part.strip() for part in value.split(",")]
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
+        names = list(value)
+    else:
+        raise InvalidInput(f"providers must be names, got {shown(value)}", code=code)
+    if not names or names == [""]:
+        raise InvalidInput("name at least one provider (or leave -providers out)", code=code)
+    if len(names) > PROVIDERS_MAX:
+        raise InvalidInput(f"{len(names)} providers named; the limit is {PROVIDERS_MAX}", code=code)
+    for name in names:
+        check_name(name, what="provider name", code=code, max_len=PROVIDER_NAME_MAX, spaces=False)
+        if "," in cast(str, name):
+            raise InvalidInput(f"provider name {shown(name)} must not contain a comma", code=code)
+    return frozenset(cast(list[str], names))
+
+
+def _epoch_ms(moment: datetime) -> int | None:
+    """``moment`` as epoch ms (a time without a zone is UTC); None when no date can hold it."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return math.floor(moment.timestamp() * 1000)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def _utc(ms: int) -> str:
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):
+        return str(ms)
+
+
+def _provider_set(stored: str) -> frozenset[str] | None:
+    return frozenset(stored.split(",")) if stored else None
 
 
 def _text(value: Any) -> str:
@@ -271,6 +412,7 @@ def _text(value: Any) -> str:
 def _info(digest: str, stored: dict[str, str]) -> TokenInfo:
     cap, rate = stored.get("cap", ""), stored.get("rate", "")
     revoked, used = stored.get("revoked_ms", ""), stored.get("used_ms", "")
+    expires = stored.get("expires_ms", "")
     rate_per_s = float(rate) if rate else None
     return TokenInfo(
         id=digest[:ID_LEN],
@@ -281,4 +423,6 @@ def _info(digest: str, stored: dict[str, str]) -> TokenInfo:
         created_ms=int(stored.get("created_ms") or 0),
         revoked_ms=int(revoked) if revoked else None,
         used_ms=int(used) if used else None,
+        expires_ms=int(expires) if expires else None,
+        providers=_provider_set(stored.get("providers", "")),
     )

@@ -5,6 +5,8 @@ and every bad argument is refused with its code, nothing stored."""
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -14,7 +16,7 @@ from noti.cli import main
 from noti.errors import InvalidInput, NotFound, PermissionDenied, RateLimitExceeded, Unauthenticated
 from noti.tokens import PREFIX, digest_of
 from tests.clirunner import cli_runner
-from tests.conftest import ADMIN, ALICE, MEMBER
+from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 
 pytestmark = pytest.mark.bounds  # click and pydantic: run on the lowest versions too
 
@@ -156,3 +158,120 @@ def test_a_token_without_limits_never_writes_more_than_its_last_use(rt: Any) -> 
     stored = rt.redis.hgetall(rt.keys.token(digest_of(plain)))
     assert set(stored) == {"user", "cap", "rate", "note", "created_ms", "used_ms"}
     assert info.used_ms is None and int(stored["used_ms"]) >= info.created_ms
+
+
+# --- expiry and providers -------------------------------------------------------------------------
+
+
+def test_an_expired_token_is_401_expired_and_takes_nothing_from_its_bucket(rt: Any) -> None:
+    # given a token that expires in an hour, with a rate limit
+    plain, info = rt.tokens.add(ALICE, acting=ADMIN, expires="1h", rate_per_s=5)
+    assert info.expires_ms == info.created_ms + 3_600_000
+    assert rt.tokens.authenticate(plain).user == ALICE  # not expired yet
+    key = rt.keys.token(digest_of(plain))
+    # when its hour has passed (by the Redis server's clock, which decides)
+    seconds, micros = rt.redis.time()
+    now = seconds * 1000 + micros // 1000
+    rt.redis.hset(key, "expires_ms", str(now - 1))
+    before = rt.redis.hgetall(key)
+    # then it authenticates nothing, with its own code, and its hash is left as it was
+    for _ in range(3):
+        with pytest.raises(Unauthenticated) as refused:
+            rt.tokens.authenticate(plain)
+        assert refused.value.code == "e.noti.auth.expired"
+        assert "expired at" in refused.value.message
+    assert rt.redis.hgetall(key) == before
+    # and it stays listed, marked expired
+    [listed] = rt.tokens.entries(acting=ADMIN)
+    assert listed.expires_ms == now - 1 and listed.expired() and not listed.revoked
+    table = run("token", "list")
+    assert "(expired)" in table.stdout
+    # a revoked token says revoked, whether or not it expired too
+    rt.tokens.revoke(plain, acting=ADMIN)
+    with pytest.raises(Unauthenticated) as revoked:
+        rt.tokens.authenticate(plain)
+    assert revoked.value.code == "e.noti.auth.revoked"
+
+
+def test_a_token_expires_at_its_millisecond(rt: Any) -> None:
+    # a real short expiry, without writing the stored field: one second
+    plain, info = rt.tokens.add(ALICE, acting=ADMIN, expires="1s")
+    assert rt.tokens.authenticate(plain).user == ALICE
+    seconds, micros = rt.redis.time()
+    wait_s = (info.expires_ms - (seconds * 1000 + micros // 1000)) / 1000 + 0.05
+    assert 0 < wait_s < 1.2
+    time.sleep(wait_s)
+    with pytest.raises(Unauthenticated) as refused:
+        rt.tokens.authenticate(plain)
+    assert refused.value.code == "e.noti.auth.expired"
+
+
+def test_the_cli_takes_lifetimes_and_dates_and_lists_them(rt: Any) -> None:
+    made = json.loads(run("token", "add", "-user", ALICE, "-expires", "30d", "-json").stdout)
+    assert made["expires_ms"] == made["created_ms"] + 30 * 86_400_000
+    year = datetime.now(UTC).year + 2
+    midnight = int(datetime(year, 1, 31, tzinfo=UTC).timestamp()) * 1000
+    dated = json.loads(run("token", "add", "-user", ALICE, "-expires", f"{year}-01-31", "-json").stdout)
+    assert dated["expires_ms"] == midnight  # a date without a zone: its midnight UTC
+    zoned = run("token", "add", "-user", ALICE, "-expires", f"{year}-01-31T12:00:00+08:00", "-json")
+    assert json.loads(zoned.stdout)["expires_ms"] == midnight + 4 * 3_600_000
+    plain = run("token", "add", "-user", ALICE, "-expires", "12h")
+    assert plain.exit_code == 0 and "expires " in plain.stderr
+    listed = {t["id"]: t for t in json.loads(run("token", "list", "-json").stdout)}
+    assert listed[made["id"]]["expires_ms"] == made["expires_ms"]
+    table = run("token", "list").stdout
+    assert "EXPIRES (UTC)" in table and f"{year}-01-31 00:00:00" in table and "(expired)" not in table
+    # a token made without -expires never expires
+    forever = json.loads(run("token", "add", "-user", ALICE, "-json").stdout)
+    assert forever["expires_ms"] is None
+    assert "expires_ms" not in rt.redis.hgetall(rt.keys.token(digest_of(forever["token"])))
+
+
+@pytest.mark.parametrize(
+    "expires",
+    ["0d", "-5d", "30x", "1.5h", "1e3s", "30 d", "", "yesterday", "2020-01-01", "2029-13-01", "3651d", "2999-01-01"],
+)
+def test_nonsense_expiry_is_refused_and_stores_nothing(rt: Any, expires: str) -> None:
+    refused = run("token", "add", "-user", ALICE, "-expires", expires)
+    assert refused.exit_code == 1 and refused.stderr.startswith("e.noti.token.badexpiry: "), refused.output
+    assert list(rt.redis.scan_iter()) == []
+    with pytest.raises(InvalidInput) as api:
+        rt.tokens.add(ALICE, acting=ADMIN, expires=expires)
+    assert api.value.code == "e.noti.token.badexpiry"
+    assert list(rt.redis.scan_iter()) == []
+
+
+def test_the_providers_of_a_token_round_trip(rt: Any) -> None:
+    # given a token limited to two providers, made with the CLI, and one without a limit
+    made = json.loads(run("token", "add", "-user", ALICE, "-providers", "hook, aliyun", "-json").stdout)
+    assert made["providers"] == ["aliyun", "hook"]
+    free, _ = rt.tokens.add(ALICE, acting=ADMIN)
+    # then authenticating returns them, and None for the token that names none
+    assert rt.tokens.authenticate(made["token"]).providers == frozenset({"hook", "aliyun"})
+    assert rt.tokens.authenticate(free).providers is None
+    # and the list shows them
+    listed = {t["id"]: t for t in json.loads(run("token", "list", "-json").stdout)}
+    assert listed[made["id"]]["providers"] == ["aliyun", "hook"]
+    assert [t["providers"] for t in listed.values() if t["id"] != made["id"]] == [None]
+    assert "aliyun,hook" in run("token", "list").stdout
+    # the Python API takes a list too
+    plain, info = rt.tokens.add(BOB, acting=ADMIN, providers=["twilio"])
+    assert info.providers == frozenset({"twilio"}) == rt.tokens.authenticate(plain).providers
+
+
+@pytest.mark.parametrize("providers", ["", ",", "a b", "a,,b", "x" * 65, "a\tb"])
+def test_bad_provider_lists_are_refused_and_store_nothing(rt: Any, providers: str) -> None:
+    refused = run("token", "add", "-user", ALICE, "-providers", providers)
+    assert refused.exit_code == 1 and refused.stderr.startswith("e.noti.token.badproviders: "), refused.output
+    assert list(rt.redis.scan_iter()) == []
+
+
+def test_a_non_administrator_learns_nothing_of_which_token_ids_exist(rt: Any) -> None:
+    # tokens belong to no plain user: every verb on them is an administrator's, so a plain
+    # user or a root member gets the same refusal for a token id that exists and one that does not
+    _, info = rt.tokens.add(ALICE, acting=ADMIN)
+    for user in (ALICE, MEMBER):
+        real = run("token", "revoke", info.id, user=user)
+        ghost = run("token", "revoke", "0123456789ab", user=user)
+        assert (real.exit_code, real.stderr) == (ghost.exit_code, ghost.stderr) == (1, real.stderr)
+        assert real.stderr.startswith("e.noti.token.nopvg: ")
