@@ -443,15 +443,17 @@ class Notifier:
     # --- reading ------------------------------------------------------------------------------
 
     def get(self, record_id: str, *, user: str | None = None) -> Notification:
-        """One record the acting user may see.
+        """One record the acting user may see. Another user's record (for anyone but a root
+        member) is answered as a missing one: the same error and message after the same
+        reads, so an answer tells neither that it exists nor whose it is.
 
         Raises:
-            NotFound, PermissionDenied (``e.cmd.noti.get.nopvg``).
+            NotFound: ``e.cmd.noti.not_found``: no such record, or one the user may not see.
         """
-        record = self.runtime.store.get(record_id)
-        self.user(user).require_access(
-            record.creator, code="e.cmd.noti.get.nopvg", action="read notifications"
-        )
+        acting = self.user(user)
+        record = self.runtime.store.find(record_id)
+        if record is None or not acting.can_touch(record.creator):
+            raise NotFound(f"no notification has the id {shown(record_id)}")
         return record
 
     def select(
@@ -594,7 +596,9 @@ class Notifier:
 
         Raises:
             InvalidInput: ``e.cmd.noti.revoke.what``: neither ids nor ``every``, or both.
-            NotFound: ``e.cmd.noti.revoke.not_found``. PermissionDenied: ``e.cmd.noti.revoke.nopvg``.
+            NotFound: ``e.cmd.noti.revoke.not_found``: an id names no record, or another
+            user's (answered alike, as :meth:`get` does). PermissionDenied:
+            ``e.cmd.noti.revoke.nopvg``: ``every`` for another ``creator``.
         """
         acting = self.user(user)
         store = self.runtime.store
@@ -610,11 +614,8 @@ class Notifier:
         if record_ids:
             records = store.find_many(list(record_ids))
             for record_id, record in zip(record_ids, records, strict=True):
-                if record is None:
+                if record is None or not acting.can_touch(record.creator):
                     raise NotFound(f"no notification {shown(record_id)}", code="e.cmd.noti.revoke.not_found")
-                acting.require_access(
-                    record.creator, code="e.cmd.noti.revoke.nopvg", action="revoke notifications"
-                )
             chosen = list(record_ids)
             # a revoked notification's fallback goes with it (a fallback revoked alone does not
             # take its notification)

@@ -136,8 +136,9 @@ def test_users_see_only_their_own_records_and_root_sees_all(rt: Any) -> None:
         noti.list_notifications(user=ALICE, creator=BOB)
     assert info.value.code == "e.cmd.noti.list.nopvg"
     assert noti.get(mine, user=ALICE).id == mine
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound) as hidden:  # another user's record: as if there were none
         noti.get(theirs, user=ALICE)
+    assert hidden.value.code == "e.cmd.noti.not_found"
 
 
 def test_delete_rules(rt: Any) -> None:

@@ -311,7 +311,8 @@ def test_get_shows_one_record_and_enforces_ownership(rt: Any) -> None:
         mine,
         theirs,
     ]
-    denied = run("get", theirs)
-    assert denied.exit_code == 1 and denied.stderr.startswith("e.cmd.noti.get.nopvg: ")
+    # another user's record is answered as a missing one: the same code and message
+    hidden = run("get", theirs)
     missing = run("get", "00000000000000000000000000")
     assert missing.exit_code == 1 and missing.stderr.startswith("e.cmd.noti.not_found: ")
+    assert (hidden.exit_code, hidden.stderr) == (1, missing.stderr.replace("00000000000000000000000000", theirs))

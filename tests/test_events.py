@@ -569,7 +569,7 @@ def test_listing_events_filters_and_respects_ownership(rt: Any) -> None:
     assert [e.id for e in api.select(user=ADMIN, limit=1)] == [c]
     assert code_of(lambda: api.select(user=ALICE, creator=BOB)) == "e.noti.event.list.nopvg"
     assert code_of(lambda: api.select(user=ADMIN, status="finished")) == "e.noti.event.badst"
-    assert code_of(lambda: api.get(b, user=ALICE)) == "e.noti.event.show.nopvg"
+    assert code_of(lambda: api.get(b, user=ALICE)) == "e.noti.event.not_found"  # as a missing one
     assert code_of(lambda: api.get("nope", user=ADMIN)) == "e.noti.event.not_found"
 
 

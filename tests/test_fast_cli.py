@@ -145,7 +145,7 @@ def test_list_and_get_print_what_they_print_with_everything_loaded(rt: Any, fres
         (("list", "-limit", "2", "-u", BOB), ADMIN),
         (("get", mine), ALICE),
         (("get", mine, theirs, "-json"), ADMIN),
-        (("get", theirs), ALICE),  # refused: not hers
+        (("get", theirs), ALICE),  # not hers: answered as a missing one
         (("get", "nosuchid"), ALICE),
     ]
     for args, user in commands:
@@ -158,7 +158,7 @@ def test_list_and_get_print_what_they_print_with_everything_loaded(rt: Any, fres
         ), args
         assert _heavy(report["modules"]) == [], (args, _heavy(report["modules"]))
         assert _providers(report["modules"]) == [], (args, _providers(report["modules"]))
-    assert fresh("get", theirs, user=ALICE)[0].stderr.startswith("e.cmd.noti.get.nopvg")
+    assert fresh("get", theirs, user=ALICE)[0].stderr.startswith("e.cmd.noti.not_found")
 
 
 def test_list_get_and_add_import_only_what_they_use(rt: Any, fresh: Fresh) -> None:

@@ -1,10 +1,11 @@
 """The HTTP API through a real ``noti serve`` (uvicorn) on loopback, on the test Redis.
 
-The auth matrix: no token and an unknown or revoked token are 401; another user's record is
-403 (the id exists: noti's own ``e.cmd.noti.get.nopvg``, as for the CLI and Python API), a
-root member's token reads it; a level above the token's cap is lowered to the cap (as a level
-above a role's cap is everywhere in noti), never refused; the user is the token's, never the
-body's. Every bad input is answered 4xx with a code and nothing stored.
+The auth matrix: no token and an unknown, revoked or expired token are 401; another user's
+record or event is answered byte for byte as a missing one (404, the same code and message,
+the same Redis commands), a root member's token reads it; a level above the token's cap is
+lowered to the cap (as a level above a role's cap is everywhere in noti), never refused; the
+user is the token's, never the body's. Every bad input is answered 4xx with a code and
+nothing stored.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import httpx
 import pytest
 import redis
 
+from noti.core.record import new_id
+from noti.tokens import digest_of
 from tests.conftest import ADMIN, ALICE, API_BODY_MAX, API_RECEIPT_SECRET, BOB, MEMBER
 from tests.servers import ApiProcess
 from tests.test_hostile_input import snapshot
@@ -110,28 +113,57 @@ def test_a_revoked_token_is_401_from_the_next_request_on(
     assert stored(raw) == before
 
 
-def test_another_users_record_is_403_and_a_root_members_token_reads_it(
+def commands_run(raw: redis.Redis) -> dict[str, int]:
+    """Redis's count of calls, by command, since the server started (INFO commandstats)."""
+    return {name: int(stats["calls"]) for name, stats in raw.info("commandstats").items()}
+
+
+def answer(client: httpx.Client, method: str, path: str, plain: str, raw: redis.Redis) -> tuple[Any, ...]:
+    """Everything a caller sees of one request (status, headers but the date, body), and the
+    Redis commands it ran (this one's, less the INFO that counts them)."""
+    before = commands_run(raw)
+    response = client.request(method, path, headers=bearer(plain))
+    after = commands_run(raw)
+    ran = {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
+    ran["cmdstat_info"] = ran.get("cmdstat_info", 1) - 1
+    headers = sorted((k, v) for k, v in response.headers.items() if k != "date")
+    return response.status_code, headers, response.content, {k: v for k, v in ran.items() if v}
+
+
+def test_another_users_record_or_event_answers_exactly_as_a_missing_one(
     client: httpx.Client, token: Callable[..., str], raw: redis.Redis
 ) -> None:
     alice, bob, member = token(ALICE), token(BOB), token(MEMBER)
     record_id = client.post("/v1/notifications", json={**SMS, "delay": 3600}, headers=bearer(alice)).json()[
         "id"
     ]
+    event_id = client.post("/v1/events", json={"name": "order.paid"}, headers=bearer(alice)).json()["id"]
     before = stored(raw)
-    assert error_of(client.get(f"/v1/notifications/{record_id}", headers=bearer(bob))) == (
-        403,
-        "e.cmd.noti.get.nopvg",
-    )
-    assert error_of(client.delete(f"/v1/notifications/{record_id}", headers=bearer(bob))) == (
-        403,
-        "e.cmd.noti.revoke.nopvg",
-    )
-    assert client.get("/v1/notifications", headers=bearer(bob)).json() == {"notifications": []}
-    assert error_of(client.get(f"/v1/notifications?user={ALICE}", headers=bearer(bob))) == (
-        403,
-        "e.cmd.noti.list.nopvg",
-    )
+    for method, path, real in (
+        ("GET", "/v1/notifications/{}", record_id),
+        ("DELETE", "/v1/notifications/{}", record_id),
+        ("GET", "/v1/events/{}", event_id),
+    ):
+        for _ in range(2):  # the first request of each kind loads what later ones reuse
+            theirs = answer(client, method, path.format(real), bob, raw)
+            ghost = new_id()  # an id of the same shape that names nothing
+            missing = answer(client, method, path.format(ghost), bob, raw)
+        # then bob gets for alice's what he gets for nothing at all: the same status, headers
+        # and body byte for byte (but the id he asked for), after the same Redis commands
+        status, headers, body, ran = missing
+        assert status == 404, body
+        assert theirs == (status, headers, body.replace(ghost.encode(), real.encode()), ran), (method, path)
+        assert ALICE.encode() not in theirs[2] and b"permission" not in theirs[2].lower()
     assert stored(raw) == before  # bob's DELETE left it waiting
+    # listing: a plain user sees only their own; naming another user is refused alike for a
+    # user who has records and for a name nobody has (user names are no secret objects: the
+    # answer says only that listing others' is for root members)
+    assert client.get("/v1/notifications", headers=bearer(bob)).json() == {"notifications": []}
+    named = client.get(f"/v1/notifications?user={ALICE}", headers=bearer(bob))
+    nobody = client.get("/v1/notifications?user=nobody", headers=bearer(bob))
+    assert error_of(named) == error_of(nobody) == (403, "e.cmd.noti.list.nopvg")
+    assert named.content == nobody.content.replace(b"nobody", ALICE.encode())
+    assert stored(raw) == before
     seen = client.get(f"/v1/notifications/{record_id}", headers=bearer(member))
     assert seen.status_code == 200 and seen.json()["noti_c"] == ALICE and seen.json()["noti_st"] == 1
     own = client.get(f"/v1/notifications/{record_id}", headers=bearer(alice))
@@ -416,6 +448,52 @@ def test_delete_revokes_a_waiting_record_and_is_409_once_it_is_not(
     )
 
 
+def test_ids_next_to_anothers_are_not_ids(client: httpx.Client, token: Callable[..., str]) -> None:
+    # given a batch of alice's, made within a few milliseconds (ids once ran x, x+1, x+2, ...)
+    alice, bob = token(ALICE), token(BOB)
+    batch = [{**SMS, "delay": 3600}] * 100
+    made = client.post("/v1/notifications", json=batch, headers=bearer(alice))
+    ids = made.json()["ids"]
+    assert made.status_code == 201 and len(set(ids)) == 100
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+    def shifted(record_id: str, by: int) -> str:
+        tail = 0
+        for c in record_id[10:]:
+            tail = tail * 32 + alphabet.index(c)
+        tail = (tail + by) % 32**16
+        digits = [alphabet[tail >> shift & 31] for shift in range(75, -1, -5)]
+        return record_id[:10] + "".join(digits)
+
+    # when bob (or alice herself) tries the ids next to each of hers
+    guesses = {shifted(i, by) for i in ids for by in (-2, -1, 1, 2)} - set(ids)
+    assert len(guesses) == 400
+    # then none is one: each is a 404, as any made-up id is
+    answers = {g: client.get(f"/v1/notifications/{g}", headers=bearer(alice)).status_code for g in guesses}
+    assert {g: status for g, status in answers.items() if status != 404} == {}
+    assert all(client.get(f"/v1/notifications/{i}", headers=bearer(alice)).status_code == 200 for i in ids[:5])
+
+
+def test_an_expired_token_is_401_expired_and_stores_nothing(
+    client: httpx.Client, token: Callable[..., str], rt: Any, raw: redis.Redis
+) -> None:
+    plain, info = rt.tokens.add(ALICE, acting=ADMIN, expires="30d")
+    assert client.post("/v1/notifications", json=SMS, headers=bearer(plain)).status_code == 201
+    # its thirty days pass (the stored expiry moved to the Redis server's last millisecond)
+    seconds, micros = raw.time()
+    raw.hset(rt.keys.token(digest_of(plain)), "expires_ms", str(seconds * 1000 + micros // 1000 - 1))
+    before = stored(raw)
+    for method, path, body in (
+        ("POST", "/v1/notifications", SMS),
+        ("GET", "/v1/notifications", None),
+        ("POST", "/v1/events", {"name": "order.paid"}),
+    ):
+        response = client.request(method, path, json=body, headers=bearer(plain))
+        assert error_of(response) == (401, "e.noti.auth.expired"), (method, path)
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert stored(raw) == before
+
+
 # --- events, operations, receipts --------------------------------------------------------------
 
 
@@ -430,8 +508,8 @@ def test_an_event_is_dispatched_as_the_tokens_user(client: httpx.Client, token: 
     shown = client.get(f"/v1/events/{event_id}", headers=bearer(alice)).json()
     assert shown["user"] == ALICE and shown["name"] == "order.paid"
     assert error_of(client.get(f"/v1/events/{event_id}", headers=bearer(bob))) == (
-        403,
-        "e.noti.event.show.nopvg",
+        404,
+        "e.noti.event.not_found",
     )
     bad = client.post("/v1/events", json={"name": "bad name!"}, headers=bearer(alice))
     assert error_of(bad) == (422, "e.noti.event.badname")
@@ -575,3 +653,41 @@ def test_a_fallback_comes_with_its_notification_capped_like_it(
         "/v1/notifications", json={**SMS, "fallback": {"type": "email"}}, headers=bearer(token(ALICE))
     )
     assert error_of(bad) == (422, "e.cmd.noti.add.badfallback")
+
+
+def test_a_fallback_over_http_is_shown_revoked_and_deduplicated_with_its_notification(
+    client: httpx.Client, token: Callable[..., str], rt: Any
+) -> None:
+    alice = token(ALICE)
+    email = {"type": "email", "to": "li@example.com", "subject": "code", "text": "4321", "after_s": 60}
+    # in a batch, each item's fallback is stored with it; the answer gives the notifications' ids
+    batch = client.post(
+        "/v1/notifications",
+        json=[{**SMS, "fallback": email}, SMS],
+        headers={**bearer(alice), "Idempotency-Key": "order-7"},
+    )
+    assert batch.status_code == 201, batch.text
+    first, second = batch.json()["ids"]
+    shown = client.get(f"/v1/notifications/{first}", headers=bearer(alice)).json()
+    standby_id = shown["noti_fallback"]
+    assert standby_id and client.get(f"/v1/notifications/{second}", headers=bearer(alice)).json()["noti_fallback"] is None
+    standby = client.get(f"/v1/notifications/{standby_id}", headers=bearer(alice)).json()
+    assert standby["noti_fallback_of"] == first and standby["noti_c"] == ALICE and standby["noti_st"] == 1
+    # the same key again stores nothing more, fallback included
+    again = client.post(
+        "/v1/notifications",
+        json=[{**SMS, "fallback": email}, SMS],
+        headers={**bearer(alice), "Idempotency-Key": "order-7"},
+    )
+    assert again.json()["ids"] == [first, second]
+    assert len(rt.store.select(creator=ALICE)) == 3
+    # DELETE of the notification revokes its waiting fallback too
+    assert client.delete(f"/v1/notifications/{first}", headers=bearer(alice)).json()["state"] == "revoked"
+    assert client.get(f"/v1/notifications/{standby_id}", headers=bearer(alice)).json()["noti_st"] == -1
+    # a notification with an identifier takes no fallback
+    refused = client.post(
+        "/v1/notifications",
+        json={**SMS, "identifier": "cart-1", "delay": 60, "fallback": email},
+        headers=bearer(alice),
+    )
+    assert error_of(refused) == (422, "e.cmd.noti.add.badfallback")

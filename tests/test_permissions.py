@@ -9,7 +9,9 @@ member) and ``boss`` (a root administrator) try it:
 * ``lv N``: allowed, the level asked for (1000) stored as N (the role's cap);
 * ``no``: refused with :class:`~noti.errors.PermissionDenied` and the row's ``code``, and
   the Redis database is unchanged: every key's ``DUMP`` and absolute expiry (``PEXPIRETIME``)
-  are the same before and after (and the webman TOML file too).
+  are the same before and after (and the webman TOML file too);
+* ``none``: answered as if the object did not exist: :class:`~noti.errors.NotFound` with the
+  row's ``code`` and the very message an id nobody has gets (but the id), nothing changed.
 
 Every cell runs twice, once through the Python API and once through ``noti --as USER …``
 in this process, each on a freshly built world (:func:`build_world`). The docs' roles
@@ -41,7 +43,8 @@ from noti.bridge.webman.connection import connect
 from noti.bridge.webman.console import WebmanConsole
 from noti.cli import main
 from noti.core.record import Status
-from noti.errors import PermissionDenied
+from noti.core.record import new_id
+from noti.errors import NotFound, PermissionDenied
 from noti.numpool import NumberPool, NumberState
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT
 from tests.webman_fixtures.consumers import Collect
@@ -72,6 +75,12 @@ class World:
             return self.__dict__["ids"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def as_real(self, text: str, real: World) -> str:
+        """``text`` (an answer about this world's made-up ids) with ``real``'s ids put back."""
+        for name, made_up in self.ids.items():
+            text = text.replace(made_up, real.ids[name])
+        return text
 
     def status(self, record_id: str) -> Status | None:
         record = self.rt.store.find(record_id)
@@ -143,6 +152,11 @@ def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
     w.ids["skey"] = rt.signing_keys.add(ALICE, acting=ALICE)[1].id
     time.sleep(0.002)  # `clean -keep 0` removes what was done before this millisecond
     return w
+
+
+def as_missing(w: World) -> World:
+    """``w`` with every id swapped for a fresh one that names nothing."""
+    return World(w.rt, w.config, {name: new_id() for name in w.ids})
 
 
 # --- the matrix ----------------------------------------------------------------------------------
@@ -275,6 +289,8 @@ def console() -> WebmanConsole:
 
 
 OK, NO = ("ok", "no", "ok", "ok"), ("no", "no", "ok", "ok")
+#: Another plain user's object is answered as a missing one.
+HIDDEN = ("ok", "none", "ok", "ok")
 EVERYONE = ("ok", "ok", "ok", "ok")
 ADMIN_ONLY = ("no", "no", "no", "ok")
 OWNER_OR_ADMIN = ("ok", "no", "no", "ok")
@@ -300,8 +316,8 @@ MATRIX: dict[str, Verb] = {
     ),
     "get": Verb(
         "get ID",
-        "e.cmd.noti.get.nopvg",
-        OK,
+        "e.cmd.noti.not_found",
+        HIDDEN,
         lambda w, u: noti.get(w.rid, user=u),
         lambda w: ["get", w.rid],
         shows=lambda w, a, c: ({w.rid}, set()),
@@ -356,8 +372,8 @@ MATRIX: dict[str, Verb] = {
     ),
     "revoke": Verb(
         "revoke ID",
-        "e.cmd.noti.revoke.nopvg",
-        OK,
+        "e.cmd.noti.revoke.not_found",
+        HIDDEN,
         lambda w, u: noti.revoke([w.rid], user=u),
         lambda w: ["revoke", w.rid],
         lambda w, a, c, o: None if w.status(w.rid) is Status.INVALID else pytest.fail("not revoked"),
@@ -474,8 +490,8 @@ MATRIX: dict[str, Verb] = {
     ),
     "event show": Verb(
         "event show ID",
-        "e.noti.event.show.nopvg",
-        OK,
+        "e.noti.event.not_found",
+        HIDDEN,
         lambda w, u: events.get_event(w.eid, user=u),
         lambda w: ["event", "show", w.eid],
         shows=lambda w, a, c: ({w.eid}, set()),
@@ -776,19 +792,28 @@ def test_the_permissions_matrix(
     if via == "api":
         try:
             result = row.api(w, actor)
-        except PermissionDenied as exc:
-            assert cell == "no", f"{verb} refused to {actor}: {exc}"
+        except (PermissionDenied, NotFound) as exc:
+            assert cell == ("none" if isinstance(exc, NotFound) else "no"), f"{verb} refused to {actor}: {exc}"
             assert exc.code == row.code
+            if cell == "none":  # the very answer an id nobody has gets
+                ghost = as_missing(w)
+                with pytest.raises(NotFound) as missing:
+                    row.api(ghost, actor)
+                assert str(exc) == ghost.as_real(str(missing.value), w)
             refused = True
         else:
-            assert cell != "no", f"{verb} allowed to {actor}"
+            assert cell not in ("no", "none"), f"{verb} allowed to {actor}"
             out, refused = result if isinstance(result, str) else repr(result), False
     else:
         done = run_cli(actor, row.cli(w))
-        if cell == "no":
+        if cell in ("no", "none"):
             assert done.exit_code == 1, done.output
             assert done.stderr.startswith(f"{row.code}: "), done.stderr
             assert done.stdout == ""
+            if cell == "none":
+                ghost = as_missing(w)
+                missing = run_cli(actor, row.cli(ghost))
+                assert (done.exit_code, done.stderr) == (missing.exit_code, ghost.as_real(missing.stderr, w))
             refused = True
         else:
             assert done.exit_code == 0, done.output
@@ -811,7 +836,7 @@ def test_the_permissions_matrix(
 README = ROOT / "docs" / "concepts" / "roles.md"
 BEGIN = "<!-- permissions: generated from tests/test_permissions.py (python -m tests.test_permissions) -->"
 END = "<!-- /permissions -->"
-MARKS = {"ok": "✓", "no": "✗", "own": "own", "all": "all"}
+MARKS = {"ok": "✓", "no": "✗", "none": "∄", "own": "own", "all": "all"}
 
 
 def readme_table() -> str:

@@ -59,8 +59,9 @@ def test_revoke_filters_and_permissions(rt: Any) -> None:
     with pytest.raises(PermissionDenied) as denied:
         noti.revoke(every=True, creator=BOB, user=ALICE)
     assert denied.value.code == "e.cmd.noti.revoke.nopvg"
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(NotFound) as hidden:  # by id: answered as a missing one
         noti.revoke([bobs], user=ALICE)
+    assert hidden.value.code == "e.cmd.noti.revoke.not_found"
     # a root member revokes anyone's below a level
     assert sorted(noti.revoke(every=True, below_level=10, user=MEMBER).revoked) == sorted([mine_email, bobs])
     assert _status(rt, urgent) is Status.WAITING

@@ -205,15 +205,17 @@ class Events:
     # --- supervision --------------------------------------------------------------------------
 
     def get(self, event_id: str, *, user: str | None = None) -> Event:
-        """One event the acting user may see.
+        """One event the acting user may see. Another user's event (for anyone but a root
+        member) is answered as a missing one, with the same error and message, so an answer
+        tells neither that it exists nor whose it is.
 
         Raises:
-            NotFound: ``e.noti.event.not_found``. PermissionDenied: ``e.noti.event.show.nopvg``.
+            NotFound: ``e.noti.event.not_found``: no such event, or one the user may not see.
         """
+        acting = self.user(user)
         event = self.store.get(event_id)
-        if event is None:
-            raise NotFound(f"no event has id {event_id!r}", code="e.noti.event.not_found")
-        self.user(user).require_access(event.user, code="e.noti.event.show.nopvg", action="read events")
+        if event is None or not acting.can_touch(event.user):
+            raise NotFound(f"no event has id {shown(event_id)}", code="e.noti.event.not_found")
         return event
 
     def select(

@@ -62,10 +62,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (503, "Redis did not answer; try again"),
     )
 }
+#: Another user's record or event is answered as a missing one (no 403: the answer must not
+#: tell that it exists, nor whose it is).
 _RECORD_ERRORS = {
     **_ERRORS,
-    403: {"model": ErrorOut, "description": "Another user's record"},
-    404: {"model": ErrorOut, "description": "No such record"},
+    404: {"model": ErrorOut, "description": "No such record, or another user's"},
 }
 
 _SMS = {"type": "sms", "to": "+8613912345678", "text": "Your code is 4321"}
@@ -180,7 +181,10 @@ def create_app(
     @app.get(
         "/v1/notifications",
         response_model=NotificationsOut,
-        responses={**_ERRORS, 403: {"model": ErrorOut, "description": "Another user's records"}},
+        responses={
+            **_ERRORS,
+            403: {"model": ErrorOut, "description": "user= names another user (root members only)"},
+        },
         summary="Records, newest first (the token user's own; root: anyone's)",
     )
     def list_notifications(

@@ -6,9 +6,9 @@ error                      status  when
 ``InvalidInput``           422     a bad body, parameter or header; nothing stored
   ``e.noti.http.toolarge`` 413     a body over ``NOTI_HTTP_BODY_MAX_BYTES``
   ``…revoke.final``        409     ``DELETE`` of a record that is not waiting any more
-``Unauthenticated``        401     no token, an unknown or a revoked one
-``PermissionDenied``       403     another user's record (root members and admins may)
-``NotFound``               404     no such record, event, route or receipt provider
+``Unauthenticated``        401     no token, an unknown, revoked or expired one
+``PermissionDenied``       403     a root member's right (``?user=`` of another user)
+``NotFound``               404     no such record or event (or another user's), route, provider
 ``RateLimitExceeded``      429     the token's rate limit (``Retry-After``)
 ``StoreUnavailable``       503     Redis did not answer (``Retry-After``); try again
 ``ReceiptRejected``        400     ``.signature`` 403, ``.provider`` 404, ``.malformed`` 400

@@ -490,7 +490,7 @@ for _name, _id in _IDS.items():
 for _name in ("unknown", "surrogate", "nul", "int"):
     case("api", f"send-id-{_name}", "e.cmd.noti.not_found", Api("send", (_IDS[_name],)))
     case("api", f"revoke-id-{_name}", "e.cmd.noti.revoke.not_found", Api("revoke", ([_IDS[_name]],)))
-case("api", "get-others", "e.cmd.noti.get.nopvg", Api("get", (Ref("bob_record"),)))
+case("api", "get-others", "e.cmd.noti.not_found", Api("get", (Ref("bob_record"),)))  # as a missing one
 case("api", "delete-others", "e.cmd.noti.del.nopvg", Api("delete", (Ref("bob_record"),)))
 case("api", "cancel-others", "e.cmd.noti.cancel.nopvg", Api("cancel", (Ref("bob_record"),)))
 case("api", "cancel-others-identifier", "e.cmd.noti.cancel.not_found", Api("cancel", ("bob-cart",)))
@@ -507,7 +507,7 @@ case(
     Api("notifier.cancel", ("cart",), {"creator": "b\udcffob"}),
 )
 case("api", "send-others", "e.cmd.noti.send.nopvg", Api("send", (Ref("bob_record"),)))
-case("api", "revoke-others", "e.cmd.noti.revoke.nopvg", Api("revoke", ([Ref("bob_record")],)))
+case("api", "revoke-others", "e.cmd.noti.revoke.not_found", Api("revoke", ([Ref("bob_record")],)))
 case("api", "revoke-string", "e.cmd.noti.revoke.what", Api("revoke", (UNKNOWN_ID,)))
 case("api", "revoke-nothing", "e.cmd.noti.revoke.what", Api("revoke", ([],)))
 case("api", "revoke-ids-and-every", "e.cmd.noti.revoke.what", Api("revoke", ([UNKNOWN_ID],), {"every": True}))
@@ -696,7 +696,7 @@ case(
 )
 for _name in ("unknown", "surrogate", "nul", "int"):
     case("api", f"event-get-{_name}", "e.noti.event.not_found", Api("get_event", (_IDS[_name],)))
-case("api", "event-get-others", "e.noti.event.show.nopvg", Api("get_event", (Ref("bob_event"),)))
+case("api", "event-get-others", "e.noti.event.not_found", Api("get_event", (Ref("bob_event"),)))
 case("api", "events-list-others", "e.noti.event.list.nopvg", Api("list_events", (), {"creator": "bob"}))
 case("api", "events-list-status", "e.noti.event.badst", Api("list_events", (), {"status": "finished"}))
 case("api", "events-list-limit", "e.noti.event.badlimit", Api("list_events", (), {"limit": "5"}))
@@ -1134,10 +1134,10 @@ for _name in ("unknown", "surrogate", "nul"):
     cli(f"revoke-{_name}", "e.cmd.noti.revoke.not_found", "revoke", _id)
     cli(f"cancel-{_name}", "e.cmd.noti.cancel.not_found", "delayed", "cancel", _id)
 cli("get-10mb", "e.cmd.noti.not_found", "get", Big(MB10))
-cli("get-others", "e.cmd.noti.get.nopvg", "get", Ref("bob_record"))
+cli("get-others", "e.cmd.noti.not_found", "get", Ref("bob_record"))  # as a missing one
 cli("del-others", "e.cmd.noti.del.nopvg", "del", Ref("bob_record"))
 cli("send-others", "e.cmd.noti.send.nopvg", "send", Ref("bob_record"))
-cli("revoke-others", "e.cmd.noti.revoke.nopvg", "revoke", Ref("bob_record"))
+cli("revoke-others", "e.cmd.noti.revoke.not_found", "revoke", Ref("bob_record"))
 cli("cancel-others", "e.cmd.noti.cancel.nopvg", "delayed", "cancel", Ref("bob_record"))
 cli("get-no-id", None, "get")
 cli("list-limit-word", None, "list", "-limit", "abc")
@@ -1234,7 +1234,7 @@ cli(
     stdin=b'{"a": "\xff"}',
 )
 cli("event-show-unknown", "e.noti.event.not_found", "event", "show", UNKNOWN_ID)
-cli("event-show-others", "e.noti.event.show.nopvg", "event", "show", Ref("bob_event"))
+cli("event-show-others", "e.noti.event.not_found", "event", "show", Ref("bob_event"))
 cli("event-list-status", None, "event", "list", "-st", "finished")
 cli("event-list-limit", None, "event", "list", "-limit", "many")
 cli(
