@@ -1,10 +1,7 @@
 """Point 6 of issue 32, "not found means not found": another user's record or event answers
 exactly as a missing one (404, the same body but for the id), so a token cannot tell which
-ids exist. Today it answers 403 ("bob may not read notifications of alice"): those cases are
-written to the new rule and marked ``xfail(strict=True)``, so they fail the run the moment the
-fix lands, to have their mark taken off. What holds already: another user's DELETE changes
-nothing, lists show only one's own records, and the owner's other tokens and root members
-read them.
+ids exist; and another user's DELETE changes nothing, lists show only one's own records, and
+the owner's other tokens and root members read them.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from noti.core.record import new_id
 from tests.hostile_http.conftest import Deployment
 from tests.hostile_http.harness import id_free
 
-POINT_6 = pytest.mark.xfail(strict=True, reason="issue 32 point 6: in progress")
 #: (reader, owner): each plain user against the other's data
 PAIRS = [("bob", "alice"), ("alice", "bob")]
 #: (id, method, path of one item with ``{id}``, the seeded item's kind)
@@ -34,7 +30,6 @@ def _answer(
     return answer.status_code, id_free(answer.text, item)
 
 
-@POINT_6
 @pytest.mark.parametrize(("method", "path", "kind"), [r[1:] for r in ROUTES], ids=[r[0] for r in ROUTES])
 @pytest.mark.parametrize(("reader", "owner"), PAIRS, ids=[f"{r}-on-{o}s" for r, o in PAIRS])
 def test_another_users_item_answers_as_a_missing_one(
