@@ -14,6 +14,12 @@ anyone else        1          add; read, send, delete their own records,
 Only root administrators make, list and revoke HTTP API tokens (:mod:`noti.tokens`): a token
 acts as its user, whoever that is.
 
+A record or event of another user, named by its id by someone who may not see it (``get``,
+``revoke``, ``event show``, and so the HTTP API), is answered as an id nobody has
+(:class:`~noti.errors.NotFound`, the same message), so the answer tells neither that it exists
+nor whose it is; a right the user lacks (a root-only verb, another user's listing) is
+:class:`~noti.errors.PermissionDenied`.
+
 A level above the cap is lowered to the cap, never refused. These checks are made by the
 Python API (:mod:`noti.api`, :mod:`noti.events`, :class:`noti.numpool.NumberPool`,
 :class:`noti.bridge.webman.console.WebmanConsole`), so the CLI and applications get the same

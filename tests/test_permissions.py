@@ -42,8 +42,7 @@ from noti.bridge.webman import Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect
 from noti.bridge.webman.console import WebmanConsole
 from noti.cli import main
-from noti.core.record import Status
-from noti.core.record import new_id
+from noti.core.record import Status, new_id
 from noti.errors import NotFound, PermissionDenied
 from noti.numpool import NumberPool, NumberState
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT
@@ -793,7 +792,9 @@ def test_the_permissions_matrix(
         try:
             result = row.api(w, actor)
         except (PermissionDenied, NotFound) as exc:
-            assert cell == ("none" if isinstance(exc, NotFound) else "no"), f"{verb} refused to {actor}: {exc}"
+            assert cell == ("none" if isinstance(exc, NotFound) else "no"), (
+                f"{verb} refused to {actor}: {exc}"
+            )
             assert exc.code == row.code
             if cell == "none":  # the very answer an id nobody has gets
                 ghost = as_missing(w)

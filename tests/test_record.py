@@ -27,7 +27,6 @@ from noti.core.record import (
 from noti.entropy import hex64
 from noti.errors import InvalidInput
 
-
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
 

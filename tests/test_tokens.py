@@ -229,7 +229,20 @@ def test_the_cli_takes_lifetimes_and_dates_and_lists_them(rt: Any) -> None:
 
 @pytest.mark.parametrize(
     "expires",
-    ["0d", "-5d", "30x", "1.5h", "1e3s", "30 d", "", "yesterday", "2020-01-01", "2029-13-01", "3651d", "2999-01-01"],
+    [
+        "0d",
+        "-5d",
+        "30x",
+        "1.5h",
+        "1e3s",
+        "30 d",
+        "",
+        "yesterday",
+        "2020-01-01",
+        "2029-13-01",
+        "3651d",
+        "2999-01-01",
+    ],
 )
 def test_nonsense_expiry_is_refused_and_stores_nothing(rt: Any, expires: str) -> None:
     refused = run("token", "add", "-user", ALICE, "-expires", expires)
