@@ -93,7 +93,9 @@ FAMILIES: Mapping[str, Family] = {
             ("result", "provider"),
             "Receipts taken: applied, stale (not above the record's status: a duplicate or a late "
             "intermediate word), gone (no such record), foreign (the record was sent through "
-            "another provider: refused), early (kept until the send is recorded)",
+            "another provider, under another vendor id or by another account: refused), unsent "
+            "(the record is not sent yet: refused), early (kept until the send is recorded), "
+            "dropped (not kept: the kept receipts are at NOTI_RECEIPT_EARLY_MAX)",
         ),
         Family(
             "fallbacks",

@@ -94,15 +94,18 @@ def test_a_receipt_for_an_unknown_id_is_kept_and_applied_when_its_send_is_record
     assert rt.redis.hlen(rt.keys.early_receipts) == 0
 
 
-def test_a_receipt_naming_the_record_before_its_send_is_recorded_is_not_overwritten(rt: Any) -> None:
+def test_a_receipt_naming_the_record_before_its_send_is_recorded_waits_for_that_send(rt: Any) -> None:
     record_id = noti.notify_sms(PHONE, "echo")
-    assert rt.delivery.apply([DeliveryReport("vendor", Delivery.DELIVERED, record_id=record_id)]) == [
-        "applied"
-    ]
-    Sender(rt).deliver(record_id)
+    early = DeliveryReport(
+        "vendor", Delivery.DELIVERED, record_id=record_id, vendor_id=f"sandbox-{record_id}"
+    )
+    assert rt.delivery.apply([early]) == ["unsent"]  # not applied to a record not sent yet
+    assert rt.store.get(record_id).delivery is None
+    Sender(rt).deliver(record_id)  # the send returns that very id: the kept receipt applies
     got = rt.store.get(record_id)
     assert got.status is Status.DONE and got.delivery == "delivered"
     assert members(rt, "accepted") == set() and rt.redis.zscore(rt.keys.delivery_watch, record_id) is None
+    assert rt.redis.hlen(rt.keys.early_receipts) == 0
 
 
 def test_a_receipt_that_never_comes_makes_the_delivery_unknown_and_a_late_one_still_counts(rt: Any) -> None:

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.integration
 
 
 KEY = "rk-flows-0123456789"
+SB_SECRET = "sb-flows-secret"
 WX_APPID, WX_SECRET, WX_TOKEN = "wx0123456789abcdef", "wx-secret", "noti-flows-token"
 TMPL = "ngqIpbwh8bUfcSsECmogfXcV14J0tQlEpBO27izEYtY"
 OPENID, BLOCKED = "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "oUpF8uMuAJO_blockedXXXXXXXXX"
@@ -91,6 +92,7 @@ def _providers(fakes: dict[str, Any], public: str) -> dict[str, dict[str, Any]]:
             "timeout_s": 2,
             "receipt_key": KEY,
         },
+        "sb": {"kind": "sandbox", "receipt_secret": SB_SECRET},
     }
 
 
@@ -294,3 +296,87 @@ def test_reports_tencent_hands_out_once_are_held_through_a_redis_outage(
         tencent.deliver_to(FAILING)
         tencent.receipt_url, tencent.auto_receipts = was
         server.stop()
+
+
+# --- what a receipt may not do (issue 32): through noti serve, as a vendor or an attacker pushes ---
+
+
+def test_a_keyed_aliyun_push_for_an_unsent_twilio_record_moves_nothing_and_twilios_receipt_wins(
+    flows: tuple[Any, ApiProcess], fakes: dict[str, Any], worker: Any
+) -> None:
+    import httpx
+
+    rt, api = flows
+    # given an SMS bound for Twilio, due in 3 s, with a fallback
+    record_id = noti.notify_sms(US_PHONE, "4321", provider="tw", delay=3, fallback={**EMAIL, "after_s": 600})
+    fallback = rt.store.get(record_id).fallback
+    # when a push with Aliyun's receipt key says it was not delivered
+    forged = [{"biz_id": "1234^0", "out_id": record_id, "success": False, "err_code": "FORGED"}]
+    answer = httpx.post(f"{api.url}/v1/receipts/ali?key={KEY}", json=forged, timeout=10)
+    # then Aliyun is answered as it expects, and neither the record nor its fallback moved
+    assert answer.status_code == 200 and answer.json() == {"code": 0, "msg": "接收成功"}
+    assert rt.store.get(record_id).delivery is None
+    assert rt.store.get(fallback).status is Status.WAITING
+    assert int(rt.redis.hget(rt.keys.metrics, "receipts|unsent|ali") or 0) == 1
+    # when Twilio sends it and its receipt comes, then Twilio's word is the record's
+    got = delivery(rt, record_id)
+    assert (got.sent_by, got.delivery) == ("tw", "delivered") and got.delivery_code != "FORGED"
+    assert rt.store.get(fallback).errmsg.startswith("e.noti.fallback.unneeded")
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    ("provider", "body"),
+    [
+        ("sb", _nested(100_000)),
+        ("ali", _nested(100_000)),
+        ("tc", _nested(100_000)),
+        ("wx", b"<xml>" + b"<a>" * 50_000 + b"</a>" * 50_000 + b"</xml>"),
+        ("tw", b"MessageSid=" + b"%5B" * 50_000 + b"&MessageStatus=delivered"),
+    ],
+)
+def test_a_pathological_receipt_is_400_malformed_never_500(
+    flows: tuple[Any, ApiProcess], provider: str, body: bytes
+) -> None:
+    import httpx
+
+    from noti.delivery.state import ReceiptRequest
+    from noti.providers import twilio_receipts, weixin_receipts
+    from noti.providers.sandbox import sign_receipt
+
+    _, api = flows
+    headers: dict[str, str] = {}
+    url = f"{api.url}/v1/receipts/{provider}?key={KEY}"
+    if provider == "sb":
+        headers["x-sandbox-signature"] = sign_receipt(SB_SECRET, body)
+    elif provider == "wx":
+        stamp = str(int(time.time()))
+        signature = weixin_receipts.signature(WX_TOKEN, stamp, "7")
+        url = f"{api.url}/v1/receipts/wx?signature={signature}&timestamp={stamp}&nonce=7"
+    elif provider == "tw":
+        url = twilio_receipts.callback_url(f"{api.url}/v1/receipts/tw", "01J0000000000000000000000")
+        form = ReceiptRequest("POST", url, body=body).form()
+        headers["x-twilio-signature"] = twilio_receipts.signature(AUTH_TOKEN, url, form)
+        headers["content-type"] = "application/x-www-form-urlencoded"
+    answer = httpx.post(url, content=body, headers=headers, timeout=30)
+    assert answer.status_code == 400, answer.text[:500]
+    assert answer.json()["error"]["code"] == "e.noti.receipt.malformed"
+
+
+def test_a_push_of_more_reports_than_the_cap_is_refused_whole(flows: tuple[Any, ApiProcess]) -> None:
+    import httpx
+
+    rt, api = flows
+    # given a push of 1,001 reports for ids noti never sent (the default cap is 1,000)
+    rows = [{"biz_id": f"{n}^0", "success": True} for n in range(1001)]
+    before = rt.redis.execute_command("DEBUG", "DIGEST")
+    answer = httpx.post(f"{api.url}/v1/receipts/ali?key={KEY}", json=rows, timeout=30)
+    # then it is refused with its code, and nothing is kept
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "e.noti.receipt.toomany"
+    assert rt.redis.execute_command("DEBUG", "DIGEST") == before
+    # and a push at the cap is taken (each kept for its send: ids noti has not recorded)
+    answer = httpx.post(f"{api.url}/v1/receipts/ali?key={KEY}", json=rows[:1000], timeout=30)
+    assert answer.status_code == 200 and rt.redis.hlen(rt.keys.early_receipts) == 1000

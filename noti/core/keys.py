@@ -65,8 +65,11 @@ key                             type     holds
 ``noti:dlv:vid:age``            ZSET     those fields, score = ms written (trimmed after
                                          ``NOTI_RECEIPT_WINDOW_S``)
 ``noti:dlv:early``              HASH     ``<provider>:<vendor id>`` -> a receipt (JSON) that came
-                                         before its send was recorded (applied then)
-``noti:dlv:early:age``          ZSET     those fields, score = ms received (trimmed)
+                                         before its send was recorded (applied then, if that
+                                         provider's send returned that id); at most
+                                         ``NOTI_RECEIPT_EARLY_MAX``
+``noti:dlv:early:age``          ZSET     those fields, score = ms received (trimmed after
+                                         ``NOTI_RECEIPT_EARLY_TTL_S``)
 ``noti:dlv:changes``            STREAM   status changes of records that asked for a status
                                          callback (the outbox the callback sender reads)
 ``noti:token:<sha256>``         HASH     one API token (hashed; :mod:`noti.tokens`): user, cap,

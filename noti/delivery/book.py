@@ -6,14 +6,31 @@ step                       what happens (one script call each, ``noti/lua``)
 a send is recorded         ``finish.lua``: the record's delivery becomes ``accepted`` (its
                            receipt awaited in the watch, its vendor id noted) or
                            ``delivered`` (webhook, e-mail: the answer was the delivery)
-a report names the record  ``delivery.lua``: forward-only; a ``delivered`` cancels the
-                           record's waiting fallback, an ``undelivered`` makes it due now
-a report names only the    the vendor id is looked up; one not recorded yet (the receipt beat
-vendor's id                the worker recording the send) is kept (``receipt_early.lua``)
-                           and applied when ``finish.lua`` records that id
-no receipt in time         :meth:`DeliveryBook.sweep` (beat): ``unknown``; kept receipts and
-                           vendor ids older than ``NOTI_RECEIPT_WINDOW_S`` are dropped
+a report names the record  ``delivery.lua``: applied only if the record was sent through
+                           the report's provider under the report's vendor id (below);
+                           forward-only; a ``delivered`` cancels the record's waiting
+                           fallback, an ``undelivered`` makes it due now
+a report names only the    the vendor id is looked up under the report's provider; one not
+vendor's id                recorded yet (the receipt beat the worker recording the send) is
+                           kept (``receipt_early.lua``) and applied when ``finish.lua``
+                           records that id for a send through that provider
+no receipt in time         :meth:`DeliveryBook.sweep` (beat): ``unknown``; kept receipts
+                           older than ``NOTI_RECEIPT_EARLY_TTL_S`` and vendor ids older than
+                           ``NOTI_RECEIPT_WINDOW_S`` are dropped
 =========================  ==================================================================
+
+**A receipt speaks only for what its provider sent.** A vendor's report moves a record (and
+its fallback) only when the record is sent (status 10), ``noti_sent_by`` is the provider the
+report came through, the record's vendor message id is the report's (what that send
+returned: a message of another account of the vendor, or a forged id, has another), and,
+when the report names a record id too, it is that record. Else it is refused for the record
+and counted (``noti_receipts_total{result}``): ``foreign`` for a record sent otherwise,
+``unsent`` for one not sent yet. A report naming a record not sent yet is kept under
+``<provider>:<vendor id>`` (as one naming only an unknown vendor id is), so the race of a
+receipt with its own send still ends right, and a forged one applies to nothing: it waits for
+a send through that provider returning that id, which never comes, and is forgotten. Kept
+receipts are bounded: ``NOTI_RECEIPT_EARLY_MAX`` of them at most (more are ``dropped``), each
+for ``NOTI_RECEIPT_EARLY_TTL_S``.
 
 Every change of a record that asked for status callbacks (``status_callback=``) is written to
 the status-change stream in the same step (:mod:`noti.delivery.callbacks` sends them).
@@ -28,6 +45,7 @@ from typing import Literal
 
 import redis
 
+from noti import counters
 from noti.core.keys import Keys
 from noti.core.record import Channel, msgid_field, now_ms
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery
@@ -37,10 +55,13 @@ __all__ = ["Applied", "DeliveryBook"]
 
 log = logging.getLogger(__name__)
 
-#: What became of one report: applied to its record, not above the record's delivery status
-#: (a duplicate, a late intermediate status), no such record, the record sent through another
-#: provider (refused), or kept until its send is recorded.
-Applied = Literal["applied", "stale", "gone", "foreign", "early"]
+#: What became of one report: applied to its record; not above the record's delivery status
+#: (a duplicate, a late intermediate status); no such record; refused because the record was
+#: sent through another provider or under another vendor id (``foreign``) or is not sent yet
+#: (``unsent``; kept under its vendor id for its send); kept until its send is recorded
+#: (``early``: it names only a vendor id not recorded yet); or not kept, the kept receipts
+#: being at their bound (``dropped``).
+Applied = Literal["applied", "stale", "gone", "foreign", "unsent", "early", "dropped"]
 
 #: Records marked ``unknown`` per sweep round at most (the next round takes the rest).
 SWEEP_BATCH = 500
@@ -57,15 +78,28 @@ class _Resolved:
     report: DeliveryReport
     record_id: str
     early_field: str = ""
+    #: A vendor's word, checked against what the record's send returned (False: noti's own
+    #: word, the sweep's ``unknown``).
+    vendors: bool = True
 
 
 class DeliveryBook:
     """Applies :class:`DeliveryReport` s to the records of one Redis database."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, *, window_s: float = 3 * 86400) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        window_s: float = 3 * 86400,
+        early_max: int = 10_000,
+        early_ttl_s: float = 600.0,
+    ) -> None:
         self.redis = client
         self.keys = keys
         self.window_ms = int(window_s * 1000)
+        self.early_max = early_max
+        self.early_ttl_ms = int(early_ttl_s * 1000)
         self._apply = load_script(client, "delivery")
         self._keep_early = load_script(client, "receipt_early")
         self._fallback_now = load_script(client, "fallback_now")
@@ -97,7 +131,7 @@ class DeliveryBook:
                         resolved[i] = _Resolved(reports[i], _text(record_id))
                 if unknown:
                     # kept until the send is recorded, unless it was recorded meanwhile
-                    args: list[str | int] = [now]
+                    args: list[str | int] = [now, self.early_max, self.early_ttl_ms]
                     for i in unknown:
                         args += [_vendor_field(reports[i]), reports[i].to_json(), reports[i].provider]
                     answers = self._keep_early(
@@ -110,7 +144,9 @@ class DeliveryBook:
                         args=args,
                     )
                     for i, answer in zip(unknown, answers, strict=True):
-                        if _text(answer):
+                        if answer == 0:
+                            results[i] = "dropped"
+                        elif _text(answer):
                             resolved[i] = _Resolved(reports[i], _text(answer))
                         else:
                             results[i] = "early"
@@ -138,6 +174,25 @@ class DeliveryBook:
             except Exception:  # kept; the sweep applies it
                 log.warning("delivery: %d early receipt(s) left for the sweep", len(resolved), exc_info=True)
 
+    def refuse(self, reports: Sequence[DeliveryReport]) -> None:
+        """Count reports their provider's reader refused itself (``foreign``: they name an
+        account of the vendor's other than the provider's); nothing else is written.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached.
+        """
+        if not reports:
+            return
+        tally: dict[str, int] = {}
+        for report in reports:
+            name = counters.field("receipts", "foreign", report.provider)
+            tally[name] = tally.get(name, 0) + 1
+        with translate_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for name, amount in tally.items():
+                pipe.hincrby(self.keys.metrics, name, amount)
+            pipe.execute()
+
     def _apply_resolved(self, items: Sequence[_Resolved], now: int) -> list[Applied]:
         if not items:
             return []
@@ -158,11 +213,12 @@ class DeliveryBook:
             k.early_receipts,
             k.early_receipt_age,
         ]
-        args: list[str | int] = [now, CHANGES_MAX_LEN]
+        args: list[str | int] = [now, CHANGES_MAX_LEN, self.early_max, self.early_ttl_ms]
         for item, fallback in zip(items, fallbacks, strict=True):
             report = item.report
             record_key = k.record(item.record_id)
             keys += [record_key, k.record(_text(fallback)) if fallback else record_key]
+            keep = item.vendors and report.record_id and report.vendor_id and not item.early_field
             args += [
                 report.state.value,
                 report.code[:200],
@@ -171,6 +227,10 @@ class DeliveryBook:
                 report.provider,
                 "1" if fallback else "",
                 item.early_field,
+                "1" if item.vendors else "",
+                report.vendor_id or "",
+                report.record_id or "",
+                report.to_json() if keep else "",
             ]
         answers = self._apply(keys=keys, args=args)
         return [_text(a) for a in answers]  # type: ignore[misc]
@@ -193,8 +253,8 @@ class DeliveryBook:
 
     def sweep(self, *, at_ms: int | None = None, batch: int = SWEEP_BATCH) -> int:
         """Mark ``unknown`` the records whose receipt did not come in time; apply kept
-        receipts whose send is recorded now; drop kept receipts and vendor ids older than the
-        receipt window. Returns how many records were marked unknown.
+        receipts whose send is recorded now; drop kept receipts older than their lifetime and
+        vendor ids older than the receipt window. Returns how many records were marked unknown.
 
         Raises:
             StoreUnavailable: Redis cannot be reached.
@@ -213,7 +273,9 @@ class DeliveryBook:
                     DeliveryReport(_text(by) if by else "", Delivery.UNKNOWN, record_id=record_id)
                     for record_id, by in zip(due, providers, strict=True)
                 ]
-                results = self._apply_resolved([_Resolved(r, r.record_id or "") for r in reports], now)
+                results = self._apply_resolved(
+                    [_Resolved(r, r.record_id or "", vendors=False) for r in reports], now
+                )
                 marked = results.count("applied")
                 # a record gone or already final leaves the watch too
                 self.redis.zrem(k.delivery_watch, *due)
@@ -228,8 +290,10 @@ class DeliveryBook:
                         for (_, record_id), t in zip(ready, texts, strict=True)
                         if t is not None
                     )
-            cutoff = now - self.window_ms
-            for table, ages in ((k.early_receipts, k.early_receipt_age), (k.vendor_ids, k.vendor_id_age)):
+            for table, ages, cutoff in (
+                (k.early_receipts, k.early_receipt_age, now - self.early_ttl_ms),
+                (k.vendor_ids, k.vendor_id_age, now - self.window_ms),
+            ):
                 old = [_text(f) for f in self.redis.zrangebyscore(ages, "-inf", cutoff, 0, 10_000)]
                 if old:
                     pipe = self.redis.pipeline(transaction=True)

@@ -148,3 +148,7 @@ class ReceiptBatch:
 
     reports: Sequence[DeliveryReport]
     reply: ReceiptReply = field(default_factory=ReceiptReply)
+    #: Reports the reader refused itself: authentic, but naming an account of the vendor's
+    #: other than the provider's (Twilio's ``AccountSid``). Counted (``foreign``), never
+    #: applied; the vendor still gets its answer (it would only push them again).
+    refused: Sequence[DeliveryReport] = ()

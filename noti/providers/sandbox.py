@@ -99,7 +99,7 @@ class SandboxProvider(Provider):
             )
         try:
             rows = json.loads(request.body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             rows = None
         if not isinstance(rows, list) or not 1 <= len(rows) <= RECEIPTS_MAX:
             raise ReceiptRejected(
@@ -110,23 +110,21 @@ class SandboxProvider(Provider):
         for row in rows:
             state = row.get("state") if isinstance(row, dict) else None
             msgid = row.get("msgid") if isinstance(row, dict) else None
+            code, text = (row.get("code", ""), row.get("text", "")) if isinstance(row, dict) else (None, None)
             if (
                 state not in ("delivered", "undelivered")
                 or not isinstance(msgid, str)
                 or not 0 < len(msgid) <= 200
+                or not isinstance(code, str)
+                or not isinstance(text, str)
             ):
                 raise ReceiptRejected(
-                    f"sandbox {self.name}: each receipt needs a msgid and a state delivered or undelivered",
+                    f"sandbox {self.name}: each receipt needs a msgid and a state delivered or "
+                    "undelivered (and a code and text, if any, that are strings)",
                     code="e.noti.receipt.malformed",
                 )
             reports.append(
-                DeliveryReport(
-                    self.name,
-                    Delivery(state),
-                    vendor_id=msgid,
-                    code=str(row.get("code", ""))[:200],
-                    text=str(row.get("text", ""))[:500],
-                )
+                DeliveryReport(self.name, Delivery(state), vendor_id=msgid, code=code[:200], text=text[:500])
             )
         return ReceiptBatch(reports, ReceiptReply(200, b'{"ok":true}', "application/json"))
 

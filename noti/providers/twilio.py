@@ -308,7 +308,12 @@ class TwilioProvider(LookupProvider):
         Raises:
             ReceiptRejected: a bad signature, or a callback that cannot be read.
         """
-        return twilio_receipts.read_callback(self.name, request, self.options.auth_token.get_secret_value())
+        return twilio_receipts.read_callback(
+            self.name,
+            request,
+            self.options.auth_token.get_secret_value(),
+            account_sid=self.options.account_sid,
+        )
 
     @property
     def polls_receipts(self) -> bool:

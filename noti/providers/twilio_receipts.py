@@ -8,7 +8,9 @@ record and Twilio signs that very URL. A callback is a form POST: ``MessageSid``
 ``X-Twilio-Signature`` = Base64(HMAC-SHA1(auth token, URL + each parameter's name and value,
 sorted by name)) over the URL as Twilio called it (:attr:`ReceiptRequest.url`; as Twilio's
 own validators do, the URL is also tried with its default port added or removed). It is
-compared in constant time. Twilio expects any 2xx: noti answers 200 with an empty body.
+compared in constant time. A signed callback whose ``AccountSid`` is not the provider's
+``account_sid`` speaks of another account's message: its report is refused (counted
+``foreign``), never applied. Twilio expects any 2xx: noti answers 200 with an empty body.
 
 **Poll** (no ``status_callback``, or ``receipt_poll = true``): ``GET
 …/Messages/{sid}.json`` for each pending record with a message sid; a message still on its
@@ -108,8 +110,12 @@ def _url_variants(url: str) -> list[str]:
     return variants
 
 
-def read_callback(provider: str, request: ReceiptRequest, auth_token: str) -> ReceiptBatch:
-    """The report of one status callback, its signature checked.
+def read_callback(
+    provider: str, request: ReceiptRequest, auth_token: str, *, account_sid: str | None = None
+) -> ReceiptBatch:
+    """The report of one status callback, its signature checked. A callback whose
+    ``AccountSid`` is not ``account_sid`` (the provider's account) speaks of another account's
+    message: its report is refused (:attr:`ReceiptBatch.refused`), and answered all the same.
 
     Raises:
         ReceiptRejected: ``e.noti.receipt.signature`` (no or a wrong ``X-Twilio-Signature``),
@@ -150,6 +156,9 @@ def read_callback(provider: str, request: ReceiptRequest, auth_token: str) -> Re
         code=form.get("ErrorCode", "") if state is Delivery.UNDELIVERED else "",
         text=status,
     )
+    account = form.get("AccountSid")
+    if account_sid is not None and account is not None and account != account_sid:
+        return ReceiptBatch([], ReceiptReply(200, b""), refused=[report])
     return ReceiptBatch([report], ReceiptReply(200, b""))
 
 

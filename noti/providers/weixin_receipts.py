@@ -46,6 +46,8 @@ STATES: dict[str, Delivery] = {
 SUCCESS = ReceiptReply(200, b"success")
 #: Fields read from an event, and the longest value of each kept.
 _MAX_FIELD = 4096
+#: Elements nested deeper than this are refused: WeChat's messages nest two or three levels.
+_MAX_DEPTH = 16
 #: ``MsgID`` and ``CreateTime``: ASCII digits (``str.isdigit`` would take ``²``).
 _DIGITS = re.compile(r"^[0-9]{1,32}$")
 
@@ -63,11 +65,12 @@ def parse_xml(body: bytes, provider: str) -> dict[str, str]:
     """The fields of a WeChat ``<xml>`` message (``{"Event": "TEMPLATESENDJOBFINISH", …}``).
 
     Nested elements (some events carry them) are skipped; text and CDATA are joined.
+    Elements nested deeper than :data:`_MAX_DEPTH` are refused.
 
     Raises:
         ReceiptRejected: ``e.noti.receipt.malformed``: not well-formed XML, a document type
             declaration or entity (refused whatever it declares), a root that is not ``xml``,
-            or a field given twice.
+            a field given twice, or elements nested too deep.
     """
     parser = expat.ParserCreate(encoding=None)
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
@@ -81,6 +84,8 @@ def parse_xml(body: bytes, provider: str) -> dict[str, str]:
     def start(name: str, _attrs: Any) -> None:
         if not path and name != "xml":
             raise _Refused(f"the root element is <{name[:40]}>, not <xml>")
+        if len(path) >= _MAX_DEPTH:
+            raise _Refused(f"elements nested more than {_MAX_DEPTH} deep")
         path.append(name)
         text.clear()
 
