@@ -302,8 +302,9 @@ class MalformedMessage(BridgeError):
 class ReceiptRejected(NotiError):
     """A delivery receipt a vendor pushed (or a status look-up answered) that noti refuses:
     its signature does not verify (``e.noti.receipt.signature``), it cannot be read
-    (``e.noti.receipt.malformed``) or it names no provider that takes receipts
-    (``e.noti.receipt.provider``). Nothing of it is stored."""
+    (``e.noti.receipt.malformed``), it names no provider that takes receipts
+    (``e.noti.receipt.provider``) or it carries more reports than ``NOTI_RECEIPT_PUSH_MAX``
+    (``e.noti.receipt.toomany``). Nothing of it is stored."""
 
     code = "e.noti.receipt"
 
