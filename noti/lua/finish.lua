@@ -61,7 +61,9 @@ for i = 16, #KEYS do
         elseif string.sub(field, -6) == '_msgid' then
           msgid = value
         end
-        -- a receipt naming this record may have come before its send was recorded: forward-only
+        -- a delivery status set before the send (only versions before issue 32 applied a
+        -- receipt to a record not sent; delivery.lua keeps such a receipt for the send now):
+        -- left as it is, forward-only, its index with it
         if not (prior_dlv and (field == 'noti_dlv' or field == 'noti_dlv_at')) then
           set[#set + 1] = field
           set[#set + 1] = value
