@@ -290,25 +290,6 @@ class Settings(BaseSettings):
     http_connections_max: int = Field(default=1024, ge=1, le=1_000_000)
     #: ``noti serve``: connections the kernel queues before the process accepts them (listen backlog).
     http_backlog: int = Field(default=2048, ge=1, le=65535)
-    #: ``noti serve``: bytes of request bodies one process reads at once, all requests together;
-    #: a body that does not fit is answered 503 ``e.noti.http.busy`` (bounds the memory bodies take).
-    http_bodies_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=4 * 1024 * 1024 * 1024)
-    #: ``noti serve``: largest request line and headers, in bytes (431 ``e.noti.http.headers``).
-    http_header_max_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
-    #: ``noti serve``: seconds a request's line and headers may take from its first byte (408
-    #: ``e.noti.http.timeout``, then the connection is closed: a slowloris client).
-    http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
-    #: ``noti serve``: seconds a request's body may take from the end of its headers (408).
-    http_body_timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    #: ``noti serve``: seconds a connection may wait with no request (a new one before its first
-    #: byte, a kept-alive one between requests) before it is closed.
-    http_idle_timeout_s: float = Field(default=5.0, gt=0, le=3600)
-    #: ``noti serve``: requests one process works on at once; more are answered 503 ``e.noti.http.busy``.
-    http_requests_max: int = Field(default=256, ge=1, le=100_000)
-    #: ``noti serve``: connections one process holds open; one more is answered 503 and closed.
-    http_connections_max: int = Field(default=1024, ge=1, le=1_000_000)
-    #: ``noti serve``: connections the kernel queues before the process accepts them (listen backlog).
-    http_backlog: int = Field(default=2048, ge=1, le=65535)
 
     #: ``[channels.<type>]`` tables: a channel's default provider(s), attempt limit, retry policy.
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)

@@ -215,6 +215,10 @@ class Notification:
     fallback_of: str | None = None
     #: URL each status change of this record is posted to (a signed webhook).
     status_callback: str | None = None
+    #: On a status callback (a webhook noti made, :mod:`noti.delivery.callbacks`): the record
+    #: whose status it reports. Set by noti only, never from input: it makes the webhook
+    #: provider sign it as a status callback (:data:`noti.access.signing.CALLBACK_ID_PREFIX`).
+    status_of: str | None = None
 
 
 def _integer(value: str | None, default: int = 0) -> int:
@@ -262,6 +266,7 @@ def to_hash(record: Notification) -> dict[str, str]:
         ("noti_fallback", record.fallback),
         ("noti_fallback_of", record.fallback_of),
         ("noti_status_cb", record.status_callback),
+        ("noti_status_of", record.status_of),
     ):
         if value is not None:
             out[key] = str(value)
@@ -315,6 +320,7 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         fallback=data.get("noti_fallback") or None,
         fallback_of=data.get("noti_fallback_of") or None,
         status_callback=data.get("noti_status_cb") or None,
+        status_of=data.get("noti_status_of") or None,
     )
 
 
@@ -362,6 +368,7 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
     out["noti_fallback"] = record.fallback
     out["noti_fallback_of"] = record.fallback_of
     out["noti_status_cb"] = record.status_callback
+    out["noti_status_of"] = record.status_of
     return out
 
 

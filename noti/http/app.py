@@ -154,7 +154,14 @@ def create_app(
                 )
             for index, item in enumerate(items):
                 item["idempotency_key"] = idempotency_key if single else f"{idempotency_key}#{index}"
-        result = add_many(notifier, items, user=who.user, level_cap=who.level_cap, whole=True)
+        result = add_many(
+            notifier,
+            items,
+            user=who.user,
+            level_cap=who.level_cap,
+            providers_allowed=who.providers,
+            whole=True,
+        )
         refused = [Refusal(index=r.index, code=r.code, message=r.message) for r in result.refused]
         if single:
             if refused:
@@ -299,6 +306,10 @@ def create_app(
             },
             summary="A vendor's delivery receipt (no token: the vendor's signature)",
         )
+
+    from noti.http.signing import signing_routes
+
+    app.include_router(signing_routes(runtime.signing_keys))
 
     app.add_middleware(
         BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes
