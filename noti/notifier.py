@@ -25,7 +25,7 @@ from noti.core.record import (
 from noti.core.retry import RetryPolicy
 from noti.core.store import ClaimState, Revoked
 from noti.errors import InvalidInput, NotFound
-from noti.inputs import could_be_id, finite_number, integer, shown, user_name
+from noti.inputs import bad_character, could_be_id, finite_number, integer, shown, user_name
 from noti.redisconn import translate_errors
 from noti.runtime import Runtime
 from noti.users import User, resolve_user
@@ -160,6 +160,10 @@ class Notifier:
             RetryPolicy.parse(retry_policy)
         if provider is not None and (not isinstance(provider, str) or not provider.strip()):
             raise InvalidInput("provider must be a non-empty name", code="e.cmd.noti.add.noprovider")
+        if provider is not None and bad_character(provider, name=True):
+            raise InvalidInput(
+                f"provider {shown(provider)} is not a provider name", code="e.cmd.noti.add.noprovider"
+            )
         if status_callback is not None:
             status_callback = self._check_status_callback(status_callback, acting.name)
         created = now_ms()

@@ -228,7 +228,7 @@ def test_bad_keep_is_refused_rather_than_wiping_everything(text: str) -> None:
         ),
         (["add", "weixin", "-pnb", "p", "-to", "oX", "-content", "{}"], "e.cmd.noti.add.missing"),
         (["add", "email", "-to", "nobody", "-subject", "s", "-text", "t"], "e.cmd.noti.add.badtarget"),
-        (["add", "sms", "-to", PHONE, "-text", "x", "-provider", "nope"], "e.cmd.noti.add.noprovider"),
+        (["add", "sms", "-to", PHONE, "-text", "x", "-provider", "nope"], "e.cmd.noti.add.providerdenied"),
         (["send", "00000000000000000000000000"], "e.cmd.noti.not_found"),
     ],
 )

@@ -309,7 +309,7 @@ BAD = [
     ("retry_max 0", {**SMS, "retry_max": 0}, {}, 422, "e.cmd.noti.add.badretry"),
     ("negative delay", {**SMS, "delay": -5}, {}, 422, "e.cmd.noti.add.baddelay"),
     ("bad eta", {**SMS, "eta": "tomorrow"}, {}, 422, "e.cmd.noti.add.baddelay"),
-    ("unknown provider", {**SMS, "provider": "nope"}, {}, 422, "e.cmd.noti.add.noprovider"),
+    ("unknown provider", {**SMS, "provider": "nope"}, {}, 422, "e.cmd.noti.add.providerdenied"),
     (
         "webhook to no URL",
         {"type": "webhook", "to": "ftp://x", "content": {}},

@@ -72,7 +72,8 @@ def resolve_public(host: str, port: int, *, numeric_only: bool = False) -> tuple
         return f"{host} is this machine", None
     flags = socket.AI_NUMERICHOST if numeric_only else 0
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=flags)
+        # a literal address with a trailing dot ("127.0.0.1.") is the address: checked as one
+        infos = socket.getaddrinfo(name if numeric_only else host, port, type=socket.SOCK_STREAM, flags=flags)
     except socket.gaierror:
         if numeric_only:
             return None, None

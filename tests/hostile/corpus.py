@@ -429,7 +429,9 @@ for _name, _provider in {
     "nul": "sandbox\x00",
     "list": ["sandbox"],
 }.items():
-    case("api", f"provider-{_name}", add("noprovider"), notify("sms", provider=_provider))
+    # a well-formed name nobody configured answers as one the user may not name (issue 32)
+    _code = "providerdenied" if _name == "unknown" else "noprovider"
+    case("api", f"provider-{_name}", add(_code), notify("sms", provider=_provider))
 for _name, _ident in {
     "space": "cart 1",
     "empty": "",
@@ -1075,7 +1077,7 @@ cli("retry-5000-digits", None, *SMS_ARGS, "-retry", "9" * 5000)
 cli("retry-policy-nan", add("badretry"), *SMS_ARGS, "-retry-policy", "linear:nan")
 cli("identifier-space", add("badident"), *SMS_ARGS, "-delay", "1m", "-id", "cart 1")
 cli("identifier-lf", add("badident"), *SMS_ARGS, "-delay", "1m", "-id", "cart\n")
-cli("provider-unknown", add("noprovider"), *SMS_ARGS, "-provider", "nope")
+cli("provider-unknown", add("providerdenied"), *SMS_ARGS, "-provider", "nope")
 cli("type-fax", add("badtype"), "add", "fax", "-to", PHONE, "-text", "x")
 cli("type-missing", None, "add", "-to", PHONE, "-text", "x")
 cli("unknown-option", None, *SMS_ARGS, "--colour", "red")
@@ -1508,7 +1510,7 @@ task("retry-max-text", add("badretry"), "send_task", kwargs={**SMS_KW, "retry_ma
 task("delay-negative", add("baddelay"), "send_task", kwargs={**SMS_KW, "delay": -1})
 task("countdown-field-nan", add("baddelay"), "send_task", kwargs={**SMS_KW, "countdown": math.nan})
 task("eta-field-text", add("baddelay"), "send_task", kwargs={**SMS_KW, "eta": "tomorrow"})
-task("provider-unknown", add("noprovider"), "send_task", kwargs={**SMS_KW, "provider": "nope"})
+task("provider-unknown", add("providerdenied"), "send_task", kwargs={**SMS_KW, "provider": "nope"})
 task("unknown-field", add("badfield"), "delay", kwargs={**SMS_KW, "colour": "red"})
 task("target-invalid-utf8", add("badtarget"), "delay", kwargs={**SMS_KW, "target": "+86139\udcff12345678"})
 WEBHOOK_KW = {"type": "webhook", "target": URL}
@@ -1621,7 +1623,7 @@ for _name, (_data, _code) in {
     "retry-max-text": ({**SMS_DATA, "retry_max": "3"}, "badretry"),
     "delay-negative": ({**SMS_DATA, "delay": -1}, "baddelay"),
     "unknown-field": ({**SMS_DATA, "colour": "red"}, "badfield"),
-    "provider-unknown": ({**SMS_DATA, "provider": "nope"}, "noprovider"),
+    "provider-unknown": ({**SMS_DATA, "provider": "nope"}, "providerdenied"),
 }.items():
     webman(f"notify-{_name}", (add(_code),), data=_data, error_class="rejected")
 

@@ -24,22 +24,14 @@ from tests.hostile_http.harness import assert_refused
 
 BAD_TARGET = "e.cmd.noti.add.badtarget"
 
-#: A literal address with a trailing dot passes the check at add (it is taken for a name:
-#: ``getaddrinfo`` with ``AI_NUMERICHOST`` refuses it), is stored, and then fails at every
-#: send as an outage (the name does not resolve) instead of being refused once.
-TRAILING_DOT = pytest.mark.xfail(
-    strict=True,
-    reason="found by the hostile-HTTP suite: 127.0.0.1. is stored and retried, not refused at add",
-)
-
 #: (id, URL)
 TARGETS: list[Any] = [
     ("loopback", "http://127.0.0.1/hook"),
     ("loopback-port", "http://127.0.0.1:6379/"),
     ("loopback-https", "https://127.0.0.1:8700/v1/notifications"),
     ("loopback-other", "http://127.8.9.10/"),
-    pytest.param("http://127.0.0.1./", id="loopback-trailing-dot", marks=TRAILING_DOT),
-    pytest.param("http://10.0.0.1./", id="private-trailing-dot", marks=TRAILING_DOT),
+    pytest.param("http://127.0.0.1./", id="loopback-trailing-dot"),
+    pytest.param("http://10.0.0.1./", id="private-trailing-dot"),
     ("short-form", "http://127.1/"),
     ("decimal", "http://2130706433/"),
     ("octal", "http://0177.0.0.1/"),

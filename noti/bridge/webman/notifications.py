@@ -24,7 +24,8 @@ the channel's keys  per type  ``text`` (sms); ``subject``, ``text``, ``html`` (e
 ==================  ========  ==============================================================
 
 The acting user is ``[webman] notify_user`` (default ``NOTI_USER``); a ``user`` key is
-refused. A message of another shape, or one :func:`noti.notify` refuses (``InvalidInput``), is
+refused. A message of another shape, or one :func:`noti.notify` refuses (``InvalidInput``, or
+``PermissionDenied``: a provider the user may not name), is
 dead-lettered at once with the reason and acked: retrying cannot fix it. Anything else that
 fails (Redis down …) is retried with the plugin's back-off.
 """
@@ -36,7 +37,7 @@ from typing import Any, ClassVar
 from noti.bridge.webman.codec import Reason
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
 from noti.celery.process import process_notifier
-from noti.errors import InvalidInput, MalformedMessage
+from noti.errors import InvalidInput, MalformedMessage, PermissionDenied
 from noti.runtime import get_runtime
 
 __all__ = ["NotificationConsumer", "NotificationRequest"]
@@ -95,6 +96,6 @@ class NotificationConsumer(Consumer):
             process_notifier().notify(
                 request.type, request.target, lv=request.level, user=user, **request.fields
             )
-        except (MalformedMessage, InvalidInput) as exc:
+        except (MalformedMessage, InvalidInput, PermissionDenied) as exc:
             message.disable_fail_retry()
             self.handle_dead_letter(message.id, message, exc)
