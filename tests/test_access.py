@@ -13,20 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import click
 import pytest
 import redis
 
 import noti
 from noti.access.signing import KEYS_MAX, SigningKeys, secret_key
-from noti.cli import main
 from noti.core.record import Status
 from noti.errors import InvalidConfig, InvalidInput, NotFound, PermissionDenied
 from noti.providers._urls import Destination
-from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 from tests.fakes.webhook import SECRET, WebhookReceiver
 from tests.test_hostile_input import snapshot
+from tests.test_tokens import run as run_as
 
 CONTENT = {"order": 42}
 INTERNAL = {"X-Internal-Key": "operator-only-k3y"}
@@ -272,13 +270,8 @@ def test_another_users_key_id_is_not_found_for_her(rt: Any) -> None:
 
 
 def run(*args: str, user: str = ALICE) -> Any:
-    return cli_runner().invoke(_entry, ["-as", user, *args], catch_exceptions=False)
-
-
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def _entry(ctx: click.Context) -> None:
-    main(list(ctx.args))
+    """``noti -as USER ARGS…`` in this process (alice by default)."""
+    return run_as(*args, user=user)
 
 
 def test_the_cli_adds_lists_and_deletes_signing_keys(rt: Any) -> None:
