@@ -155,13 +155,16 @@ def new_id(at_ms: int | None = None) -> str:
     gave its neighbours away (issue 32: 31 of 180 ids found with 720 guesses). An id is
     never dated before the latest one this process made, so ids do not go back when the
     clock does (threads racing at a millisecond's turn may date one a millisecond apart:
-    the random part keeps them unique).
+    the random part keeps them unique). An id dated ahead of this clock (``at_ms``
+    in the future) is dated so and moves nothing: it must not date every later id of the process.
     """
     global _last_ms, _last_prefix
-    ms = now_ms() if at_ms is None else at_ms
+    now = now_ms()
+    ms = now if at_ms is None else at_ms
     if ms > _last_ms:
-        prefix = _last_prefix = _b32(ms, 10)
-        _last_ms = ms
+        prefix = _b32(ms, 10)
+        if ms <= now:  # an id dated ahead of the clock (a caller's choice) moves nothing
+            _last_ms, _last_prefix = ms, prefix
     else:  # this millisecond again, or an earlier one (the clock went back): the latest one's
         prefix = _last_prefix or _b32(max(ms, 0), 10)
     # 16 random bytes, each giving its low five bits: 80 bits, a new draw for every id
