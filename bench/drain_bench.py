@@ -75,10 +75,12 @@ PEERS: dict[int, dict[str, float | None]] = {
 }
 
 
-def _noti_prefill(url: str, items: list[dict[str, Any]]) -> tuple[Any, list[str | None]]:
+def _noti_prefill(
+    url: str, items: list[dict[str, Any]], *, hook_url: str | None = None
+) -> tuple[Any, list[str | None]]:
     import noti
 
-    runtime = point_driver(noti_env(url, write_config()))
+    runtime = point_driver(noti_env(url, write_config(hook_url=hook_url)))
     runtime.redis.flushall()
     result = noti.notify_many(items)
     if result.stored != len(items):
@@ -110,7 +112,7 @@ def noti_drain_http(
     """``n`` webhooks to the fake HTTP provider: fill, start the workers, time, verify."""
     fake.reset()
     items = [{"type": "webhook", "to": fake.url, "content": {"n": i, "text": "hello"}} for i in range(n)]
-    runtime, ids = _noti_prefill(url, items)
+    runtime, ids = _noti_prefill(url, items, hook_url=fake.url)
     workers = start_workers(
         config, noti_env(url, write_config(hook_url=fake.url)), WEBHOOK_QUEUE, counting=counting
     )

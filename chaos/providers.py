@@ -387,7 +387,9 @@ class Providers:
             "allow_private = true\n"
             "timeout_s = 15\n"
             f'destinations = ["{self.webhook.url}/"]\n'
-            f'headers = {{ "{SENDER_HEADER}" = "{sender}" }}\n'
+            f'headers = {{ "{SENDER_HEADER}" = "{sender}" }}\n\n'
+            "# the receiver is on loopback (allow_private): every chaos user is granted it\n"
+            '[provider_grants]\n"*" = ["hook"]\n'
         )
 
     def webhook_url(self, seq: int) -> str:
