@@ -1,7 +1,7 @@
 """The Python API applications call (Django, Flask, scripts) and the CLI is built on.
 
 Every call takes the acting ``user`` (default: ``NOTI_USER``, else the OS user) and enforces
-the rules of :mod:`noti.users`; the CLI adds nothing to them.
+the rules of :mod:`noti.access.users`; the CLI adds nothing to them.
 """
 
 from __future__ import annotations

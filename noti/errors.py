@@ -311,7 +311,7 @@ class ReceiptRejected(NotiError):
 
 class Unauthenticated(NotiError):
     """An HTTP API caller without a valid API token: none given, unknown or revoked
-    (:mod:`noti.tokens`)."""
+    (:mod:`noti.access.tokens`)."""
 
     code = "e.noti.auth"
 

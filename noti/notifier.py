@@ -1,5 +1,5 @@
 """The Notifier: adding, reading, removing and sending records, with the permission rules
-of :mod:`noti.users` applied to every call. :mod:`noti.api` wraps it in module functions.
+of :mod:`noti.access.users` applied to every call. :mod:`noti.api` wraps it in module functions.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from noti.access.users import User, resolve_user
 from noti.core.delay import due_ms, validate_idempotency_key, validate_identifier
 from noti.core.record import (
     DELIVERY_STATES,
@@ -28,7 +29,6 @@ from noti.errors import InvalidInput, NotFound
 from noti.inputs import bad_character, could_be_id, finite_number, integer, shown, user_name
 from noti.redisconn import translate_errors
 from noti.runtime import Runtime
-from noti.users import User, resolve_user
 
 if TYPE_CHECKING:
     from noti.access.grants import Grants

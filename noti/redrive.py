@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from noti.access.users import User, resolve_user
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Notification, parse_channel, validate_target
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, integer
 from noti.runtime import Runtime
-from noti.users import User, resolve_user
 
 if TYPE_CHECKING:
     from noti.notifier import Publishing

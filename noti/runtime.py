@@ -20,12 +20,12 @@ from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
 
 if TYPE_CHECKING:
     from noti.access.signing import SigningKeys
+    from noti.access.tokens import TokenStore
     from noti.core.lease import LeaseKeeper
     from noti.delivery.book import DeliveryBook
     from noti.handlers import NotificationHandler
     from noti.providers import ProviderSet
     from noti.ratelimit import RateLimiter
-    from noti.tokens import TokenStore
 
 # What only delivery uses (providers, handlers, rate limits, leases) is imported by the
 # property that builds it: reading or adding records (the CLI) needs none of it.
@@ -99,8 +99,8 @@ class Runtime:
 
     @functools.cached_property
     def tokens(self) -> TokenStore:
-        """The HTTP API's tokens (:mod:`noti.tokens`)."""
-        from noti.tokens import TokenStore
+        """The HTTP API's tokens (:mod:`noti.access.tokens`)."""
+        from noti.access.tokens import TokenStore
 
         return TokenStore(self.redis, self.keys, self.settings)
 

@@ -19,8 +19,8 @@ import httpx
 import pytest
 import redis
 
+from noti.access.tokens import digest_of
 from noti.core.record import new_id
-from noti.tokens import digest_of
 from tests.conftest import ADMIN, ALICE, API_BODY_MAX, API_RECEIPT_SECRET, BOB, MEMBER
 from tests.servers import ApiProcess
 from tests.test_hostile_input import snapshot

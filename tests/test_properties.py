@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import noti
 import noti.runtime
+from noti.access.users import LEVEL_CAPS, Role, User
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.core.record import (
     CHANNEL_FIELDS,
@@ -36,7 +37,6 @@ from noti.core.record import (
 )
 from noti.errors import InvalidInput, NotiError
 from noti.inputs import JSON_DEPTH_MAX, bad_character
-from noti.users import LEVEL_CAPS, Role, User
 
 # --- strategies ----------------------------------------------------------------------------------
 

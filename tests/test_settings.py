@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from noti.access.users import Role, resolve_user
 from noti.config import load_settings
 from noti.errors import InvalidConfig
-from noti.users import Role, resolve_user
 
 pytestmark = pytest.mark.bounds
 

@@ -1,4 +1,4 @@
-"""API tokens (noti.tokens) and ``noti token add | list | revoke``: only root administrators
+"""API tokens (noti.access.tokens) and ``noti token add | list | revoke``: only root administrators
 manage them, Redis never holds a token (only its SHA-256), a revoked one authenticates nothing,
 and every bad argument is refused with its code, nothing stored."""
 
@@ -12,9 +12,9 @@ from typing import Any
 import click
 import pytest
 
+from noti.access.tokens import PREFIX, digest_of
 from noti.cli import main
 from noti.errors import InvalidInput, NotFound, PermissionDenied, RateLimitExceeded, Unauthenticated
-from noti.tokens import PREFIX, digest_of
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 

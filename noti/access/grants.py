@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from noti.access.users import User
 from noti.config import Settings
 from noti.errors import PermissionDenied
-from noti.users import User
 
 __all__ = ["Grants", "Reaching"]
 

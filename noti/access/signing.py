@@ -33,13 +33,13 @@ from typing import Any, cast
 
 import redis
 
+from noti.access.users import User, resolve_user
 from noti.config import Settings
 from noti.core.keys import Keys
 from noti.core.record import now_ms
 from noti.errors import InvalidInput, NotFound, PermissionDenied
 from noti.inputs import user_name
 from noti.redisconn import load_script, translate_errors
-from noti.users import User, resolve_user
 
 __all__ = ["CALLBACK_ID_PREFIX", "KEYS_MAX", "SigningKey", "SigningKeys", "secret_key"]
 

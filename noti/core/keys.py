@@ -72,7 +72,7 @@ key                             type     holds
                                          ``NOTI_RECEIPT_EARLY_TTL_S``)
 ``noti:dlv:changes``            STREAM   status changes of records that asked for a status
                                          callback (the outbox the callback sender reads)
-``noti:token:<sha256>``         HASH     one API token (hashed; :mod:`noti.tokens`): user, cap,
+``noti:token:<sha256>``         HASH     one API token (hashed; :mod:`noti.access.tokens`): user, cap,
                                          rate, created, revoked
 ``noti:tokens``                 ZSET     every token's sha256, score = created ms
 ``noti:sigkeys:<user>``         HASH     a user's webhook signing secrets (:mod:`noti.access.signing`):

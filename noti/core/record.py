@@ -418,7 +418,7 @@ LEVEL_ASKED_MAX = 2**63 - 1
 
 def parse_level(value: object) -> int:
     """An integer level >= 1, or a string of its digits (capping to the user's maximum is
-    :mod:`noti.users`' job).
+    :mod:`noti.access.users`' job).
 
     Raises:
         InvalidInput: ``e.cmd.noti.add.badlv`` for anything else (a bool, a float, NaN, a

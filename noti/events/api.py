@@ -1,6 +1,6 @@
 """The events API applications and the CLI call: dispatch, listeners, supervision.
 
-Every call takes the acting ``user`` (default ``NOTI_USER``) and applies :mod:`noti.users`:
+Every call takes the acting ``user`` (default ``NOTI_USER``) and applies :mod:`noti.access.users`:
 anyone may dispatch events and add listeners; a listener belongs to its creator, whose
 level cap its notifications get; only the owner or a root member may replace or remove
 it; non-root users list and read only their own listeners and events. A listener runs for
@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from noti.access.users import User, resolve_user
 from noti.core.record import new_id, now_ms
 from noti.errors import InvalidInput, NotFound, StoreUnavailable
 from noti.events.actions import check_example, parse_action
@@ -44,7 +45,6 @@ from noti.events.store import POISON_CODE, EventCounts, EventStore
 from noti.events.templates import context
 from noti.inputs import check_name, finite_number, integer, shown
 from noti.runtime import Runtime, get_runtime
-from noti.users import User, resolve_user
 
 __all__ = ["Events", "ProcessorStatus", "events", "queue_processor"]
 

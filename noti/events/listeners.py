@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import redis
 
+from noti.access.users import User, resolve_user
 from noti.config import Settings
 from noti.core.keys import Keys
 from noti.core.record import Channel
@@ -34,7 +35,6 @@ from noti.events.event import matches
 from noti.events.templates import CompiledFilter, compile_filter
 from noti.inputs import USER_NAME, could_be_id, finite_number, integer, shown
 from noti.redisconn import load_script, translate_errors
-from noti.users import User, resolve_user
 
 __all__ = [
     "ANY_USER",

@@ -24,7 +24,7 @@ gets its error with its attempts and a dead letter (``outcome.lua``).
 
 A listener runs for its owner's own events, and for another user's only when it opted in to
 them (:attr:`Listener.from_users`: that user by name, or ``*``) and its owner may read them
-(:meth:`noti.users.User.can_touch`: root members and administrators). A root member's
+(:meth:`noti.access.users.User.can_touch`: root members and administrators). A root member's
 listener without the option hears only that member's events. Other listeners are passed
 over, with nothing recorded. What a listener makes for another user's event is capped at the
 lesser of the two users' rights (:class:`~noti.events.actions.RunContext` ``level_cap``;

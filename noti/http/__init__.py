@@ -6,7 +6,7 @@ module                         owns
 :mod:`~noti.http.app`          :func:`create_app`: the app and its routes
 :mod:`~noti.http.models`       the request and response bodies (the OpenAPI schema's source)
 :mod:`~noti.http.statuses`     noti's errors as HTTP statuses and JSON bodies; the handlers
-:mod:`~noti.http.guard`        the API token of a request (:mod:`noti.tokens`) and the body
+:mod:`~noti.http.guard`        the API token of a request (:mod:`noti.access.tokens`) and the body
                                size limit
 :mod:`~noti.http.receipts`     the vendors' delivery receipt endpoints (no token: signatures)
 :mod:`~noti.http.server`       the app built from the settings, under uvicorn

@@ -2,7 +2,7 @@
 
 The routes call the same Python API applications call (:class:`~noti.notifier.Notifier`,
 :func:`noti.bulk.add_many`, :class:`~noti.events.Events`), as the API token's user: the
-permission rules of :mod:`noti.users` apply unchanged, and a token's level cap lowers levels
+permission rules of :mod:`noti.access.users` apply unchanged, and a token's level cap lowers levels
 on top of the user's role cap (never refused, as everywhere in noti). Route functions are
 plain ``def``: redis-py is synchronous, so Starlette runs them on its thread pool.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Body, FastAPI, Header, Query, Response
@@ -284,13 +285,11 @@ def create_app(
 
         return PlainTextResponse(generate_latest(parts.registry()), media_type=CONTENT_TYPE_LATEST)
 
-    for method, (path, endpoint, keyed) in itertools.product(
-        ("GET", "POST"),
-        (
-            ("/v1/receipts/{provider}", receipts.endpoint, ""),
-            ("/v1/receipts/{provider}/{key}", receipts.keyed_endpoint, "_keyed"),
-        ),
-    ):
+    receipt_routes: tuple[tuple[str, Callable[..., Any], str], ...] = (
+        ("/v1/receipts/{provider}", receipts.endpoint, ""),
+        ("/v1/receipts/{provider}/{key}", receipts.keyed_endpoint, "_keyed"),
+    )
+    for method, (path, endpoint, keyed) in itertools.product(("GET", "POST"), receipt_routes):
         app.add_api_route(
             path,
             endpoint,

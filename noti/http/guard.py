@@ -27,9 +27,9 @@ from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from noti.access.tokens import Caller, TokenStore
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.http.statuses import TOO_LARGE, error_response
-from noti.tokens import Caller, TokenStore
 
 __all__ = ["BUSY", "PUBLIC_PREFIXES", "BodyLimit", "CallerDep", "caller"]
 

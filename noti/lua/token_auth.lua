@@ -1,4 +1,4 @@
--- Authenticate one HTTP API request by its token's digest (noti.tokens), and take one
+-- Authenticate one HTTP API request by its token's digest (noti.access.tokens), and take one
 -- request from the token's rate limit: a token bucket of burst max(1, ceil(rate)) kept in
 -- the token's own hash, on the Redis server's clock (every API process shares it). An
 -- expired token is told by the same clock, and neither takes from the bucket nor counts as

@@ -46,12 +46,12 @@ from typing import Any, cast
 import redis
 from redis.commands.core import Script
 
+from noti.access.users import User, resolve_user
 from noti.config import Settings
 from noti.core.keys import Keys
 from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
 from noti.inputs import POOL_NAME_PATTERN, check_name, finite_number, user_name
 from noti.redisconn import PoolClient, translate_errors
-from noti.users import User, resolve_user
 
 __all__ = [
     "POOL_NAME_PATTERN",

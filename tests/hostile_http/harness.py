@@ -64,7 +64,7 @@ BACKGROUND_PREFIXES = (
     "noti:events:starting",
     "_kombu.binding_deadlines",
 )
-#: Where tokens live (:mod:`noti.tokens`, default key prefix).
+#: Where tokens live (:mod:`noti.access.tokens`, default key prefix).
 TOKEN_KEY_PREFIX = "noti:token:"
 
 

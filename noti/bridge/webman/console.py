@@ -26,6 +26,7 @@ from typing import Literal
 
 import redis
 
+from noti.access.users import User, resolve_user
 from noti.bridge.webman.admin import HistoryEntry, QueueStats, clean, delete_entries, history, queue_stats
 from noti.bridge.webman.connection import connect
 from noti.bridge.webman.layout import QueueKeys, QueueNames
@@ -35,7 +36,6 @@ from noti.bridge.webman.settings import ConsumerEntry
 from noti.config import Settings
 from noti.errors import BridgeError, InvalidInput
 from noti.inputs import check_name
-from noti.users import User, resolve_user
 
 __all__ = ["ConsumerRow", "WebmanConsole", "WebmanQueue"]
 

@@ -31,13 +31,13 @@ from typing import Any, cast
 
 import redis
 
+from noti.access.users import LEVEL_CAPS, Role, resolve_user
 from noti.config import Settings
 from noti.core.keys import Keys
 from noti.core.record import now_ms
 from noti.errors import InvalidInput, NotFound, RateLimitExceeded, Unauthenticated
 from noti.inputs import check_name, finite_number, integer, shown, user_name
 from noti.redisconn import load_script, translate_errors
-from noti.users import LEVEL_CAPS, Role, resolve_user
 
 __all__ = ["PREFIX", "Caller", "TokenInfo", "TokenStore", "digest_of", "parse_expiry", "parse_providers"]
 

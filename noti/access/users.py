@@ -11,7 +11,7 @@ anyone else        1          add; read, send, delete their own records,
                               listeners, events and number pools
 =================  =========  ==============================================
 
-Only root administrators make, list and revoke HTTP API tokens (:mod:`noti.tokens`): a token
+Only root administrators make, list and revoke HTTP API tokens (:mod:`noti.access.tokens`): a token
 acts as its user, whoever that is.
 
 A record or event of another user, named by its id by someone who may not see it (``get``,
