@@ -78,7 +78,7 @@ def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True, ba
         raise InvalidInput(
             f"workers must be 1 to {WORKERS_MAX}, got {workers}", code="e.cmd.noti.serve.badworkers"
         )
-    from noti.http.protocol import limits
+    from noti.http.protocol import GuardedProtocol, limits
 
     install_redaction()
     uvicorn.run(
@@ -90,7 +90,8 @@ def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True, ba
         access_log=access_log,
         server_header=False,
         log_level="info",
-        http="noti.http.protocol:GuardedProtocol",
+        # the class itself: uvicorn < 0.32 takes a string only from its own protocol table
+        http=GuardedProtocol,
         timeout_keep_alive=limits().idle_timeout_s,  # type: ignore[arg-type]
         backlog=backlog,
         # bounds the h11 protocol too, should it be named instead
