@@ -15,7 +15,8 @@ Every case asserts three things:
 
 The deployment (``conftest.py``) is started once for the package: users ``alice`` and
 ``bob`` (plain), ``ops`` (root member), ``boss`` (root administrator), a token each
-(``deployment.tokens``: also ``alice2``, her second, and ``revoked``); providers ``hookspub``
+(``deployment.tokens``: also ``alice2``, her second, ``revoked``, ``expired``, and
+``alice_vendor``/``boss_vendor``, narrowed to ``vendor``); providers ``hookspub``
 (the webhook channel's default), ``hooks`` (secret ``X-Internal-Key`` header),
 ``hooksinternal`` (``allow_private``), ``vendor`` (a sandbox taking signed receipts), ``ali``
 and ``tw`` (Aliyun and Twilio fakes, receipts on); seeded ids in ``deployment.ids``

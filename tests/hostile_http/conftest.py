@@ -4,7 +4,9 @@ vendors as local fakes; users, tokens and seeded data; the leak scan at the end.
 
 The deployment is configured as the docs suggest an operator would:
 
-* users ``alice`` and ``bob`` (plain), ``carol`` (plain, granted the ``hooks`` provider),
+* users ``alice`` and ``bob`` (plain), ``carol`` (plain, granted the ``hooks`` and
+  ``hooksinternal`` providers: the latter so that a webhook of hers reaches a receiver on
+  loopback, as point 1's end-to-end cases need),
   ``ops`` (root member), ``boss`` (root administrator);
 * the sandbox as the SMS, WeChat and e-mail channels' provider; the webhook channel's is
   ``hookspub``, a webhook provider with no secret headers (the SSRF guard lives in the
@@ -42,7 +44,9 @@ from tests.hostile_http.harness import AnswerLog, Secrets, bearer, changes, dige
 from tests.servers import ApiProcess, free_port
 
 #: A plain user the operator granted the ``hooks`` provider (``provider_grants``): the SSRF
-#: cases that name a provider are hers, so that they meet the SSRF guard, not the grant.
+#: cases that name a provider are hers, so that they meet the SSRF guard, not the grant. She
+#: is granted ``hooksinternal`` (``allow_private``) too: point 1's end-to-end cases post
+#: through it to receivers on loopback that she (or bob) controls.
 CAROL = "carol"
 
 #: The Redis database of this package (others: 1 noti's, 2-5 other suites').
@@ -76,7 +80,8 @@ class Deployment:
     secrets: Secrets = field(repr=False)
     answers: AnswerLog = field(repr=False)
     #: API tokens by name: alice, alice2 (a second token of alice), bob, carol, ops (root
-    #: member), boss (root administrator), revoked (alice's, revoked).
+    #: member), boss (root administrator), revoked (alice's, revoked), expired (alice's, its
+    #: expiry in the past), alice_vendor and boss_vendor (made with ``providers=["vendor"]``).
     tokens: dict[str, str] = field(repr=False)
     #: Seeded ids: alice_record, bob_record (waiting an hour), alice_event, bob_event (done),
     #: tw_record (sent through Twilio's fake, delivered by its signed callback).
@@ -148,7 +153,7 @@ def _config(port: int, fakes: tuple[TwilioFake, AliyunFake], secrets: Secrets, k
     return f"""
 root_admins = ["{ADMIN}"]
 root_members = ["{MEMBER}"]
-provider_grants = {{ {CAROL} = ["hooks"] }}
+provider_grants = {{ {CAROL} = ["hooks", "hooksinternal"] }}
 {channels}
 [channels.webhook]
 provider = "hookspub"
@@ -250,8 +255,10 @@ def deployment(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def _tokens(url: str, secrets: Secrets) -> dict[str, str]:
-    """One token per user (alice two), and a revoked one of alice's, made by the root
+    """One token per user (alice two), a revoked one of alice's, an expired one of alice's,
+    and alice's and boss's narrowed to the ``vendor`` provider, made by the root
     administrator with the Python API."""
+    from noti.access.tokens import digest_of
     from noti.config import Settings
     from noti.runtime import Runtime
 
@@ -270,6 +277,17 @@ def _tokens(url: str, secrets: Secrets) -> dict[str, str]:
         for name, user in users.items():
             made[name] = secrets.add(f"token {name}", runtime.tokens.add(user, acting=ADMIN)[0])
         runtime.tokens.revoke(made["revoked"], acting=ADMIN)
+        for name, user in (("alice_vendor", ALICE), ("boss_vendor", ADMIN)):
+            token = runtime.tokens.add(user, acting=ADMIN, providers=["vendor"])[0]
+            made[name] = secrets.add(f"token {name}", token)
+        # an hour's token whose hour has passed (by the Redis server's clock, which decides)
+        made["expired"] = secrets.add(
+            "token expired", runtime.tokens.add(ALICE, acting=ADMIN, expires="1h")[0]
+        )
+        seconds, micros = runtime.redis.time()
+        runtime.redis.hset(
+            runtime.keys.token(digest_of(made["expired"])), "expires_ms", seconds * 1000 + micros // 1000 - 1
+        )
         return made
     finally:
         runtime.close()
