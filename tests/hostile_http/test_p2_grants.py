@@ -157,3 +157,31 @@ def test_an_expired_token_is_401_expired_on_every_route(
         answer = deployment.ask(client, method, path, who="expired", **kwargs)
     assert_refused(answer, 401, "e.noti.auth.expired")
     assert "expired" in answer.json()["error"]["message"]
+
+
+#: (id, who, the notification, code): a name on a channel it cannot send
+WRONG_CHANNEL = [
+    (
+        "carol-hooks-on-sms",
+        "carol",
+        {"type": "sms", "to": PHONE, "text": "x", "provider": "hooks"},
+        NO_PROVIDER,
+    ),
+    # the SMS default is not the webhook channel's: not hers to name there
+    ("alice-sandbox-on-webhook", "alice", {**body_for("hooks"), "provider": "sandbox"}, DENIED),
+    ("boss-ali-on-webhook", "boss", {**body_for("hooks"), "provider": "ali"}, NO_PROVIDER),
+    ("boss-tw-on-webhook", "boss", {**body_for("hooks"), "provider": "tw"}, NO_PROVIDER),
+]
+
+
+@pytest.mark.parametrize(
+    ("who", "body", "code"), [w[1:] for w in WRONG_CHANNEL], ids=[w[0] for w in WRONG_CHANNEL]
+)
+def test_a_name_on_a_channel_it_cannot_send_names_no_other_provider(
+    deployment: Deployment, client: httpx.Client, who: str, body: dict[str, Any], code: str
+) -> None:
+    with deployment.unchanged():
+        answer = deployment.ask(client, "POST", "/v1/notifications", who=who, json={**body, "delay": 3600})
+    assert_refused(answer, 422, code)
+    message = answer.json()["error"]["message"]
+    assert not others_named(message, body["provider"]), message
