@@ -165,7 +165,7 @@ class Notifier:
                 f"provider {shown(provider)} is not a provider name", code="e.cmd.noti.add.noprovider"
             )
         if status_callback is not None:
-            status_callback = self._check_status_callback(status_callback, acting.name)
+            status_callback = self._check_status_callback(status_callback, acting, providers_allowed)
         created = now_ms()
         due = due_ms(delay=delay, eta=eta, now_ms=created)
         if identifier is not None:
@@ -200,17 +200,22 @@ class Notifier:
                 chosen.check(message)
         return record
 
-    def _check_status_callback(self, url: object, creator: str) -> str:
-        """A status callback URL the webhook channel's provider would post to (its own
-        checks, such as refusing private addresses or a creator without a signing key, apply
-        now, not at the first change).
+    def _check_status_callback(self, url: object, acting: User, token: frozenset[str] | None) -> str:
+        """A status callback URL the webhook channel's provider would post to, as ``acting``
+        may use it: the grants (a default webhook provider that reaches private addresses is
+        for users granted it) and the provider's own checks (private addresses, a creator
+        without a signing key) apply now, not at the first change.
 
         Raises:
             InvalidInput: not an http(s) URL, refused by the provider, or no webhook provider.
+            PermissionDenied: ``e.cmd.noti.add.providerdenied``.
         """
         from noti.providers import Message
 
         checked = validate_target(Channel.WEBHOOK, url)
+        if (acting.name, Channel.WEBHOOK, None, token) not in self._authorized:
+            self._authorize(acting, Channel.WEBHOOK, None, token)
+        creator = acting.name
         probe = Message(
             id="status-callback",
             channel=Channel.WEBHOOK,

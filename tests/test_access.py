@@ -415,3 +415,15 @@ def test_bad_grants_are_a_configuration_error(configure: Any, grants: dict[str, 
 
     with pytest.raises((InvalidConfig, ValidationError)):
         configure(provider_grants=grants)
+
+
+def test_a_status_callback_through_a_private_reaching_default_needs_its_grant(granted: Any) -> None:
+    # the callback would go through the webhook channel's default, which reaches private
+    # addresses: refused when the notification is added, not left for the callback's turn
+    for user in (ALICE, BOB):
+        SigningKeys(granted.redis, granted.keys, granted.settings).add(user, acting=user)
+    before = stored(granted)
+    with pytest.raises(PermissionDenied) as denied:
+        noti.notify_sms("+8613912345678", "x", user=ALICE, status_callback="http://10.0.0.7/cb")
+    assert denied.value.code == "e.cmd.noti.add.providerdenied" and stored(granted) == before
+    assert noti.notify_sms("+8613912345678", "x", user=BOB, status_callback="http://10.0.0.7/cb")

@@ -25,6 +25,7 @@ Workers read a user's secrets at each send through a per-process cache of
 from __future__ import annotations
 
 import base64
+import binascii
 import secrets
 import threading
 import time
@@ -41,13 +42,15 @@ from noti.errors import InvalidInput, NotFound, PermissionDenied
 from noti.inputs import user_name
 from noti.redisconn import load_script, translate_errors
 
-__all__ = ["CALLBACK_ID_PREFIX", "KEYS_MAX", "SigningKey", "SigningKeys", "secret_key"]
+__all__ = ["CALLBACK_ID_PREFIX", "KEYS_MAX", "SECRET_PREFIX", "SigningKey", "SigningKeys", "secret_key"]
 
 SECRET_PREFIX = "whsec_"
 #: Secrets a user may have at once (a rotation needs two).
 KEYS_MAX = 3
-#: Random bytes of a secret's key.
+#: Random bytes of a secret's key noti makes.
 KEY_BYTES = 32
+#: Key sizes the Standard Webhooks spec recommends (a provider's configured secret too).
+KEY_BYTES_MIN, KEY_BYTES_MAX = 24, 64
 #: How long a worker keeps a user's secrets before reading them again (seconds).
 CACHE_S = 2.0
 #: Most users whose secrets one process caches.
@@ -61,11 +64,19 @@ _ID_HEX = 16
 
 
 def secret_key(secret: str) -> bytes:
-    """The HMAC key of a ``whsec_<base64>`` secret (ValueError if it is not one)."""
+    """The HMAC key of a ``whsec_<base64>`` secret (the Standard Webhooks form: a key of
+    :data:`KEY_BYTES_MIN` to :data:`KEY_BYTES_MAX` bytes); a user's and a webhook provider's
+    alike. ValueError (never naming the secret) if it is not one."""
     if not secret.startswith(SECRET_PREFIX):
         raise ValueError(f"must start with {SECRET_PREFIX!r}")
     encoded = secret[len(SECRET_PREFIX) :]
-    return base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error:
+        raise ValueError(f"the part after {SECRET_PREFIX!r} is not base64") from None
+    if not KEY_BYTES_MIN <= len(key) <= KEY_BYTES_MAX:
+        raise ValueError(f"the key is {len(key)} bytes; use {KEY_BYTES_MIN} to {KEY_BYTES_MAX}")
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +152,11 @@ class SigningKeys:
         if not isinstance(key_id, str) or not key_id.startswith(_ID_PREFIX) or len(key_id) > 64:
             raise NotFound("no such signing key", code="e.noti.sigkey.not_found")
         key = self.keys.signing_keys(user)
-        with translate_errors(self.redis):
-            stored = cast(str | None, self.redis.hget(key, key_id))
-            removed = stored is not None and int(self.redis.hdel(key, key_id))
+        with translate_errors(self.redis):  # one round trip: read what it was, delete it
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hget(key, key_id)
+            pipe.hdel(key, key_id)
+            stored, removed = cast(tuple[str | None, int], tuple(pipe.execute()))
         if not removed:
             raise NotFound("no such signing key", code="e.noti.sigkey.not_found")
         self._forget(user)

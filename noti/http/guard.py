@@ -23,7 +23,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -112,7 +111,11 @@ class BodyLimit:
             return
         if not _public(scope):
             try:
-                scope[CALLER_KEY] = await run_in_threadpool(_authenticate, scope)
+                credentials = await _bearer(Request(scope))  # as the caller dependency reads it
+                tokens: TokenStore = scope["app"].state.tokens
+                scope[CALLER_KEY] = await run_in_threadpool(
+                    tokens.authenticate, credentials.credentials if credentials is not None else None
+                )
             except NotiError as exc:
                 await _refuse(scope, receive, send, exc)
                 return
@@ -191,23 +194,6 @@ def _public(scope: Scope) -> bool:
     if root and path.startswith(root):
         path = path[len(root) :]
     return path.startswith(PUBLIC_PREFIXES)
-
-
-def _authenticate(scope: Scope) -> Caller:
-    """The caller of the request's ``Authorization: Bearer`` header (as :func:`caller` reads it).
-
-    Raises:
-        Unauthenticated, RateLimitExceeded, StoreUnavailable: as ``TokenStore.authenticate``.
-    """
-    credentials = None
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, param = get_authorization_scheme_param(value.decode("latin-1"))
-            if scheme.lower() == "bearer" and param:
-                credentials = param
-            break
-    tokens: TokenStore = scope["app"].state.tokens
-    return tokens.authenticate(credentials)
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, error: NotiError) -> None:

@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import functools
 import hashlib
 import hmac
@@ -85,7 +84,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 from redis import Redis
 
-from noti.access.signing import CALLBACK_ID_PREFIX, SigningKeys
+from noti.access.signing import CALLBACK_ID_PREFIX, SigningKeys, secret_key
 from noti.core.keys import Keys
 from noti.core.record import Channel
 from noti.errors import (
@@ -108,9 +107,6 @@ __all__ = ["ERRORS", "WebhookOptions", "WebhookProvider", "non_public_reason", "
 
 log = logging.getLogger(__name__)
 
-SECRET_PREFIX = "whsec_"
-#: Key sizes the Standard Webhooks spec recommends.
-KEY_BYTES_MIN, KEY_BYTES_MAX = 24, 64
 #: Wait after a 429 that names no ``Retry-After``.
 DEFAULT_RETRY_AFTER_S = 30.0
 #: Shortest wait after a 429: a rate-limit wait is not an attempt, so ``Retry-After: 0``
@@ -135,20 +131,6 @@ _RESERVED_HEADERS = frozenset(
     {"content-type", "content-length", "host", "transfer-encoding", "connection"}
     | {"webhook-id", "webhook-timestamp", "webhook-signature"}
 )
-
-
-def _secret_key(secret: str) -> bytes:
-    """The HMAC key of a ``whsec_<base64>`` secret; ValueError if it is not one."""
-    if not secret.startswith(SECRET_PREFIX):
-        raise ValueError(f"must start with {SECRET_PREFIX!r}")
-    encoded = secret[len(SECRET_PREFIX) :]
-    try:
-        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-    except binascii.Error:
-        raise ValueError(f"the part after {SECRET_PREFIX!r} is not base64") from None
-    if not KEY_BYTES_MIN <= len(key) <= KEY_BYTES_MAX:
-        raise ValueError(f"the key is {len(key)} bytes; use {KEY_BYTES_MIN} to {KEY_BYTES_MAX}")
-    return key
 
 
 #: Most secrets a webhook provider signs with at once (a rotation needs two).
@@ -185,7 +167,7 @@ class WebhookOptions(ProviderOptions):
             raise ValueError("the same secret is listed twice")
         for n, text in enumerate(texts, 1):
             try:
-                _secret_key(text)
+                secret_key(text)
             except ValueError as exc:  # never the secret itself in the message
                 raise ValueError(f"secret {n} of {len(texts)}: {exc}") from None
         return value
@@ -193,7 +175,7 @@ class WebhookOptions(ProviderOptions):
     def secret_keys(self) -> list[bytes]:
         """The HMAC keys to sign with, the first (newest) secret's first."""
         secrets = self.secret if isinstance(self.secret, list) else [self.secret]
-        return [_secret_key(s.get_secret_value()) for s in secrets]
+        return [secret_key(s.get_secret_value()) for s in secrets]
 
     @field_validator("headers")
     @classmethod
@@ -281,9 +263,7 @@ class WebhookProvider(Provider):
                     f"{self.name}: refused: {reason} (set allow_private to permit it)",
                     code="e.cmd.noti.add.badtarget",
                 )
-        if (message.status_of or not self.operator_destination(message.target)) and not (
-            self._user_keys.signing(message.creator)
-        ):
+        if self.signs_for_creator(message) and not self._user_keys.signing(message.creator):
             what = "status callbacks" if message.status_of else "webhooks to URLs of your choice"
             raise InvalidInput(
                 f"{what} are signed with a signing key of {message.creator}'s, who has none: make "
@@ -294,6 +274,11 @@ class WebhookProvider(Provider):
     def operator_destination(self, target: str) -> bool:
         """Is ``target`` under one of the ``destinations`` the operator configured?"""
         return any(destination.covers(target) for destination in self._destinations)
+
+    def signs_for_creator(self, message: Message) -> bool:
+        """Is ``message`` signed with its creator's keys (a status callback, or a URL the
+        operator did not configure), not with the provider's secret?"""
+        return bool(message.status_of) or not self.operator_destination(message.target)
 
     def send(self, message: Message) -> Receipt:
         """POST the signed content; see the module docstring for the outcome classes."""
@@ -311,7 +296,7 @@ class WebhookProvider(Provider):
     async def send_async(self, message: Message) -> Receipt:
         """:meth:`send` on the running loop with noti's HTTP/1.1 client (:mod:`._http11`; the
         DNS check in a thread)."""
-        if self.options.allow_private and not message.status_of and self.operator_destination(message.target):
+        if self.options.allow_private and not self.signs_for_creator(message):
             request = self._request(message)
         else:  # resolving the target, or reading the creator's signing keys, blocks
             request = await asyncio.get_running_loop().run_in_executor(None, self._request, message)
@@ -360,7 +345,7 @@ class WebhookProvider(Provider):
         Raises:
             PermanentFailure: the creator has no signing key (deleted since the add).
         """
-        if not message.status_of and self.operator_destination(message.target):
+        if not self.signs_for_creator(message):
             headers = {name: value.get_secret_value() for name, value in self.options.headers.items()}
             return message.id, self._hmac_keys, headers
         try:
