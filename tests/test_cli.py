@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from typing import Any
 
 import click
@@ -104,6 +105,7 @@ def test_json_output_switches(rt: Any) -> None:
 def test_send_prints_ok_and_ko_lines_in_the_seed_format(configure: Any) -> None:
     rt = configure(providers={"down": {"kind": "sandbox", "fail": "always", "error": "permanent"}})
     good = noti.notify_sms(PHONE, "good", lv=1, user=ADMIN)
+    time.sleep(0.002)  # ids sort by age to the millisecond (in no set order within one)
     bad = noti.notify_sms(PHONE, "bad", lv=1, user=ADMIN, provider="down")
     result = run("send", user=ADMIN)
     assert result.exit_code == 0
@@ -315,4 +317,7 @@ def test_get_shows_one_record_and_enforces_ownership(rt: Any) -> None:
     hidden = run("get", theirs)
     missing = run("get", "00000000000000000000000000")
     assert missing.exit_code == 1 and missing.stderr.startswith("e.cmd.noti.not_found: ")
-    assert (hidden.exit_code, hidden.stderr) == (1, missing.stderr.replace("00000000000000000000000000", theirs))
+    assert (hidden.exit_code, hidden.stderr) == (
+        1,
+        missing.stderr.replace("00000000000000000000000000", theirs),
+    )
