@@ -134,9 +134,7 @@ def test_a_bad_fallback_is_refused_and_nothing_is_stored(rt: Any, fallback: obje
     assert rt.store.count() == 0
 
 
-def test_each_status_change_is_posted_as_a_webhook_signed_with_the_creators_key(
-    rt: Any, worker: Any
-) -> None:
+def test_each_status_change_is_posted_as_a_webhook_signed_with_the_creators_key(rt: Any, worker: Any) -> None:
     from noti.access.signing import SigningKeys
     from noti.celery.tasks.maintenance import delivery_tick  # the app reads its settings on import
 

@@ -79,4 +79,3 @@ def hook_options(*receivers: WebhookReceiver, **extra: object) -> dict[str, obje
         "destinations": [receiver.url + "/" for receiver in receivers],
         **extra,
     }
-
