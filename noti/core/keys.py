@@ -34,7 +34,13 @@ key                             type     holds
                                          (level, then the user's clock; :mod:`noti.ratelimit`)
 ``noti:rate:<provider>:back``   ZSET     those records, score = ms by which each must ask again
 ``noti:rate:<provider>:clock``  ZSET     user -> where that user's next place starts (ms)
-``noti:suppressed:<channel>``   SET      targets that opted out of a channel
+``noti:suppressed:<channel>``   SET      targets no notification of a channel goes to (an
+                                         opt-out, a hard bounce, a complaint, a dead push
+                                         token; :mod:`noti.core.suppression`); the claim
+                                         reads it
+``noti:suppressed-why:<channel>`` HASH   target -> why it was suppressed (JSON: reason,
+                                         vendor code and text, record, its user, provider,
+                                         at_ms); the first why is kept
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
 ``noti:weixin:token:<appid>``   STRING   a WeChat account's access token (TTL = its expires_in
                                          less a grace); refreshed under ``noti:lock:weixin:<appid>``
@@ -194,6 +200,10 @@ class Keys:
 
     def suppressed(self, channel: str) -> str:
         return f"{self.prefix}suppressed:{channel}"
+
+    def suppressed_why(self, channel: str) -> str:
+        """Why each target of :meth:`suppressed` is there (:mod:`noti.core.suppression`)."""
+        return f"{self.prefix}suppressed-why:{channel}"
 
     def lock(self, name: str) -> str:
         return f"{self.prefix}lock:{name}"
