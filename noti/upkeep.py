@@ -58,7 +58,7 @@ def sweep_lost(
             rows = pipe.execute()
         for n, record_id in enumerate(ids):
             (kind, level, lease, modified, status), delayed = rows[2 * n], rows[2 * n + 1]
-            if status != "1" or delayed is not None or kind not in Channel._value2member_map_:
+            if status != "1" or delayed is not None or not Channel.known(kind):
                 continue
             if int(lease or 0) > now or int(modified or 0) > cutoff or Channel(kind) not in empty:
                 continue

@@ -20,6 +20,8 @@ CORE_GROUND = {
     "noti.entropy",
     "noti.imports",
     "noti.config",
+    # masks targets for logs; imports nothing of noti
+    "noti.privacy",
 }
 #: The only modules that may import the Python API: the package's front door and the API
 #: itself; and the CLI (``noti.cli`` and below).
@@ -115,7 +117,16 @@ def test_the_core_stands_on_its_ground_only() -> None:
 
 
 @pytest.mark.parametrize(
-    "lower", ["noti.core", "noti.notifier", "noti.redrive", "noti.upkeep", "noti.providers", "noti.delivery"]
+    "lower",
+    [
+        "noti.core",
+        "noti.notifier",
+        "noti.redrive",
+        "noti.upkeep",
+        "noti.providers",
+        "noti.channels",
+        "noti.delivery",
+    ],
 )
 def test_lower_layers_reach_nothing_of_the_celery_layer(lower: str) -> None:
     graph = _graph()
@@ -135,6 +146,34 @@ def test_providers_take_nothing_from_the_sender() -> None:
         if _under(name, ("noti.providers",)) and "noti.sender" in imported
     }
     assert offenders == set()
+
+
+def test_a_channel_imports_nothing_of_another_channel() -> None:
+    # each channel is a package of its own (noti/channels/<name>/), as a third-party one is
+    graph = _graph()
+    offenders = {}
+    for name, imported in graph.items():
+        if _under(name, ("noti.channels",)) and name != "noti.channels":
+            own = ".".join(name.split(".")[:3])
+            others = sorted(
+                i
+                for i in imported
+                if _under(i, ("noti.channels",)) and not _under(i, (own,)) and i != "noti.channels"
+            )
+            if others:
+                offenders[name] = others
+    assert offenders == {}
+
+
+def test_the_core_and_the_providers_name_the_channels_only_by_their_import_paths() -> None:
+    # the registry loads a channel (or a provider kind) when it is used, by its "module:Class"
+    # path: nothing below the channels imports one, so a channel is added without editing them
+    offenders = {
+        name: sorted(i for i in imported if _under(i, ("noti.channels",)))
+        for name, imported in _graph().items()
+        if _under(name, ("noti.core", "noti.providers", "noti.delivery"))
+    }
+    assert {name: via for name, via in offenders.items() if via} == {}
 
 
 def test_the_python_api_is_in_no_import_circle() -> None:

@@ -70,6 +70,8 @@ TARGETS = {
     Channel.WEIXIN: st.from_regex(r"o[A-Za-z0-9_-]{5,40}", fullmatch=True),
     Channel.EMAIL: st.from_regex(r"[a-z0-9._+-]{1,20}@[a-z0-9]{1,10}\.[a-z]{2,5}", fullmatch=True),
     Channel.WEBHOOK: st.from_regex(r"https?://[a-z0-9.-]{1,20}(/[A-Za-z0-9._~%/-]{0,30})?", fullmatch=True),
+    Channel.PUSH: st.from_regex(r"[A-Za-z0-9_:.-]{1,200}", fullmatch=True),
+    Channel.CHAT: st.from_regex(r"[A-Za-z0-9_@-]{1,60}", fullmatch=True),
 }
 
 
@@ -84,6 +86,16 @@ def channel_fields(draw: st.DrawFn, channel: Channel) -> dict[str, Any]:
         return fields
     if channel is Channel.WEBHOOK:
         return {"content": draw(JSON_OBJECT)}
+    if channel is Channel.PUSH:
+        fields = {"body": draw(SAFE_TEXT)}
+        if draw(st.booleans()):
+            fields.update(title=draw(LINE), data=draw(JSON_OBJECT), collapse=draw(TOKEN))
+        return fields
+    if channel is Channel.CHAT:
+        fields = {"text": draw(SAFE_TEXT)}
+        if draw(st.booleans()):
+            fields.update(title=draw(LINE), format=draw(st.sampled_from(["text", "markdown"])))
+        return fields
     fields = {"tmpl": draw(TOKEN), "pnb": draw(TOKEN), "content": draw(JSON_OBJECT)}
     if draw(st.booleans()):
         fields["url"] = draw(TARGETS[Channel.WEBHOOK])

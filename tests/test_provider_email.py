@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import noti
+from noti.channels.email.smtp import ENHANCED, ERRORS, EmailProvider, classify
 from noti.core.record import Channel, Status
 from noti.core.store import ClaimState
 from noti.errors import (
@@ -23,7 +24,6 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import Message
-from noti.providers.email import ENHANCED, ERRORS, EmailProvider, classify
 from tests.conftest import wait_until
 from tests.fakes.smtp import Certificates, SmtpFake, make_certificates
 
@@ -362,8 +362,8 @@ def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake,
 
 
 def test_a_password_is_never_sent_without_tls_to_a_remote_host(rt: Any) -> None:
+    from noti.channels.email.smtp import EmailProvider
     from noti.errors import InvalidConfig
-    from noti.providers.email import EmailProvider
 
     options = {
         "host": "smtp.example.com",

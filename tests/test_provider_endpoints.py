@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import redis
 
+from noti.channels.sms.aliyun import AliyunSmsProvider
+from noti.channels.sms.tencent import TencentSmsProvider
 from noti.core.keys import Keys
 from noti.core.record import Channel
 from noti.errors import InvalidConfig
 from noti.providers.base import Message
-from noti.providers.sms_aliyun import AliyunSmsProvider
-from noti.providers.sms_tencent import TencentSmsProvider
 from tests.fakes.aliyun import AliyunFake
 from tests.fakes.tencent import TencentFake
 

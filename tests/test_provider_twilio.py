@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import noti
+from noti.channels.sms.twilio import ERRORS, TwilioProvider
 from noti.core.record import Channel, Status
 from noti.errors import (
     AmbiguousOutcome,
@@ -24,7 +25,6 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers.base import Message
-from noti.providers.twilio import ERRORS, TwilioProvider
 from tests.conftest import wait_until
 from tests.fakes._server import Reply
 from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, SERVICE_SID, TwilioFake, error_reply

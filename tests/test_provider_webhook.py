@@ -19,6 +19,7 @@ import pytest
 
 import noti
 from noti.access.signing import SigningKeys
+from noti.channels.webhook.provider import ERRORS, WebhookProvider, sign
 from noti.cli import main
 from noti.core.record import Channel, Status
 from noti.errors import (
@@ -34,7 +35,6 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers.base import Message
-from noti.providers.webhook import ERRORS, WebhookProvider, sign
 from tests.clirunner import cli_runner
 from tests.conftest import ALICE, wait_until
 from tests.fakes._server import Reply
@@ -523,9 +523,9 @@ def test_a_webhook_added_on_the_command_line_is_delivered_by_a_worker(
 def test_the_checked_address_is_the_one_connected_to(rt: Any) -> None:
     """DNS rebinding: the request goes to the address that was checked, the name stays in
     Host (and TLS SNI), so a second DNS answer cannot point it elsewhere."""
+    from noti.channels.webhook.provider import WebhookProvider, resolve_public
     from noti.core.record import Channel
     from noti.providers.base import Message
-    from noti.providers.webhook import WebhookProvider, resolve_public
 
     provider = WebhookProvider(
         "hook", {"secret": "whsec_" + base64.b64encode(b"k" * 32).decode()}, redis=rt.redis, keys=rt.keys
@@ -542,8 +542,8 @@ def test_the_checked_address_is_the_one_connected_to(rt: Any) -> None:
 
 @pytest.mark.parametrize("value", ["Bearer TOPSECRET ", " lead", "tab\tend\t", "bell\x07", "é"])
 def test_header_values_http_would_refuse_are_refused_in_the_settings(rt: Any, value: str) -> None:
+    from noti.channels.webhook.provider import WebhookProvider
     from noti.errors import InvalidConfig
-    from noti.providers.webhook import WebhookProvider
 
     with pytest.raises(InvalidConfig) as info:
         WebhookProvider(

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 import noti
+from noti.channels.weixin.provider import ALREADY_SENT, ERRORS, WeixinProvider
 from noti.core.record import Channel, Status
 from noti.core.retry import RetryPolicy, decide
 from noti.core.store import ClaimState
@@ -27,7 +28,6 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import Message
-from noti.providers.weixin import ALREADY_SENT, ERRORS, WeixinProvider
 from tests.conftest import wait_until
 from tests.fakes._server import Reply
 from tests.fakes.weixin import WeixinFake, error

@@ -343,8 +343,9 @@ def test_a_pathological_receipt_is_400_malformed_never_500(
 ) -> None:
     import httpx
 
+    from noti.channels.sms import twilio_receipts
+    from noti.channels.weixin import receipts as weixin_receipts
     from noti.delivery.state import ReceiptRequest
-    from noti.providers import twilio_receipts, weixin_receipts
     from noti.providers.sandbox import sign_receipt
 
     _, api = flows

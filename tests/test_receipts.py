@@ -15,10 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
+from noti.channels.sms import twilio_receipts
+from noti.channels.weixin import receipts as weixin_receipts
 from noti.core.keys import Keys
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery, ReceiptRequest
 from noti.errors import ProviderOutage, ReceiptRejected
-from noti.providers import BUILTIN, load_kind, twilio_receipts, weixin_receipts
+from noti.providers import BUILTIN, load_kind
 from noti.providers._receipts import beijing_ms, check_key, json_array, poll_each
 from noti.providers.sandbox import SandboxProvider
 

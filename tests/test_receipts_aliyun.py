@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import redis
 
+from noti.channels.sms.aliyun import AliyunSmsProvider
 from noti.core.keys import Keys
 from noti.core.record import Channel, new_id, now_ms
 from noti.delivery.state import Delivery, PendingDelivery, ReceiptReply, ReceiptRequest
 from noti.errors import DeliveryError, ReceiptRejected
 from noti.providers.base import Message
-from noti.providers.sms_aliyun import AliyunSmsProvider
 from tests.fakes._receipts import ReceiptSink, answer_with
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate
 

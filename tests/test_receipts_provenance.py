@@ -18,11 +18,12 @@ from urllib.parse import urlencode
 import pytest
 
 import noti
+from noti.channels.sms import twilio_receipts
+from noti.channels.weixin import receipts as weixin_receipts
 from noti.core.record import Status, now_ms
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
 from noti.delivery.intake import ReceiptIntake
 from noti.errors import ReceiptRejected
-from noti.providers import twilio_receipts, weixin_receipts
 from noti.providers.sandbox import sign_receipt
 from noti.sender import Sender
 from tests.conftest import BOB

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import redis
 
+from noti.channels.sms.tencent import TencentSmsProvider
+from noti.channels.sms.tencent_receipts import PULL_LIMIT
 from noti.core.keys import Keys
 from noti.core.record import Channel, new_id, now_ms
 from noti.delivery.state import Delivery, PendingDelivery, ReceiptRequest
 from noti.errors import InvalidConfig, ProviderMisconfigured, ReceiptRejected, TemporaryFailure
 from noti.providers.base import Message
-from noti.providers.sms_tencent import TencentSmsProvider
-from noti.providers.tencent_receipts import PULL_LIMIT
 from tests.fakes._receipts import ReceiptSink, answer_with
 from tests.fakes.tencent import TencentFake, TencentTemplate
 

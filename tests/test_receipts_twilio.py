@@ -12,13 +12,13 @@ from urllib.parse import urlencode
 import pytest
 import redis
 
+from noti.channels.sms.twilio import TwilioProvider
+from noti.channels.sms.twilio_receipts import callback_url, signature
 from noti.core.keys import Keys
 from noti.core.record import Channel, new_id, now_ms
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery, ReceiptRequest
 from noti.errors import DeliveryError, ProviderOutage, ReceiptRejected
 from noti.providers.base import Message
-from noti.providers.twilio import TwilioProvider
-from noti.providers.twilio_receipts import callback_url, signature
 from tests.fakes._receipts import ReceiptSink, answer_with
 from tests.fakes._server import Reply
 from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, TwilioFake, twilio_signature

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from noti.channels.weixin.provider import WeixinProvider
+from noti.channels.weixin.receipts import signature
 from noti.core.record import Channel, new_id
 from noti.delivery.state import Delivery, ReceiptRequest
 from noti.errors import ReceiptRejected
 from noti.providers.base import Message
-from noti.providers.weixin import WeixinProvider
-from noti.providers.weixin_receipts import signature
 from tests.fakes._receipts import ReceiptSink, answer_with
 from tests.fakes.weixin import WeixinFake
 

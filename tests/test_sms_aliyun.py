@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import noti
+from noti.channels.sms.aliyun import AliyunSmsProvider, sign_v1
 from noti.core.keys import Keys
 from noti.core.record import Channel, Status
 from noti.errors import (
@@ -29,7 +30,6 @@ from noti.errors import (
 )
 from noti.providers import load_kind
 from noti.providers.base import Message
-from noti.providers.sms_aliyun import AliyunSmsProvider, sign_v1
 from tests.fakes._server import Reply
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate
 

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import noti
+from noti.channels.sms.tencent import TencentSmsProvider, marketing_wait_s, tc3_authorization
 from noti.core.keys import Keys
 from noti.core.record import Channel, Status
 from noti.errors import (
@@ -29,7 +30,6 @@ from noti.errors import (
 )
 from noti.providers import load_kind
 from noti.providers.base import Message
-from noti.providers.sms_tencent import TencentSmsProvider, marketing_wait_s, tc3_authorization
 from tests.fakes._server import Reply
 from tests.fakes.tencent import TencentFake, TencentTemplate
 

@@ -41,7 +41,7 @@ from celery import states
 from celery.backends.base import BaseBackend
 
 from noti.celery.queues import DELIVER_TASK
-from noti.core.record import Channel, Status, msgid_field, now_ms
+from noti.core.record import Channel, Status, msgid_field, msgid_fields, now_ms
 from noti.core.retry import error_for
 from noti.errors import (
     NotiError,
@@ -56,8 +56,7 @@ INTAKE_TASK = "noti.notify"
 #: Hash field the revocation change sets (epoch ms) on a revoked record, with status -1.
 REVOKED_FIELD = "noti_revoked_at"
 
-_MSGID_FIELDS = tuple(dict.fromkeys(msgid_field(c) for c in Channel))
-_FIELDS = (
+_FIELDS_BEFORE_MSGIDS = (
     "noti_type",
     "noti_st",
     "noti_timeout_at",
@@ -70,8 +69,12 @@ _FIELDS = (
     "noti_dlv",
     "noti_dlv_at",
     "noti_dlv_code",
-    *_MSGID_FIELDS,
 )
+
+
+def _fields() -> tuple[str, ...]:
+    """The record fields a task meta is read from (the message ids: every channel's)."""
+    return (*_FIELDS_BEFORE_MSGIDS, *msgid_fields())
 
 
 def error_meta(exc_class: type[NotiError], message: str, code: str | None = None) -> dict[str, Any]:
@@ -91,8 +94,8 @@ def _error_from_errmsg(status: Status, errmsg: str) -> dict[str, Any]:
 
 
 def record_meta(record_id: str, row: Sequence[str | None], at_ms: int) -> dict[str, Any]:
-    """The Celery task meta of a record, from the values of ``_FIELDS`` (see the module)."""
-    data = dict(zip(_FIELDS, row, strict=True))
+    """The Celery task meta of a record, from the values of ``_fields()`` (see the module)."""
+    data = dict(zip(_fields(), row, strict=True))
     status = Status(int(data["noti_st"] or 1))
     modified_ms = int(data["lm"] or 0)
     date_done = datetime.fromtimestamp(modified_ms / 1000, UTC).isoformat() if modified_ms else None
@@ -145,7 +148,7 @@ class RecordBackend(BaseBackend):  # type: ignore[misc]
         keys, client = runtime.keys, runtime.redis
         with translate_errors(client):
             pipe = client.pipeline(transaction=False)
-            pipe.hmget(keys.record(task_id), list(_FIELDS))
+            pipe.hmget(keys.record(task_id), list(_fields()))
             pipe.mget([keys.task(task_id), keys.task_failure(task_id)])
             row, (created, failed) = pipe.execute()
         if row[0] is not None:  # noti_type: a record has this id

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "delayed": "noti.cli.delayed:delayed",
     "dead": "noti.cli.dead:dead",
     "providers": "noti.cli.providers:providers",
+    "channels": "noti.cli.providers:channels",
     "pool": "noti.cli.numpool:pool",
     "event": "noti.cli.events:event",
     "listener": "noti.cli.events:listener",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -12,16 +13,56 @@ import click
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
 from noti.cli._output import print_records_table, records_json, rm_line, when
-from noti.core.record import to_json_dict
-from noti.errors import InvalidInput
-from noti.inputs import load_json
+from noti.core.channel import BUILTIN, Channel, ChannelSpec
+from noti.core.record import parse_channel, to_json_dict
+from noti.errors import InvalidConfig, InvalidInput
+from noti.inputs import load_json, shown
 
 __all__ = ["add", "clean", "delete", "get", "list_", "send"]
 
 _BARE_NUMBER = re.compile(r"^\s*[0-9.]+\s*\Z")
 
-#: The field that ``noti add TYPE`` reads from standard input when its option is omitted.
-STDIN_FIELD = {"sms": "text", "weixin": "content", "email": "text", "webhook": "content"}
+
+def _builtin_specs() -> list[ChannelSpec]:
+    """The built-in channels' specs: ``noti add``'s options are their fields (an installed
+    channel's fields go in ``-F NAME=VALUE``: the entry points are not scanned to start the CLI)."""
+    specs = []
+    for name in BUILTIN:
+        try:
+            specs.append(Channel(name).spec)
+        except InvalidConfig:  # pragma: no cover - a built-in always loads
+            continue
+    return specs
+
+
+def _field_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One ``-NAME`` option per field of the built-in channels (``-text``, ``-tmpl``, ``-title`` …)."""
+    helps: dict[str, list[str]] = {}
+    for spec in _builtin_specs():
+        for name in spec.fields:
+            text = spec.field_help.get(name) or f"{spec.title} {name}"
+            if spec.stdin_field == name:
+                text += " (read from stdin when omitted)"
+            if text not in helps.setdefault(name, []):
+                helps[name].append(text)
+    for name in reversed(list(helps)):
+        command = click.option(f"-{name}", f"--{name}", name, help="; ".join(helps[name]) + ".")(command)
+    return command
+
+
+def _extra_fields(given: tuple[str, ...]) -> dict[str, str]:
+    """``-F NAME=VALUE`` options as fields.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badfield`` for one without ``=``.
+    """
+    out: dict[str, str] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInput(f"-F takes NAME=VALUE, not {shown(item)}", code="e.cmd.noti.add.badfield")
+        out[name.strip()] = value
+    return out
 
 
 def _read_stdin(code: str) -> str:
@@ -43,18 +84,13 @@ def _read_stdin(code: str) -> str:
 
 @click.command("add")
 @click.argument("type_", metavar="[TYPE]", required=False)
-@click.option("-to", "--to", "target", help="Phone number, openid, e-mail address or URL.")
-@click.option("-text", "--text", help="SMS or e-mail text (read from stdin when omitted).")
-@click.option("-tmpl", "--tmpl", help="WeChat template id.")
-@click.option("-pnb", "--pnb", help="WeChat official account.")
-@click.option("-url", "--url", help="WeChat template link.")
 @click.option(
-    "-content",
-    "--content",
-    help="JSON object: WeChat template data or webhook body (read from stdin when omitted).",
+    "-to", "--to", "target", help="The target: phone number, openid, e-mail address, URL, device token …"
 )
-@click.option("-subject", "--subject", help="E-mail subject.")
-@click.option("-html", "--html", help="E-mail HTML body.")
+@_field_options
+@click.option(
+    "-F", "--field", "extra", multiple=True, help="A channel's field as NAME=VALUE (any installed channel's)."
+)
 @click.option("-provider", "--provider", help="Provider name(s), comma-separated in failover order.")
 @click.option("-lv", "--lv", "--level", "level", default="1", help="Priority level 1-1000 (capped by role).")
 @click.option("-retry", "--retry-max", "retry_max", type=int, default=None, help="Attempt limit.")
@@ -81,10 +117,12 @@ def add(
     at: str | None,
     identifier: str | None,
     file: BinaryIO | None,
+    extra: tuple[str, ...],
     out: Output,
     **fields: Any,
 ) -> None:
-    """Add a notification of TYPE (sms, weixin, email, webhook) and print its id.
+    """Add a notification of TYPE (sms, weixin, email, webhook, push, chat or an installed
+    channel: noti channels lists them) and print its id.
 
     With -f FILE, add one notification per JSON line of FILE (keys as in the Python API:
     type, to, text, lv, delay, …; TYPE and -lv are defaults for lines without them).
@@ -93,11 +131,19 @@ def add(
         _add_file(ctx, file, default_type=type_, level=level, quiet=out.quiet)
         return
     if type_ is None:
-        raise click.UsageError("TYPE is required (sms, weixin, email, webhook), or -f FILE")
-    stdin_field = STDIN_FIELD.get(type_)
+        raise click.UsageError(
+            "TYPE is required (" + ", ".join(BUILTIN) + " or an installed channel), or -f FILE"
+        )
+    fields = {k: v for k, v in fields.items() if v is not None}
+    for name, value in _extra_fields(extra).items():
+        if name in fields:
+            raise InvalidInput(f"-{name} is given twice (as -{name} and -F)", code="e.cmd.noti.add.badfield")
+        fields[name] = value
+    spec = parse_channel(type_).spec
+    stdin_field = spec.stdin_field
     if stdin_field and fields.get(stdin_field) is None:
         fields[stdin_field] = _read_stdin(
-            "e.cmd.noti.add.badcontent" if stdin_field == "content" else "e.cmd.noti.add.badtext"
+            "e.cmd.noti.add.badcontent" if stdin_field in spec.json_fields else "e.cmd.noti.add.badtext"
         )
     record = ctx.api.add(
         type_,
@@ -111,7 +157,7 @@ def add(
         else None,
         eta=parse_time(at) if at is not None else None,
         identifier=identifier,
-        **{k: v for k, v in fields.items() if v is not None},
+        **fields,
     )
     if out.quiet:
         return

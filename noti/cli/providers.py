@@ -1,4 +1,5 @@
-"""``noti providers``: the provider kinds installed and the instances configured."""
+"""``noti providers``: the provider kinds installed and the instances configured; ``noti
+channels``: the channels registered (built-in and installed)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pydantic import BaseModel, SecretStr
 
 from noti.cli._options import CliContext, Output, json_options, pass_cli
 from noti.cli._output import print_table
+from noti.core.channel import Channel, defined_at
 from noti.errors import NotiError
 from noti.providers import available_kinds, load_kind
 
-__all__ = ["providers"]
+__all__ = ["channels", "providers"]
 
 
 def _masked(value: Any) -> Any:
@@ -48,7 +50,8 @@ def providers(ctx: CliContext, /, out: Output) -> None:
         kinds.append({"kind": kind, "module": path, "channels": channels, "status": status})
     configured = []
     names = set(settings.providers)
-    for channel in ("sms", "weixin", "email", "webhook"):
+    channel_names = [c.value for c in Channel]
+    for channel in channel_names:
         default = settings.channel(channel).provider
         if default:
             names.update(n.strip() for n in default.split(","))
@@ -63,7 +66,7 @@ def providers(ctx: CliContext, /, out: Output) -> None:
             entry.update(channels="", options={}, status=f"{exc.code}: {exc.message}")
         entry["default_for"] = ",".join(
             c
-            for c in ("sms", "weixin", "email", "webhook")
+            for c in channel_names
             if name in [n.strip() for n in (settings.channel(c).provider or "").split(",")]
         )
         configured.append(entry)
@@ -92,4 +95,46 @@ def providers(ctx: CliContext, /, out: Output) -> None:
             for c in configured
         ),
         "configured provider",
+    )
+
+
+@click.command("channels")
+@json_options
+@pass_cli
+def channels(ctx: CliContext, /, out: Output) -> None:
+    """List the channels: built-in and installed (the noti.channels entry point), with their
+    queue, fields (* required), default providers and where each is defined."""
+    settings = ctx.api.runtime.settings
+    rows = []
+    for channel in Channel:
+        row: dict[str, Any] = {
+            "name": channel.value,
+            "queue": channel.queue,
+            "module": defined_at(channel.value),
+            "provider": settings.channel(channel.value).provider or "",
+        }
+        try:
+            spec = channel.spec
+            row.update(
+                title=spec.title,
+                target=spec.target_help,
+                fields=[f"{n}*" if n in spec.required else n for n in spec.fields],
+                docs=spec.docs,
+                status="ok",
+            )
+        except NotiError as exc:
+            row.update(title="", target="", fields=[], docs="", status=f"{exc.code}: {exc.message}")
+        rows.append(row)
+    if out.quiet:
+        return
+    if out.wants_json:
+        out.json({"channels": rows})
+        return
+    print_table(
+        ("NAME", "QUEUE", "FIELDS", "DEFAULT PROVIDER", "TARGET", "STATUS"),
+        (
+            (r["name"], r["queue"], " ".join(r["fields"]), r["provider"], r["target"], r["status"])
+            for r in rows
+        ),
+        "channel",
     )

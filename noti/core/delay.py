@@ -163,7 +163,7 @@ class DelayedQueue:
         items = [
             (record_id, Channel(kind), int(level))
             for record_id, (kind, level, status) in zip(ids, rows, strict=True)
-            if status == "1" and kind in Channel._value2member_map_
+            if status == "1" and Channel.known(kind)
         ]
         if items:
             publish(items)

@@ -4,21 +4,12 @@ A record is stored as one Redis hash whose fields carry the seed's names (``noti
 ``noti_lv``, …), so ``noti list -json`` reads like the original system. Inside Python it is a
 :class:`Notification`; the seed names appear only in :func:`to_hash` / :func:`from_hash`.
 
-Input limits (refused with :class:`~noti.errors.InvalidInput`, nothing stored):
-
-=====================  =============================================================
-field                  rule
-=====================  =============================================================
-SMS target             E.164 (``+8613912345678``) or a mainland mobile (``13912345678``)
-WeChat target          an openid: 1–128 characters, no white space
-e-mail target          one address, at most 254 characters
-webhook target         an ``http://`` or ``https://`` URL, at most 2,048 characters
-SMS text               1–1,000 characters (about 15 concatenated SMS parts)
-e-mail subject / text  one line of 1–998 characters / 1–262,144 characters (html likewise)
-WeChat content         a JSON object, at most 16 KiB encoded
-webhook content        a JSON object, at most 64 KiB encoded
-level                  an integer >= 1 (at most 64 bits); above the user's cap it is lowered to the cap
-=====================  =============================================================
+Which channels exist, and what each one's targets and fields are, is the channel registry's
+(:mod:`noti.core.channel`; each channel's rules are in its package, ``noti/channels/<name>/``,
+and on its documentation page). What every record shares is checked here (refused with
+:class:`~noti.errors.InvalidInput`, nothing stored): a target is 1-2,048 characters without
+control characters; no field a channel does not take, none it requires missing; a level is an
+integer >= 1 (at most 64 bits), lowered to the user's cap.
 
 Every text must be valid UTF-8 (no lone surrogate) without NUL or other control characters
 (tab and line breaks allowed in message bodies; none in a target, a subject, an account or a
@@ -31,17 +22,19 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum, StrEnum
+from enum import IntEnum
 from typing import Any
 
+from noti.core.channel import Channel, ChannelSpec
 from noti.entropy import hex64
-from noti.errors import InvalidInput
+from noti.errors import InvalidConfig, InvalidInput
 from noti.inputs import bad_character, check_text, integer, plain_json, shown
 
 __all__ = [
     "Channel",
+    "ChannelSpec",
     "Notification",
     "Status",
     "from_hash",
@@ -55,11 +48,7 @@ __all__ = [
 
 RECORD_TYPE = "wn_noti"
 LEVEL_MIN, LEVEL_MAX = 1, 1000
-SMS_TEXT_MAX = 1000
-EMAIL_SUBJECT_MAX = 998
-EMAIL_BODY_MAX = 256 * 1024
-WEIXIN_CONTENT_MAX_BYTES = 16 * 1024
-WEBHOOK_CONTENT_MAX_BYTES = 64 * 1024
+#: The longest target (and URL field) of any channel.
 URL_MAX = 2048
 
 
@@ -72,42 +61,25 @@ class Status(IntEnum):
     DONE = 10  #: delivered; ``noti_errmsg`` is "ok" and ``expi`` is set
 
 
-class Channel(StrEnum):
-    """``noti_type``: how a notification travels; each has its own Celery queue."""
+#: Per channel: Python field name -> seed hash field (each channel's :attr:`ChannelSpec.fields`).
+class _PerChannel(Mapping[Channel, Any]):
+    """A read-only view of one attribute of every registered channel's spec."""
 
-    SMS = "sms"
-    WEIXIN = "weixin"
-    EMAIL = "email"
-    WEBHOOK = "webhook"
+    def __init__(self, attribute: str) -> None:
+        self._attribute = attribute
 
-    @property
-    def queue(self) -> str:
-        return f"noti.{self.value}"
+    def __getitem__(self, channel: Channel) -> Any:
+        return getattr(Channel(channel).spec, self._attribute)
+
+    def __iter__(self) -> Iterator[Channel]:
+        return iter(Channel)
+
+    def __len__(self) -> int:
+        return len(Channel)
 
 
-#: Per channel: Python field name -> seed hash field.
-CHANNEL_FIELDS: dict[Channel, dict[str, str]] = {
-    Channel.SMS: {"text": "noti_sms_text"},
-    Channel.WEIXIN: {
-        "pnb": "noti_wx_pnb",
-        "tmpl": "noti_wx_tmpl_id",
-        "url": "noti_wx_tmpl_url",
-        "content": "noti_weixin_tmpl_content",
-    },
-    Channel.EMAIL: {
-        "subject": "noti_email_subject",
-        "text": "noti_email_text",
-        "html": "noti_email_html",
-    },
-    Channel.WEBHOOK: {"content": "noti_webhook_content"},
-}
-REQUIRED_FIELDS: dict[Channel, tuple[str, ...]] = {
-    Channel.SMS: ("text",),
-    Channel.WEIXIN: ("pnb", "tmpl", "content"),
-    Channel.EMAIL: ("subject", "text"),
-    Channel.WEBHOOK: ("content",),
-}
-JSON_FIELDS = frozenset({"content"})
+CHANNEL_FIELDS: Mapping[Channel, Mapping[str, str]] = _PerChannel("fields")
+REQUIRED_FIELDS: Mapping[Channel, tuple[str, ...]] = _PerChannel("required")
 
 
 def provider_field(channel: Channel) -> str:
@@ -117,7 +89,27 @@ def provider_field(channel: Channel) -> str:
 
 def msgid_field(channel: Channel) -> str:
     """Hash field for the provider's message id (``noti_wx_tmpl_msgid`` for WeChat)."""
-    return "noti_wx_tmpl_msgid" if channel is Channel.WEIXIN else f"noti_{channel.value}_msgid"
+    return channel.spec.msgid_field or f"noti_{channel.value}_msgid"
+
+
+_msgid_fields: tuple[int, tuple[str, ...]] = (0, ())
+
+
+def msgid_fields() -> tuple[str, ...]:
+    """Every registered channel's message-id field, once each (a channel whose package cannot
+    be loaded is left out: it can have no record to read)."""
+    global _msgid_fields
+    count, found = _msgid_fields
+    if count != len(Channel):
+        names = []
+        for channel in Channel:
+            try:
+                names.append(msgid_field(channel))
+            except InvalidConfig:
+                continue
+        found = tuple(dict.fromkeys(names))
+        _msgid_fields = (len(Channel), found)
+    return found
 
 
 # --- ids -------------------------------------------------------------------------------------
@@ -275,21 +267,24 @@ def to_hash(record: Notification) -> dict[str, str]:
             out[key] = str(value)
     for state, at in record.delivery_times.items():
         out[f"noti_dlv_{state}_at"] = str(at)
-    names = CHANNEL_FIELDS[record.channel]
+    spec = record.channel.spec
+    names, json_fields = spec.fields, spec.json_fields
     for name, value in record.fields.items():
         if value is None:
             continue
-        out[names[name]] = json.dumps(value, ensure_ascii=False) if name in JSON_FIELDS else str(value)
+        out[names[name]] = json.dumps(value, ensure_ascii=False) if name in json_fields else str(value)
     return out
 
 
 def from_hash(data: Mapping[str, str]) -> Notification:
     """Rebuild a record from its Redis hash."""
     channel = Channel(data["noti_type"])
+    spec = channel.spec
+    json_fields = spec.json_fields
     fields: dict[str, Any] = {}
-    for name, key in CHANNEL_FIELDS[channel].items():
+    for name, key in spec.fields.items():
         if key in data:
-            fields[name] = json.loads(data[key]) if name in JSON_FIELDS else data[key]
+            fields[name] = json.loads(data[key]) if name in json_fields else data[key]
     expi = data.get("expi")
     revoked = data.get("noti_revoked_at")
     return Notification(
@@ -355,7 +350,7 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
         out[key] = int(out[key])
     out["noti_errmsg"] = record.errmsg or None
     out[provider_field(record.channel)] = record.provider
-    for name, key in CHANNEL_FIELDS[record.channel].items():
+    for name, key in record.channel.spec.fields.items():
         out[key] = record.fields.get(name)
     out[msgid_field(record.channel)] = record.msgid
     out["noti_sent_by"] = record.sent_by
@@ -377,24 +372,6 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
 
 # --- validation --------------------------------------------------------------------------------
 
-#: Phone numbers noti accepts: E.164, or an 11-digit mainland mobile (providers normalise).
-#: (Their patterns end in ``$``, which Python lets match before a final newline: they are
-#: used with ``fullmatch``; pydantic's regular expressions, which take ``E164_PHONE.pattern``,
-#: read ``$`` as the end.)
-E164_PHONE = re.compile(r"^\+[1-9][0-9]{6,14}$")
-CN_MOBILE = re.compile(r"^1[3-9][0-9]{9}$")
-_EMAIL = re.compile(r"^[^@\s<>(),;:\"\[\]]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.[A-Za-z]{2,}$")
-_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
-
-
-def phone_e164(number: str) -> str | None:
-    """``number`` in E.164 (a mainland mobile gets ``+86``), or None if noti does not accept it."""
-    if E164_PHONE.fullmatch(number):
-        return number
-    if CN_MOBILE.fullmatch(number):
-        return "+86" + number
-    return None
-
 
 def parse_channel(value: str) -> Channel:
     """The channel named by ``value``.
@@ -404,7 +381,7 @@ def parse_channel(value: str) -> Channel:
     """
     try:
         return Channel(value)
-    except ValueError:
+    except (ValueError, TypeError):
         known = ", ".join(c.value for c in Channel)
         raise InvalidInput(
             f"unknown notification type {shown(value)} (known: {known})", code="e.cmd.noti.add.badtype"
@@ -448,7 +425,9 @@ def _bad(code: str, message: str) -> InvalidInput:
 
 
 def validate_target(channel: Channel, target: object) -> str:
-    """The target, checked for its channel.
+    """The target, checked for its channel: what every channel asks (a non-empty string of at
+    most :data:`URL_MAX` characters, no control character), then the channel's own rule
+    (:meth:`ChannelSpec.check_target`).
 
     Raises:
         InvalidInput: ``e.cmd.noti.add.badtarget``.
@@ -463,40 +442,19 @@ def validate_target(channel: Channel, target: object) -> str:
     problem = bad_character(target, name=True)
     if problem is not None:
         raise _bad("badtarget", f"a {channel.value} target must not contain {problem}")
-    if channel is Channel.SMS:
-        if not (E164_PHONE.fullmatch(target) or CN_MOBILE.fullmatch(target)):
-            raise _bad(
-                "badtarget",
-                f"{target!r} is not a phone number: use E.164 (+8613912345678) "
-                "or an 11-digit mainland mobile number",
-            )
-    elif channel is Channel.WEIXIN:
-        if len(target) > 128 or any(c.isspace() for c in target):
-            raise _bad("badtarget", "a WeChat openid is 1-128 characters without spaces")
-    elif channel is Channel.EMAIL:
-        if len(target) > 254 or not _EMAIL.fullmatch(target):
-            raise _bad("badtarget", f"{target!r} is not an e-mail address")
-    elif channel is Channel.WEBHOOK:
-        if len(target) > URL_MAX or not _URL.fullmatch(target):
-            raise _bad("badtarget", f"{target!r} is not an http(s) URL")
-    return target
-
-
-def _text(name: str, value: object, limit: int, *, one_line: bool = False) -> str:
-    return check_text(value, what=name, code="e.cmd.noti.add.badtext", max_len=limit, one_line=one_line)
-
-
-def _json_object(name: str, value: object, limit: int) -> dict[str, Any]:
-    return plain_json(value, what=name, code="e.cmd.noti.add.badcontent", max_bytes=limit)[0]
+    return channel.spec.check_target(target)
 
 
 def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The channel fields, checked and normalised (JSON strings decoded to objects).
+    """The channel fields, checked and normalised (JSON strings decoded to objects): unknown
+    and missing ones refused here, each given one by the channel
+    (:meth:`ChannelSpec.check_fields`).
 
     Raises:
         InvalidInput: an unknown or missing field, or a value outside its limits.
     """
-    known = CHANNEL_FIELDS[channel]
+    spec: ChannelSpec = channel.spec
+    known = spec.fields
     given = {k: v for k, v in fields.items() if v is not None}
     unknown = [] if given.keys() <= known.keys() else sorted(set(given) - set(known))
     if unknown:
@@ -505,36 +463,44 @@ def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, An
             f"{channel.value} notifications take {', '.join(sorted(known))}; "
             f"unexpected: {', '.join(unknown)}",
         )
-    missing = [name for name in REQUIRED_FIELDS[channel] if name not in given]
+    missing = [name for name in spec.required if name not in given]
     if missing:
         raise _bad("missing", f"a {channel.value} notification needs {', '.join(missing)}")
-    out: dict[str, Any] = {}
-    for name, value in given.items():
-        if channel is Channel.SMS:
-            out[name] = _text("SMS text", value, SMS_TEXT_MAX)
-        elif channel is Channel.WEIXIN:
-            if name == "content":
-                out[name] = _json_object("WeChat content", value, WEIXIN_CONTENT_MAX_BYTES)
-            elif name == "url":
-                if (
-                    not isinstance(value, str)
-                    or len(value) > URL_MAX
-                    or not _URL.fullmatch(value)
-                    or bad_character(value, name=True)
-                ):
-                    raise _bad("badfield", f"WeChat url {shown(value)} is not an http(s) URL")
-                out[name] = value
-            else:
-                label = "WeChat account (-pnb)" if name == "pnb" else "template id (-tmpl)"
-                text = _text(label, value, 128, one_line=True)
-                if any(c.isspace() for c in text):
-                    raise _bad("badfield", f"{label} must not contain spaces")
-                out[name] = text
-        elif channel is Channel.EMAIL:
-            if name == "subject":  # a header: one line (no \n, \r, U+0085, U+2028, form feed …)
-                out[name] = _text("the e-mail subject", value, EMAIL_SUBJECT_MAX, one_line=True)
-            else:
-                out[name] = _text(f"e-mail {name}", value, EMAIL_BODY_MAX)
-        else:
-            out[name] = _json_object("webhook content", value, WEBHOOK_CONTENT_MAX_BYTES)
-    return out
+    return spec.check_fields(given)
+
+
+# --- what channels share -----------------------------------------------------------------------
+
+#: An http(s) URL (a webhook's target, a WeChat template's link).
+HTTP_URL = re.compile(r"^https?://[^\s/?#]+[^\s]*$")
+
+
+def text_field(name: str, value: object, limit: int, *, one_line: bool = False) -> str:
+    """A text field of at most ``limit`` characters (``e.cmd.noti.add.badtext``)."""
+    return check_text(value, what=name, code="e.cmd.noti.add.badtext", max_len=limit, one_line=one_line)
+
+
+def json_object_field(name: str, value: object, limit: int) -> dict[str, Any]:
+    """A JSON object (or its text) of at most ``limit`` bytes encoded (``e.cmd.noti.add.badcontent``)."""
+    return plain_json(value, what=name, code="e.cmd.noti.add.badcontent", max_bytes=limit)[0]
+
+
+def url_field(name: str, value: object) -> str:
+    """An http(s) URL field (``e.cmd.noti.add.badfield``)."""
+    if (
+        not isinstance(value, str)
+        or len(value) > URL_MAX
+        or not HTTP_URL.fullmatch(value)
+        or bad_character(value, name=True)
+    ):
+        raise _bad("badfield", f"{name} {shown(value)} is not an http(s) URL")
+    return value
+
+
+def name_field(label: str, value: object, limit: int = 128) -> str:
+    """A one-line name without spaces (an account, a template id; ``e.cmd.noti.add.badfield``
+    for a space, ``badtext`` for the rest)."""
+    text = text_field(label, value, limit, one_line=True)
+    if any(c.isspace() for c in text):
+        raise _bad("badfield", f"{label} must not contain spaces")
+    return text

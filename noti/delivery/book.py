@@ -47,7 +47,7 @@ import redis
 
 from noti import counters
 from noti.core.keys import Keys
-from noti.core.record import Channel, msgid_field, now_ms
+from noti.core.record import Channel, msgid_field, msgid_fields, now_ms
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery
 from noti.redisconn import load_script, translate_errors
 
@@ -312,18 +312,21 @@ class DeliveryBook:
         """
         k = self.keys
         found: dict[str, list[PendingDelivery]] = {name: [] for name in providers}
-        fields = ("noti_sent_by", "noti_target", "noti_type", "noti_dlv_accepted_at", *_MSGID_FIELDS)
+        msgids = msgid_fields()
+        fields = ("noti_sent_by", "noti_target", "noti_type", "noti_dlv_accepted_at", *msgids)
         with translate_errors(self.redis):
             for start in range(0, PENDING_SCAN, PENDING_PAGE):
                 ids = [_text(x) for x in self.redis.zrange(k.delivery_watch, start, start + PENDING_PAGE - 1)]
                 pipe = self.redis.pipeline(transaction=False)
                 for record_id in ids:
                     pipe.hmget(k.record(record_id), fields)
-                for record_id, (by, target, kind, sent, *msgids) in zip(ids, pipe.execute(), strict=True):
+                for record_id, (by, target, kind, sent, *ids_by_vendor) in zip(
+                    ids, pipe.execute(), strict=True
+                ):
                     wanted = found.get(_text(by)) if by is not None and kind is not None else None
                     if wanted is None or len(wanted) >= limit:
                         continue
-                    vendor_id = dict(zip(_MSGID_FIELDS, msgids, strict=True)).get(
+                    vendor_id = dict(zip(msgids, ids_by_vendor, strict=True)).get(
                         msgid_field(Channel(_text(kind)))
                     )
                     wanted.append(
@@ -337,9 +340,6 @@ class DeliveryBook:
                 if len(ids) < PENDING_PAGE or all(len(v) >= limit for v in found.values()):
                     break
         return found
-
-
-_MSGID_FIELDS = tuple(msgid_field(channel) for channel in Channel)
 
 
 def _vendor_field(report: DeliveryReport) -> str:

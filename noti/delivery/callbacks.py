@@ -7,7 +7,7 @@ undelivered, unknown), so no change is lost between the two. :meth:`StatusCallba
 (beat, ``noti.delivery.tick``) turns each entry into a webhook notification of the record's
 creator, idempotent on the entry's id (a run that dies after creating it and before removing
 the entry creates nothing the second time), then removes the entry. The webhook channel's
-provider signs it (Standard Webhooks, :mod:`noti.providers.webhook`) with the creator's
+provider signs it (Standard Webhooks, :mod:`noti.channels.webhook.provider`) with the creator's
 signing key (:mod:`noti.access.signing`, never an operator's provider secret) and
 ``webhook-id: cb_<its record id>``: the id is signed and no webhook a user posts carries that
 prefix, so a receiver that checks it knows the body is noti's own account of a status

@@ -8,9 +8,13 @@ means and whether its value is acceptable is then checked by noti itself (the co
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from noti.core.channel import BUILTIN, Channel
+from noti.errors import InvalidConfig
 
 __all__ = [
     "BATCH_MAX",
@@ -20,6 +24,7 @@ __all__ = [
     "EventIn",
     "EventOut",
     "Health",
+    "NotificationBase",
     "NotificationIn",
     "NotificationsOut",
     "RecordOut",
@@ -28,14 +33,17 @@ __all__ = [
     "StoredOut",
 ]
 
+log = logging.getLogger(__name__)
+
 #: The most notifications one ``POST /v1/notifications`` takes.
 BATCH_MAX = 1000
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
 
-class NotificationIn(BaseModel):
-    """One notification: the arguments of :func:`noti.notify` (``to`` or ``target``)."""
+class NotificationBase(BaseModel):
+    """One notification: the arguments of :func:`noti.notify` (``to`` or ``target``) that
+    every channel takes; :data:`NotificationIn` adds the channels' fields."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -45,18 +53,11 @@ class NotificationIn(BaseModel):
         },
     )
 
-    type: str = Field(description="sms, weixin, email or webhook")
-    to: str | None = Field(default=None, description="Phone number, openid, e-mail address or URL")
-    target: str | None = Field(default=None, description="The same as to")
-    text: str | None = Field(default=None, description="SMS or e-mail text")
-    tmpl: str | None = Field(default=None, description="WeChat template id")
-    pnb: str | None = Field(default=None, description="WeChat official account")
-    url: str | None = Field(default=None, description="WeChat template link")
-    content: dict[str, Any] | str | None = Field(
-        default=None, description="WeChat template data or webhook body (an object, or its JSON)"
+    type: str = Field(description="The channel: " + ", ".join(BUILTIN) + ", or an installed one")
+    to: str | None = Field(
+        default=None, description="Phone number, openid, e-mail address, URL, device token …"
     )
-    subject: str | None = Field(default=None, description="E-mail subject")
-    html: str | None = Field(default=None, description="E-mail HTML body")
+    target: str | None = Field(default=None, description="The same as to")
     lv: int | None = Field(
         default=None, description="Level 1-1000 (lowered to the user's role cap and the token's cap)"
     )
@@ -76,6 +77,43 @@ class NotificationIn(BaseModel):
         default=None,
         description="Sent instead if no delivery receipt comes in time: type, to, its fields, after_s",
     )
+
+
+def notification_model() -> type[NotificationBase]:
+    """``NotificationIn``: :class:`NotificationBase` plus every registered channel's fields
+    (each optional; a JSON field takes an object or its text), so the schema follows the
+    channel registry. A channel whose package cannot be loaded is left out (logged)."""
+    helps: dict[str, list[str]] = {}
+    json_fields: set[str] = set()
+    for channel in Channel:
+        try:
+            spec = channel.spec
+        except InvalidConfig as exc:
+            log.warning("the HTTP API leaves channel %s out: %s", channel.value, exc.message)
+            continue
+        for name in spec.fields:
+            if name in NotificationBase.model_fields:
+                continue  # refused by the registry's checks; never shadows a common field
+            text = spec.field_help.get(name) or f"{spec.title}: {name}"
+            if text not in helps.setdefault(name, []):
+                helps[name].append(text)
+            if name in spec.json_fields:
+                json_fields.add(name)
+    fields: dict[str, Any] = {}
+    for name, texts in helps.items():
+        kind: Any = dict[str, Any] | str | None if name in json_fields else str | None
+        fields[name] = (kind, Field(default=None, description="; ".join(texts)))
+    model: type[NotificationBase] = create_model(
+        "NotificationIn", __base__=NotificationBase, __module__=__name__, **fields
+    )
+    return model
+
+
+if TYPE_CHECKING:
+    NotificationIn = NotificationBase
+else:
+    #: One notification of ``POST /v1/notifications`` (built from the channel registry at import).
+    NotificationIn = notification_model()
 
 
 class StoredOut(BaseModel):

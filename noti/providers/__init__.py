@@ -29,12 +29,12 @@ __all__ = ["BUILTIN", "Message", "Provider", "ProviderOptions", "ProviderSet", "
 #: kind -> "module:Class" of the providers that ship with noti.
 BUILTIN: dict[str, str] = {
     "sandbox": "noti.providers.sandbox:SandboxProvider",
-    "weixin": "noti.providers.weixin:WeixinProvider",
-    "email": "noti.providers.email:EmailProvider",
-    "twilio": "noti.providers.twilio:TwilioProvider",
-    "webhook": "noti.providers.webhook:WebhookProvider",
-    "aliyun": "noti.providers.sms_aliyun:AliyunSmsProvider",
-    "tencent": "noti.providers.sms_tencent:TencentSmsProvider",
+    "weixin": "noti.channels.weixin.provider:WeixinProvider",
+    "email": "noti.channels.email.smtp:EmailProvider",
+    "twilio": "noti.channels.sms.twilio:TwilioProvider",
+    "webhook": "noti.channels.webhook.provider:WebhookProvider",
+    "aliyun": "noti.channels.sms.aliyun:AliyunSmsProvider",
+    "tencent": "noti.channels.sms.tencent:TencentSmsProvider",
 }
 ENTRY_POINT_GROUP = "noti.providers"
 

@@ -3,7 +3,7 @@ that authenticates the vendors that do not sign their pushes (Aliyun, Tencent), 
 of reports, the vendors' Beijing-time stamps, and polling a vendor one message at a time.
 
 A vendor that signs its pushes (Twilio, WeChat) is checked by its own module
-(:mod:`noti.providers.twilio_receipts`, :mod:`noti.providers.weixin_receipts`). Aliyun's
+(:mod:`noti.channels.sms.twilio_receipts`, :mod:`noti.channels.weixin.receipts`). Aliyun's
 SmsReport and Tencent's status callback carry no signature, so the URL configured in their
 console carries a secret instead: ``<public_url>/v1/receipts/<provider>/<receipt_key>`` (a path
 segment the logs redact; the ``X-Noti-Receipt-Key`` header, or ``?key=<receipt_key>`` of URLs

@@ -1,7 +1,7 @@
 """Where a webhook may go: the SSRF guard (which addresses are public) and the receivers an
 operator configured for a provider (:class:`Destination`, its ``destinations`` option).
 
-Split from :mod:`noti.providers.webhook`, which uses both, to keep that module to its sending.
+Split from :mod:`noti.channels.webhook.provider`, which uses both, to keep that module to its sending.
 """
 
 from __future__ import annotations

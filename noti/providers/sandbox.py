@@ -41,8 +41,9 @@ from typing import Any, Literal
 from pydantic import SecretStr
 from redis import Redis
 
+from noti.core.channel import EveryChannel
 from noti.core.keys import Keys
-from noti.core.record import Channel, now_ms
+from noti.core.record import now_ms
 from noti.delivery.state import Delivery, DeliveryReport, ReceiptBatch, ReceiptReply, ReceiptRequest
 from noti.errors import PermanentFailure, ReceiptRejected, TemporaryFailure
 from noti.providers._sender import SenderPoolOptions, pooled_send
@@ -76,7 +77,7 @@ class SandboxProvider(Provider):
     #: The outbox list is the recipient: delivered once it is written, unless it is set to
     #: take receipts (``receipt_secret``, set per instance).
     delivered_on_send = True
-    channels = frozenset(Channel)
+    channels = EveryChannel()
     Options = SandboxOptions
     options: SandboxOptions
 

@@ -56,7 +56,7 @@ other 4xx                                   TemporaryFailure          an unknown
 table classifies them when they do.)
 
 Delivery receipts (status callbacks, or a poll of each message) are read by
-:mod:`noti.providers.twilio_receipts`.
+:mod:`noti.channels.sms.twilio_receipts`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ from urllib.parse import urlencode
 import httpx
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from noti.core.record import E164_PHONE, Channel, phone_e164
+from noti.channels.sms import E164_PHONE, phone_e164, twilio_receipts
+from noti.core.record import Channel
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
@@ -86,7 +87,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.privacy import mask_target
-from noti.providers import _http, twilio_receipts
+from noti.providers import _http
 from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._receipts import ReceiptPollOption, poll_each
 from noti.providers._sender import SenderPoolOptions, pooled_send
@@ -303,7 +304,7 @@ class TwilioProvider(LookupProvider):
         return Receipt(provider=self.name, msgid=sid, raw=f"Messages list: status={found[0].get('status')}")
 
     def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
-        """A status callback, its ``X-Twilio-Signature`` checked (:mod:`noti.providers.twilio_receipts`).
+        """A status callback, its ``X-Twilio-Signature`` checked (:mod:`noti.channels.sms.twilio_receipts`).
 
         Raises:
             ReceiptRejected: a bad signature, or a callback that cannot be read.
@@ -323,7 +324,7 @@ class TwilioProvider(LookupProvider):
 
     def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
         """``GET …/Messages/{sid}.json`` of each pending record with a message sid: a report
-        for each message that reached a final status (see :mod:`noti.providers.twilio_receipts`).
+        for each message that reached a final status (see :mod:`noti.channels.sms.twilio_receipts`).
 
         Raises:
             DeliveryError: the first fetch failed (see :func:`noti.providers._receipts.poll_each`).

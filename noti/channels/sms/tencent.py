@@ -30,10 +30,10 @@ option                 default                             meaning
 =====================  ==================================  =======================================
 
 Delivery receipts (the status callback, ``PullSmsSendStatus``) are read by
-:mod:`noti.providers.tencent_receipts`.
+:mod:`noti.channels.sms.tencent_receipts`.
 
 ``TemplateParamSet`` is the parameter values in ``template_params`` order (see
-:mod:`noti.providers._sms`); numbers are sent in E.164 (``+8613912345678``);
+:mod:`noti.channels.sms._templates`); numbers are sent in E.164 (``+8613912345678``);
 ``SessionContext`` is the record id. ``SerialNo`` is the receipt's msgid.
 
 A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
@@ -79,6 +79,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 
+from noti.channels.sms import tencent_receipts
+from noti.channels.sms._templates import TemplateOptions, destination, template_still_fits, template_values
 from noti.core.record import Channel
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
@@ -92,11 +94,10 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
-from noti.providers import _http, tencent_receipts
+from noti.providers import _http
 from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._receipts import KeyedReceiptOptions, check_key
 from noti.providers._sender import SenderPoolOptions, pooled_send
-from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
 
 __all__ = ["ERRORS", "RATE_LIMITS_S", "TencentSmsProvider", "classify", "tc3_authorization"]
@@ -441,7 +442,7 @@ class TencentSmsProvider(LookupProvider):
         return None
 
     def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
-        """A status callback, authenticated by the URL's ``key`` (:mod:`noti.providers.tencent_receipts`).
+        """A status callback, authenticated by the URL's ``key`` (:mod:`noti.channels.sms.tencent_receipts`).
 
         Raises:
             ReceiptRejected: no ``receipt_key`` configured, a missing or wrong key, or a body
@@ -458,7 +459,7 @@ class TencentSmsProvider(LookupProvider):
     def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
         """``PullSmsSendStatus``: every report Tencent has not handed out yet (of any record,
         pending or not: a pulled report is not pulled again), until a pull is not full or
-        :data:`~noti.providers.tencent_receipts.MAX_PULLS` were made. Nothing pending: no pull.
+        :data:`~noti.channels.sms.tencent_receipts.MAX_PULLS` were made. Nothing pending: no pull.
 
         Raises:
             DeliveryError: the first pull failed (a later failure keeps what was pulled).

@@ -16,7 +16,7 @@ the report names the record by ``out_id`` (noti sends the record id as ``OutId``
 message by ``biz_id``. The answer is ``{"code": 0, "msg": "接收成功"}``; Aliyun pushes again
 after 1, 5 and 10 minutes when it gets another answer, and pushes are not idempotent.
 
-**Poll** (:meth:`noti.providers.sms_aliyun.AliyunSmsProvider.poll_receipts`, by default when
+**Poll** (:meth:`noti.channels.sms.aliyun.AliyunSmsProvider.poll_receipts`, by default when
 no ``receipt_key`` is set): ``QuerySendDetails`` rows, ``SendStatus`` 3 → delivered, 2 →
 undelivered (``ErrCode``), 1 → nothing yet (:func:`report_of_detail`).
 """

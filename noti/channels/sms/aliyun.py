@@ -32,10 +32,10 @@ option                 default                          meaning
 =====================  ===============================  ==========================================
 
 Delivery receipts (SmsReport pushes, ``QuerySendDetails`` polls) are read by
-:mod:`noti.providers.aliyun_receipts` and :meth:`AliyunSmsProvider.poll_receipts`.
+:mod:`noti.channels.sms.aliyun_receipts` and :meth:`AliyunSmsProvider.poll_receipts`.
 
 The text becomes ``TemplateParam``, a JSON *string* of string values (see
-:mod:`noti.providers._sms`). Numbers go out as Aliyun wants them: mainland mobiles as 11
+:mod:`noti.channels.sms._templates`). Numbers go out as Aliyun wants them: mainland mobiles as 11
 digits, international ones as country code + number without ``+``. ``OutId`` is the record
 id, so receipts and ``QuerySendDetails`` name the record. ``BizId`` is the receipt's msgid.
 
@@ -91,6 +91,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field, SecretStr, model_validator
 
+from noti.channels.sms import aliyun_receipts
+from noti.channels.sms._templates import TemplateOptions, destination, template_still_fits, template_values
 from noti.core.record import Channel
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
@@ -105,11 +107,10 @@ from noti.errors import (
     TemporaryFailure,
     UnconfirmedOutcome,
 )
-from noti.providers import _http, aliyun_receipts
+from noti.providers import _http
 from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._receipts import KeyedReceiptOptions, check_key, poll_each
 from noti.providers._sender import SenderPoolOptions, pooled_send
-from noti.providers._sms import TemplateOptions, destination, template_still_fits, template_values
 from noti.providers.base import Message, Receipt
 
 __all__ = ["ERRORS", "AliyunSmsProvider", "beijing_days", "classify", "limit_window_s", "sign_v1"]
@@ -406,7 +407,7 @@ class AliyunSmsProvider(LookupProvider):
             page += 1
 
     def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
-        """An SmsReport push, authenticated by the URL's ``key`` (:mod:`noti.providers.aliyun_receipts`).
+        """An SmsReport push, authenticated by the URL's ``key`` (:mod:`noti.channels.sms.aliyun_receipts`).
 
         Raises:
             ReceiptRejected: no ``receipt_key`` configured, a missing or wrong key, or a body

@@ -26,7 +26,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from noti.core.record import CN_MOBILE, E164_PHONE
+from noti.channels.sms import CN_MOBILE, E164_PHONE
 from noti.errors import InvalidInput, PermanentFailure
 from noti.providers.base import ProviderOptions
 

@@ -22,7 +22,7 @@ option                 default                        meaning
 =====================  =============================  ===========================================
 
 Delivery receipts (``TEMPLATESENDJOBFINISH`` events pushed to
-``<public_url>/v1/receipts/<name>``) are read by :mod:`noti.providers.weixin_receipts`.
+``<public_url>/v1/receipts/<name>``) are read by :mod:`noti.channels.weixin.receipts`.
 
 Sending is ``POST {base_url}/cgi-bin/message/template/send?access_token=…`` with ``touser``,
 ``template_id``, ``url``, ``data`` and ``client_msg_id`` = the record id (WeChat sends one
@@ -72,6 +72,7 @@ import httpx
 import redis
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from noti.channels.weixin import receipts as weixin_receipts
 from noti.core.keys import Keys
 from noti.core.record import Channel
 from noti.delivery.state import ReceiptBatch, ReceiptRequest
@@ -88,7 +89,6 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.privacy import mask_target
-from noti.providers import weixin_receipts
 from noti.providers._http import client, json_object, map_transport_errors, retry_after_s
 from noti.providers._receipts import not_configured
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
@@ -170,7 +170,7 @@ class WeixinProvider(Provider):
 
     def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
         """A request WeChat made to the account's server URL: the URL check, or an event
-        (:mod:`noti.providers.weixin_receipts`).
+        (:mod:`noti.channels.weixin.receipts`).
 
         Raises:
             ReceiptRejected: no ``callback_token`` configured (``e.noti.receipt.provider``),
