@@ -60,6 +60,10 @@ class DeliveryReport:
     text: str = ""
     #: When the vendor says it happened (epoch ms); 0 = when noti applies it.
     at_ms: int = 0
+    #: Why the record's target is to be suppressed for its channel (``bounce``, ``complaint``,
+    #: ``unsubscribe``: :mod:`noti.core.suppression`), or "": the delivery book suppresses it
+    #: once the report passes the checks that a receipt speaks for its provider's send.
+    suppress: str = ""
 
     def __post_init__(self) -> None:
         if not self.record_id and not self.vendor_id:
@@ -75,6 +79,7 @@ class DeliveryReport:
                 "code": self.code,
                 "text": self.text,
                 "at_ms": self.at_ms,
+                **({"suppress": self.suppress} if self.suppress else {}),
             },
             ensure_ascii=False,
             separators=(",", ":"),
@@ -91,6 +96,7 @@ class DeliveryReport:
             code=data.get("code", ""),
             text=data.get("text", ""),
             at_ms=int(data.get("at_ms", 0)),
+            suppress=str(data.get("suppress", "")),
         )
 
 
