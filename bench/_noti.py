@@ -51,6 +51,8 @@ class WorkerConfig:
     #: A receiver connected to each task signal a delivery sends (:mod:`bench._signal_receivers`);
     #: results need no switch: the result backend reads the records the workers write anyway.
     signals: bool = True
+    #: More environment of the workers (``PYTHONPATH`` of another revision: bench.registry_bench).
+    extra_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -78,6 +80,7 @@ class WorkerConfig:
             "NOTI_WORKER_CONCURRENCY": str(self.concurrency),
             "NOTI_WORKER_TASK_EVENTS": "true" if self.events else "false",
             "NOTI_IMPORTS": "bench._signal_receivers" if self.signals else "",
+            **dict(self.extra_env),
         }
 
     def as_json(self) -> dict[str, Any]:
