@@ -54,7 +54,9 @@ def worktree(rev: str) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=False, capture_output=True
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)],
+            check=False,
+            capture_output=True,
         )
 
 
