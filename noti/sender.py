@@ -24,6 +24,7 @@ from noti.core.delay import MAX_DELAY_S
 from noti.core.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.core.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.core.store import UNSURE_FIELD, Claim, ClaimState, Finish, Outcome, Revoked
+from noti.core.suppression import Suppressed
 from noti.entropy import owner_token
 from noti.errors import (
     AmbiguousOutcome,
@@ -36,6 +37,7 @@ from noti.errors import (
     StaleCredential,
     StoreUnavailable,
     UnconfirmedOutcome,
+    split_code,
 )
 from noti.handlers import STOP, NotificationHandler, call_hook
 from noti.privacy import mask_target
@@ -337,10 +339,12 @@ class Sender:
                     errmsg=outcome.errmsg,
                     at_ms=now_ms(),
                 )
-            if outcome.error_class == "opted_out":
-                rt.store.suppress(record.channel.value, record.target)
-            outcome = _still_unsure(outcome, attempt.claim.in_doubt)
             calls = attempt.calls
+            if outcome.error_class == "opted_out":
+                rt.store.suppress(
+                    record.channel.value, record.target, why=_why_suppressed(record, outcome, calls)
+                )
+            outcome = _still_unsure(outcome, attempt.claim.in_doubt)
             items.append(
                 Finish(record.id, attempt.owner, outcome, letter, calls[-1][0] if calls else "", tuple(calls))
             )
@@ -655,6 +659,22 @@ class Sender:
             level=record.level,
             user=record.creator,
         )
+
+
+def _why_suppressed(record: Notification, outcome: Outcome, calls: Sequence[tuple[str, float]]) -> Suppressed:
+    """Why a record's target is suppressed after its vendor said the recipient opted out."""
+    code, text = split_code(outcome.errmsg)
+    return Suppressed(
+        record.channel.value,
+        record.target,
+        reason="optout",
+        code=code or "",
+        text=text,
+        record=record.id,
+        user=record.creator,
+        provider=calls[-1][0] if calls else "",
+        at_ms=now_ms(),
+    )
 
 
 def _still_unsure(outcome: Outcome, in_doubt: bool) -> Outcome:

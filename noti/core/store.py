@@ -7,6 +7,7 @@ Key names come from :mod:`noti.core.keys`.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 import json
@@ -19,6 +20,7 @@ import redis
 from noti.core.deadletter import DeadLetter
 from noti.core.keys import Keys
 from noti.core.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
+from noti.core.suppression import Suppressed, SuppressionList
 from noti.counters import added_field, finish_tally
 from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
@@ -154,6 +156,7 @@ class RecordStore:
         self._revoke = load_script(client, "revoke")
         self._revive = load_script(client, "revive")
         self._renew = load_script(client, "renew")
+        self.suppressions = SuppressionList(client, keys)
         #: Each channel and the key of its opted-out set: what a claim checks (the claim
         #: script, and the broker transport's fetch when it claims).
         self.optouts: tuple[tuple[str, str], ...] = tuple(
@@ -374,20 +377,20 @@ class RecordStore:
             return None
         return self.find(record_id)
 
-    def suppress(self, channel: str, target: str) -> None:
-        """Remember that ``target`` opted out of ``channel``."""
-        with translate_errors(self.redis):
-            self.redis.sadd(self.keys.suppressed(channel), target)
+    def suppress(self, channel: str, target: str, *, why: Suppressed | None = None) -> None:
+        """Remember that no notification of ``channel`` goes to ``target`` any more, and why
+        (``why``'s reason, vendor code and text, record, user, provider; its channel and target
+        are these): :mod:`noti.core.suppression`."""
+        entry = why or Suppressed(channel, target, reason="optout", at_ms=now_ms())
+        self.suppressions.add(dataclasses.replace(entry, channel=channel, target=target))
 
     def is_suppressed(self, channel: str, target: str) -> bool:
-        """Whether ``target`` opted out of ``channel`` (the claim reports it to senders)."""
-        with translate_errors(self.redis):
-            return bool(self.redis.sismember(self.keys.suppressed(channel), target))
+        """Whether ``target`` is suppressed for ``channel`` (the claim reports it to senders)."""
+        return self.suppressions.contains(channel, target)
 
     def unsuppress(self, channel: str, target: str) -> bool:
-        """Forget an opt-out; whether there was one."""
-        with translate_errors(self.redis):
-            return bool(self.redis.srem(self.keys.suppressed(channel), target))
+        """Lift a suppression (and forget why); whether there was one."""
+        return self.suppressions.remove(channel, target)
 
     def delayed_entries(self, limit: int | None = None) -> list[tuple[Notification, int]]:
         """Records in the delayed set with their due ms, soonest first."""

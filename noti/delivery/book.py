@@ -32,6 +32,11 @@ a send through that provider returning that id, which never comes, and is forgot
 receipts are bounded: ``NOTI_RECEIPT_EARLY_MAX`` of them at most (more are ``dropped``), each
 for ``NOTI_RECEIPT_EARLY_TTL_S``.
 
+A report that says its target is to be suppressed (a hard bounce, a complaint:
+:attr:`~noti.delivery.state.DeliveryReport.suppress`) suppresses the record's target for its
+channel once it passes those checks (applied, or stale: the record is final already), with
+why (:mod:`noti.core.suppression`); a refused one suppresses nothing.
+
 Every change of a record that asked for status callbacks (``status_callback=``) is written to
 the status-change stream in the same step (:mod:`noti.delivery.callbacks` sends them).
 """
@@ -48,6 +53,7 @@ import redis
 from noti import counters
 from noti.core.keys import Keys
 from noti.core.record import Channel, msgid_field, msgid_fields, now_ms
+from noti.core.suppression import Suppressed, SuppressionList
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery
 from noti.redisconn import load_script, translate_errors
 
@@ -103,6 +109,7 @@ class DeliveryBook:
         self._apply = load_script(client, "delivery")
         self._keep_early = load_script(client, "receipt_early")
         self._fallback_now = load_script(client, "fallback_now")
+        self.suppressions = SuppressionList(client, keys)
 
     # --- reports ---------------------------------------------------------------------------
 
@@ -233,7 +240,40 @@ class DeliveryBook:
                 report.to_json() if keep else "",
             ]
         answers = self._apply(keys=keys, args=args)
-        return [_text(a) for a in answers]  # type: ignore[misc]
+        results: list[Applied] = [_text(a) for a in answers]  # type: ignore[misc]
+        self._suppress(
+            [item for item, result in zip(items, results, strict=True) if _suppresses(item, result)], now
+        )
+        return results
+
+    def _suppress(self, items: Sequence[_Resolved], now: int) -> None:
+        """Suppress the targets of these records (reports that say so and speak for their
+        record: applied, or stale because the record is final already, a complaint after the
+        delivery), each with its why (:mod:`noti.core.suppression`). Done again when the
+        vendor pushes the report again: the first why is kept."""
+        if not items:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for item in items:
+            pipe.hmget(self.keys.record(item.record_id), ["noti_type", "noti_target", "noti_c"])
+        for item, (kind, target, creator) in zip(items, pipe.execute(), strict=True):
+            if kind is None or target is None:
+                continue
+            report = item.report
+            self.suppressions.add(
+                Suppressed(
+                    channel=_text(kind),
+                    target=_text(target),
+                    reason=report.suppress,
+                    code=report.code,
+                    text=report.text,
+                    record=item.record_id,
+                    user=_text(creator or ""),
+                    provider=report.provider,
+                    at_ms=report.at_ms or now,
+                )
+            )
+            log.info("delivery: record %s: its target is suppressed (%s)", item.record_id, report.suppress)
 
     def fallbacks_now(self, fallback_ids: Sequence[str], *, at_ms: int | None = None) -> int:
         """Make these fallbacks due now (their notification failed: no receipt will come),
@@ -340,6 +380,11 @@ class DeliveryBook:
                 if len(ids) < PENDING_PAGE or all(len(v) >= limit for v in found.values()):
                     break
         return found
+
+
+def _suppresses(item: _Resolved, result: str) -> bool:
+    """The report asks for its target's suppression and speaks for its record."""
+    return bool(item.report.suppress) and item.vendors and result in ("applied", "stale")
 
 
 def _vendor_field(report: DeliveryReport) -> str:
