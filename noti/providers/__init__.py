@@ -35,6 +35,8 @@ BUILTIN: dict[str, str] = {
     "webhook": "noti.channels.webhook.provider:WebhookProvider",
     "aliyun": "noti.channels.sms.aliyun:AliyunSmsProvider",
     "tencent": "noti.channels.sms.tencent:TencentSmsProvider",
+    "ses": "noti.channels.email.ses:SesProvider",
+    "sendgrid": "noti.channels.email.sendgrid:SendGridProvider",
 }
 ENTRY_POINT_GROUP = "noti.providers"
 
