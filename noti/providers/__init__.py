@@ -37,6 +37,11 @@ BUILTIN: dict[str, str] = {
     "tencent": "noti.channels.sms.tencent:TencentSmsProvider",
     "ses": "noti.channels.email.ses:SesProvider",
     "sendgrid": "noti.channels.email.sendgrid:SendGridProvider",
+    "dingtalk": "noti.channels.chat.dingtalk:DingTalkProvider",
+    "feishu": "noti.channels.chat.feishu:FeishuProvider",
+    "wecom": "noti.channels.chat.wecom:WecomProvider",
+    "slack": "noti.channels.chat.slack:SlackProvider",
+    "telegram": "noti.channels.chat.telegram:TelegramProvider",
 }
 ENTRY_POINT_GROUP = "noti.providers"
 
