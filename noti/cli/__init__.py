@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "clean": "noti.cli.notify:clean",
     "delayed": "noti.cli.delayed:delayed",
     "dead": "noti.cli.dead:dead",
+    "suppress": "noti.cli.suppress:suppress",
     "providers": "noti.cli.providers:providers",
     "channels": "noti.cli.providers:channels",
     "pool": "noti.cli.numpool:pool",

@@ -309,6 +309,9 @@ def create_app(
     from noti.http.signing import signing_routes
 
     app.include_router(signing_routes(runtime.signing_keys))
+    from noti.http.suppressions import suppression_routes
+
+    app.include_router(suppression_routes(runtime))
 
     app.add_middleware(
         BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes
