@@ -32,8 +32,10 @@ __all__ = [
     "list_notifications",
     "notifier",
     "notify",
+    "notify_chat",
     "notify_email",
     "notify_many",
+    "notify_push",
     "notify_sms",
     "notify_webhook",
     "notify_weixin",
@@ -63,11 +65,13 @@ def redrive() -> Redrive:
 
 
 def notify(type: str, target: str, *, lv: object = 1, user: str | None = None, **fields: Any) -> str:  # noqa: A002
-    """Queue a notification of ``type`` (sms, weixin, email, webhook) to ``target``; its id.
+    """Queue a notification of ``type`` (sms, weixin, email, webhook, push, chat or an
+    installed channel: ``noti channels``) to ``target``; its id.
 
     ``fields`` are the channel's: ``text`` (sms); ``tmpl``, ``pnb``, ``content``, ``url``
-    (weixin); ``subject``, ``text``, ``html`` (email); ``content`` (webhook); and for every
-    type ``provider`` and ``retry_max``.
+    (weixin); ``subject``, ``text``, ``html`` (email); ``content`` (webhook); ``body``,
+    ``title``, ``data``, ``collapse`` (push); ``text``, ``title``, ``format`` (chat); and for
+    every type ``provider`` and ``retry_max``.
 
     Raises:
         InvalidInput: bad input, nothing stored. StoreUnavailable: Redis is down.
@@ -122,6 +126,37 @@ def notify_webhook(
 ) -> str:
     """Queue a webhook POST of ``content`` to the URL ``target``; its id (see :func:`notify`)."""
     return notify("webhook", target, content=content, lv=lv, user=user, **kwargs)
+
+
+def notify_push(
+    target: str,
+    *,
+    body: str,
+    title: str | None = None,
+    data: dict[str, Any] | str | None = None,
+    collapse: str | None = None,
+    lv: object = 1,
+    user: str | None = None,
+    **kwargs: Any,
+) -> str:
+    """Queue a mobile push to a device token; its id (see :func:`notify`)."""
+    return notify(
+        "push", target, body=body, title=title, data=data, collapse=collapse, lv=lv, user=user, **kwargs
+    )
+
+
+def notify_chat(
+    target: str,
+    *,
+    text: str,
+    title: str | None = None,
+    format: str | None = None,  # noqa: A002 - the channel's field
+    lv: object = 1,
+    user: str | None = None,
+    **kwargs: Any,
+) -> str:
+    """Queue a chat message to a robot, channel or chat; its id (see :func:`notify`)."""
+    return notify("chat", target, text=text, title=title, format=format, lv=lv, user=user, **kwargs)
 
 
 def notify_many(items: Iterable[object], *, user: str | None = None) -> BulkResult:

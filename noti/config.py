@@ -76,7 +76,7 @@ class ChannelSettings(BaseModel):
     #: request went out, a worker killed mid-send) and the provider's status look-up cannot
     #: tell whether it was: ``hold`` sends nothing (the look-up is tried again at each
     #: attempt; when they run out the record fails for an operator): never two messages, maybe
-    #: none. ``resend`` sends again: never none, maybe two. See docs/howto/providers/sms-once.md.
+    #: none. ``resend`` sends again: never none, maybe two. See docs/channels/sms-once.md.
     lookup_failure: Literal["hold", "resend"] = "hold"
     #: Seconds a notification of this channel that asks for a fallback (``fallback=`` of
     #: :func:`noti.notify`) waits for its delivery receipt before the fallback is sent, when

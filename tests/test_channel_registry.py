@@ -410,3 +410,35 @@ def test_an_installed_third_party_channel_is_found_and_delivered(
     assert by_body["disk full"].path == "/alerts"
     assert (by_body["disk full"].headers["title"], by_body["disk full"].headers["priority"]) == ("Disk", "5")
     assert by_body["back to normal"].headers["priority"] == "3"  # a low level: ntfy's default
+
+
+def test_push_and_chat_are_notified_from_python_and_delivered_by_a_real_worker(
+    configure: Callable[..., Any], start_worker_now: Callable[[], Any]
+) -> None:
+    rt = configure(channels={"push": {"provider": "sandbox"}, "chat": {"provider": "sandbox"}})
+    import noti
+
+    with start_worker_now():
+        ids = [
+            noti.notify_push("tok_1", body="Your order shipped", title="Order", data={"order": "42"}),
+            noti.notify_chat("ops", text="**deploy** done", format="markdown"),
+        ]
+        wait_until(lambda: all(rt.store.get(i).status == 10 for i in ids))
+    sent = {m["id"]: (m["type"], m["target"], m["fields"]) for m in sandbox_outbox(rt)}
+    assert sent == {
+        ids[0]: ("push", "tok_1", {"body": "Your order shipped", "title": "Order", "data": {"order": "42"}}),
+        ids[1]: ("chat", "ops", {"text": "**deploy** done", "format": "markdown"}),
+    }
+
+
+def test_the_http_apis_notification_schema_follows_the_registry() -> None:
+    from noti.http.models import NotificationIn, notification_model
+
+    fields = NotificationIn.model_fields
+    for channel in Channel:
+        if channel.value in BUILTIN:
+            for name in channel.spec.fields:
+                assert name in fields, (channel, name)
+    assert fields["data"].annotation != fields["body"].annotation  # a JSON field takes an object
+    register("pager", f"{__name__}:Pager")
+    assert "text" in notification_model().model_fields  # a channel's fields, each named once

@@ -48,7 +48,7 @@ def same(written: str, default: Any) -> bool:
     return text == str(default)
 
 
-PROVIDER_PAGES = ROOT / "docs" / "howto" / "providers"
+PROVIDER_PAGES = ROOT / "docs" / "channels"
 
 
 def pages() -> list[Any]:

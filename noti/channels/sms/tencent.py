@@ -402,7 +402,7 @@ class TencentSmsProvider(LookupProvider):
         (at most :data:`LOOKUP_MAX_S` back), matched by ``SessionContext`` (the record id);
         the receipt names its ``SerialNo``. Tencent lists a message once its delivery report
         is in (seconds, usually): a look-up right after the send may miss it, so in-doubt
-        records are retried after the back-off (docs/howto/providers/sms-once.md).
+        records are retried after the back-off (docs/channels/sms-once.md).
 
         Raises:
             DeliveryError: the pull failed.

@@ -44,7 +44,7 @@ carries one signature per secret in ``webhook-signature``, space-separated, the 
 secret's first (``v1,<new> v1,<old>``), as the Standard Webhooks spec provides for rotation;
 a receiver verifies with whichever secret it has (the ``standardwebhooks``/``svix`` libraries
 accept a header when any of its signatures matches). Give receivers the new secret, then drop
-the old one from the list. docs/howto/providers/webhook.md walks through it.
+the old one from the list. docs/channels/webhook.md walks through it.
 
 Classification of the receiver's answer (:data:`ERRORS`, exact status first, then its class):
 
