@@ -442,3 +442,18 @@ def test_the_http_apis_notification_schema_follows_the_registry() -> None:
     assert fields["data"].annotation != fields["body"].annotation  # a JSON field takes an object
     register("pager", f"{__name__}:Pager")
     assert "text" in notification_model().model_fields  # a channel's fields, each named once
+
+
+def test_the_workers_queues_and_the_metrics_follow_the_registry(rt: Any, pager: Channel) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from noti.celery.queues import queue_names
+    from noti.observe.prometheus import NotiCollector
+    from noti.observe.snapshot import Observer
+
+    assert {"noti.push", "noti.chat", "noti.pager"} <= set(queue_names())
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NotiCollector(Observer(rt).snapshot))
+    exposition = generate_latest(registry).decode()
+    for queue in ("noti.push", "noti.chat", "noti.pager"):
+        assert f'noti_queue_messages{{queue="{queue}",step="0"}} 0.0' in exposition
