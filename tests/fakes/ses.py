@@ -221,6 +221,7 @@ class SesFake(FakeServer):
             self._script.clear()
         self.delay_s = 0.0
         self.clock_offset_s = 0.0
+        self.topic_arn = TOPIC_ARN
         #: MessageId -> the request body, as SES accepted it.
         self.messages: dict[str, dict[str, Any]] = {}
         self.receipt_url: str | None = None
@@ -411,18 +412,22 @@ class SesFake(FakeServer):
             message["Signature"] = sns_signature(key, message, self.signature_version)
         return message
 
-    def post_sns(self, message: dict[str, Any]) -> None:
-        """POST ``message`` to :attr:`receipt_url` as SNS does (on the pusher's thread)."""
+    def post_sns(self, *messages: dict[str, Any]) -> None:
+        """POST ``messages`` to :attr:`receipt_url` as SNS does, in order (on one of the
+        pusher's threads)."""
         assert self.receipt_url is not None, "set receipt_url first"
-        headers = {
-            "content-type": "text/plain; charset=UTF-8",
-            "x-amz-sns-message-type": message["Type"],
-            "x-amz-sns-message-id": message["MessageId"],
-            "x-amz-sns-topic-arn": message["TopicArn"],
-            "user-agent": "Amazon Simple Notification Service Agent",
-        }
-        request = (self.receipt_url, headers, json.dumps(message).encode())
-        self.pusher.push([request, request] if self.duplicate_receipts else [request])
+        requests = []
+        for message in messages:
+            headers = {
+                "content-type": "text/plain; charset=UTF-8",
+                "x-amz-sns-message-type": message["Type"],
+                "x-amz-sns-message-id": message["MessageId"],
+                "x-amz-sns-topic-arn": message["TopicArn"],
+                "user-agent": "Amazon Simple Notification Service Agent",
+            }
+            request = (self.receipt_url, headers, json.dumps(message).encode())
+            requests += [request, request] if self.duplicate_receipts else [request]
+        self.pusher.push(requests)
 
     def subscribe(self) -> str:
         """Post a ``SubscriptionConfirmation`` to :attr:`receipt_url`; its token."""
@@ -448,8 +453,8 @@ class SesFake(FakeServer):
         if self.receipt_url is None:
             return
         for message_id, body in bodies:
-            for event in self.events(message_id, body):
-                self.post_sns(self.sns_message("Notification", {"Message": json.dumps(event)}))
+            events = self.events(message_id, body)
+            self.post_sns(*(self.sns_message("Notification", {"Message": json.dumps(e)}) for e in events))
 
     def events(self, message_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         """The SES events a message ends with, by its recipient's fate."""
