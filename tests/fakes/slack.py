@@ -176,7 +176,8 @@ class SlackFake(ChatFake):
         return Reply(200, {"ok": True, "channel": conversation, "ts": msgid, "message": message})
 
     def text_of(self, body: dict[str, Any]) -> str:
-        return str(body.get("text", ""))
+        blocks = [b.get("text", "") for b in body.get("blocks", []) if b.get("type") == "markdown"]
+        return "\n".join(str(b) for b in blocks) if blocks else str(body.get("text", ""))
 
 
 def _json_object(received: Received) -> dict[str, Any] | None:

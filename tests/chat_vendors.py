@@ -1,0 +1,318 @@
+"""The chat vendors as tests/test_channel_chat.py meets them: each vendor's fake, the provider
+options that reach it, a target that delivers, the credentials the fake refuses, a message over
+the vendor's limit, and the table of the vendor's errors with the class each must raise.
+
+Slack is two entries: its incoming webhooks (a robot name) and chat.postMessage (a channel id).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from noti.errors import (
+    AmbiguousOutcome,
+    DeliveryError,
+    PermanentFailure,
+    ProviderMisconfigured,
+    RateLimited,
+    RecipientOptedOut,
+    TemporaryFailure,
+)
+from tests.fakes import dingtalk, feishu, slack, telegram, wecom
+from tests.fakes._chat import ChatFake
+from tests.fakes._server import Reply
+
+__all__ = ["VENDORS", "Vendor", "toml_table"]
+
+DING_TOKEN, DING_SECRET = "d1ngta1k0ps" + "0" * 53, "SEC" + "ab12" * 16
+FEISHU_HOOK, FEISHU_SECRET = "2f0b6a1c-1c1f-4a8e-9e55-6c1a2b3c4d5e", "fe1shuS1gn1ngSecret"
+WECOM_KEY = "693a91f6-7aaa-4bc4-97a0-0ec2f1a5a000"
+SLACK_HOOK = "T0FAKE000/B0FAKE000/abcdEFGHijklMNOPqrstUVWX"
+SLACK_CHANNEL = "C0FAKE0001"
+TELEGRAM_CHAT = "-1001234567890"
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """One way of reaching a conversation, with what its tests need."""
+
+    #: The test id ("slack_api"); the provider kind is :attr:`kind`.
+    id: str
+    kind: str
+    make_fake: Callable[[], ChatFake]
+    #: Provider options reaching ``fake`` (``target`` delivers).
+    options: Callable[[ChatFake], dict[str, Any]]
+    target: str
+    #: What the fake names the target's conversation (a token, a key, a channel id).
+    conversation: str
+    #: Option overrides the fake refuses (a wrong secret, key or token), and its answer's code.
+    wrong_credential: Callable[[ChatFake], dict[str, Any]]
+    wrong_code: str
+    #: Vendor code -> (the fake's answer, the class noti raises).
+    errors: dict[str, tuple[Reply, type[DeliveryError]]]
+    #: Fields within the channel's limits and over the vendor's.
+    oversize: dict[str, str]
+    #: The vendor's message type for a plain text, a titled text and a markdown message.
+    types: tuple[str, str, str]
+    #: Whether the vendor returns a message id.
+    msgid: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _ding_options(fake: ChatFake, secret: str = DING_SECRET) -> dict[str, Any]:
+    return {
+        "kind": "dingtalk",
+        "base_url": fake.url,
+        "robots": {"ops": {"token": DING_TOKEN, "secret": secret}},
+    }
+
+
+def _feishu_options(fake: ChatFake, secret: str = FEISHU_SECRET) -> dict[str, Any]:
+    return {
+        "kind": "feishu",
+        "base_url": fake.url,
+        "robots": {"ops": {"token": FEISHU_HOOK, "secret": secret}},
+    }
+
+
+def _wecom_options(fake: ChatFake, key: str = WECOM_KEY) -> dict[str, Any]:
+    return {"kind": "wecom", "base_url": fake.url, "robots": {"ops": {"token": key}}}
+
+
+def _slack_options(fake: ChatFake, hook: str = SLACK_HOOK, token: str = slack.BOT_TOKEN) -> dict[str, Any]:
+    return {
+        "kind": "slack",
+        "webhook_base_url": fake.url,
+        "api_base_url": fake.url + "/api",
+        "robots": {"ops": {"token": hook}},
+        "bot_token": token,
+    }
+
+
+def _telegram_options(fake: ChatFake, token: str = telegram.BOT_TOKEN) -> dict[str, Any]:
+    return {"kind": "telegram", "base_url": fake.url, "bot_token": token}
+
+
+def _ding(code: int) -> Reply:
+    return dingtalk.error_reply(code)
+
+
+def _tg(code: int, description: str, **kwargs: Any) -> Reply:
+    return telegram.error_reply(code, description, **kwargs)
+
+
+VENDORS: list[Vendor] = [
+    Vendor(
+        id="dingtalk",
+        kind="dingtalk",
+        make_fake=lambda: dingtalk.DingTalkFake(dingtalk.Robot(DING_TOKEN, DING_SECRET)),
+        options=_ding_options,
+        target="ops",
+        conversation=DING_TOKEN,
+        wrong_credential=lambda fake: _ding_options(fake, secret="SEC" + "cd34" * 16),
+        wrong_code="310000",
+        errors={
+            "-1": (_ding(-1), TemporaryFailure),
+            "40035": (_ding(40035), PermanentFailure),
+            "130101": (_ding(130101), RateLimited),
+            "300001": (_ding(300001), ProviderMisconfigured),
+            "310000": (_ding(310000), ProviderMisconfigured),
+            "400013": (_ding(400013), ProviderMisconfigured),
+            "400101": (_ding(400101), ProviderMisconfigured),
+            "400102": (_ding(400102), ProviderMisconfigured),
+            "400105": (_ding(400105), PermanentFailure),
+            "400106": (_ding(400106), ProviderMisconfigured),
+            "410100": (_ding(410100), RateLimited),
+            "430101": (_ding(430101), PermanentFailure),
+            "430102": (_ding(430102), PermanentFailure),
+            "430103": (_ding(430103), PermanentFailure),
+            "430104": (_ding(430104), PermanentFailure),
+            "460101": (_ding(460101), PermanentFailure),
+            "999999": (_ding(999999), TemporaryFailure),
+            "http.500": (Reply(500, "<html>oops</html>"), AmbiguousOutcome),
+            "http.502": (Reply(502, "bad gateway"), TemporaryFailure),
+            "http.200": (Reply(200, "<html>?</html>"), AmbiguousOutcome),
+        },
+        oversize={"text": "中" * 7000},
+        types=("text", "text", "markdown"),
+    ),
+    Vendor(
+        id="feishu",
+        kind="feishu",
+        make_fake=lambda: feishu.FeishuFake(feishu.Bot(FEISHU_HOOK, FEISHU_SECRET)),
+        options=_feishu_options,
+        target="ops",
+        conversation=FEISHU_HOOK,
+        wrong_credential=lambda fake: _feishu_options(fake, secret="n0tTheS1gn1ngSecret"),
+        wrong_code="19021",
+        errors={
+            "9499": (feishu.error_reply(9499), PermanentFailure),
+            "11232": (feishu.error_reply(11232), RateLimited),
+            "19001": (feishu.error_reply(19001), ProviderMisconfigured),
+            "19021": (feishu.error_reply(19021), ProviderMisconfigured),
+            "19022": (feishu.error_reply(19022), ProviderMisconfigured),
+            "19024": (feishu.error_reply(19024), ProviderMisconfigured),
+            "424242": (feishu.error_reply(424242), TemporaryFailure),
+            "http.429": (Reply(429, "slow down", {"retry-after": "3"}), RateLimited),
+            "http.503": (Reply(503, "busy"), TemporaryFailure),
+        },
+        oversize={"text": "中" * 7000},
+        types=("text", "post", "interactive"),
+    ),
+    Vendor(
+        id="wecom",
+        kind="wecom",
+        make_fake=lambda: wecom.WecomFake(WECOM_KEY),
+        options=_wecom_options,
+        target="ops",
+        conversation=WECOM_KEY,
+        wrong_credential=lambda fake: _wecom_options(fake, key="00000000-0000-0000-0000-000000000000"),
+        wrong_code="93000",
+        errors={
+            "-1": (wecom.error_reply(-1), TemporaryFailure),
+            "40008": (wecom.error_reply(40008), PermanentFailure),
+            "40058": (wecom.error_reply(40058), PermanentFailure),
+            "44004": (wecom.error_reply(44004), PermanentFailure),
+            "45009": (wecom.error_reply(45009), RateLimited),
+            "93000": (wecom.error_reply(93000), ProviderMisconfigured),
+            "http.404": (Reply(404, ""), ProviderMisconfigured),
+        },
+        oversize={"text": "x" * 2049},
+        types=("text", "text", "markdown"),
+    ),
+    Vendor(
+        id="slack",
+        kind="slack",
+        make_fake=lambda: slack.SlackFake(hooks=(SLACK_HOOK,), channels=(SLACK_CHANNEL,)),
+        options=_slack_options,
+        target="ops",
+        conversation=SLACK_HOOK,
+        wrong_credential=lambda fake: _slack_options(fake, hook="T0FAKE000/B0FAKE000/wrongwrongwrongwrong"),
+        wrong_code="no_service",
+        errors={
+            **{
+                word: (slack.hook_error(word), cls)
+                for word, cls in {
+                    "invalid_payload": PermanentFailure,
+                    "no_text": PermanentFailure,
+                    "invalid_blocks": PermanentFailure,
+                    "too_many_attachments": PermanentFailure,
+                    "user_not_found": ProviderMisconfigured,
+                    "channel_not_found": ProviderMisconfigured,
+                    "channel_is_archived": ProviderMisconfigured,
+                    "action_prohibited": ProviderMisconfigured,
+                    "posting_to_general_channel_denied": ProviderMisconfigured,
+                    "no_service": ProviderMisconfigured,
+                    "no_active_hooks": ProviderMisconfigured,
+                    "invalid_token": ProviderMisconfigured,
+                    "rate_limited": RateLimited,
+                }.items()
+            },
+            "http.500": (Reply(500, "rollup_error"), AmbiguousOutcome),
+        },
+        oversize={"text": "x" * 12_001, "format": "markdown"},
+        types=("text", "text", "markdown"),
+    ),
+    Vendor(
+        id="slack_api",
+        kind="slack",
+        make_fake=lambda: slack.SlackFake(channels=(SLACK_CHANNEL,)),
+        options=_slack_options,
+        target=SLACK_CHANNEL,
+        conversation=SLACK_CHANNEL,
+        wrong_credential=lambda fake: _slack_options(fake, token="xoxb-0000000000-0000000000000-wrongwrong"),
+        wrong_code="invalid_auth",
+        errors={
+            **{
+                word: (slack.api_error(word), cls)
+                for word, cls in {
+                    "channel_not_found": PermanentFailure,
+                    "is_archived": PermanentFailure,
+                    "msg_too_long": PermanentFailure,
+                    "msg_blocks_too_long": PermanentFailure,
+                    "no_text": PermanentFailure,
+                    "invalid_blocks": PermanentFailure,
+                    "too_many_attachments": PermanentFailure,
+                    "not_in_channel": ProviderMisconfigured,
+                    "restricted_action": ProviderMisconfigured,
+                    "ekm_access_denied": ProviderMisconfigured,
+                    "not_authed": ProviderMisconfigured,
+                    "invalid_auth": ProviderMisconfigured,
+                    "account_inactive": ProviderMisconfigured,
+                    "token_revoked": ProviderMisconfigured,
+                    "token_expired": ProviderMisconfigured,
+                    "missing_scope": ProviderMisconfigured,
+                    "no_permission": ProviderMisconfigured,
+                    "not_allowed_token_type": ProviderMisconfigured,
+                    "ratelimited": RateLimited,
+                    "rate_limited": RateLimited,
+                    "internal_error": AmbiguousOutcome,
+                    "fatal_error": AmbiguousOutcome,
+                    "service_unavailable": TemporaryFailure,
+                    "request_timeout": TemporaryFailure,
+                    "some_new_error": TemporaryFailure,
+                }.items()
+            },
+            "http.503": (Reply(503, "", {"retry-after": "7"}), TemporaryFailure),
+        },
+        oversize={"text": "x" * 12_001, "format": "markdown"},
+        types=("text", "text", "markdown"),
+        msgid=True,
+    ),
+    Vendor(
+        id="telegram",
+        kind="telegram",
+        make_fake=lambda: telegram.TelegramFake(
+            chats=(TELEGRAM_CHAT,), blocked=("424242",), kicked=("-4242",)
+        ),
+        options=_telegram_options,
+        target=TELEGRAM_CHAT,
+        conversation=TELEGRAM_CHAT,
+        wrong_credential=lambda fake: _telegram_options(fake, token="987654321:" + "Z" * 35),
+        wrong_code="401",
+        errors={
+            "400": (_tg(400, "Bad Request: chat not found"), PermanentFailure),
+            "400.rights": (
+                _tg(400, "Bad Request: not enough rights to send text messages to the chat"),
+                ProviderMisconfigured,
+            ),
+            "401": (_tg(401, "Unauthorized"), ProviderMisconfigured),
+            "403": (_tg(403, "Forbidden: bot can't initiate conversation with a user"), PermanentFailure),
+            "403.optout": (_tg(403, "Forbidden: bot was blocked by the user"), RecipientOptedOut),
+            "404": (_tg(404, "Not Found"), ProviderMisconfigured),
+            "429": (_tg(429, "Too Many Requests: retry after 17", retry_after=17), RateLimited),
+            "http.502": (Reply(502, "<html>Bad Gateway</html>"), TemporaryFailure),
+        },
+        oversize={"text": "x" * 4097},
+        types=("", "", "MarkdownV2"),
+        msgid=True,
+    ),
+]
+
+
+_BARE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, dict):
+        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }"
+    return json.dumps(str(value))
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE.match(key) else json.dumps(key)
+
+
+def toml_table(name: str, options: dict[str, Any]) -> str:
+    """``[providers.<name>]`` with ``options`` (nested tables inline)."""
+    lines = [f"[providers.{name}]"] + [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in options.items()]
+    return "\n".join(lines) + "\n"
