@@ -80,7 +80,7 @@ __all__ = ["ERRORS", "TelegramOptions", "TelegramProvider", "escape_markdown_v2"
 TEXT_MAX = 4096
 #: A chat id (a user: digits; a group: -digits; a supergroup or channel: -100digits) or a
 #: public channel's or supergroup's ``@username``.
-CHAT = re.compile(r"^(?:-?[1-9][0-9]{0,19}|@[A-Za-z][A-Za-z0-9_]{3,31})$")
+CHAT = re.compile(r"^(?:-?[1-9][0-9]{0,19}|@[A-Za-z][A-Za-z0-9_]{4,31})$")
 _TOKEN = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{30,100}$")
 _MARKDOWN_V2 = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
 _MARKDOWN = re.compile(r"([_*`\[])")
