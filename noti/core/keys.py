@@ -44,6 +44,10 @@ key                             type     holds
 ``noti:sandbox:<provider>``     LIST     what the sandbox provider "sent", oldest first
 ``noti:weixin:token:<appid>``   STRING   a WeChat account's access token (TTL = its expires_in
                                          less a grace); refreshed under ``noti:lock:weixin:<appid>``
+``noti:cred:<kind>:<account>``  STRING   a push vendor's credential shared by every worker: an FCM
+                                         access token (account = the service account's email), an
+                                         APNs provider JWT (account = ``<team id>.<key id>``); TTL =
+                                         its reuse life; made under ``noti:lock:cred:<kind>:<account>``
 ``noti:event:<id>``             HASH     one event (:mod:`noti.events`): name, status, payload…
 ``noti:events:queue``           LIST     ids of events not done yet, in arrival order
 ``noti:events:seq``             STRING   arrival counter (each event's ``seq``)
@@ -210,6 +214,11 @@ class Keys:
 
     def sandbox_outbox(self, provider: str) -> str:
         return f"{self.prefix}sandbox:{provider}"
+
+    def credential(self, kind: str, account: str) -> str:
+        """A vendor credential of provider ``kind`` for ``account``, cached for every worker
+        (:mod:`noti.channels.push._credentials`); made under ``lock("cred:<kind>:<account>")``."""
+        return f"{self.prefix}cred:{kind}:{account}"
 
     def weixin_token(self, appid: str) -> str:
         """WeChat account ``appid``'s cached access token; refreshed under ``lock("weixin:<appid>")``."""
