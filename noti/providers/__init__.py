@@ -42,6 +42,8 @@ BUILTIN: dict[str, str] = {
     "wecom": "noti.channels.chat.wecom:WecomProvider",
     "slack": "noti.channels.chat.slack:SlackProvider",
     "telegram": "noti.channels.chat.telegram:TelegramProvider",
+    "fcm": "noti.channels.push.fcm:FcmProvider",
+    "apns": "noti.channels.push.apns:ApnsProvider",
 }
 ENTRY_POINT_GROUP = "noti.providers"
 
