@@ -457,3 +457,22 @@ def test_the_workers_queues_and_the_metrics_follow_the_registry(rt: Any, pager: 
     exposition = generate_latest(registry).decode()
     for queue in ("noti.push", "noti.chat", "noti.pager"):
         assert f'noti_queue_messages{{queue="{queue}",step="0"}} 0.0' in exposition
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_channel_registered_by_a_noti_imports_module_is_consumed_by_a_worker_process(
+    configure: Callable[..., Any], spawn_worker: Callable[..., Any]
+) -> None:
+    import tests.registered_channel  # noqa: F401 - registers "siren" in this process too
+
+    rt = configure(channels={"siren": {"provider": "sandbox"}})
+    import noti
+
+    record_id = noti.notify("siren", "hall-3", text="fire drill at noon")
+    spawn_worker(
+        '[channels.siren]\nprovider = "sandbox"\n[provider_grants]\n"*" = ["sandbox"]\n',
+        env={"NOTI_IMPORTS": "tests.registered_channel"},
+    )
+    wait_until(lambda: rt.store.get(record_id).status == 10, timeout=30)
+    assert [(m["type"], m["target"]) for m in sandbox_outbox(rt)] == [("siren", "hall-3")]

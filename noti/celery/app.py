@@ -129,12 +129,18 @@ class NotiLoader(AppLoader):
     (:func:`noti.imports.import_modules`), so one that cannot be imported stops it with
     ``e.noti.config.imports`` naming it, not with Celery's bare ImportError of its own
     import of the ``imports`` setting. (No signal is hooked: a host project's worker in the
-    same process is left alone.)"""
+    same process is left alone.) A channel one of them registers
+    (:func:`noti.core.channel.register`) gets its queue declared then, before the worker
+    picks the queues it consumes: the settings may have been read before it existed."""
 
     def import_default_modules(self) -> Any:
         from noti.imports import import_modules
 
         import_modules(get_runtime().settings.imports)
+        declared = self.app.amqp.queues
+        for queue in all_queues():
+            if queue.name not in declared:
+                declared.select_add(queue)
         return super().import_default_modules()
 
 
