@@ -26,7 +26,19 @@ from noti.providers.sandbox import SandboxProvider
 
 #: The kinds whose vendor sends no delivery receipt: the send's success is the end (SMTP,
 #: webhooks, push and chat vendors). SES and SendGrid report deliveries and bounces later.
-ON_SEND = {"email", "webhook", "sandbox", "fcm", "apns", "dingtalk", "feishu", "wecom", "slack", "telegram"}
+ON_SEND = {
+    "email",
+    "webhook",
+    "sandbox",
+    "fcm",
+    "apns",
+    "dingtalk",
+    "feishu",
+    "wecom",
+    "slack",
+    "telegram",
+    "apprise",
+}
 
 
 @pytest.mark.parametrize("kind", sorted(BUILTIN))

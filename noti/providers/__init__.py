@@ -42,6 +42,7 @@ BUILTIN: dict[str, str] = {
     "wecom": "noti.channels.chat.wecom:WecomProvider",
     "slack": "noti.channels.chat.slack:SlackProvider",
     "telegram": "noti.channels.chat.telegram:TelegramProvider",
+    "apprise": "noti.channels.chat.via_apprise:AppriseProvider",
     "fcm": "noti.channels.push.fcm:FcmProvider",
     "apns": "noti.channels.push.apns:ApnsProvider",
 }
