@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +27,7 @@ from noti.core.channel import (
     channel_problems,
     defined_at,
     register,
+    unregister,
 )
 from noti.core.record import from_hash, parse_channel, to_hash, validate_fields, validate_target
 from noti.errors import InvalidConfig, InvalidInput
@@ -158,6 +160,28 @@ def test_the_built_in_channels_pass_the_registrys_checks() -> None:
         assert defined_at(name) == BUILTIN[name]
 
 
+@contextmanager
+def registered(name: str, path: str) -> Iterator[Channel]:
+    """The channel ``name`` registered in this process, forgotten afterwards (its queue too,
+    which a worker's start declared in the app), so no later test sees it."""
+    try:
+        yield register(name, path)
+    finally:
+        forget(name)
+
+
+def forget(name: str) -> None:
+    from noti.celery.app import app
+
+    unregister(name)
+    if app.configured:  # else no worker declared it (and reading the settings now would fix them)
+        queues = app.amqp.queues
+        queues.pop(f"noti.{name}", None)
+        if queues._consume_from:
+            queues._consume_from.pop(f"noti.{name}", None)
+    assert name not in Channel
+
+
 class Pager(ChannelSpec):
     """A channel registered in this process (what the ``noti.channels`` entry point does)."""
 
@@ -179,8 +203,9 @@ class Broken(ChannelSpec):
 
 
 @pytest.fixture(scope="module")
-def pager() -> Channel:
-    return register("pager", f"{__name__}:Pager")
+def pager() -> Iterator[Channel]:
+    with registered("pager", f"{__name__}:Pager") as channel:
+        yield channel
 
 
 def test_a_registered_channel_is_listed_checked_and_served_by_the_sandbox(pager: Channel) -> None:
@@ -198,12 +223,19 @@ def test_a_registered_channel_is_listed_checked_and_served_by_the_sandbox(pager:
 
 
 def test_a_broken_registered_channel_is_refused_when_used_and_hides_nothing_else() -> None:
-    broken = register("broken", f"{__name__}:Broken")
-    with pytest.raises(InvalidConfig, match="it must start with noti_broken_"):
-        broken.spec  # noqa: B018 - loading it is the test
     from noti.core.record import msgid_fields
 
-    assert "noti_sms_msgid" in msgid_fields()  # the others' message ids are still read
+    with registered("broken", f"{__name__}:Broken") as broken:
+        with pytest.raises(InvalidConfig, match="it must start with noti_broken_"):
+            broken.spec  # noqa: B018 - loading it is the test
+        assert "noti_sms_msgid" in msgid_fields()  # the others' message ids are still read
+    assert "broken" not in Channel
+
+
+def test_a_built_in_channel_cannot_be_unregistered() -> None:
+    with pytest.raises(InvalidConfig, match="built in"):
+        unregister("sms")
+    assert Channel("sms") is Channel.SMS
 
 
 def test_a_registered_channel_is_delivered_by_a_real_worker(
@@ -431,7 +463,7 @@ def test_push_and_chat_are_notified_from_python_and_delivered_by_a_real_worker(
     }
 
 
-def test_the_http_apis_notification_schema_follows_the_registry() -> None:
+def test_the_http_apis_notification_schema_follows_the_registry(pager: Channel) -> None:
     from noti.http.models import NotificationIn, notification_model
 
     fields = NotificationIn.model_fields
@@ -440,7 +472,6 @@ def test_the_http_apis_notification_schema_follows_the_registry() -> None:
             for name in channel.spec.fields:
                 assert name in fields, (channel, name)
     assert fields["data"].annotation != fields["body"].annotation  # a JSON field takes an object
-    register("pager", f"{__name__}:Pager")
     assert "text" in notification_model().model_fields  # a channel's fields, each named once
 
 
@@ -464,15 +495,14 @@ def test_the_workers_queues_and_the_metrics_follow_the_registry(rt: Any, pager: 
 def test_a_channel_registered_by_a_noti_imports_module_is_consumed_by_a_worker_process(
     configure: Callable[..., Any], spawn_worker: Callable[..., Any]
 ) -> None:
-    import tests.registered_channel  # noqa: F401 - registers "siren" in this process too
+    with registered("siren", "tests.registered_channel:Siren"):  # as the worker's import does
+        rt = configure(channels={"siren": {"provider": "sandbox"}})
+        import noti
 
-    rt = configure(channels={"siren": {"provider": "sandbox"}})
-    import noti
-
-    record_id = noti.notify("siren", "hall-3", text="fire drill at noon")
-    spawn_worker(
-        '[channels.siren]\nprovider = "sandbox"\n[provider_grants]\n"*" = ["sandbox"]\n',
-        env={"NOTI_IMPORTS": "tests.registered_channel"},
-    )
-    wait_until(lambda: rt.store.get(record_id).status == 10, timeout=30)
-    assert [(m["type"], m["target"]) for m in sandbox_outbox(rt)] == [("siren", "hall-3")]
+        record_id = noti.notify("siren", "hall-3", text="fire drill at noon")
+        spawn_worker(
+            '[channels.siren]\nprovider = "sandbox"\n[provider_grants]\n"*" = ["sandbox"]\n',
+            env={"NOTI_IMPORTS": "tests.registered_channel"},
+        )
+        wait_until(lambda: rt.store.get(record_id).status == 10, timeout=30)
+        assert [(m["type"], m["target"]) for m in sandbox_outbox(rt)] == [("siren", "hall-3")]

@@ -39,7 +39,9 @@ __all__ = [
     "bad_target",
     "defined_at",
     "channel_problems",
+    "generation",
     "register",
+    "unregister",
 ]
 
 log = logging.getLogger(__name__)
@@ -212,6 +214,8 @@ _PATHS: dict[str, str] = {}
 _SPECS: dict[str, ChannelSpec] = {}
 _lock = threading.Lock()
 _discovered = False
+#: Bumped by every change of the registry (readers that cache what it holds compare it).
+_generation = 0
 
 
 class Channel(str, metaclass=_Registry):
@@ -327,7 +331,20 @@ def _discover() -> None:
         for name, path in sorted(found):
             _PATHS.setdefault(name, path)
             _CHANNELS.setdefault(name, _new(name))
+        _changed()
         _discovered = True
+
+
+def _changed() -> None:
+    global _generation
+    _generation += 1
+
+
+def generation() -> int:
+    """A number that changes whenever a channel is registered or forgotten (readers that
+    cache what the registry holds compare it)."""
+    _discover()
+    return _generation
 
 
 def register(name: str, path: str) -> Channel:
@@ -344,7 +361,25 @@ def register(name: str, path: str) -> Channel:
         if _PATHS.get(name, path) != path:
             raise InvalidConfig(f"channel {name!r} is already registered ({_PATHS[name]})")
         _PATHS[name] = path
-        return _CHANNELS.setdefault(name, _new(name))
+        channel = _CHANNELS.setdefault(name, _new(name))
+        _changed()
+        return channel
+
+
+def unregister(name: str) -> None:
+    """Forget the channel ``name`` registered in this process (a test's, or a plugin being
+    unloaded); the built-in channels stay. Its records, if any, can no longer be read here.
+
+    Raises:
+        InvalidConfig: ``name`` is a built-in channel.
+    """
+    if name in BUILTIN:
+        raise InvalidConfig(f"channel {name!r} is built in: it cannot be unregistered")
+    with _lock:
+        _CHANNELS.pop(name, None)
+        _PATHS.pop(name, None)
+        _SPECS.pop(name, None)
+        _changed()
 
 
 for _name, _path in BUILTIN.items():

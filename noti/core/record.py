@@ -28,6 +28,7 @@ from enum import IntEnum
 from typing import Any
 
 from noti.core.channel import Channel, ChannelSpec
+from noti.core.channel import generation as channel_generation
 from noti.entropy import hex64
 from noti.errors import InvalidConfig, InvalidInput
 from noti.inputs import bad_character, check_text, integer, plain_json, shown
@@ -92,15 +93,16 @@ def msgid_field(channel: Channel) -> str:
     return channel.spec.msgid_field or f"noti_{channel.value}_msgid"
 
 
-_msgid_fields: tuple[int, tuple[str, ...]] = (0, ())
+_msgid_fields: tuple[int, tuple[str, ...]] = (-1, ())
 
 
 def msgid_fields() -> tuple[str, ...]:
     """Every registered channel's message-id field, once each (a channel whose package cannot
     be loaded is left out: it can have no record to read)."""
     global _msgid_fields
-    count, found = _msgid_fields
-    if count != len(Channel):
+    seen, found = _msgid_fields
+    now = channel_generation()
+    if seen != now:
         names = []
         for channel in Channel:
             try:
@@ -108,7 +110,7 @@ def msgid_fields() -> tuple[str, ...]:
             except InvalidConfig:
                 continue
         found = tuple(dict.fromkeys(names))
-        _msgid_fields = (len(Channel), found)
+        _msgid_fields = (now, found)
     return found
 
 
