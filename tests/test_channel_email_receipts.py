@@ -229,6 +229,13 @@ SNS_REFUSALS: list[tuple[str, Any, str]] = [
     ("cert-url-with-query", _cert("{fake}/c.pem?x=1"), SIGNATURE),
     ("cert-url-dot-dot", _cert("{fake}/../c.pem"), SIGNATURE),
     ("cert-url-userinfo", _cert("{fake}@evil.example/c.pem"), SIGNATURE),
+    # what a prefix test lets through: a server may read it as another path, or the HTTP
+    # client cannot build it (a newline was an internal error, HTTP 500)
+    ("cert-url-percent-dots", _cert("{fake}/%2e%2e/c.pem"), SIGNATURE),
+    ("cert-url-at-in-path", _cert("{fake}/@evil.example/c.pem"), SIGNATURE),
+    ("cert-url-newline", _cert("{fake}/a\n.pem"), SIGNATURE),
+    ("cert-url-nul", _cert("{fake}/a\x00.pem"), SIGNATURE),
+    ("cert-url-unicode", _cert("{fake}/é.pem"), SIGNATURE),
     ("unknown-type", _changed(Type="Hello"), MALFORMED),
     ("no-message-id", lambda f: {k: v for k, v in _notification(f).items() if k != "MessageId"}, MALFORMED),
     ("not-json", lambda f: b"{not json", MALFORMED),
@@ -271,6 +278,11 @@ def test_a_prefix_must_be_https_unless_loopback(ses_fake: ses.SesFake, redis_url
 def test_ses_events_that_say_nothing_of_delivery_give_no_report() -> None:
     open_event = {"eventType": "Open", "mail": {"messageId": "m"}, "open": {}}
     assert ses_receipts.reports_of_event("mail", json.dumps(open_event)) == []
+    # SES's notices that a topic is set up name no message: answered, not refused (SNS would
+    # post them again)
+    notice = {"notificationType": "AmazonSnsSubscriptionSucceeded", "message": "You have subscribed"}
+    assert ses_receipts.reports_of_event("mail", json.dumps(notice)) == []
+    assert ses_receipts.reports_of_event("mail", ses_receipts.SETUP_TEXT) == []
     send = {"eventType": "Send", "mail": {"messageId": "m", "tags": {"noti_id": ["01J"]}}}
     [report] = ses_receipts.reports_of_event("mail", json.dumps(send))
     assert (report.state, report.record_id) == (Delivery.ACCEPTED, "01J")

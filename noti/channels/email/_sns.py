@@ -12,18 +12,24 @@ SES reports bounces, complaints and deliveries through an SNS topic subscribed t
    topic it is (no topic configured: ``.provider``, receipts are not taken);
 3. ``SignatureVersion`` ``1`` (SHA1withRSA) or ``2`` (SHA256withRSA) and a base64
    ``Signature``, else ``.signature``;
-4. ``SigningCertURL`` starts with the allowed prefix (default ``https://sns.<region>.amazonaws.com/``),
-   has no user, query or fragment and ends in ``.pem``, else ``.signature``: the certificate is
-   fetched from there only (no redirect followed, at most 16 KiB, ``timeout_s``) and kept in
-   this process (:class:`CertificateCache`); a fetch that fails is ``e.noti.receipt.certificate``
-   (HTTP 503: SNS delivers again later);
+4. ``SigningCertURL`` starts with the allowed prefix (default
+   ``https://sns.<region>.amazonaws.com/``) and the rest is a plain path ending in ``.pem``
+   (at most 1,024 letters, digits and ``. _ / -``; no ``..`` or ``//``: nothing
+   percent-encoded, no user, query, fragment, backslash, space or control character; SNS's are
+   ``SimpleNotificationService-<hex>.pem``), else ``.signature``: what a prefix test alone
+   lets through, a server may read as another path, and a URL the HTTP client cannot even
+   build is a refusal, not an internal error. The certificate is fetched from there only (no
+   redirect followed, at most 16 KiB, ``timeout_s``) and kept in this process
+   (:class:`CertificateCache`); a fetch that fails is ``e.noti.receipt.certificate`` (HTTP
+   503: SNS delivers again later);
 5. the signature verifies with the certificate's RSA key over SNS's canonical string
    (``Key\\nValue\\n`` for ``Message``, ``MessageId``, ``Subject`` if present, ``Timestamp``,
    ``TopicArn``, ``Type``; a confirmation signs ``Message``, ``MessageId``, ``SubscribeURL``,
    ``Timestamp``, ``Token``, ``TopicArn``, ``Type``), else ``.signature``.
 
 A verified ``SubscriptionConfirmation`` is confirmed by a GET of its ``SubscribeURL`` when that
-URL starts with the same allowed prefix (else ``.signature``), unless the provider's
+URL starts with the same allowed prefix, its path as plain as a certificate's and its query
+printable ASCII without space, ``#`` or backslash (else ``.signature``), unless the provider's
 ``confirm_subscriptions`` is false (then the URL is logged for an operator). SNS posts a
 message again when it is not answered 2xx; applying one twice changes nothing.
 """
@@ -34,6 +40,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -76,6 +83,10 @@ SIGNED_KEYS: dict[str, tuple[str, ...]] = {
 }
 SIGNED_KEYS["UnsubscribeConfirmation"] = SIGNED_KEYS["SubscriptionConfirmation"]
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+#: What a certificate's or a subscription's URL may hold between the prefix and its query.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._/-]*")
+#: The longest such path (SNS's certificate URLs are under 100 characters).
+PATH_MAX = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,19 +115,23 @@ def check_prefix(prefix: str) -> str:
     return prefix if prefix.endswith("/") else prefix + "/"
 
 
+def _plain(path: str) -> bool:
+    """``path`` (what follows the prefix) is at most :data:`PATH_MAX` of letters, digits and
+    ``. _ / -``, with no ``..`` and no ``//``: no user, query, fragment, percent-encoding,
+    backslash or control character, nothing a server may read as another host or directory
+    (the prefix ends in ``/``, so the host is the prefix's)."""
+    return (
+        len(path) <= PATH_MAX
+        and _PLAIN_PATH.fullmatch(path) is not None
+        and ".." not in path
+        and "//" not in path
+        and not path.startswith("/")
+    )
+
+
 def _allowed(url: str, prefix: str) -> bool:
     """``url`` is under ``prefix``, with nothing a prefix test alone would let through."""
-    parts = urlsplit(url)
-    return (
-        url.startswith(prefix)
-        and not parts.username
-        and not parts.password
-        and not parts.query
-        and not parts.fragment
-        and ".." not in parts.path
-        and "\\" not in url
-        and "@" not in parts.netloc
-    )
+    return url.startswith(prefix) and _plain(url[len(prefix) :])
 
 
 def string_to_sign(message: dict[str, Any]) -> bytes:
@@ -181,6 +196,8 @@ def _fetch(provider: str, url: str, timeout_s: float) -> bytes:
                 if len(body) > CERT_MAX_BYTES:
                     raise forged(provider, f"the signing certificate is over {CERT_MAX_BYTES} bytes")
             return body
+    except httpx.InvalidURL:  # not an HTTPError; _allowed lets none through
+        raise forged(provider, "the SigningCertURL is not a URL") from None
     except httpx.HTTPError as exc:
         raise _unreachable(provider, type(exc).__name__) from None
 
@@ -280,6 +297,8 @@ def confirm(provider: str, message: SnsMessage, *, cert_prefix: str, timeout_s: 
         raise forged(provider, f"the SubscribeURL is not under {cert_prefix}")
     try:
         answer = _http.client().get(url, timeout=timeout_s, follow_redirects=False)
+    except httpx.InvalidURL:  # not an HTTPError; _allowed_confirm lets none through
+        raise forged(provider, "the SubscribeURL is not a URL") from None
     except httpx.HTTPError as exc:
         raise StoreUnavailable(
             f"{provider}: confirming the SNS subscription failed ({type(exc).__name__})",
@@ -294,14 +313,10 @@ def confirm(provider: str, message: SnsMessage, *, cert_prefix: str, timeout_s: 
 
 
 def _allowed_confirm(url: str, prefix: str) -> bool:
-    """A ``SubscribeURL``: under the prefix, no user or fragment; its query (``Action``,
-    ``TopicArn``, ``Token``) is what SNS puts there."""
-    parts = urlsplit(url)
-    return (
-        url.startswith(prefix)
-        and not parts.username
-        and not parts.password
-        and not parts.fragment
-        and "@" not in parts.netloc
-        and "\\" not in url
-    )
+    """A ``SubscribeURL``: under the prefix, a plain path (SNS's is the prefix itself) and a
+    query (``Action``, ``TopicArn``, ``Token``) of printable ASCII without space, ``#`` or
+    backslash."""
+    if not url.startswith(prefix):
+        return False
+    path, _, query = url[len(prefix) :].partition("?")
+    return _plain(path) and query.isascii() and query.isprintable() and not any(c in query for c in " #\\")

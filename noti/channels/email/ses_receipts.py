@@ -17,7 +17,13 @@ Delivery                                delivered            –
 Reject, Rendering Failure               undelivered          –
 Send, DeliveryDelay                     accepted             –
 anything else (Open, Click, …)          none                 –
+SES's notices that a topic is set up    none                 –
 ======================================  ===================  =================================
+
+SES's notices name no message: ``AmazonSnsSubscriptionSucceeded`` (identity notifications,
+when a topic is chosen) and the text "Successfully validated SNS topic for Amazon SES event
+publishing." (not JSON; a configuration set's event destination). They are answered 2xx with no
+report: refused, SNS would post them again and again.
 
 The code is ``<bounceType>/<bounceSubType>`` (``Permanent/General``), ``complaint/<feedback
 type>`` or the event's name; the text is the first recipient's ``diagnosticCode`` (``smtp; 550
@@ -35,10 +41,13 @@ from typing import Any
 from noti.delivery.state import Delivery, DeliveryReport
 from noti.providers._receipts import malformed
 
-__all__ = ["RECORD_TAG", "reports_of_event"]
+__all__ = ["RECORD_TAG", "SETUP_NOTICE", "SETUP_TEXT", "reports_of_event"]
 
 #: The ``EmailTags`` name each send carries with its record id.
 RECORD_TAG = "noti_id"
+#: What SES posts when a topic is set up (module docstring): no report, no refusal.
+SETUP_NOTICE = "AmazonSnsSubscriptionSucceeded"
+SETUP_TEXT = "Successfully validated SNS topic for Amazon SES event publishing."
 _MAX_ID = 128
 
 
@@ -73,12 +82,16 @@ def reports_of_event(provider: str, text: str) -> list[DeliveryReport]:
         ReceiptRejected: ``e.noti.receipt.malformed``: not a JSON object, no ``mail`` with a
             ``messageId``, or a bounce/complaint/delivery without its object.
     """
+    if text.strip() == SETUP_TEXT:
+        return []
     try:
         event = json.loads(text)
     except (ValueError, RecursionError):
         raise malformed(provider, "the SNS Message is not the JSON of an SES event") from None
     event = _object(event, "top-level", provider)
     kind = event.get("notificationType") or event.get("eventType")
+    if kind == SETUP_NOTICE:
+        return []
     mail = _object(event.get("mail"), "mail", provider)
     message_id = mail.get("messageId")
     if not isinstance(message_id, str) or not 0 < len(message_id) <= _MAX_ID:
