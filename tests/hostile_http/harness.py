@@ -2,9 +2,14 @@
 the leak scan. Fixtures are in ``conftest.py``; how to add cases is in ``__init__.py``.
 
 **The digest** (:func:`digest`) fingerprints every key of the suite's Redis database (noti's
-records, indexes, events, tokens, receipts, kombu's queues and bindings) by ``DUMP`` (the
-value, its type and encoding) and ``PEXPIRETIME`` (its absolute expiry; Redis < 7: whether it
-has one). A case compares the digest before and after its request: a refusal changes nothing.
+records, indexes, events, tokens, receipts, kombu's queues and bindings) by its type and
+content and by ``PEXPIRETIME`` (its absolute expiry; Redis < 7: whether it has one). A case
+compares the digest before and after its request: a refusal changes nothing. Hashes, sets and
+sorted sets are read as their content (sorted fields, members, members with scores); the other
+types by ``DUMP``. Not ``DUMP`` for those three: a hash or set held as a hash table (more than
+128 entries, or one of over 64 bytes, such as ``noti:dlv:vid``'s ``<provider>:<SES message
+id>``) dumps in its table's order, and a mere read (a rehash step) or Redis' own timer
+(``activerehashing``) changes that order.
 Exactly these legitimately change and are left out, each for its reason:
 
 * on a refused request that carried a valid token: the token's ``used_ms`` (when it last
@@ -32,7 +37,6 @@ log, the worker): one secret anywhere fails the run.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -82,21 +86,30 @@ def digest(client: redis.Redis) -> dict[str, str]:
     expiry = "PEXPIRETIME" if _has_pexpiretime(client) else "PTTL"
     pipe = client.pipeline(transaction=False)
     for key in keys:
-        if key.startswith(TOKEN_KEY_PREFIX.encode()):
+        pipe.type(key)
+    types = [_text(t) for t in pipe.execute()]
+    for key, kind in zip(keys, types, strict=True):
+        if kind == "hash":
             pipe.hgetall(key)
+        elif kind == "set":
+            pipe.smembers(key)
+        elif kind == "zset":
+            pipe.zrange(key, 0, -1, withscores=True)
         else:
             pipe.dump(key)
         pipe.execute_command(expiry, key)  # type: ignore[no-untyped-call]
     replies = pipe.execute()
     out: dict[str, str] = {}
     for n, key in enumerate(keys):
-        value, expires = replies[2 * n], replies[2 * n + 1]
-        if isinstance(value, dict):  # a token: its fields but the ones a request may touch
-            value = json.dumps(
-                sorted((k.decode(), v.decode()) for k, v in value.items() if k not in TOKEN_USE_FIELDS)
-            ).encode()
-        if value is None:  # gone between the scan and the read (an expiry)
+        value, expires, kind = replies[2 * n], replies[2 * n + 1], types[n]
+        if kind == "none" or value is None:  # gone between the scan and the read (an expiry)
             continue
+        if kind == "hash":  # of a token, the fields but the ones a request may touch
+            token = key.startswith(TOKEN_KEY_PREFIX.encode())
+            value = repr(sorted((k, v) for k, v in value.items() if not (token and k in TOKEN_USE_FIELDS)))
+        elif kind in ("set", "zset"):
+            value = repr(sorted(value))
+        value = kind.encode() + b"\0" + (value.encode() if isinstance(value, str) else value)
         if expiry == "PTTL":  # a countdown: only whether there is one is stable
             expires = int(expires) > 0
         out[key.decode(errors="backslashreplace")] = hashlib.sha256(value).hexdigest()[:16] + f"/{expires}"
@@ -112,6 +125,10 @@ def _has_pexpiretime(client: redis.Redis) -> bool:
         version = str(client.info("server").get("redis_version", "0"))
         found = _PEXPIRETIME[id(client)] = int(version.split(".")[0]) >= 7
     return found
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def changes(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, str]:
