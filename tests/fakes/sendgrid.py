@@ -286,6 +286,15 @@ class SendGridFake(FakeServer):
             headers["x-twilio-email-event-webhook-timestamp"] = timestamp
         return headers, body
 
+    def sign(self, timestamp: str, body: bytes, *, other_key: bool = False) -> dict[str, str]:
+        """The Event Webhook's signature headers of ``body`` at ``timestamp`` (any text: a
+        verifier's tests sign what SendGrid never would), by this account's key or another's."""
+        key = self._other_key if other_key else self._key
+        return {
+            "x-twilio-email-event-webhook-signature": event_signature(key, timestamp, body),
+            "x-twilio-email-event-webhook-timestamp": timestamp,
+        }
+
     def post_events(self, events: list[dict[str, Any]]) -> None:
         assert self.receipt_url is not None, "set receipt_url first"
         headers, body = self.signed_request(events)

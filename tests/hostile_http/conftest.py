@@ -16,7 +16,12 @@ The deployment is configured as the docs suggest an operator would:
   ``allow_private = true`` for internal receivers (finding 6);
 * ``ali`` (Aliyun SMS, pushed receipts with a ``receipt_key``) and ``tw`` (Twilio, status
   callbacks to this server) pointed at ``tests/fakes``; ``vendor``: a sandbox taking signed
-  receipts.
+  receipts;
+* ``mailses`` (Amazon SES, receipts through SNS: one topic, certificates and subscription
+  confirmations under the SES fake's own ``http://127.0.0.1:<port>/``), ``mailtls`` (the same
+  account with an ``https://`` prefix, for the downgrade cases) and ``mailgrid`` (SendGrid,
+  its signed Event Webhook), pointed at ``tests/fakes``; alice and bob are granted
+  ``mailses`` and ``mailgrid`` (their e-mails' bounces suppress addresses in their name).
 
 Every secret is made fresh for the run and listed in :attr:`Deployment.secrets`.
 """
@@ -39,6 +44,11 @@ import redis
 
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, WorkerProcess, wait_until
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate
+from tests.fakes.sendgrid import SendGridFake
+from tests.fakes.ses import ACCESS_KEY_ID as SES_KEY_ID
+from tests.fakes.ses import FROM as MAIL_FROM
+from tests.fakes.ses import REGION as SES_REGION
+from tests.fakes.ses import TOPIC_ARN, SesFake
 from tests.fakes.twilio import ACCOUNT_SID, FROM_NUMBER, TwilioFake
 from tests.hostile_http.harness import AnswerLog, Secrets, bearer, changes, digest, leaks
 from tests.servers import ApiProcess, free_port
@@ -88,6 +98,9 @@ class Deployment:
     ids: dict[str, str] = field(default_factory=dict)
     twilio: Any = field(default=None, repr=False)
     aliyun: Any = field(default=None, repr=False)
+    #: The SES fake (its SNS topic signs receipts) and the SendGrid fake (its Event Webhook key).
+    ses: Any = field(default=None, repr=False)
+    sendgrid: Any = field(default=None, repr=False)
     #: The settings' secrets by option (receipt keys and the like), for cases that sign.
     keys: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -134,8 +147,13 @@ class Deployment:
         return [self.server.log, self.worker.log]
 
 
-def _config(port: int, fakes: tuple[TwilioFake, AliyunFake], secrets: Secrets, keys: dict[str, str]) -> str:
-    twilio, aliyun = fakes
+def _config(
+    port: int,
+    fakes: tuple[TwilioFake, AliyunFake, SesFake, SendGridFake],
+    secrets: Secrets,
+    keys: dict[str, str],
+) -> str:
+    twilio, aliyun, ses, sendgrid = fakes
     hookspub, hooks, internal = (
         secrets.add(f"whsec of {n}", _whsec()) for n in ("hookspub", "hooks", "hooksinternal")
     )
@@ -149,11 +167,22 @@ def _config(port: int, fakes: tuple[TwilioFake, AliyunFake], secrets: Secrets, k
     keys["tw_token"] = secrets.add("auth_token of tw", random.token_hex(16))
     aliyun.access_keys = {ALIYUN_KEY_ID: keys["ali_secret"]}
     twilio.auth_token = keys["tw_token"]
+    ses.keys = {SES_KEY_ID: secrets.add("secret_access_key of mailses", "sak-" + random.token_hex(16))}
+    keys["sg_api_key"] = secrets.add(
+        "api_key of mailgrid", "SG." + random.token_urlsafe(16) + "." + random.token_urlsafe(32)
+    )
+    sendgrid.api_keys = {keys["sg_api_key"]: True}
+    ses_port = ses.url.rsplit(":", 1)[1]
     channels = "".join(f'[channels.{c}]\nprovider = "sandbox"\n' for c in ("sms", "weixin", "email"))
     return f"""
 root_admins = ["{ADMIN}"]
 root_members = ["{MEMBER}"]
-provider_grants = {{ {CAROL} = ["hooks", "hooksinternal"] }}
+
+[provider_grants]
+{CAROL} = ["hooks", "hooksinternal"]
+{ALICE} = ["mailses", "mailgrid"]
+{BOB} = ["mailses", "mailgrid"]
+
 {channels}
 [channels.webhook]
 provider = "hookspub"
@@ -196,6 +225,36 @@ from = "{FROM_NUMBER}"
 base_url = "{twilio.url}"
 status_callback = "http://127.0.0.1:{port}/v1/receipts/tw"
 timeout_s = 5
+
+[providers.mailses]
+kind = "ses"
+region = "{SES_REGION}"
+access_key_id = "{SES_KEY_ID}"
+secret_access_key = "{ses.keys[SES_KEY_ID]}"
+from_addr = "{MAIL_FROM}"
+endpoint = "{ses.url}"
+sns_topic_arns = ["{TOPIC_ARN}"]
+sns_url_prefix = "{ses.url}/"
+timeout_s = 5
+
+[providers.mailtls]
+kind = "ses"
+region = "{SES_REGION}"
+access_key_id = "{SES_KEY_ID}"
+secret_access_key = "{ses.keys[SES_KEY_ID]}"
+from_addr = "{MAIL_FROM}"
+endpoint = "{ses.url}"
+sns_topic_arns = ["{TOPIC_ARN}"]
+sns_url_prefix = "https://127.0.0.1:{ses_port}/"
+timeout_s = 5
+
+[providers.mailgrid]
+kind = "sendgrid"
+api_key = "{keys["sg_api_key"]}"
+from_addr = "{MAIL_FROM}"
+base_url = "{sendgrid.url}"
+webhook_public_key = "{sendgrid.public_key}"
+timeout_s = 5
 """
 
 
@@ -218,10 +277,14 @@ def deployment(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> I
         aliyun = stack.enter_context(
             AliyunFake(templates={"SMS_100001": AliyunTemplate(("code",), kind="notice")})
         )
+        ses = stack.enter_context(SesFake())
+        sendgrid = stack.enter_context(SendGridFake())
         assert isinstance(twilio, TwilioFake) and isinstance(aliyun, AliyunFake)
+        assert isinstance(ses, SesFake) and isinstance(sendgrid, SendGridFake)
+        ses.auto_receipts = sendgrid.auto_receipts = False  # the cases post receipts themselves
         port = free_port()
         config = tmp_path_factory.mktemp("hostile_http") / "noti.toml"
-        config.write_text(_config(port, (twilio, aliyun), secrets, keys))
+        config.write_text(_config(port, (twilio, aliyun, ses, sendgrid), secrets, keys))
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
             "NOTI_REDIS_URL": url,
@@ -239,7 +302,7 @@ def deployment(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> I
         tokens = _tokens(url, secrets)
         answers = AnswerLog(secrets)
         made = Deployment(f"http://127.0.0.1:{port}", client, server, worker, secrets, answers, tokens,
-                          twilio=twilio, aliyun=aliyun, keys=keys)  # fmt: skip
+                          twilio=twilio, aliyun=aliyun, ses=ses, sendgrid=sendgrid, keys=keys)  # fmt: skip
         server.wait_ready()
         worker.wait_ready()
         _seed(made)
