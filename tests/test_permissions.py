@@ -43,13 +43,17 @@ from noti.bridge.webman.connection import connect
 from noti.bridge.webman.console import WebmanConsole
 from noti.cli import main
 from noti.core.record import Status, new_id
+from noti.core.suppression import Suppressed
 from noti.errors import NotFound, PermissionDenied
 from noti.numpool import NumberPool, NumberState
+from noti.suppressions import Suppressions
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT
 from tests.webman_fixtures.consumers import Collect
 
 PHONE = "+8613912345678"
 OPTED_OUT = "+8613900000009"
+#: Addresses suppressed by a bounce of alice's e-mail and a complaint about bob's.
+ALICE_GONE, BOB_ANGRY = "gone@example.org", "angry@example.org"
 ACTORS = {"owner": ALICE, "other": BOB, "member": MEMBER, "admin": ADMIN}
 COLUMNS = tuple(ACTORS)
 CONSUMER = {"class": "tests.webman_fixtures.consumers:Collect", "processes": 1}
@@ -116,7 +120,9 @@ def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
     w.ids["xid"] = noti.notify_sms(PHONE, "dead", provider="reject", user=ALICE)
     assert [r.mark for r in noti.send(w.did, user=ADMIN) + noti.send(w.xid, user=ADMIN)] == ["OK", "KO"]
     assert [letter.record_id for letter in redrive().entries(user=ADMIN)] == [w.xid]
-    rt.redis.sadd(rt.keys.suppressed("sms"), OPTED_OUT)
+    rt.redis.sadd(rt.keys.suppressed("sms"), OPTED_OUT)  # suppressed before whys were kept
+    rt.store.suppress("email", ALICE_GONE, why=Suppressed("", "", "bounce", record=w.rid, user=ALICE))
+    rt.store.suppress("email", BOB_ANGRY, why=Suppressed("", "", "complaint", record=w.bid, user=BOB))
     # events and listeners: alice's done event whose listener failed (a variable the payload
     # lacks), then alice's and bob's new ones
     events.add_listener("order.failed", {**TEMPLATE, "target": "{{ nosuch }}"}, name="alices-bad", user=ALICE)
@@ -156,6 +162,14 @@ def build_world(configure: Callable[..., Any], tmp_path: Path) -> World:
 def as_missing(w: World) -> World:
     """``w`` with every id swapped for a fresh one that names nothing."""
     return World(w.rt, w.config, {name: new_id() for name in w.ids})
+
+
+def suppressions_shown(w: World, actor: str, cell: str) -> tuple[set[str], set[str]]:
+    """``own``: the addresses the actor's records caused, not another's nor one without why;
+    ``all``: every one."""
+    every = {ALICE_GONE, BOB_ANGRY, OPTED_OUT}
+    mine = {ALICE: {ALICE_GONE}, BOB: {BOB_ANGRY}}.get(actor, set())
+    return (mine, every - mine) if cell == "own" else (every, set())
 
 
 # --- the matrix ----------------------------------------------------------------------------------
@@ -441,6 +455,25 @@ MATRIX: dict[str, Verb] = {
             else pytest.fail("still suppressed")
         ),
         group="dead list · show · retry ID · purge · unsuppress TYPE TARGET",
+    ),
+    # --- the suppression list (alice's bounce, bob's complaint, an opt-out without why) ---
+    "suppress list": Verb(
+        "suppress list [TYPE]",
+        "",
+        SCOPED,
+        lambda w, u: Suppressions(w.rt).entries(user=u),
+        lambda w: ["suppress", "list"],
+        shows=suppressions_shown,
+    ),
+    "suppress del": Verb(
+        "suppress del TYPE TARGET (even one her record caused)",
+        "e.cmd.noti.suppress.nopvg",
+        NO,
+        lambda w, u: Suppressions(w.rt).lift("email", ALICE_GONE, user=u),
+        lambda w: ["suppress", "del", "email", ALICE_GONE],
+        lambda w, a, c, o: (
+            None if not w.rt.store.is_suppressed("email", ALICE_GONE) else pytest.fail("still suppressed")
+        ),
     ),
     # --- listeners and events (alice's) ---
     "listener add": Verb(
