@@ -23,24 +23,29 @@ record waits without an attempt counted and without any request to the vendor. A
 ``b`` tokens filled at ``r`` a second lets at most ``b + r * T`` through in any ``T`` seconds,
 so the defaults sit below each vendor's windows (20 a minute: ``19/min, burst 1``).
 
-**Answers.** Robots answer HTTP 200 with a vendor code (0: posted); :func:`coded_error` turns a
-code into its class from the provider's ``ERRORS`` table, :func:`status_error` an HTTP status
-without one. None of these vendors takes an idempotency key: a send that timed out after the
-request went out is an :class:`~noti.errors.AmbiguousOutcome` and is sent again, so a group
-may see a message twice.
+**Answers.** Robots answer HTTP 200 with a vendor code (0: posted):
+:meth:`RobotProvider.coded_answer` reads one, :func:`coded_error` turns a code into its class
+from the provider's ``ERRORS`` table, :func:`status_error` an HTTP status without one. None of
+these vendors takes an idempotency key: a send that timed out after the request went out is
+an :class:`~noti.errors.AmbiguousOutcome` and is sent again, so a group may see a message
+twice.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from noti.core.record import Channel
 from noti.errors import (
@@ -58,14 +63,18 @@ from noti.ratelimit import RateLimiter
 
 __all__ = [
     "ROBOT_NAME",
+    "BaseUrl",
     "ChatOptions",
     "ChatProvider",
     "Content",
     "RobotOptions",
     "RobotProvider",
     "coded_error",
+    "hmac_sha256_b64",
     "json_or_none",
     "no_code",
+    "query_token",
+    "robot_tokens",
     "status_error",
     "utf16_len",
 ]
@@ -78,6 +87,10 @@ ROBOT_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 #: Shortest wait after a vendor's rate-limit answer (a wait is not an attempt: ``0`` would
 #: send again at once, without end).
 MIN_RATE_LIMIT_WAIT_S = 1.0
+
+
+#: A vendor's API root option: http(s), no query, its trailing slash dropped.
+BaseUrl = Annotated[str, Field(pattern=_http.BASE_URL), AfterValidator(lambda url: url.rstrip("/"))]
 
 
 class RobotOptions(BaseModel):
@@ -275,6 +288,73 @@ class RobotProvider(ChatProvider):
                 vendor_code="noti.no_robot",
             )
         return robot
+
+    def coded_answer(
+        self,
+        message: Message,
+        response: httpx.Response,
+        errors: Mapping[str, type[DeliveryError]],
+        *,
+        code: tuple[str, ...],
+        text: tuple[str, ...],
+        wait_s: float,
+    ) -> Receipt:
+        """The receipt of a robot's answer carrying code 0 with a 2xx, else the refusal it
+        stands for, raised: :func:`no_code` without a code, else :func:`coded_error` from
+        ``errors`` (a rate limit waiting ``wait_s``). ``code`` and ``text`` name the answer's
+        fields holding the vendor code and its message; the first one present is read (Feishu
+        spells them two ways).
+
+        Raises:
+            DeliveryError: the vendor refused, or the answer cannot be read.
+        """
+        data = json_or_none(response)
+        found = None if data is None else _first(data, code, None)
+        if found is None:
+            raise self.refused(message, no_code(self.name, response))
+        if str(found) == "0" and response.is_success:
+            return Receipt(provider=self.name, msgid=None, raw=f"HTTP {response.status_code} {code[0]} 0")
+        assert data is not None
+        words = str(_first(data, text, ""))
+        error = coded_error(self.name, errors, str(found), words, status=response.status_code, wait_s=wait_s)
+        raise self.refused(message, error)
+
+
+def _first(data: Mapping[str, Any], names: tuple[str, ...], default: Any) -> Any:
+    """The value of the first of ``names`` that ``data`` has, else ``default``."""
+    return next((data[name] for name in names if name in data), default)
+
+
+def robot_tokens(value: Any, from_url: Callable[[str], str | None]) -> Any:
+    """The ``robots`` table as given (before validation) with each ``token`` that ``from_url``
+    finds a token in (the webhook URL the vendor shows) replaced by that token; ``from_url``
+    returns None for a token that is not such a URL."""
+    if not isinstance(value, dict):
+        return value
+    robots = {}
+    for name, robot in value.items():
+        token = robot.get("token") if isinstance(robot, dict) else None
+        found = from_url(token) if isinstance(token, str) else None
+        if found is not None:
+            robot = {**robot, "token": found}
+        robots[name] = robot
+    return robots
+
+
+def query_token(param: str) -> Callable[[str], str | None]:
+    """A :func:`robot_tokens` reader for a webhook URL carrying the token as its query's
+    ``param`` (the last one; "" when the URL has none)."""
+
+    def from_url(token: str) -> str | None:
+        return parse_qs(urlsplit(token).query).get(param, [""])[-1] if "://" in token else None
+
+    return from_url
+
+
+def hmac_sha256_b64(key: bytes, msg: bytes) -> str:
+    """base64(HMAC-SHA256(``key``, ``msg``)): how the signing robots sign (each vendor chooses
+    what is the key and what the message)."""
+    return base64.b64encode(hmac.new(key, msg, hashlib.sha256).digest()).decode()
 
 
 def mask(target: str) -> str:

@@ -44,26 +44,22 @@ other                              TemporaryFailure       an unknown refusal: tr
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import time
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from pydantic import Field, field_validator
 
 from noti.channels.chat._robots import (
+    BaseUrl,
     ChatOptions,
     Content,
     RobotOptions,
     RobotProvider,
-    coded_error,
-    json_or_none,
-    no_code,
+    hmac_sha256_b64,
+    query_token,
+    robot_tokens,
 )
 from noti.errors import DeliveryError, PermanentFailure, ProviderMisconfigured, RateLimited, TemporaryFailure
-from noti.providers import _http
 from noti.providers.base import Message, Receipt
 
 __all__ = ["ERRORS", "DingTalkOptions", "DingTalkProvider", "sign"]
@@ -98,12 +94,11 @@ ERRORS: dict[str, type[DeliveryError]] = {
 
 def sign(secret: str, timestamp_ms: int) -> str:
     """DingTalk's ``sign`` of a request made at ``timestamp_ms`` (before URL-encoding)."""
-    digest = hmac.new(secret.encode(), f"{timestamp_ms}\n{secret}".encode(), hashlib.sha256).digest()
-    return base64.b64encode(digest).decode()
+    return hmac_sha256_b64(secret.encode(), f"{timestamp_ms}\n{secret}".encode())
 
 
 class DingTalkOptions(ChatOptions):
-    base_url: str = Field(default="https://oapi.dingtalk.com", pattern=_http.BASE_URL)
+    base_url: BaseUrl = "https://oapi.dingtalk.com"
     robots: dict[str, RobotOptions] = Field(min_length=1, max_length=1000)
     target_rate_per_min: float = Field(default=19.0, ge=0, le=6000)
     target_burst: int = Field(default=1, ge=1, le=100)
@@ -112,12 +107,7 @@ class DingTalkOptions(ChatOptions):
     @classmethod
     def _token_from_url(cls, value: Any) -> Any:
         """A robot's ``token`` may be given as the webhook URL DingTalk shows."""
-        return _tokens_from_urls(value)
-
-    @field_validator("base_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
+        return robot_tokens(value, query_token("access_token"))
 
 
 class DingTalkProvider(RobotProvider):
@@ -142,15 +132,9 @@ class DingTalkProvider(RobotProvider):
             params["timestamp"] = str(timestamp)
             params["sign"] = sign(robot.secret.get_secret_value(), timestamp)
         response = self.post_json(f"{self.options.base_url}/robot/send", self._body(content), params=params)
-        data = json_or_none(response)
-        code = data.get("errcode") if data is not None else None
-        if code is None:
-            raise self.refused(message, no_code(self.name, response))
-        if str(code) == "0" and response.is_success:
-            return Receipt(provider=self.name, msgid=None, raw=f"HTTP {response.status_code} errcode 0")
-        text = str(data.get("errmsg", "")) if data is not None else ""
-        error = coded_error(self.name, ERRORS, str(code), text, status=response.status_code, wait_s=BANNED_S)
-        raise self.refused(message, error)
+        return self.coded_answer(
+            message, response, ERRORS, code=("errcode",), text=("errmsg",), wait_s=BANNED_S
+        )
 
     def _shown(self, content: Content) -> str:
         return self._body(content)["markdown"]["text"] if content.markdown else content.plain()
@@ -160,16 +144,3 @@ class DingTalkProvider(RobotProvider):
             return {"msgtype": "text", "text": {"content": content.plain()}}
         text = f"### {content.title}\n\n{content.text}" if content.title else content.text
         return {"msgtype": "markdown", "markdown": {"title": content.first_line(TITLE_MAX), "text": text}}
-
-
-def _tokens_from_urls(value: Any) -> Any:
-    """``robots`` with each ``token`` given as a DingTalk webhook URL reduced to its access token."""
-    if not isinstance(value, dict):
-        return value
-    robots = {}
-    for name, robot in value.items():
-        if isinstance(robot, dict) and isinstance(robot.get("token"), str) and "://" in robot["token"]:
-            found = parse_qs(urlsplit(robot["token"]).query).get("access_token", [""])
-            robot = {**robot, "token": found[-1]}
-        robots[name] = robot
-    return robots

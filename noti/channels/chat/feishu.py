@@ -45,9 +45,6 @@ other            TemporaryFailure       an unknown refusal: tried again
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import time
 from typing import Any, Literal
@@ -55,16 +52,15 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from noti.channels.chat._robots import (
+    BaseUrl,
     ChatOptions,
     Content,
     RobotOptions,
     RobotProvider,
-    coded_error,
-    json_or_none,
-    no_code,
+    hmac_sha256_b64,
+    robot_tokens,
 )
 from noti.errors import DeliveryError, PermanentFailure, ProviderMisconfigured, RateLimited
-from noti.providers import _http
 from noti.providers.base import Message, Receipt
 
 __all__ = ["ERRORS", "FeishuOptions", "FeishuProvider", "sign"]
@@ -90,12 +86,11 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 def sign(secret: str, timestamp_s: int) -> str:
     """Feishu's ``sign`` of a body sent at ``timestamp_s``: ``"{timestamp}\\n{secret}"`` is
     the HMAC key and the message is empty."""
-    digest = hmac.new(f"{timestamp_s}\n{secret}".encode(), b"", hashlib.sha256).digest()
-    return base64.b64encode(digest).decode()
+    return hmac_sha256_b64(f"{timestamp_s}\n{secret}".encode(), b"")
 
 
 class FeishuOptions(ChatOptions):
-    base_url: str = Field(default="https://open.feishu.cn", pattern=_http.BASE_URL)
+    base_url: BaseUrl = "https://open.feishu.cn"
     robots: dict[str, RobotOptions] = Field(min_length=1, max_length=1000)
     post_language: Literal["zh_cn", "en_us", "ja_jp"] = "zh_cn"
     target_rate_per_min: float = Field(default=97.0, ge=0, le=6000)
@@ -105,20 +100,7 @@ class FeishuOptions(ChatOptions):
     @classmethod
     def _hook_from_url(cls, value: Any) -> Any:
         """A robot's ``token`` may be given as the webhook URL Feishu shows."""
-        if not isinstance(value, dict):
-            return value
-        robots = {}
-        for name, robot in value.items():
-            token = robot.get("token") if isinstance(robot, dict) else None
-            if isinstance(token, str) and "/hook/" in token:
-                robot = {**robot, "token": token.rstrip("/").rsplit("/hook/", 1)[1]}
-            robots[name] = robot
-        return robots
-
-    @field_validator("base_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
+        return robot_tokens(value, _hook_id)
 
 
 class FeishuProvider(RobotProvider):
@@ -147,22 +129,14 @@ class FeishuProvider(RobotProvider):
             }
         url = f"{self.options.base_url}/open-apis/bot/v2/hook/{robot.token.get_secret_value()}"
         response = self.post_json(url, body)
-        data = json_or_none(response)
-        code = None if data is None else data.get("code", data.get("StatusCode"))
-        if code is None:
-            raise self.refused(message, no_code(self.name, response))
-        if str(code) == "0" and response.is_success:
-            return Receipt(provider=self.name, msgid=None, raw=f"HTTP {response.status_code} code 0")
-        assert data is not None
-        error = coded_error(
-            self.name,
+        return self.coded_answer(
+            message,
+            response,
             ERRORS,
-            str(code),
-            str(data.get("msg", data.get("StatusMessage", ""))),
-            status=response.status_code,
+            code=("code", "StatusCode"),
+            text=("msg", "StatusMessage"),
             wait_s=_reset_s(response),
         )
-        raise self.refused(message, error)
 
     def _body(self, content: Content) -> dict[str, Any]:
         if content.markdown:
@@ -175,6 +149,11 @@ class FeishuProvider(RobotProvider):
         rows = [[{"tag": "text", "text": line}] for line in content.text.split("\n")]
         page = {"title": content.title, "content": rows}
         return {"msg_type": "post", "content": {"post": {self.options.post_language: page}}}
+
+
+def _hook_id(token: str) -> str | None:
+    """The hook id of a Feishu webhook URL (None: ``token`` is no such URL)."""
+    return token.rstrip("/").rsplit("/hook/", 1)[1] if "/hook/" in token else None
 
 
 def _reset_s(response: Any) -> float:

@@ -47,6 +47,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from noti.channels.chat._robots import (
+    BaseUrl,
     ChatOptions,
     Content,
     RobotOptions,
@@ -54,6 +55,7 @@ from noti.channels.chat._robots import (
     coded_error,
     json_or_none,
     no_code,
+    robot_tokens,
     status_error,
 )
 from noti.errors import (
@@ -129,8 +131,8 @@ API_ERRORS: dict[str, type[DeliveryError]] = {
 
 class SlackOptions(ChatOptions):
     bot_token: SecretStr | None = None
-    webhook_base_url: str = Field(default="https://hooks.slack.com", pattern=_http.BASE_URL)
-    api_base_url: str = Field(default="https://slack.com/api", pattern=_http.BASE_URL)
+    webhook_base_url: BaseUrl = "https://hooks.slack.com"
+    api_base_url: BaseUrl = "https://slack.com/api"
     target_rate_per_min: float = Field(default=60.0, ge=0, le=6000)
     target_burst: int = Field(default=1, ge=1, le=100)
 
@@ -138,15 +140,7 @@ class SlackOptions(ChatOptions):
     @classmethod
     def _path_from_url(cls, value: Any) -> Any:
         """A robot's ``token`` may be given as the webhook URL Slack shows."""
-        if not isinstance(value, dict):
-            return value
-        robots = {}
-        for name, robot in value.items():
-            token = robot.get("token") if isinstance(robot, dict) else None
-            if isinstance(token, str) and "/services/" in token:
-                robot = {**robot, "token": token.rstrip("/").split("/services/", 1)[1]}
-            robots[name] = robot
-        return robots
+        return robot_tokens(value, _hook_path)
 
     @field_validator("robots")
     @classmethod
@@ -164,11 +158,6 @@ class SlackOptions(ChatOptions):
         if value is not None and not _BOT_TOKEN.match(value.get_secret_value()):
             raise ValueError("a bot token starts with xoxb- (or a user token with xoxp-)")
         return value
-
-    @field_validator("webhook_base_url", "api_base_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
 
     @model_validator(mode="after")
     def _some_way(self) -> SlackOptions:
@@ -268,6 +257,11 @@ class SlackProvider(RobotProvider):
             wait_s=retry_after,
             retry_after_s=retry_after if "retry-after" in response.headers else None,
         )
+
+
+def _hook_path(token: str) -> str | None:
+    """The ``T…/B…/…`` of an incoming webhook's URL (None: ``token`` is no such URL)."""
+    return token.rstrip("/").split("/services/", 1)[1] if "/services/" in token else None
 
 
 def _escaped(text: str) -> str:

@@ -54,6 +54,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 
 from noti.channels.chat._robots import (
+    BaseUrl,
     ChatOptions,
     ChatProvider,
     Content,
@@ -108,7 +109,7 @@ def escape_markdown_v2(text: str) -> str:
 
 class TelegramOptions(ChatOptions):
     bot_token: SecretStr
-    base_url: str = Field(default="https://api.telegram.org", pattern=_http.BASE_URL)
+    base_url: BaseUrl = "https://api.telegram.org"
     markdown_mode: Literal["MarkdownV2", "HTML", "Markdown"] = "MarkdownV2"
     rate_limit_per_s: float | None = Field(default=30.0, gt=0)
     rate_burst: int | None = Field(default=30, ge=1)
@@ -128,11 +129,6 @@ class TelegramOptions(ChatOptions):
         if value:
             raise ValueError("Telegram posts as the bot of bot_token: name chats as targets, not robots")
         return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
 
 
 class TelegramProvider(ChatProvider):

@@ -39,21 +39,19 @@ other              TemporaryFailure       an unknown refusal: tried again
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from pydantic import Field, field_validator
 
 from noti.channels.chat._robots import (
+    BaseUrl,
     ChatOptions,
     Content,
     RobotOptions,
     RobotProvider,
-    coded_error,
-    json_or_none,
-    no_code,
+    query_token,
+    robot_tokens,
 )
 from noti.errors import DeliveryError, PermanentFailure, ProviderMisconfigured, RateLimited, TemporaryFailure
-from noti.providers import _http
 from noti.providers.base import Message, Receipt
 
 __all__ = ["ERRORS", "LIMITS", "WecomOptions", "WecomProvider"]
@@ -73,7 +71,7 @@ ERRORS: dict[str, type[DeliveryError]] = {
 
 
 class WecomOptions(ChatOptions):
-    base_url: str = Field(default="https://qyapi.weixin.qq.com", pattern=_http.BASE_URL)
+    base_url: BaseUrl = "https://qyapi.weixin.qq.com"
     robots: dict[str, RobotOptions] = Field(min_length=1, max_length=1000)
     target_rate_per_min: float = Field(default=19.0, ge=0, le=6000)
     target_burst: int = Field(default=1, ge=1, le=100)
@@ -82,15 +80,7 @@ class WecomOptions(ChatOptions):
     @classmethod
     def _key_from_url(cls, value: Any) -> Any:
         """A robot's ``token`` may be given as the webhook URL WeCom shows."""
-        if not isinstance(value, dict):
-            return value
-        robots = {}
-        for name, robot in value.items():
-            token = robot.get("token") if isinstance(robot, dict) else None
-            if isinstance(token, str) and "://" in token:
-                robot = {**robot, "token": parse_qs(urlsplit(token).query).get("key", [""])[-1]}
-            robots[name] = robot
-        return robots
+        return robot_tokens(value, query_token("key"))
 
     @field_validator("robots")
     @classmethod
@@ -99,11 +89,6 @@ class WecomOptions(ChatOptions):
             if robot.secret is not None:
                 raise ValueError(f"robot {name!r}: WeCom robots are not signed: remove its secret")
         return value
-
-    @field_validator("base_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
 
 
 class WecomProvider(RobotProvider):
@@ -131,15 +116,7 @@ class WecomProvider(RobotProvider):
             {"msgtype": kind, kind: {"content": shown}},
             params=params,
         )
-        data = json_or_none(response)
-        code = data.get("errcode") if data is not None else None
-        if code is None:
-            raise self.refused(message, no_code(self.name, response))
-        if str(code) == "0" and response.is_success:
-            return Receipt(provider=self.name, msgid=None, raw=f"HTTP {response.status_code} errcode 0")
-        text = str(data.get("errmsg", "")) if data is not None else ""
-        error = coded_error(self.name, ERRORS, str(code), text, status=response.status_code, wait_s=60.0)
-        raise self.refused(message, error)
+        return self.coded_answer(message, response, ERRORS, code=("errcode",), text=("errmsg",), wait_s=60.0)
 
     @staticmethod
     def _shown(content: Content) -> tuple[str, str]:
