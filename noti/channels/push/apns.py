@@ -70,10 +70,8 @@ import redis
 from pydantic import Field, FilePath, SecretStr, model_validator
 
 from noti.channels.push import _jwt
-from noti.channels.push._credentials import SharedCredential
-from noti.channels.push._options import PushOptions, push_text
+from noti.channels.push._options import PushOptions, PushProvider, answer_object, push_text, retry_after
 from noti.core.keys import Keys
-from noti.core.record import Channel
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -89,7 +87,7 @@ from noti.errors import (
 )
 from noti.privacy import mask_target
 from noti.providers import _http
-from noti.providers.base import Message, Provider, Receipt
+from noti.providers.base import Message, Receipt
 
 __all__ = ["ENVIRONMENTS", "ERRORS", "ApnsOptions", "ApnsProvider", "apns_id"]
 
@@ -221,15 +219,12 @@ class ApnsOptions(PushOptions):
         return self
 
 
-class ApnsProvider(Provider):
+class ApnsProvider(PushProvider):
     """Pushes to APNs device tokens of one app (topic) with one team's key."""
 
     kind = "apns"
-    channels = frozenset({Channel.PUSH})
     Options = ApnsOptions
     options: ApnsOptions
-    #: APNs' acceptance is all noti learns (no delivery receipts): counted as delivered.
-    delivered_on_send = True
 
     #: The clock of the JWT's ``iat`` and of ``apns-expiration`` (tests move it).
     clock: Callable[[], float] = staticmethod(time.time)
@@ -252,15 +247,7 @@ class ApnsProvider(Provider):
                 ) from None
         self._key = _jwt.es256_key(pem, f"[providers.{name}] private_key")
         self.base_url = (opts.base_url or ENVIRONMENTS[opts.environment]).rstrip("/")
-        self._jwt = SharedCredential(
-            redis,
-            keys,
-            kind="apns",
-            account=f"{opts.team_id}.{opts.key_id}",
-            provider=name,
-            wait_s=opts.credential_wait_s,
-            make_timeout_s=opts.timeout_s,
-        )
+        self._jwt = self.shared_credential(f"{opts.team_id}.{opts.key_id}")
         self._lock = threading.Lock()
         self._http: httpx.Client | None = None
         self._pid = 0
@@ -361,25 +348,11 @@ class ApnsProvider(Provider):
             msgid = response.headers.get("apns-id") or apns_id(message.id)
             log.info("apns %s: %s to %s: %s", message.id, self.name, mask_target(message.target), msgid)
             return Receipt(provider=self.name, msgid=msgid.lower(), raw="HTTP 200")
-        error = self._error(response)
-        log.info(
-            "apns %s: %s to %s refused: %s",
-            message.id,
-            self.name,
-            mask_target(message.target),
-            error.vendor_code,
-        )
-        if isinstance(error, StaleCredential):
-            self._jwt.drop(jwt)
-        raise error
+        raise self.refused(message, self._error(response), self._jwt, jwt)
 
     def _error(self, response: httpx.Response) -> DeliveryError:
         status = response.status_code
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            data = None
-        data = data if isinstance(data, dict) else {}
+        data = answer_object(response)
         reason = str(data.get("reason") or "")[:100]
         cls = ERRORS.get(reason) or _BY_STATUS.get(status)
         if cls is None:
@@ -392,16 +365,10 @@ class ApnsProvider(Provider):
             text += f" (the token is not valid since {since})"
         if reason == "BadDeviceToken":
             text += " (a bad token, or one of the other environment than this provider's)"
-        wait_s = _http.retry_after_s(response, -1.0)
-        retry_after = wait_s if wait_s >= 0 else None
-        if cls is RateLimited:
-            wait = max(1.0, retry_after if retry_after is not None else self.options.rate_limit_wait_s)
-            return RateLimited(text, retry_after_s=wait, provider=self.name, vendor_code=vendor_code)
-        if reason == "TooManyProviderTokenUpdates" and retry_after is None:
-            retry_after = TOKEN_UPDATES_WAIT_S
-        if issubclass(cls, TemporaryFailure):
-            return cls(text, retry_after_s=retry_after, provider=self.name, vendor_code=vendor_code)
-        return cls(text, provider=self.name, vendor_code=vendor_code)
+        wait_s = retry_after(response)
+        if reason == "TooManyProviderTokenUpdates" and wait_s is None:  # a ProviderOutage
+            wait_s = TOKEN_UPDATES_WAIT_S
+        return self.vendor_error(cls, text, vendor_code, wait_s)
 
     def _make_jwt(self) -> tuple[str, float]:
         """A new provider token and how long it is reused."""

@@ -56,10 +56,8 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field, FilePath, SecretStr, ValidationError, model_validator
 
 from noti.channels.push import _jwt
-from noti.channels.push._credentials import SharedCredential
-from noti.channels.push._options import PushOptions, push_text
+from noti.channels.push._options import PushOptions, PushProvider, answer_object, push_text, retry_after
 from noti.core.keys import Keys
-from noti.core.record import Channel
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -75,7 +73,7 @@ from noti.errors import (
 )
 from noti.privacy import mask_target
 from noti.providers import _http
-from noti.providers.base import Message, Provider, Receipt, options_problem
+from noti.providers.base import Message, Receipt, options_problem
 
 __all__ = ["ERRORS", "FCM_SCOPE", "FcmOptions", "FcmProvider", "ServiceAccount"]
 
@@ -160,15 +158,12 @@ def _account_json(opts: FcmOptions, name: str) -> dict[str, Any]:
     return data
 
 
-class FcmProvider(Provider):
+class FcmProvider(PushProvider):
     """Pushes to FCM registration tokens for one Firebase project."""
 
     kind = "fcm"
-    channels = frozenset({Channel.PUSH})
     Options = FcmOptions
     options: FcmOptions
-    #: FCM's acceptance is all noti learns (no delivery receipts): counted as delivered.
-    delivered_on_send = True
 
     #: The clock of the assertion's ``iat`` and of ``ttl_s`` (tests move it).
     clock: Callable[[], float] = staticmethod(time.time)
@@ -190,15 +185,7 @@ class FcmProvider(Provider):
         )
         self.project_id = opts.project_id or self.account.project_id
         self.endpoint = _http.join_path(opts.api_base, f"/v1/projects/{self.project_id}/messages:send")
-        self._token = SharedCredential(
-            redis,
-            keys,
-            kind="fcm",
-            account=self.account.client_email,
-            provider=name,
-            wait_s=opts.credential_wait_s,
-            make_timeout_s=opts.timeout_s,
-        )
+        self._token = self.shared_credential(self.account.client_email)
 
     # --- add time ------------------------------------------------------------------------------
 
@@ -283,26 +270,12 @@ class FcmProvider(Provider):
                 )
             log.info("fcm %s: %s to %s: %s", message.id, self.name, mask_target(message.target), name)
             return Receipt(provider=self.name, msgid=name, raw=f"HTTP {response.status_code}")
-        error = self._error(response)
-        log.info(
-            "fcm %s: %s to %s refused: %s",
-            message.id,
-            self.name,
-            mask_target(message.target),
-            error.vendor_code,
-        )
-        if isinstance(error, StaleCredential):
-            self._token.drop(token)
-        raise error
+        raise self.refused(message, self._error(response), self._token, token)
 
     def _error(self, response: httpx.Response) -> DeliveryError:
         """The outcome class of an FCM error answer (``google.rpc.Status``)."""
         status = response.status_code
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            data = None
-        error = data.get("error") if isinstance(data, dict) else None
+        error = answer_object(response).get("error")
         error = error if isinstance(error, dict) else {}
         raw_details = error.get("details")
         details = [d for d in raw_details if isinstance(d, dict)] if isinstance(raw_details, list) else []
@@ -315,8 +288,6 @@ class FcmProvider(Provider):
         ]
         text = str(error.get("message") or response.text[:200])[:300]
         vendor_code = fcm_code or str(error.get("status") or f"http.{status}")
-        wait_s = _http.retry_after_s(response, -1.0)
-        retry_after = wait_s if wait_s >= 0 else None
         cls: type[DeliveryError]
         if fcm_code in ERRORS:
             cls = ERRORS[fcm_code]
@@ -335,12 +306,7 @@ class FcmProvider(Provider):
         else:
             cls = ProviderMisconfigured
         message = f"{self.name}: FCM HTTP {status} {vendor_code}: {text}"
-        if cls is RateLimited:
-            wait = max(1.0, retry_after if retry_after is not None else self.options.rate_limit_wait_s)
-            return RateLimited(message, retry_after_s=wait, provider=self.name, vendor_code=vendor_code)
-        if issubclass(cls, TemporaryFailure):
-            return cls(message, retry_after_s=retry_after, provider=self.name, vendor_code=vendor_code)
-        return cls(message, provider=self.name, vendor_code=vendor_code)
+        return self.vendor_error(cls, message, vendor_code, retry_after(response))
 
     # --- the access token ----------------------------------------------------------------------
 
