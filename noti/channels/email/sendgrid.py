@@ -48,7 +48,6 @@ Receipts: :mod:`noti.channels.email.sendgrid_receipts`.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Mapping
 from email.utils import parseaddr
@@ -59,49 +58,37 @@ import redis
 from pydantic import Field, SecretStr, field_validator
 
 from noti.channels.email import sendgrid_receipts
+from noti.channels.email._api import HTTP_URL, ApiEmailProvider, EmailAddress
 from noti.core.keys import Keys
-from noti.core.record import Channel
 from noti.delivery.state import ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
     InvalidConfig,
-    InvalidInput,
     PermanentFailure,
     ProviderMisconfigured,
     ProviderOutage,
     RateLimited,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers import _http
-from noti.providers.base import Message, Provider, ProviderOptions, Receipt
+from noti.providers.base import Message, ProviderOptions, Receipt
 
 __all__ = ["SendGridOptions", "SendGridProvider"]
-
-log = logging.getLogger(__name__)
 
 PATH = "/v3/mail/send"
 MIN_RATE_LIMIT_WAIT_S = 1.0
 #: The longest wait a 429's X-RateLimit-Reset is believed for.
 MAX_RATE_LIMIT_WAIT_S = 3600.0
-_HTTP_URL = r"^https?://[^\s/?#]+[^\s]*$"
 
 
 class SendGridOptions(ProviderOptions):
     api_key: SecretStr = Field(min_length=1)
-    from_addr: str
-    reply_to: str | None = None
-    base_url: str = Field(default="https://api.sendgrid.com", pattern=_HTTP_URL)
+    from_addr: EmailAddress
+    reply_to: EmailAddress | None = None
+    base_url: str = Field(default="https://api.sendgrid.com", pattern=HTTP_URL)
     webhook_public_key: str | None = None
     webhook_max_age_s: float = Field(default=300.0, gt=0, le=86400)
-
-    @field_validator("from_addr", "reply_to")
-    @classmethod
-    def _address(cls, value: str | None) -> str | None:
-        if value is not None and "@" not in parseaddr(value)[1]:
-            raise ValueError(f"{value!r} is not an e-mail address")
-        return value
 
     @field_validator("base_url")
     @classmethod
@@ -114,11 +101,11 @@ def _person(value: str) -> dict[str, str]:
     return {"email": address, "name": name} if name else {"email": address}
 
 
-class SendGridProvider(Provider):
-    """E-mail through one SendGrid account (one API key)."""
+class SendGridProvider(ApiEmailProvider):
+    """E-mail through one SendGrid account (one API key; SendGrid takes ASCII addresses only)."""
 
     kind = "sendgrid"
-    channels = frozenset({Channel.EMAIL})
+    vendor = "SendGrid"
     Options = SendGridOptions
     options: SendGridOptions
 
@@ -131,13 +118,6 @@ class SendGridProvider(Provider):
                 self._public_key = sendgrid_receipts.load_public_key(text)
             except ValueError as exc:
                 raise InvalidConfig(f"[providers.{name}] webhook_public_key: {exc}") from None
-
-    def check(self, message: Message) -> None:
-        """Raises InvalidInput: a non-ASCII address (SendGrid takes none)."""
-        if not message.target.isascii():
-            raise InvalidInput(
-                f"{message.target!r}: SendGrid sends to ASCII addresses only", code="e.cmd.noti.add.badtarget"
-            )
 
     def body(self, message: Message) -> dict[str, Any]:
         """The Mail Send request of ``message``."""
@@ -165,24 +145,9 @@ class SendGridProvider(Provider):
                 timeout=self.options.timeout_s,
             )
         if not response.is_success:
-            error = self._error(response)
-            log.info(
-                "sendgrid %s: record %s to %s refused: %s",
-                self.name,
-                message.id,
-                mask_target(message.target),
-                error.vendor_code,
-            )
-            raise error
+            raise self.refused(message, self._error(response))
         message_id = response.headers.get("x-message-id", "").strip()
-        if not message_id:
-            raise AmbiguousOutcome(
-                f"{self.name}: HTTP {response.status_code} without X-Message-Id",
-                provider=self.name,
-                vendor_code=f"http.{response.status_code}",
-            )
-        log.debug("sendgrid %s: record %s accepted as %s", self.name, message.id, message_id)
-        return Receipt(provider=self.name, msgid=message_id, raw=f"HTTP {response.status_code}")
+        return self.receipt(message, response, message_id, "X-Message-Id")
 
     def _error(self, response: httpx.Response) -> DeliveryError:
         status = response.status_code

@@ -66,7 +66,6 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from email.utils import parseaddr
 from typing import Any
 
 import httpx
@@ -74,23 +73,21 @@ import redis
 from pydantic import Field, SecretStr, field_validator
 
 from noti.channels.email import _sigv4, _sns, ses_receipts
+from noti.channels.email._api import HTTP_URL, ApiEmailProvider, EmailAddress
 from noti.core.keys import Keys
-from noti.core.record import Channel
 from noti.delivery.state import ReceiptBatch, ReceiptReply, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
     InvalidConfig,
-    InvalidInput,
     PermanentFailure,
     ProviderMisconfigured,
     ProviderOutage,
     RateLimited,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers import _http
-from noti.providers.base import Message, Provider, ProviderOptions, Receipt
+from noti.providers.base import Message, ProviderOptions, Receipt
 
 __all__ = ["ERRORS", "SesOptions", "SesProvider"]
 
@@ -127,7 +124,6 @@ ERRORS: dict[str, type[DeliveryError]] = {
 
 _REGION = r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$"
 _TOPIC = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
-_HTTP_URL = r"^https?://[^\s/?#]+[^\s]*$"
 
 
 class SesOptions(ProviderOptions):
@@ -135,20 +131,13 @@ class SesOptions(ProviderOptions):
     access_key_id: str = Field(pattern=r"^[A-Z0-9]{16,128}$")
     secret_access_key: SecretStr = Field(min_length=1)
     session_token: SecretStr | None = None
-    from_addr: str
-    reply_to: str | None = None
+    from_addr: EmailAddress
+    reply_to: EmailAddress | None = None
     configuration_set: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    endpoint: str | None = Field(default=None, pattern=_HTTP_URL)
+    endpoint: str | None = Field(default=None, pattern=HTTP_URL)
     sns_topic_arns: tuple[str, ...] = ()
     sns_url_prefix: str | None = None
     confirm_subscriptions: bool = True
-
-    @field_validator("from_addr", "reply_to")
-    @classmethod
-    def _address(cls, value: str | None) -> str | None:
-        if value is not None and "@" not in parseaddr(value)[1]:
-            raise ValueError(f"{value!r} is not an e-mail address")
-        return value
 
     @field_validator("sns_topic_arns")
     @classmethod
@@ -166,11 +155,12 @@ class SesOptions(ProviderOptions):
         return None if value is None else _sns.check_prefix(value)
 
 
-class SesProvider(Provider):
-    """E-mail through one AWS account's SES in one region."""
+class SesProvider(ApiEmailProvider):
+    """E-mail through one AWS account's SES in one region (SES has no SMTPUTF8: ASCII
+    addresses only)."""
 
     kind = "ses"
-    channels = frozenset({Channel.EMAIL})
+    vendor = "SES"
     Options = SesOptions
     options: SesOptions
 
@@ -192,13 +182,6 @@ class SesProvider(Provider):
                     f"[providers.{name}] sns_topic_arns: SES receipts need the cryptography package "
                     "(pip install 'noti[ses]')"
                 ) from None
-
-    def check(self, message: Message) -> None:
-        """Raises InvalidInput: an address SES cannot take (SES has no SMTPUTF8: ASCII only)."""
-        if not message.target.isascii():
-            raise InvalidInput(
-                f"{message.target!r}: SES sends to ASCII addresses only", code="e.cmd.noti.add.badtarget"
-            )
 
     def body(self, message: Message) -> dict[str, Any]:
         """The ``SendEmail`` request of ``message``."""
@@ -242,25 +225,9 @@ class SesProvider(Provider):
                 url, content=payload, headers=headers, timeout=self.options.timeout_s
             )
         if not response.is_success:
-            error = self._error(response)
-            log.info(
-                "ses %s: record %s to %s refused: %s",
-                self.name,
-                message.id,
-                mask_target(message.target),
-                error.vendor_code,
-            )
-            raise error
+            raise self.refused(message, self._error(response))
         data = _http.json_object(response, self.name)
-        message_id = data.get("MessageId")
-        if not isinstance(message_id, str) or not message_id:
-            raise AmbiguousOutcome(
-                f"{self.name}: HTTP {response.status_code} without a MessageId",
-                provider=self.name,
-                vendor_code=f"http.{response.status_code}",
-            )
-        log.debug("ses %s: record %s accepted as %s", self.name, message.id, message_id)
-        return Receipt(provider=self.name, msgid=message_id, raw=f"HTTP {response.status_code}")
+        return self.receipt(message, response, data.get("MessageId"), "a MessageId")
 
     def _error(self, response: httpx.Response) -> DeliveryError:
         status = response.status_code
