@@ -108,6 +108,11 @@ def configure(redis_url: str) -> Iterator[Callable[..., Any]]:
         # provider (and the sandbox) is granted to everyone unless a test gives its own grants.
         # The grant rules themselves are tested with explicit grants (tests/test_access.py).
         overrides.setdefault("provider_grants", {"*": ["sandbox", *overrides.get("providers", {})]})
+        # An event processor run in this process stops above a resident-memory limit measured
+        # on this very process, which the whole suite has grown past the default 256 MB by the
+        # time the event tests run: the limit is tested where it is set on purpose
+        # (tests/test_events_processing.py), not by the size of the suite.
+        overrides.setdefault("event_processor_max_memory_mb", 1_000_000)
         return noti.runtime.configure(**overrides)
 
     yield _configure

@@ -242,8 +242,14 @@ def test_a_registered_channel_is_delivered_by_a_real_worker(
     pager: Channel, configure: Callable[..., Any], start_worker_now: Callable[[], Any]
 ) -> None:
     rt = configure(channels={"pager": {"provider": "sandbox"}, "sms": {"provider": "sandbox"}})
-    import noti
+    from kombu import Queue
 
+    import noti
+    from noti.celery.app import app
+
+    # a worker process declares it at its start (NotiLoader: the test below); this process's
+    # loader ran once, for the first in-process worker of the suite
+    app.amqp.queues.select_add(Queue(pager.queue, routing_key=pager.queue))
     with start_worker_now():
         record_id = noti.notify("pager", "5550100", text="the build is red")
         wait_until(lambda: rt.store.get(record_id).status == 10)
