@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -43,12 +44,28 @@ __all__ = [
 ]
 
 #: Query parameters that carry credentials in some vendors' URLs (WeChat's access_token,
-#: Aliyun's signature): httpx logs request URLs at INFO, so these are masked in its log.
-CREDENTIAL_PARAMS = frozenset({"access_token", "token", "Signature", "AccessKeyId", "signature", "key"})
+#: Aliyun's signature, DingTalk's sign): httpx logs request URLs at INFO, so these are masked
+#: in its log.
+CREDENTIAL_PARAMS = frozenset(
+    {"access_token", "token", "Signature", "AccessKeyId", "signature", "key", "sign"}
+)
+#: What vendors carry in a URL's *path* that must not reach a log (a bot token, a webhook's
+#: secret, a device token): patterns whose first group is kept and the rest of the match
+#: masked, added by the providers that need them (:func:`mask_in_path`).
+_PATH_SECRETS: list[re.Pattern[str]] = []
+
+
+def mask_in_path(pattern: str) -> None:
+    """Mask what ``pattern`` matches in the paths of the request URLs httpx logs, but its
+    first group (``r"(/bot)[0-9]+:[A-Za-z0-9_-]+"`` logs ``/bot***``)."""
+    with _lock:
+        if all(known.pattern != pattern for known in _PATH_SECRETS):
+            _PATH_SECRETS.append(re.compile(pattern))
 
 
 class _MaskCredentials(logging.Filter):
-    """Masks credential query parameters in the request URLs httpx logs."""
+    """Masks credentials (query parameters, and what :func:`mask_in_path` names in paths) in
+    the request URLs httpx logs."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and any(isinstance(a, httpx.URL) for a in record.args):
@@ -59,6 +76,12 @@ class _MaskCredentials(logging.Filter):
 def _masked(url: httpx.URL) -> httpx.URL:
     for name in CREDENTIAL_PARAMS & set(url.params.keys()):
         url = url.copy_set_param(name, "***")
+    if _PATH_SECRETS:
+        path = hidden = url.raw_path.decode("ascii", "replace")
+        for pattern in _PATH_SECRETS:
+            hidden = pattern.sub(lambda m: m.group(1) + "***", hidden)
+        if hidden != path:
+            url = url.copy_with(raw_path=hidden.encode())
     return url
 
 

@@ -440,29 +440,12 @@ def status_error(provider: str, response: httpx.Response, *, default_wait_s: flo
     return PermanentFailure(detail, provider=provider, vendor_code=code)
 
 
-class _MaskPaths(logging.Filter):
-    """Masks the credentials some chat vendors carry in a URL's *path* (Telegram's
-    ``/bot<token>/``, a Slack webhook's ``/services/T…/B…/<secret>``, a Feishu hook id) in
-    the request lines httpx logs; query credentials are masked by :mod:`noti.providers._http`
-    and :mod:`noti.redact`."""
-
-    _PATHS = re.compile(
-        r"(/bot)[0-9]+:[A-Za-z0-9_-]+|(/services/T[A-Z0-9]+/B[A-Z0-9]+/)[A-Za-z0-9]+|(/hook/)[^/?\s]+"
-    )
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and any(isinstance(a, httpx.URL) for a in record.args):
-            record.args = tuple(self._masked(a) if isinstance(a, httpx.URL) else a for a in record.args)
-        return True
-
-    def _masked(self, url: httpx.URL) -> httpx.URL:
-        path = url.raw_path.decode("ascii", "replace")
-        hidden = self._PATHS.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + "***", path)
-        if hidden != path:
-            url = url.copy_with(raw_path=hidden.encode())
-        return url.copy_set_param("sign", "***") if "sign" in url.params else url
-
-
-_httpx_log = logging.getLogger("httpx")
-if not any(isinstance(f, _MaskPaths) for f in _httpx_log.filters):
-    _httpx_log.addFilter(_MaskPaths())
+# The credentials some chat vendors carry in a URL's *path* (Telegram's ``/bot<token>/``, a
+# Slack webhook's ``/services/T…/B…/<secret>``, a Feishu hook id), masked in the request lines
+# httpx logs as query credentials are (:mod:`noti.providers._http`).
+for _pattern in (
+    r"(/bot)[0-9]+:[A-Za-z0-9_-]+",
+    r"(/services/T[A-Z0-9]+/B[A-Z0-9]+/)[A-Za-z0-9]+",
+    r"(/hook/)[^/?\s]+",
+):
+    _http.mask_in_path(_pattern)

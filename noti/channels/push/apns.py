@@ -156,9 +156,9 @@ _BY_STATUS: dict[int, type[DeliveryError]] = {
 
 
 class _MaskPush(logging.Filter):
-    """Masks what must not reach a log from the libraries that carry a push: the provider
-    token in the headers the HTTP/2 header codec (hpack) logs at DEBUG, and the device token
-    (personal data) in the request path hpack logs and in the URL httpx logs at INFO."""
+    """Masks what must not reach a log from the HTTP/2 header codec (hpack), which logs the
+    headers at DEBUG: the provider token, and the device token (personal data) in the request
+    path. (httpx's request lines are masked by :mod:`noti.providers._http`: below.)"""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
@@ -169,8 +169,6 @@ class _MaskPush(logging.Filter):
 def _masked(value: object) -> object:
     if isinstance(value, tuple):
         return tuple(_masked(v) for v in value)
-    if isinstance(value, httpx.URL) and value.path.startswith(DEVICE_PATH):
-        return value.copy_with(path=DEVICE_PATH + mask_target(value.path[len(DEVICE_PATH) :]))
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     if not isinstance(text, str):
         return value
@@ -184,7 +182,8 @@ def _masked(value: object) -> object:
 
 
 DEVICE_PATH = "/3/device/"
-for _name in ("hpack.hpack", "hpack.table", "httpx"):
+_http.mask_in_path(r"(/3/device/)[^/?\s]+")
+for _name in ("hpack.hpack", "hpack.table"):
     _library_log = logging.getLogger(_name)
     if not any(isinstance(f, _MaskPush) for f in _library_log.filters):
         _library_log.addFilter(_MaskPush())
