@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import pytest
 import redis
 
+from bench.registry_bench import BEFORE_REGISTRY, worktree
 from noti.core.channel import (
     BUILTIN,
     Channel,
@@ -36,8 +37,6 @@ from tests.fakes._server import FakeServer, Received, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "noti-channel-ntfy"
-#: The last release before the registry (issue 32's): its records must be read by this one.
-BEFORE_REGISTRY = "527a6ef"
 
 
 # --- what Channel still is ---------------------------------------------------------------------
@@ -264,20 +263,15 @@ def test_a_registered_channel_is_delivered_by_a_real_worker(
 
 
 @pytest.fixture(scope="module")
-def release_before(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A checkout of the last release before the registry (a git worktree)."""
-    where = tmp_path_factory.mktemp("before") / "noti"
-    added = subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(where), BEFORE_REGISTRY],
-        capture_output=True,
-        text=True,
-    )
-    if added.returncode != 0:  # pragma: no cover - a shallow clone without that commit
-        pytest.skip(
-            f"the release before the registry ({BEFORE_REGISTRY}) is not in this clone: {added.stderr}"
-        )
+def release_before() -> Iterator[Path]:
+    """A checkout of the last release before the registry (a git worktree: bench scenario 18's)."""
+    try:
+        checkout = worktree(BEFORE_REGISTRY)
+        where = checkout.__enter__()
+    except subprocess.CalledProcessError as exc:  # pragma: no cover - a shallow clone
+        pytest.skip(f"the release before the registry ({BEFORE_REGISTRY}) is not in this clone: {exc.stderr}")
     yield where
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], capture_output=True)
+    checkout.__exit__(None, None, None)
 
 
 _WRITE_WITH_THE_OLD_RELEASE = """
