@@ -13,9 +13,9 @@ import click
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
 from noti.cli._output import print_records_table, records_json, rm_line, when
-from noti.core.channel import BUILTIN, Channel, ChannelSpec
+from noti.core.channel import BUILTIN, Channel, fields_by_name
 from noti.core.record import parse_channel, to_json_dict
-from noti.errors import InvalidConfig, InvalidInput
+from noti.errors import InvalidInput
 from noti.inputs import load_json, shown
 
 __all__ = ["add", "clean", "delete", "get", "list_", "send"]
@@ -23,30 +23,16 @@ __all__ = ["add", "clean", "delete", "get", "list_", "send"]
 _BARE_NUMBER = re.compile(r"^\s*[0-9.]+\s*\Z")
 
 
-def _builtin_specs() -> list[ChannelSpec]:
-    """The built-in channels' specs: ``noti add``'s options are their fields (an installed
-    channel's fields go in ``-F NAME=VALUE``: the entry points are not scanned to start the CLI)."""
-    specs = []
-    for name in BUILTIN:
-        try:
-            specs.append(Channel(name).spec)
-        except InvalidConfig:  # pragma: no cover - a built-in always loads
-            continue
-    return specs
-
-
 def _field_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """One ``-NAME`` option per field of the built-in channels (``-text``, ``-tmpl``, ``-title`` …)."""
-    helps: dict[str, list[str]] = {}
-    for spec in _builtin_specs():
-        for name in spec.fields:
-            text = spec.field_help.get(name) or f"{spec.title} {name}"
-            if spec.stdin_field == name:
-                text += " (read from stdin when omitted)"
-            if text not in helps.setdefault(name, []):
-                helps[name].append(text)
-    for name in reversed(list(helps)):
-        command = click.option(f"-{name}", f"--{name}", name, help="; ".join(helps[name]) + ".")(command)
+    """One ``-NAME`` option per field of the built-in channels (``-text``, ``-tmpl``, ``-title``
+    …); an installed channel's fields go in ``-F NAME=VALUE`` (the entry points are not
+    scanned to start the CLI)."""
+    uses = fields_by_name(Channel(name) for name in BUILTIN)
+    for name in reversed(list(uses)):
+        helps = dict.fromkeys(
+            u.help + (" (read from stdin when omitted)" if u.stdin else "") for u in uses[name]
+        )
+        command = click.option(f"-{name}", f"--{name}", name, help="; ".join(helps) + ".")(command)
     return command
 
 

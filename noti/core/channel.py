@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
@@ -36,8 +37,10 @@ __all__ = [
     "Channel",
     "ChannelSpec",
     "EveryChannel",
+    "FieldUse",
     "bad_target",
     "defined_at",
+    "fields_by_name",
     "channel_problems",
     "generation",
     "register",
@@ -154,6 +157,38 @@ class EveryChannel(frozenset["Channel"]):
 
     def __len__(self) -> int:
         return len(Channel)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldUse:
+    """One channel's use of a field name: what it means there (one line), and whether it is
+    JSON or the channel's standard-input field."""
+
+    channel: str
+    help: str
+    json: bool
+    stdin: bool
+
+
+def fields_by_name(
+    channels: Iterable[Channel], *, broken: Callable[[Channel, InvalidConfig], None] | None = None
+) -> dict[str, list[FieldUse]]:
+    """Every field name ``channels`` take, each with the channels that take it, in order: what
+    the CLI's options and the HTTP API's schema are built from. A channel whose package cannot
+    be loaded is left out (``broken`` hears of it)."""
+    found: dict[str, list[FieldUse]] = {}
+    for channel in channels:
+        try:
+            spec = channel.spec
+        except InvalidConfig as exc:
+            if broken is not None:
+                broken(channel, exc)
+            continue
+        for name in spec.fields:
+            text = spec.field_help.get(name) or f"{spec.title}: {name}"
+            use = FieldUse(channel.value, text, name in spec.json_fields, spec.stdin_field == name)
+            found.setdefault(name, []).append(use)
+    return found
 
 
 def bad_target(message: str) -> InvalidInput:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from noti.core.channel import BUILTIN, Channel
+from noti.core.channel import BUILTIN, Channel, fields_by_name
 from noti.errors import InvalidConfig
 
 __all__ = [
@@ -83,26 +83,15 @@ def notification_model() -> type[NotificationBase]:
     """``NotificationIn``: :class:`NotificationBase` plus every registered channel's fields
     (each optional; a JSON field takes an object or its text), so the schema follows the
     channel registry. A channel whose package cannot be loaded is left out (logged)."""
-    helps: dict[str, list[str]] = {}
-    json_fields: set[str] = set()
-    for channel in Channel:
-        try:
-            spec = channel.spec
-        except InvalidConfig as exc:
-            log.warning("the HTTP API leaves channel %s out: %s", channel.value, exc.message)
-            continue
-        for name in spec.fields:
-            if name in NotificationBase.model_fields:
-                continue  # refused by the registry's checks; never shadows a common field
-            text = spec.field_help.get(name) or f"{spec.title}: {name}"
-            if text not in helps.setdefault(name, []):
-                helps[name].append(text)
-            if name in spec.json_fields:
-                json_fields.add(name)
+
+    def left_out(channel: Channel, exc: InvalidConfig) -> None:
+        log.warning("the HTTP API leaves channel %s out: %s", channel.value, exc.message)
+
     fields: dict[str, Any] = {}
-    for name, texts in helps.items():
-        kind: Any = dict[str, Any] | str | None if name in json_fields else str | None
-        fields[name] = (kind, Field(default=None, description="; ".join(texts)))
+    for name, uses in fields_by_name(Channel, broken=left_out).items():
+        kind: Any = dict[str, Any] | str | None if any(u.json for u in uses) else str | None
+        description = "; ".join(dict.fromkeys(u.help for u in uses))
+        fields[name] = (kind, Field(default=None, description=description))
     model: type[NotificationBase] = create_model(
         "NotificationIn", __base__=NotificationBase, __module__=__name__, **fields
     )
