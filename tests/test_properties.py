@@ -23,7 +23,6 @@ import noti.runtime
 from noti.access.users import LEVEL_CAPS, Role, User
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.core.record import (
-    CHANNEL_FIELDS,
     LEVEL_MAX,
     Channel,
     Notification,
@@ -166,7 +165,7 @@ def test_a_record_stored_in_redis_reads_back_as_it_was(stored: Any, record: Noti
 @settings(max_examples=300, deadline=None)
 def test_fields_are_refused_with_a_code_or_stored_as_given(channel: Channel, data: st.DataObject) -> None:
     # any value (lone surrogates, controls, NaN, nesting, wrong types) in any field of the channel
-    names = sorted(CHANNEL_FIELDS[channel])
+    names = sorted(channel.spec.fields)
     value = data.draw(
         ANY_TEXT
         | st.builds(json.dumps, JSON_OBJECT)

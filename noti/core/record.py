@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -60,27 +60,6 @@ class Status(IntEnum):
     FAILED = 0  #: every attempt failed
     WAITING = 1  #: to be sent (possibly after ``noti_timeout_at``)
     DONE = 10  #: delivered; ``noti_errmsg`` is "ok" and ``expi`` is set
-
-
-#: Per channel: Python field name -> seed hash field (each channel's :attr:`ChannelSpec.fields`).
-class _PerChannel(Mapping[Channel, Any]):
-    """A read-only view of one attribute of every registered channel's spec."""
-
-    def __init__(self, attribute: str) -> None:
-        self._attribute = attribute
-
-    def __getitem__(self, channel: Channel) -> Any:
-        return getattr(Channel(channel).spec, self._attribute)
-
-    def __iter__(self) -> Iterator[Channel]:
-        return iter(Channel)
-
-    def __len__(self) -> int:
-        return len(Channel)
-
-
-CHANNEL_FIELDS: Mapping[Channel, Mapping[str, str]] = _PerChannel("fields")
-REQUIRED_FIELDS: Mapping[Channel, tuple[str, ...]] = _PerChannel("required")
 
 
 def provider_field(channel: Channel) -> str:
@@ -447,6 +426,26 @@ def validate_target(channel: Channel, target: object) -> str:
     return channel.spec.check_target(target)
 
 
+def check_field_names(channel: Channel, given: Mapping[str, Any]) -> None:
+    """Refuse a field the channel does not take, or a required one missing from ``given``
+    (the fields given, or an event listener's notification template's).
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.badfield`` or ``e.cmd.noti.add.missing``.
+    """
+    spec = channel.spec
+    if not given.keys() <= spec.fields.keys():
+        unknown = sorted(set(given) - set(spec.fields))
+        raise _bad(
+            "badfield",
+            f"{channel.value} notifications take {', '.join(sorted(spec.fields))}; "
+            f"unexpected: {', '.join(unknown)}",
+        )
+    missing = [name for name in spec.required if name not in given]
+    if missing:
+        raise _bad("missing", f"a {channel.value} notification needs {', '.join(missing)}")
+
+
 def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, Any]:
     """The channel fields, checked and normalised (JSON strings decoded to objects): unknown
     and missing ones refused here, each given one by the channel
@@ -456,18 +455,8 @@ def validate_fields(channel: Channel, fields: Mapping[str, Any]) -> dict[str, An
         InvalidInput: an unknown or missing field, or a value outside its limits.
     """
     spec: ChannelSpec = channel.spec
-    known = spec.fields
     given = {k: v for k, v in fields.items() if v is not None}
-    unknown = [] if given.keys() <= known.keys() else sorted(set(given) - set(known))
-    if unknown:
-        raise _bad(
-            "badfield",
-            f"{channel.value} notifications take {', '.join(sorted(known))}; "
-            f"unexpected: {', '.join(unknown)}",
-        )
-    missing = [name for name in spec.required if name not in given]
-    if missing:
-        raise _bad("missing", f"a {channel.value} notification needs {', '.join(missing)}")
+    check_field_names(channel, given)
     return spec.check_fields(given)
 
 

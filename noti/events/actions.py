@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from noti.core.record import CHANNEL_FIELDS, REQUIRED_FIELDS, Channel, parse_channel, parse_level
+from noti.core.record import Channel, check_field_names, parse_channel, parse_level
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.event import Outcome
 from noti.events.templates import ADD_PREFIX, CompiledTemplate, compile_template
@@ -155,19 +155,7 @@ def parse_action(action: object) -> Action:
     fields = dict(spec.pop("fields", None) or {})
     fields.update(spec)
     fields = {k: v for k, v in fields.items() if v is not None}
-    known = CHANNEL_FIELDS[channel]
-    unknown = sorted(set(fields) - set(known))
-    if unknown:
-        raise InvalidInput(
-            f"{channel.value} notifications take {', '.join(sorted(known))};"
-            f" unexpected: {', '.join(unknown)}",
-            code="e.cmd.noti.add.badfield",
-        )
-    missing = [name for name in REQUIRED_FIELDS[channel] if name not in fields]
-    if missing:
-        raise InvalidInput(
-            f"a {channel.value} notification needs {', '.join(missing)}", code="e.cmd.noti.add.missing"
-        )
+    check_field_names(channel, fields)
     return NotifyAction(channel, target, fields, lv, provider.strip() if provider else None)
 
 
