@@ -19,8 +19,8 @@ Both are written in one MULTI, and removed in one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
 
 import redis
 
@@ -96,13 +96,21 @@ class SuppressionList:
         Raises:
             StoreUnavailable: Redis cannot be reached.
         """
-        entry = Suppressed(**{**asdict(entry), "code": entry.code[:CODE_MAX], "text": entry.text[:TEXT_MAX]})
+        return self.add_many([entry])[0]
+
+    def add_many(self, entries: Sequence[Suppressed]) -> list[bool]:
+        """:meth:`add` each of ``entries`` in one round trip (one MULTI); per entry, whether
+        its target was not suppressed before."""
+        if not entries:
+            return []
         with translate_errors(self.redis):
             pipe = self.redis.pipeline(transaction=True)
-            pipe.sadd(self.keys.suppressed(entry.channel), entry.target)
-            pipe.hsetnx(self.keys.suppressed_why(entry.channel), entry.target, entry.why_json())
-            added, _ = pipe.execute()
-        return bool(added)
+            for entry in entries:
+                entry = replace(entry, code=entry.code[:CODE_MAX], text=entry.text[:TEXT_MAX])
+                pipe.sadd(self.keys.suppressed(entry.channel), entry.target)
+                pipe.hsetnx(self.keys.suppressed_why(entry.channel), entry.target, entry.why_json())
+            answers = pipe.execute()
+        return [bool(added) for added in answers[::2]]
 
     def remove(self, channel: str, target: str) -> bool:
         """Lift the suppression of ``target``; whether it was suppressed.

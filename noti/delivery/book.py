@@ -253,14 +253,17 @@ class DeliveryBook:
         vendor pushes the report again: the first why is kept."""
         if not items:
             return
-        pipe = self.redis.pipeline(transaction=False)
-        for item in items:
-            pipe.hmget(self.keys.record(item.record_id), ["noti_type", "noti_target", "noti_c"])
-        for item, (kind, target, creator) in zip(items, pipe.execute(), strict=True):
+        with translate_errors(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for item in items:
+                pipe.hmget(self.keys.record(item.record_id), ["noti_type", "noti_target", "noti_c"])
+            rows = pipe.execute()
+        entries = []
+        for item, (kind, target, creator) in zip(items, rows, strict=True):
             if kind is None or target is None:
                 continue
             report = item.report
-            self.suppressions.add(
+            entries.append(
                 Suppressed(
                     channel=_text(kind),
                     target=_text(target),
@@ -274,6 +277,7 @@ class DeliveryBook:
                 )
             )
             log.info("delivery: record %s: its target is suppressed (%s)", item.record_id, report.suppress)
+        self.suppressions.add_many(entries)
 
     def fallbacks_now(self, fallback_ids: Sequence[str], *, at_ms: int | None = None) -> int:
         """Make these fallbacks due now (their notification failed: no receipt will come),
