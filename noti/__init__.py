@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         StoreUnavailable,
         TemporaryFailure,
     )
-    from noti.runtime import configure
+    from noti.send.handlers import STOP, NotificationHandler
+    from noti.send.runtime import configure
 
 #: Public name -> the module it is defined in.
 _SOURCES: dict[str, str] = {
@@ -93,10 +94,13 @@ _SOURCES: dict[str, str] = {
         "noti.errors",
     ),
     **dict.fromkeys(("Channel", "Notification", "Status"), "noti.core.record"),
-    "configure": "noti.runtime",
+    "configure": "noti.send.runtime",
+    # the base of NOTI_HANDLERS' class and its "stop retrying" answer (docs/concepts/dead-letters.md)
+    **dict.fromkeys(("NotificationHandler", "STOP"), "noti.send.handlers"),
 }
 
 __all__ = [
+    "STOP",
     "Channel",
     "DeliveryError",
     "InvalidConfig",
@@ -104,6 +108,7 @@ __all__ = [
     "NotFound",
     "NotiError",
     "Notification",
+    "NotificationHandler",
     "PermanentFailure",
     "PermissionDenied",
     "RateLimited",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from noti.core.record import Notification
-from noti.handlers import NotificationHandler
+from noti.send.handlers import NotificationHandler
 
 log = logging.getLogger("tests.leaky_handler")
 

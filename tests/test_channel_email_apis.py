@@ -25,7 +25,6 @@ from noti.channels.email.sendgrid import SendGridProvider
 from noti.channels.email.ses import SesProvider
 from noti.core.keys import Keys
 from noti.core.record import Channel, Status, new_id
-from noti.delivery.intake import ReceiptIntake
 from noti.delivery.state import ReceiptReply, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
@@ -38,6 +37,7 @@ from noti.errors import (
 )
 from noti.http.statuses import status_of
 from noti.providers.base import Message, Provider
+from noti.send.intake import ReceiptIntake
 from tests.conftest import wait_until
 from tests.fakes import sendgrid as sg
 from tests.fakes import ses

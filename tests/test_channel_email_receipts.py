@@ -17,10 +17,10 @@ from noti.channels.email.sendgrid import SendGridProvider
 from noti.channels.email.ses import SesProvider
 from noti.core.keys import Keys
 from noti.core.record import Channel, new_id
-from noti.delivery.intake import ReceiptIntake
 from noti.delivery.state import Delivery, ReceiptRequest
 from noti.errors import NotiError, ReceiptRejected, StoreUnavailable
 from noti.providers.base import Message
+from noti.send.intake import ReceiptIntake
 from tests.fakes import sendgrid as sg
 from tests.fakes import ses
 from tests.fakes._receipts import ReceiptSink

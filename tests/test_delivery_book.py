@@ -12,10 +12,10 @@ import pytest
 import noti
 from noti.core.record import Status, now_ms
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
-from noti.delivery.intake import ReceiptIntake
 from noti.errors import ReceiptRejected
 from noti.providers.sandbox import sign_receipt
-from noti.sender import Sender
+from noti.send.intake import ReceiptIntake
+from noti.send.sender import Sender
 from tests.conftest import ADMIN
 
 PHONE = "+8613912345678"

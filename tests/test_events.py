@@ -480,7 +480,7 @@ def test_an_event_whose_processors_all_died_is_set_aside_as_poison(configure: An
     behind = api.get(after)
     assert behind.status is EventStatus.DONE and not behind.failed and behind.tries == 1
     assert rt.redis.llen(rt.keys.event_queue) == 0
-    # and the counters (noti.counters) say so: two stored, one poison, one processed
+    # and the counters (noti.redis.counters) say so: two stored, one poison, one processed
     counted = rt.redis.hgetall(rt.keys.metrics)
     assert counted == {"events_dispatched": "2", "events_done|poison": "1", "events_done|ok": "1"}
 

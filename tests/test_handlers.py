@@ -105,7 +105,7 @@ def test_a_failing_handler_is_logged_and_loses_nothing(
 @pytest.mark.parametrize(
     ("path", "message"),
     [
-        (HANDLERS + "NotAHandler", "is not a subclass of noti.handlers.NotificationHandler"),
+        (HANDLERS + "NotAHandler", "is not a subclass of noti.NotificationHandler"),
         (HANDLERS + "Missing", "cannot be loaded"),
         ("no_such_module:Handlers", "cannot be loaded"),
         ("nocolon", "must look like"),

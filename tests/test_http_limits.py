@@ -398,6 +398,6 @@ def test_no_credential_reaches_any_log(redis_url: str, tmp_path: Path, rt: Any, 
     ],
 )
 def test_redact_hides_each_kind_of_credential(text: str, hidden: str) -> None:
-    from noti.redact import redact
+    from noti.access.redact import redact
 
     assert redact(text) == hidden

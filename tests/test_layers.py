@@ -11,18 +11,50 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "noti"
 
+#: The layers of the package, lowest first (docs/reference/layout.md). A module belongs to the
+#: layer of the longest prefix naming it; it may import its own layer and the ones below, never
+#: one above: every import counts, lazy ones and ``TYPE_CHECKING`` ones included.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # settings, errors, input checks, loading by name, and the Redis plumbing; the bridge's
+    # settings are a table of the settings kept beside the bridge they configure (they import
+    # only the ground)
+    (
+        "ground",
+        (
+            "noti.errors",
+            "noti.inputs",
+            "noti.imports",
+            "noti.config",
+            "noti.lua",
+            "noti.redis",
+            "noti.bridge.webman.settings",
+        ),
+    ),
+    ("core", ("noti.core",)),
+    ("access", ("noti.access",)),
+    ("delivery", ("noti.delivery",)),
+    ("number pools", ("noti.numpool",)),
+    ("providers", ("noti.providers",)),
+    ("channels", ("noti.channels",)),
+    ("sending path", ("noti.send",)),
+    ("Celery app", ("noti.celery",)),
+    # they publish through the Celery app; the workers below run them
+    ("features", ("noti.events", "noti.bridge", "noti.observe")),
+    (
+        "Celery workers",
+        ("noti.celery.worker", "noti.celery.steps", "noti.celery.observe", "noti.celery.tasks"),
+    ),
+    ("front door", ("noti", "noti.api", "noti.tasks")),
+    ("commands and HTTP", ("noti.cli", "noti.http", "noti.__main__")),
+]
+#: The one import that runs up, and why: ``NumberPool(name, user=…)``, the number pools' API for
+#: applications and ``noti numpool``, defaults its client and keys to the process's runtime, as
+#: every API call does. noti's own providers pass both (``NumberPool.trusted``) and never take it.
+UPWARD = {("noti.numpool.pool", "noti.send.runtime")}
+#: The modules at the top of noti/: the front door and the ground (everything else has a folder).
+FLAT = {"__init__", "__main__", "api", "tasks", "config", "errors", "inputs", "imports"}
 #: What the core (noti/core/) may import from noti besides itself: the ground it stands on.
-CORE_GROUND = {
-    "noti.errors",
-    "noti.inputs",
-    "noti.redisconn",
-    "noti.counters",
-    "noti.entropy",
-    "noti.imports",
-    "noti.config",
-    # masks targets for logs; imports nothing of noti
-    "noti.privacy",
-}
+CORE_GROUND = ("noti.errors", "noti.inputs", "noti.redis", "noti.imports", "noti.config")
 #: The only modules that may import the Python API: the package's front door and the API
 #: itself; and the CLI (``noti.cli`` and below).
 API_USERS = ("noti", "noti.api")
@@ -109,7 +141,7 @@ def test_the_core_stands_on_its_ground_only() -> None:
     offenders = {}
     for name, imported in _graph().items():
         if _under(name, ("noti.core",)):
-            above = {i for i in imported if not _under(i, ("noti.core", "noti.lua")) and i not in CORE_GROUND}
+            above = {i for i in imported if not _under(i, ("noti.core", "noti.lua", *CORE_GROUND))}
             above.discard("noti")
             if above:
                 offenders[name] = sorted(above)
@@ -120,9 +152,7 @@ def test_the_core_stands_on_its_ground_only() -> None:
     "lower",
     [
         "noti.core",
-        "noti.notifier",
-        "noti.redrive",
-        "noti.upkeep",
+        "noti.send",
         "noti.providers",
         "noti.channels",
         "noti.delivery",
@@ -143,7 +173,7 @@ def test_providers_take_nothing_from_the_sender() -> None:
     offenders = {
         name
         for name, imported in _graph().items()
-        if _under(name, ("noti.providers",)) and "noti.sender" in imported
+        if _under(name, ("noti.providers",)) and "noti.send.sender" in imported
     }
     assert offenders == set()
 
@@ -187,3 +217,46 @@ def test_no_module_of_the_package_is_in_an_import_circle() -> None:
     graph = _graph()
     circles = {name: sorted(m for m in graph[name] if name in _reach(graph, m)) for name in graph}
     assert {name: via for name, via in circles.items() if name != "noti" and via} == {}
+
+
+def _layer(name: str) -> int:
+    matches = [
+        (len(p), rank) for rank, (_, prefixes) in enumerate(LAYERS) for p in prefixes if _under(name, (p,))
+    ]
+    assert matches, f"{name} is in no layer: add it to LAYERS (and to docs/reference/layout.md)"
+    return max(matches)[1]
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for name in _graph():
+        _layer(name)
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    up = {
+        (name, f"{i} ({LAYERS[_layer(i)][0]} above {LAYERS[_layer(name)][0]})")
+        for name, imported in _graph().items()
+        for i in imported
+        if _layer(i) > _layer(name) and (name, i) not in UPWARD
+    }
+    assert up == set()
+
+
+def test_the_one_upward_import_is_still_there() -> None:
+    # an exception nobody needs any more goes from the list
+    graph = _graph()
+    assert {(a, b) for a, b in UPWARD if b in graph.get(a, ())} == UPWARD
+
+
+def test_the_top_of_the_package_holds_only_the_front_door_and_the_ground() -> None:
+    assert {p.stem for p in PACKAGE.glob("*.py")} == FLAT
+
+
+def test_no_module_is_over_500_lines_without_saying_why() -> None:
+    # a long module says in its docstring why it stays whole ("Kept whole: …")
+    long = {}
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text().count("\n")
+        if lines > 500 and "Kept whole:" not in (ast.get_docstring(ast.parse(path.read_text())) or ""):
+            long[str(path.relative_to(PACKAGE))] = lines
+    assert long == {}

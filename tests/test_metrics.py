@@ -23,10 +23,10 @@ import noti
 from noti.celery.queues import PRIORITY_STEPS, queue_key, queue_names
 from noti.core.record import Status
 from noti.core.store import REVOKED_CODE
-from noti.counters import LATENCY_BOUNDS_S
 from noti.events import add_listener, dispatch
 from noti.events.event import EventStatus
 from noti.numpool import NumberPool
+from noti.redis.counters import LATENCY_BOUNDS_S
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
 from tests.servers import free_port
 
@@ -348,7 +348,7 @@ def test_a_scrape_while_redis_is_away_says_so(rt: Any) -> None:
 
     from noti.observe.prometheus import NotiCollector
     from noti.observe.snapshot import Observer
-    from noti.runtime import Runtime
+    from noti.send.runtime import Runtime
 
     away = Runtime(rt.settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"}))
     registry = CollectorRegistry(auto_describe=False)

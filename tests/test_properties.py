@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import noti
-import noti.runtime
+import noti.send.runtime
 from noti.access.users import LEVEL_CAPS, Role, User
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.core.record import (
@@ -149,9 +149,9 @@ def stored(redis_url: str) -> Iterator[Any]:
     raw = redis.Redis.from_url(redis_url)
     raw.flushdb()
     channels = {c.value: {"provider": "sandbox"} for c in Channel}
-    yield noti.runtime.configure(channels=channels)
+    yield noti.send.runtime.configure(channels=channels)
     raw.flushdb()
-    noti.runtime.configure()
+    noti.send.runtime.configure()
 
 
 @given(records())

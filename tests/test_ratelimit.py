@@ -1,4 +1,4 @@
-"""A provider's rate limit serves its tokens in precedence order (noti/ratelimit.py).
+"""A provider's rate limit serves its tokens in precedence order (noti/providers/ratelimit.py).
 
 The gate is tested on its own first (tokens are handed out by setting the bucket: the rate is
 so slow that none arrive by themselves), then with a real worker: one user floods a
@@ -15,7 +15,7 @@ from typing import Any
 
 import noti
 from noti.core.record import Status
-from noti.ratelimit import LINGER_S
+from noti.providers.ratelimit import LINGER_S
 from tests.conftest import ALICE, BOB, MEMBER, sandbox_outbox, wait_until
 
 PHONE = "+8613912345678"
@@ -110,7 +110,7 @@ def test_a_place_whose_sender_does_not_come_back_is_forgotten(rt: Any) -> None:
 
 
 def test_a_flooding_users_clock_runs_at_most_the_horizon_ahead(rt: Any) -> None:
-    from noti.ratelimit import HORIZON_S
+    from noti.providers.ratelimit import HORIZON_S
 
     give_tokens(rt, 0)
     for i in range(50):  # each place is 1,000 s of tokens at this rate

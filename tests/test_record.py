@@ -25,8 +25,8 @@ from noti.core.record import (
     validate_fields,
     validate_target,
 )
-from noti.entropy import hex64
 from noti.errors import InvalidInput
+from noti.redis.entropy import hex64
 
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 

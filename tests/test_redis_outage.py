@@ -34,7 +34,7 @@ from noti.bridge.webman.connection import connect as webman_connect
 from noti.celery.transport import BulkTransport
 from noti.core.keys import Keys
 from noti.providers.sandbox import read_outbox
-from noti.redisconn import connect
+from noti.redis.conn import connect
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
 from tests.servers import (
     SMS_AND_WEBMAN_CONFIG,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from noti.redisconn import ScriptPipeline, run_batches, script_source
+from noti.redis.conn import ScriptPipeline, run_batches, script_source
 
 pytestmark = pytest.mark.integration
 

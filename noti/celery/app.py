@@ -23,12 +23,20 @@ from noti.celery.queues import (
     transport_options,
 )
 from noti.celery.transport import kombu_broker
-from noti.celery.worker import IGNORED_CELERY_VARIABLES
 from noti.config import Settings
 from noti.core.keys import Keys
-from noti.runtime import get_runtime
+from noti.send.runtime import get_runtime
 
 __all__ = ["CONSUMER_STEPS", "IGNORED_CELERY_VARIABLES", "WORKER_STEPS", "app", "celery_config"]
+
+#: The environment variables of a host project's Celery app that noti's app ignores (its
+#: worker says so once, :mod:`noti.celery.worker`).
+IGNORED_CELERY_VARIABLES = (
+    "CELERY_BROKER_URL",
+    "CELERY_BROKER_READ_URL",
+    "CELERY_BROKER_WRITE_URL",
+    "CELERY_RESULT_BACKEND",
+)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

@@ -46,8 +46,8 @@ from noti.core.retry import error_for
 from noti.errors import (
     NotiError,
 )
-from noti.redisconn import translate_errors
-from noti.runtime import get_runtime
+from noti.redis.conn import translate_errors
+from noti.send.runtime import get_runtime
 
 __all__ = ["INTAKE_TASK", "RecordBackend", "record_meta"]
 

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from noti.config import Settings
-from noti.redisconn import Outage, OutageRetry, SentinelUrl, split_password
+from noti.redis.conn import Outage, OutageRetry, SentinelUrl, split_password
 
 __all__ = ["LOCK_TIMEOUT_S", "OUTAGE_BACKOFF_CAP_S", "beat_schedule", "redbeat_config"]
 

@@ -18,7 +18,7 @@ from celery import bootsteps
 
 from noti.errors import NotiError
 from noti.observe.presence import Presence
-from noti.runtime import get_runtime
+from noti.send.runtime import get_runtime
 
 __all__ = ["Observing", "WorkerObserver"]
 

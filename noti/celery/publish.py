@@ -49,9 +49,9 @@ from noti.celery.queues import (
     transport_options,
 )
 from noti.core.record import Channel
-from noti.entropy import hex64
 from noti.errors import StoreUnavailable
-from noti.redisconn import SENTINEL_SCHEME, connect, masked_url, run_batches, translate_errors
+from noti.redis.conn import SENTINEL_SCHEME, connect, masked_url, run_batches, translate_errors
+from noti.redis.entropy import hex64
 
 if TYPE_CHECKING:
     from celery import Celery

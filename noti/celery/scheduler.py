@@ -14,7 +14,7 @@ from typing import Any
 import redis
 from redbeat import RedBeatScheduler
 
-from noti.redisconn import OutageRetry, SentinelUrl, connect
+from noti.redis.conn import OutageRetry, SentinelUrl, connect
 
 __all__ = ["Scheduler"]
 
@@ -25,7 +25,7 @@ class Scheduler(RedBeatScheduler):
     """RedBeat's scheduler that gives up waiting for Redis once it is closing.
 
     With a ``redis+sentinel://`` URL it hands RedBeat a client of noti's
-    (:func:`~noti.redisconn.connect`, which finds the primary through the sentinels and waits
+    (:func:`~noti.redis.conn.connect`, which finds the primary through the sentinels and waits
     through an outage with the ``retry`` of ``redbeat_redis_options``): RedBeat's own Sentinel
     client would drop that ``retry``, and beat would exit on the first failed lock extend.
     """

@@ -59,8 +59,8 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-from noti.entropy import owner_token
-from noti.redisconn import Outage, ScriptPipeline, SentinelUrl, load_script, refuses_writes
+from noti.redis.conn import Outage, ScriptPipeline, SentinelUrl, load_script, refuses_writes
+from noti.redis.entropy import owner_token
 
 __all__ = [
     "ACK_FLUSH_AT",
@@ -109,7 +109,7 @@ class DeliveryClaims:
     #: The channels, and the key of each one's opted-out set.
     optouts: tuple[tuple[str, str], ...]
     lease_ms: int
-    #: Each fetch claims for a new :func:`~noti.entropy.owner_token` of this prefix.
+    #: Each fetch claims for a new :func:`~noti.redis.entropy.owner_token` of this prefix.
     owner_prefix: str
 
 
@@ -438,7 +438,7 @@ def kombu_broker(url: str) -> tuple[str, dict[str, Any]]:
     """The Celery ``broker_url`` for noti's broker URL, and the transport options it needs
     besides noti's own (:func:`~noti.celery.queues.transport_options`).
 
-    A ``redis+sentinel://`` URL (:class:`~noti.redisconn.SentinelUrl`) becomes kombu's form,
+    A ``redis+sentinel://`` URL (:class:`~noti.redis.conn.SentinelUrl`) becomes kombu's form,
     one ``sentinel://`` URL per sentinel joined by ``;`` (each with the primary's password
     and database), with ``master_name`` and ``sentinel_kwargs`` as transport options; any
     other URL is kombu's already.

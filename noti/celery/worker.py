@@ -5,7 +5,7 @@ app (``celery -A noti worker``, and an in-process worker of the tests) and in no
 says once which host-project Celery variables are ignored, makes the worker consume through
 the bulk transport, and connects the process hooks (freeze the start-up objects, stop the
 send loop and close the runtime in pool children) to Celery's signals, and redacts credentials
-from every log record of the process (:mod:`noti.redact`) then, never at
+from every log record of the process (:mod:`noti.access.redact`) then, never at
 import: a host project's worker whose code imports ``noti.tasks`` (to call
 ``notify.delay()``) finds Celery's signals as they were, and none of noti's hooks runs there.
 """
@@ -20,19 +20,11 @@ from typing import Any
 from celery import bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 
-from noti.redact import install as install_redaction
-from noti.redisconn import masked_url
-from noti.runtime import get_runtime
+from noti.access.redact import install as install_redaction
+from noti.redis.conn import masked_url
+from noti.send.runtime import get_runtime
 
-__all__ = ["IGNORED_CELERY_VARIABLES", "NotiProcess", "enter_noti_worker", "in_noti_worker"]
-
-#: The environment variables of a host project's Celery app that noti's app ignores.
-IGNORED_CELERY_VARIABLES = (
-    "CELERY_BROKER_URL",
-    "CELERY_BROKER_READ_URL",
-    "CELERY_BROKER_WRITE_URL",
-    "CELERY_RESULT_BACKEND",
-)
+__all__ = ["NotiProcess", "enter_noti_worker", "in_noti_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +87,8 @@ def enter_noti_worker(app: Any) -> None:
 
 def _warn_of_celery_variables(app: Any) -> None:
     """Say once which host-project Celery variables noti's worker ignores."""
+    from noti.celery.app import IGNORED_CELERY_VARIABLES  # the app names this module, not the reverse
+
     found = [name for name in IGNORED_CELERY_VARIABLES if os.environ.get(name)]
     if found:
         log.warning(
@@ -125,7 +119,7 @@ def _freeze_startup_objects(**_: Any) -> None:
 
 
 def _close_runtime(**_: Any) -> None:
-    from noti.sendloop import send_loop
+    from noti.send.loop import send_loop
 
     send_loop().stop()
     get_runtime().close()

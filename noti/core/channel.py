@@ -140,7 +140,7 @@ class ChannelSpec:
 
     def mask_target(self, target: str) -> str:
         """The target fit for logs and task views (personal data mostly hidden)."""
-        from noti.privacy import mask_target
+        from noti.core.privacy import mask_target
 
         return mask_target(target)
 

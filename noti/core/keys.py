@@ -16,7 +16,7 @@ key                             type     holds
                                          score = due ms
 ``noti:dead``                   STREAM   dead letters (capped; see :mod:`noti.core.deadletter`)
 ``noti:metrics``                HASH     cluster-wide counters, ``<family>|<label>|…`` -> count,
-                                         incremented by the scripts (:mod:`noti.counters`)
+                                         incremented by the scripts (:mod:`noti.redis.counters`)
 ``noti:workers``                HASH     worker node name -> its last heartbeat (JSON; see
                                          :mod:`noti.observe.presence`)
 ``noti:numpools``               SET      names of the sender-number pools numbers were added to
@@ -31,7 +31,7 @@ key                             type     holds
 ``noti:lock:<name>``            STRING   a lease lock (token, PX expiry)
 ``noti:rate:<provider>``        HASH     the provider's token bucket (tokens, ts)
 ``noti:rate:<provider>:line``   ZSET     records waiting for its tokens, score = precedence
-                                         (level, then the user's clock; :mod:`noti.ratelimit`)
+                                         (level, then the user's clock; :mod:`noti.providers.ratelimit`)
 ``noti:rate:<provider>:back``   ZSET     those records, score = ms by which each must ask again
 ``noti:rate:<provider>:clock``  ZSET     user -> where that user's next place starts (ms)
 ``noti:suppressed:<channel>``   SET      targets no notification of a channel goes to (an
@@ -163,7 +163,7 @@ class Keys:
 
     @property
     def metrics(self) -> str:
-        """The counters hash (:mod:`noti.counters`)."""
+        """The counters hash (:mod:`noti.redis.counters`)."""
         return f"{self.prefix}metrics"
 
     @property

@@ -29,9 +29,9 @@ from typing import Any
 
 from noti.core.channel import Channel, ChannelSpec
 from noti.core.channel import generation as channel_generation
-from noti.entropy import hex64
 from noti.errors import InvalidConfig, InvalidInput
 from noti.inputs import bad_character, check_text, integer, plain_json, shown
+from noti.redis.entropy import hex64
 
 __all__ = [
     "Channel",
@@ -191,7 +191,7 @@ class Notification:
     fallback_of: str | None = None
     #: URL each status change of this record is posted to (a signed webhook).
     status_callback: str | None = None
-    #: On a status callback (a webhook noti made, :mod:`noti.delivery.callbacks`): the record
+    #: On a status callback (a webhook noti made, :mod:`noti.send.callbacks`): the record
     #: whose status it reports. Set by noti only, never from input: it makes the webhook
     #: provider sign it as a status callback (:data:`noti.access.signing.CALLBACK_ID_PREFIX`).
     status_of: str | None = None

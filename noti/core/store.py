@@ -21,16 +21,16 @@ from noti.core.deadletter import DeadLetter
 from noti.core.keys import Keys
 from noti.core.record import DELIVERY_STATES, Channel, Notification, Status, from_hash, now_ms, to_hash
 from noti.core.suppression import Suppressed, SuppressionList
-from noti.counters import added_field, finish_tally
 from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
-from noti.redisconn import (
+from noti.redis.conn import (
     HeldConnection,
     ReplicaWait,
     ScriptPipeline,
     load_script,
     translate_errors,
 )
+from noti.redis.counters import added_field, finish_tally
 
 __all__ = [
     "REVOKED_CODE",
@@ -215,7 +215,7 @@ class RecordStore:
         """Store one record without an idempotency key, with its index entries and, when
         given, its delivery message ``(queue list, payload)``: the ``create.lua`` call of
         :meth:`create_many` for one record, in one round trip on a connection kept between
-        calls (the hot path of ``notify()``, see :class:`~noti.redisconn.HeldConnection`).
+        calls (the hot path of ``notify()``, see :class:`~noti.redis.conn.HeldConnection`).
 
         Raises:
             StoreUnavailable: Redis could not be reached (the record may be stored).
@@ -475,7 +475,7 @@ class RecordStore:
         changes_max_len: int = 100_000,
     ) -> list[bool | str]:
         """Apply the outcomes of many sends in one atomic script call (see :meth:`finish`),
-        counting each one applied (:mod:`noti.counters`) in the same step. A sent record
+        counting each one applied (:mod:`noti.redis.counters`) in the same step. A sent record
         whose outcome names a delivery status enters it (:mod:`noti.delivery`): an accepted
         one awaits its receipt for ``unknown_after_ms``.
 
@@ -842,7 +842,7 @@ class CreatePipeline:
 
     def confirm(self) -> None:
         """Once every batch is read: wait until replicas have them, when the store asks for
-        it (:class:`~noti.redisconn.ReplicaWait`).
+        it (:class:`~noti.redis.conn.ReplicaWait`).
 
         Raises:
             StoreUnavailable: ``e.noti.store.unconfirmed``, or Redis could not be reached.

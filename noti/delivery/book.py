@@ -38,7 +38,7 @@ channel once it passes those checks (applied, or stale: the record is final alre
 why (:mod:`noti.core.suppression`); a refused one suppresses nothing.
 
 Every change of a record that asked for status callbacks (``status_callback=``) is written to
-the status-change stream in the same step (:mod:`noti.delivery.callbacks` sends them).
+the status-change stream in the same step (:mod:`noti.send.callbacks` sends them).
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from typing import Literal
 
 import redis
 
-from noti import counters
 from noti.core.keys import Keys
 from noti.core.record import Channel, msgid_field, msgid_fields, now_ms
 from noti.core.suppression import Suppressed, SuppressionList
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery
-from noti.redisconn import load_script, translate_errors
+from noti.redis import counters
+from noti.redis.conn import load_script, translate_errors
 
 __all__ = ["Applied", "DeliveryBook"]
 

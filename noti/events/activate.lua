@@ -10,7 +10,7 @@
 -- arrival queue, in due order: their retry step is ordered after every event already queued.
 -- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'new' index,
 -- KEYS[4] 'activated' index, KEYS[5] listeners version, KEYS[6] 'done' index,
--- KEYS[7] dead-letter stream, KEYS[8] counters hash (noti/counters.py: events_done|poison),
+-- KEYS[7] dead-letter stream, KEYS[8] counters hash (noti/redis/counters.py: events_done|poison),
 -- KEYS[9] back-off set.
 -- ARGV[1] lock value, ARGV[2] now (ms), ARGV[3] processor name, ARGV[4] event key prefix,
 -- ARGV[5] most activations per event (0 = no limit), ARGV[6] dead-letter stream max length,

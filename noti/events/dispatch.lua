@@ -2,7 +2,7 @@
 -- KEYS[1] event hash, KEYS[2] arrival counter, KEYS[3] arrival queue, KEYS[4] all index,
 -- KEYS[5] 'new' index, KEYS[6] the dispatching user's index, KEYS[7] processor lock,
 -- KEYS[8] starting marker, KEYS[9] idempotency key (unused when ARGV[7] is ''),
--- KEYS[10] counters hash (noti/counters.py).
+-- KEYS[10] counters hash (noti/redis/counters.py).
 -- ARGV[1] id, ARGV[2] name, ARGV[3] user, ARGV[4] payload JSON, ARGV[5] created ms,
 -- ARGV[6] starting marker time-to-live (ms), ARGV[7] idempotency key time-to-live (ms; ''
 -- = no idempotency key).

@@ -1,6 +1,6 @@
 -- Record an activated event as done, for the processor holding the lock.
 -- KEYS[1] processor lock, KEYS[2] arrival queue, KEYS[3] 'activated' index,
--- KEYS[4] 'done' index, KEYS[5] event hash, KEYS[6] counters hash (noti/counters.py:
+-- KEYS[4] 'done' index, KEYS[5] event hash, KEYS[6] counters hash (noti/redis/counters.py:
 -- events_done|ok, or events_done|error when ARGV[5] names an error).
 -- ARGV[1] lock value, ARGV[2] id, ARGV[3] now (ms), ARGV[4] return data (JSON),
 -- ARGV[5] error code, ARGV[6] error message. The listener outcomes recorded one by one

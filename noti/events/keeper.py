@@ -135,7 +135,7 @@ def serve(parent: int) -> int:
     while process ``parent`` runs; return when ``parent`` is gone or closes the pipe."""
     import redis
 
-    from noti.redisconn import connect, load_script
+    from noti.redis.conn import connect, load_script
 
     held: dict[str, Any] | None = None
     client: redis.Redis | None = None

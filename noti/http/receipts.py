@@ -1,5 +1,5 @@
 """``GET|POST /v1/receipts/{provider}``: delivery receipts vendors push. No API token: each
-vendor authenticates by its signature, which :class:`noti.delivery.intake.ReceiptIntake`
+vendor authenticates by its signature, which :class:`noti.send.intake.ReceiptIntake`
 verifies against the URL the vendor called (``NOTI_PUBLIC_URL`` + path and query when that
 setting is given: behind a proxy the request's own URL differs from the one signed).
 
@@ -7,7 +7,7 @@ A vendor that does not sign (Aliyun, Tencent) is configured with a URL that carr
 provider's ``receipt_key`` as its last path segment, ``/v1/receipts/{provider}/{key}``: the
 route hands it to the provider in the ``X-Noti-Receipt-Key`` header
 (:func:`noti.providers._receipts.check_key`), and every log writes the segment as ``***``
-(:mod:`noti.redact`). The ``?key=`` of URLs configured before still works, redacted alike.
+(:mod:`noti.access.redact`). The ``?key=`` of URLs configured before still works, redacted alike.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from fastapi import Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from noti.delivery.intake import ReceiptIntake
 from noti.delivery.state import ReceiptReply, ReceiptRequest
-from noti.runtime import Runtime
+from noti.send.intake import ReceiptIntake
+from noti.send.runtime import Runtime
 
 if TYPE_CHECKING:
     from noti.config import Settings
@@ -48,7 +48,7 @@ def receipt_request(
 
 
 class Receipts:
-    """The receipt intake of one runtime (:class:`noti.delivery.intake.ReceiptIntake`)."""
+    """The receipt intake of one runtime (:class:`noti.send.intake.ReceiptIntake`)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime

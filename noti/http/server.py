@@ -1,7 +1,7 @@
 """``noti serve``: the HTTP API app built from the settings, run by uvicorn.
 
 :func:`default_app` is the factory uvicorn imports in each worker process: this process's
-runtime (:func:`noti.runtime.get_runtime`) and the Celery publisher its settings name, as
+runtime (:func:`noti.send.runtime.get_runtime`) and the Celery publisher its settings name, as
 :func:`noti.celery.process.process_notifier` builds them.
 """
 
@@ -11,13 +11,13 @@ import gc
 import logging
 from typing import TYPE_CHECKING
 
+from noti.access.redact import install as install_redaction
 from noti.errors import InvalidInput, NotiError
-from noti.redact import install as install_redaction
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from noti.runtime import Runtime
+    from noti.send.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,8 @@ def default_app() -> FastAPI:
     from noti.celery.process import noti_app
     from noti.celery.publish import Publisher
     from noti.http.app import create_app
-    from noti.notifier import Notifier
-    from noti.runtime import get_runtime
+    from noti.send.notifier import Notifier
+    from noti.send.runtime import get_runtime
 
     install_redaction()  # a spawned worker process (-workers 2 and more) starts without it
     runtime = get_runtime()
@@ -48,7 +48,7 @@ def _warm(runtime: Runtime) -> None:
     request would pay for both), then move every object made so far out of the cycle
     collector's way (:func:`gc.freeze`): a full collection over the ~100,000 objects of
     FastAPI, pydantic, Celery and noti would otherwise stall a request now and then."""
-    import noti.bulk  # noqa: F401 - imported now, used by POST /v1/notifications
+    import noti.send.bulk  # noqa: F401 - imported now, used by POST /v1/notifications
     from noti.core.record import Channel
 
     for channel in Channel:
@@ -66,7 +66,7 @@ def serve(*, bind: str, port: int, workers: int = 1, access_log: bool = True, ba
 
     Each process runs :class:`noti.http.protocol.GuardedProtocol` (header, body and idle
     timeouts, a header size limit, caps on requests and connections, from the settings) and
-    redacts credentials from every log record it makes (:mod:`noti.redact`): the access log
+    redacts credentials from every log record it makes (:mod:`noti.access.redact`): the access log
     writes ``?key=***`` and ``/v1/receipts/<provider>/***``. ``backlog``: the listen queue.
 
     Raises:

@@ -11,7 +11,7 @@
 -- of its key): owner, new status, errmsg, not-before (ms; for status 1 the record is
 -- re-queued then), retry count, expi ("" = none), JSON object of extra fields to set,
 -- JSON object of the dead-letter entry ("" = none), the counters the outcome moves
--- (noti/counters.py: lines "family|labels" or "family|labels<TAB>amount", without the
+-- (noti/redis/counters.py: lines "family|labels" or "family|labels<TAB>amount", without the
 -- channel, which is the record's own noti_type, put after the family here).
 -- A record sent with a delivery status among its fields (noti_dlv: accepted, or delivered for
 -- providers whose answer is the delivery) enters that status' index; an accepted one awaits

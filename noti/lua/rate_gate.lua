@@ -1,5 +1,5 @@
 -- Take a token from a provider's rate limit, in precedence order: a token bucket shared by
--- every worker (the server's clock), with a line in front of it (noti.ratelimit).
+-- every worker (the server's clock), with a line in front of it (noti.providers.ratelimit).
 --
 -- KEYS[1] bucket  HASH  tokens, ts
 -- KEYS[2] line    ZSET  contender (record id) -> precedence; the lowest goes first

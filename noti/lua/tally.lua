@@ -1,4 +1,4 @@
--- A fragment, not a script: the counters of noti/counters.py, kept in one hash. Included
+-- A fragment, not a script: the counters of noti/redis/counters.py, kept in one hash. Included
 -- (--#include) by the scripts that count what they change. Counts are gathered in a table
 -- and written once per distinct field at the end of the script (one HINCRBY each).
 -- count(counts, field[, amount]) adds amount (default 1) to one field.

@@ -51,7 +51,7 @@ from noti.config import Settings
 from noti.core.keys import Keys
 from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
 from noti.inputs import POOL_NAME_PATTERN, check_name, finite_number, user_name
-from noti.redisconn import PoolClient, translate_errors
+from noti.redis.conn import PoolClient, translate_errors
 
 __all__ = [
     "POOL_NAME_PATTERN",
@@ -258,7 +258,7 @@ class NumberPool:
         """
         if not isinstance(user, User):
             if settings is None:
-                from noti.runtime import get_runtime  # the edge: only when the caller gave none
+                from noti.send.runtime import get_runtime  # the edge: only when the caller gave none
 
                 settings = get_runtime().settings
             user = resolve_user(settings, user)
@@ -284,7 +284,7 @@ class NumberPool:
                 code="e.noti.pool.badname",
             )
         if client is None or keys is None:
-            from noti.runtime import get_runtime  # the edge: only when the caller gave none
+            from noti.send.runtime import get_runtime  # the edge: only when the caller gave none
 
             runtime = get_runtime()
             client = runtime.numpool_redis if client is None else client

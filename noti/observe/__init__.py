@@ -8,6 +8,6 @@
 - ``noti status`` (:mod:`noti.cli.status`): the same snapshot as one screen or JSON;
 - :mod:`noti.observe.presence`: the worker heartbeats that tell which workers are alive.
 
-The counters themselves are written by the Lua scripts (:mod:`noti.counters`); nothing here
+The counters themselves are written by the Lua scripts (:mod:`noti.redis.counters`); nothing here
 counts anything in a process.
 """

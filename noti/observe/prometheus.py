@@ -3,7 +3,7 @@ at each scrape, and the HTTP server that serves it (``noti metrics``, and the wo
 opt-in exporter, ``NOTI_METRICS_PORT``).
 
 Nothing is counted in the exporting process: the counters live in Redis
-(:mod:`noti.counters`) and the gauges are read there, so every exporter shows the same
+(:mod:`noti.redis.counters`) and the gauges are read there, so every exporter shows the same
 cluster-wide numbers and any one of them is enough. :data:`METRICS` is the one list of the
 names served; the docs' table is generated from it (``noti.observe.docs``).
 """
@@ -20,9 +20,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from noti.counters import FAMILIES, LATENCY_BOUNDS_S
 from noti.errors import InvalidInput, NotiError
 from noti.observe.snapshot import Snapshot
+from noti.redis.counters import FAMILIES, LATENCY_BOUNDS_S
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -41,7 +41,7 @@ class MetricSpec:
     type: str
     labels: tuple[str, ...]
     help: str
-    #: For counters: the family of :mod:`noti.counters` it is read from.
+    #: For counters: the family of :mod:`noti.redis.counters` it is read from.
     family: str = ""
 
 

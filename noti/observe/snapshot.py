@@ -5,7 +5,7 @@ Both the Prometheus collector (:mod:`noti.observe.prometheus`) and ``noti status
 the same cluster-wide numbers.
 
 Round trip 1 (one pipeline; with a broker on another Redis, one pipeline there too): the
-counters hash (:mod:`noti.counters`), the record count per status, the delayed set (size,
+counters hash (:mod:`noti.redis.counters`), the record count per status, the delayed set (size,
 entries due, the oldest due), the dead letters, the event queue and processor lock, the
 worker heartbeats (:mod:`noti.observe.presence`), the number-pool registry, and from the
 broker the length of every priority list of noti's queues, the oldest message of each
@@ -26,14 +26,14 @@ import redis
 
 from noti.core.keys import Keys
 from noti.core.record import DELIVERY_STATES, Channel, Status
-from noti.counters import Family, parse
 from noti.events.liveness import Holder
 from noti.numpool.pool import decode_state
 from noti.observe.presence import WorkerInfo, read_workers
-from noti.redisconn import connect, translate_errors
+from noti.redis.conn import connect, translate_errors
+from noti.redis.counters import Family, parse
 
 if TYPE_CHECKING:
-    from noti.runtime import Runtime
+    from noti.send.runtime import Runtime
 
 __all__ = [
     "EventsState",
@@ -126,7 +126,7 @@ class PoolState:
 
 @dataclass(frozen=True, slots=True)
 class RateLineState:
-    """The line in front of one rate-limited provider's tokens (:mod:`noti.ratelimit`)."""
+    """The line in front of one rate-limited provider's tokens (:mod:`noti.providers.ratelimit`)."""
 
     provider: str
     #: Records whose senders wait in line for a token now.
@@ -148,7 +148,7 @@ class Snapshot:
     """The cluster's state at :attr:`at_ms` (see the module)."""
 
     at_ms: int
-    #: Every counter of :mod:`noti.counters`: (family, label values, value).
+    #: Every counter of :mod:`noti.redis.counters`: (family, label values, value).
     counters: tuple[tuple[Family, tuple[str, ...], int], ...]
     #: Records in each status (``waiting``, ``done``, ``failed``, ``invalid``).
     records: Mapping[str, int]

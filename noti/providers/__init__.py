@@ -22,7 +22,7 @@ from noti.core.record import Channel
 from noti.errors import InvalidConfig, InvalidInput
 from noti.imports import load_object
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.redisconn import PoolClient
+from noti.redis.conn import PoolClient
 
 __all__ = ["BUILTIN", "Message", "Provider", "ProviderOptions", "ProviderSet", "Receipt", "load_kind"]
 

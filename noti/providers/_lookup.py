@@ -9,7 +9,7 @@ found (the record's own id)  not made: the found message's receipt is the record
 not found                    made (:meth:`LookupProvider.send_new`)
 cannot tell (any failure)    not made: :class:`~noti.errors.UnconfirmedOutcome`; the sender
                              then holds the record or resends, by the channel's
-                             ``lookup_failure`` (:mod:`noti.sender`)
+                             ``lookup_failure`` (:mod:`noti.send.sender`)
 ===========================  ===============================================================
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import abc
 import logging
 
+from noti.core.privacy import mask_target
 from noti.errors import DeliveryError, UnconfirmedOutcome
-from noti.privacy import mask_target
 from noti.providers.base import Message, Provider, Receipt
 
 __all__ = ["LookupProvider", "unconfirmed"]

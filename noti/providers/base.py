@@ -22,7 +22,7 @@ from noti.core.keys import Keys
 from noti.core.record import Channel, Notification
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import InvalidConfig, ReceiptRejected
-from noti.redisconn import PoolClient
+from noti.redis.conn import PoolClient
 
 __all__ = ["Message", "Provider", "ProviderOptions", "Receipt", "options_problem"]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import redis
 
-from noti.redisconn import connect as connect_redis
+from noti.redis.conn import connect as connect_redis
 
 __all__ = ["connect"]
 
 
 def connect(url: str, *, socket_timeout_s: float = 30.0) -> redis.Redis:
-    """A client for ``url`` (a ``redis+sentinel://`` one too: :func:`noti.redisconn.connect`);
+    """A client for ``url`` (a ``redis+sentinel://`` one too: :func:`noti.redis.conn.connect`);
     ``socket_timeout_s`` must exceed the longest XREADGROUP BLOCK."""
     return connect_redis(
         url,

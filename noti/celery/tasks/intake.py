@@ -46,12 +46,12 @@ from noti.celery.app import app
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.celery.tasks.calls import bind_call
 from noti.core.delay import due_ms
+from noti.core.privacy import mask_target
 from noti.core.record import now_ms, parse_level
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.inputs import finite_number, shown
-from noti.privacy import mask_target
-from noti.redisconn import translate_errors
-from noti.runtime import get_runtime
+from noti.redis.conn import translate_errors
+from noti.send.runtime import get_runtime
 
 __all__ = ["IntakeTask", "call_options", "masked_reprs", "notify"]
 

@@ -16,7 +16,7 @@ types and checks its vendor's size limit at ``add`` (``e.cmd.noti.add.badtext``)
 messages a minute per robot; Feishu: 5 a second and 100 a minute; Slack: about one a second
 per channel; Telegram: 20 a minute per group), and one provider reaches many of them, so the
 provider's own line (``rate_limit_per_s``, shared by the whole account) cannot hold them. Each
-conversation gets a line of its own in :mod:`noti.ratelimit`, named
+conversation gets a line of its own in :mod:`noti.providers.ratelimit`, named
 ``<provider>/<conversation>`` (``target_rate_per_min`` and ``target_burst``; 0 switches it
 off): a send that finds no token raises :class:`~noti.errors.RateLimited` with the wait, so the
 record waits without an attempt counted and without any request to the vendor. A bucket of
@@ -59,7 +59,7 @@ from noti.errors import (
 )
 from noti.providers import _http
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.ratelimit import RateLimiter
+from noti.providers.ratelimit import RateLimiter
 
 __all__ = [
     "ROBOT_NAME",
@@ -361,7 +361,7 @@ def mask(target: str) -> str:
     """A target for logs: a robot's name is the operator's and shown; a chat id is masked."""
     if ROBOT_NAME.match(target):
         return target
-    from noti.privacy import mask_target
+    from noti.core.privacy import mask_target
 
     return mask_target(target)
 

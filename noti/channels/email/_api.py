@@ -13,9 +13,9 @@ from typing import Annotated, ClassVar
 import httpx
 from pydantic import AfterValidator
 
+from noti.core.privacy import mask_target
 from noti.core.record import Channel
 from noti.errors import AmbiguousOutcome, DeliveryError, InvalidInput
-from noti.privacy import mask_target
 from noti.providers.base import Message, Provider, Receipt
 
 __all__ = ["HTTP_URL", "ApiEmailProvider", "EmailAddress"]

@@ -62,6 +62,7 @@ import redis
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from noti.core.keys import Keys
+from noti.core.privacy import mask_target
 from noti.core.record import Channel
 from noti.errors import (
     AmbiguousOutcome,
@@ -73,7 +74,6 @@ from noti.errors import (
     ProviderOutage,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
 
 __all__ = ["ENHANCED", "ERRORS", "EmailOptions", "EmailProvider", "classify"]

@@ -15,9 +15,9 @@ import httpx
 from pydantic import Field
 
 from noti.channels.push._credentials import SharedCredential
+from noti.core.privacy import mask_target
 from noti.core.record import Channel
 from noti.errors import DeliveryError, InvalidInput, RateLimited, StaleCredential, TemporaryFailure
-from noti.privacy import mask_target
 from noti.providers import _http
 from noti.providers.base import Message, Provider, ProviderOptions
 

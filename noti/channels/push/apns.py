@@ -72,6 +72,7 @@ from pydantic import Field, FilePath, SecretStr, model_validator
 from noti.channels.push import _jwt
 from noti.channels.push._options import PushOptions, PushProvider, answer_object, push_text, retry_after
 from noti.core.keys import Keys
+from noti.core.privacy import mask_target
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -85,7 +86,6 @@ from noti.errors import (
     StaleCredential,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers import _http
 from noti.providers.base import Message, Receipt
 

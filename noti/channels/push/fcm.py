@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, FilePath, SecretStr, Validati
 from noti.channels.push import _jwt
 from noti.channels.push._options import PushOptions, PushProvider, answer_object, push_text, retry_after
 from noti.core.keys import Keys
+from noti.core.privacy import mask_target
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -71,7 +72,6 @@ from noti.errors import (
     StaleCredential,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers import _http
 from noti.providers.base import Message, Receipt, options_problem
 

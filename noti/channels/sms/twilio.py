@@ -73,6 +73,7 @@ import httpx
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from noti.channels.sms import E164_PHONE, phone_e164, twilio_receipts
+from noti.core.privacy import mask_target
 from noti.core.record import Channel
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
@@ -86,7 +87,6 @@ from noti.errors import (
     RecipientOptedOut,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers import _http
 from noti.providers._lookup import LookupProvider, unconfirmed
 from noti.providers._receipts import ReceiptPollOption, poll_each

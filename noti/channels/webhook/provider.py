@@ -14,7 +14,7 @@ Whose key signs it (:mod:`noti.access.signing`):
 - any other URL (one a user chose): the secrets of the record's creator, and no provider
   header: an operator's credentials never reach a user-chosen URL. A creator without a
   signing key is refused at ``add`` (``e.cmd.noti.add.nosigningkey``);
-- a status callback (:mod:`noti.delivery.callbacks`): its creator's secrets too, with
+- a status callback (:mod:`noti.send.callbacks`): its creator's secrets too, with
   ``webhook-id`` = ``cb_`` + its record id. The id is signed, and a user's own webhooks carry
   their bare record id, so no body a user posts passes for a status callback.
 
@@ -86,6 +86,7 @@ from redis import Redis
 
 from noti.access.signing import CALLBACK_ID_PREFIX, SigningKeys, secret_key
 from noti.core.keys import Keys
+from noti.core.privacy import mask_target
 from noti.core.record import Channel
 from noti.errors import (
     DeliveryError,
@@ -97,7 +98,6 @@ from noti.errors import (
     StoreUnavailable,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers import _http, _http11
 from noti.providers._urls import Destination, non_public_reason, resolve_public
 from noti.providers._urls import parsed as _parsed

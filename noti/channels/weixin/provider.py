@@ -74,6 +74,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from noti.channels.weixin import receipts as weixin_receipts
 from noti.core.keys import Keys
+from noti.core.privacy import mask_target
 from noti.core.record import Channel
 from noti.delivery.state import ReceiptBatch, ReceiptRequest
 from noti.errors import (
@@ -88,11 +89,10 @@ from noti.errors import (
     StaleCredential,
     TemporaryFailure,
 )
-from noti.privacy import mask_target
 from noti.providers._http import client, json_object, map_transport_errors, retry_after_s
 from noti.providers._receipts import not_configured
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.redisconn import translate_errors
+from noti.redis.conn import translate_errors
 
 __all__ = ["ALREADY_SENT", "ERRORS", "WeixinAccount", "WeixinOptions", "WeixinProvider"]
 

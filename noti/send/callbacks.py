@@ -31,10 +31,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from noti.errors import NotiError
-from noti.redisconn import translate_errors
+from noti.redis.conn import translate_errors
 
 if TYPE_CHECKING:
-    from noti.notifier import Notifier
+    from noti.send.notifier import Notifier
 
 __all__ = ["StatusCallbacks", "callback_body"]
 

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from typing import Protocol, cast
 
 from noti.core.record import Channel, now_ms
-from noti.redisconn import translate_errors
-from noti.runtime import Runtime
+from noti.redis.conn import translate_errors
+from noti.send.runtime import Runtime
 
 __all__ = ["Requeuing", "sweep_lost", "trim_dead_letters"]
 

@@ -27,15 +27,15 @@ from noti.core.retry import RetryPolicy
 from noti.core.store import ClaimState, Revoked
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import bad_character, could_be_id, finite_number, integer, shown, user_name
-from noti.redisconn import translate_errors
-from noti.runtime import Runtime
+from noti.redis.conn import translate_errors
+from noti.send.runtime import Runtime
 
 if TYPE_CHECKING:
     from noti.access.grants import Grants
     from noti.providers import Provider
-    from noti.sender import SendResult
+    from noti.send.sender import SendResult
 
-# noti.providers and noti.sender (the delivery side) are imported where they are used, so
+# noti.providers and noti.send.sender (the delivery side) are imported where they are used, so
 # that reading records (``noti list``, ``noti get``) does not load them
 
 __all__ = ["Notifier", "Publishing", "Revocation"]
@@ -133,7 +133,7 @@ class Notifier:
         ``delay`` (seconds) or ``eta`` (a datetime; naive means local time) postpone it;
         ``identifier`` names it for replacement and cancelling (see :meth:`add`);
         ``status_callback`` is an http(s) URL each of its status changes is posted to (a
-        signed webhook, :mod:`noti.delivery.callbacks`). The level is lowered to the user's
+        signed webhook, :mod:`noti.send.callbacks`). The level is lowered to the user's
         role cap, and to ``level_cap`` when given (an API token's). The providers it goes
         through must be ones the user may use (:mod:`noti.access.grants`), and among
         ``providers_allowed`` when given (an API token's).
@@ -676,7 +676,7 @@ class Notifier:
         )
         limit = _limit(limit, "e.cmd.noti.send.badlimit")
         lease_ms = max(1, int(min(timeout_s, SEND_TIMEOUT_MAX_S) * 1000))
-        from noti.sender import Sender
+        from noti.send.sender import Sender
 
         sender = Sender(self.runtime, owner=f"cli:{acting.name}")
         if record_id is not None:
@@ -709,7 +709,7 @@ class Notifier:
 def _with_record(result: SendResult, record: Notification) -> SendResult:
     if result.channel is not None:
         return result
-    from noti.sender import SendResult
+    from noti.send.sender import SendResult
 
     return SendResult(
         result.record_id,

@@ -21,11 +21,11 @@ from typing import Literal
 
 from noti.core.deadletter import DeadLetter
 from noti.core.delay import MAX_DELAY_S
+from noti.core.privacy import mask_target
 from noti.core.record import Channel, Notification, Status, msgid_field, now_ms
 from noti.core.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.core.store import UNSURE_FIELD, Claim, ClaimState, Finish, Outcome, Revoked
 from noti.core.suppression import Suppressed
-from noti.entropy import owner_token
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -39,12 +39,12 @@ from noti.errors import (
     UnconfirmedOutcome,
     split_code,
 )
-from noti.handlers import STOP, NotificationHandler, call_hook
-from noti.privacy import mask_target
 from noti.providers import Message, Provider, Receipt
 from noti.providers._lookup import LookupProvider
-from noti.ratelimit import Place
-from noti.runtime import Runtime
+from noti.providers.ratelimit import Place
+from noti.redis.entropy import owner_token
+from noti.send.handlers import STOP, NotificationHandler, call_hook
+from noti.send.runtime import Runtime
 
 __all__ = ["Attempt", "SendResult", "Sender"]
 
@@ -90,7 +90,7 @@ class Attempt:
     owner: str
     lease_ms: int
     #: Each provider call made for it, ``(provider, seconds)``, in order: the last one's
-    #: provider decided the outcome (the counters and the latency histogram, :mod:`noti.counters`).
+    #: provider decided the outcome (the counters and the latency histogram, :mod:`noti.redis.counters`).
     calls: list[tuple[str, float]] = field(default_factory=list)
 
     @property
@@ -637,7 +637,7 @@ class Sender:
 
     def _take_token(self, provider: Provider, record: Notification) -> float:
         """Stand in ``provider``'s line for a token for ``record``: 0 when taken (send now),
-        else the seconds still to wait (the place was given up; :mod:`noti.ratelimit`)."""
+        else the seconds still to wait (the place was given up; :mod:`noti.providers.ratelimit`)."""
         if not provider.options.rate_limit_per_s:
             return 0.0
         place = self._place(provider, record)

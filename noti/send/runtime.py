@@ -16,16 +16,16 @@ from noti.core.deadletter import DeadLetters, load_hook
 from noti.core.delay import DelayedQueue
 from noti.core.keys import Keys
 from noti.core.store import RecordStore
-from noti.redisconn import PoolClient, ReplicaWait, connect, connect_any
+from noti.redis.conn import PoolClient, ReplicaWait, connect, connect_any
 
 if TYPE_CHECKING:
     from noti.access.signing import SigningKeys
     from noti.access.tokens import TokenStore
     from noti.core.lease import LeaseKeeper
     from noti.delivery.book import DeliveryBook
-    from noti.handlers import NotificationHandler
     from noti.providers import ProviderSet
-    from noti.ratelimit import RateLimiter
+    from noti.providers.ratelimit import RateLimiter
+    from noti.send.handlers import NotificationHandler
 
 # What only delivery uses (providers, handlers, rate limits, leases) is imported by the
 # property that builds it: reading or adding records (the CLI) needs none of it.
@@ -86,14 +86,14 @@ class Runtime:
         Raises:
             InvalidConfig: the setting names nothing usable.
         """
-        from noti.handlers import load_handler
+        from noti.send.handlers import load_handler
 
         return load_handler(self.settings.handlers)
 
     @functools.cached_property
     def rate_limiter(self) -> RateLimiter:
         """Per-provider token buckets shared by all workers."""
-        from noti.ratelimit import RateLimiter
+        from noti.providers.ratelimit import RateLimiter
 
         return RateLimiter(self.redis, self.keys)
 

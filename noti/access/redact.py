@@ -19,7 +19,7 @@ does keeps its arguments when redacting them one by one gives the same text (uvi
 formatter unpacks its arguments), else its message becomes the redacted text. A traceback is
 rendered and redacted at once.
 
-It imports nothing of noti, so every layer may use it (as :mod:`noti.privacy`).
+It imports nothing of noti, so every layer may use it (as :mod:`noti.core.privacy`).
 """
 
 from __future__ import annotations
