@@ -124,10 +124,10 @@ def point_driver(env: dict[str, str]) -> Any:
     """Make this process's noti API use ``env`` (a new runtime, and the Celery app's broker);
     returns the runtime."""
     os.environ.update(env)
-    import noti.send.runtime
+    import noti.sending.runtime
     from noti.celery.app import app
 
-    runtime = noti.send.runtime.configure()
+    runtime = noti.sending.runtime.configure()
     repoint(app, runtime.settings.broker)
     return runtime
 

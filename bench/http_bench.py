@@ -144,7 +144,7 @@ def scenario_16(
     with redis_server() as url:
         env = noti_env(url, write_config())
         flush = enqueue_bench.setup(url)  # this process: noti on db 0, plain Celery on db 1
-        from noti.send.runtime import get_runtime
+        from noti.sending.runtime import get_runtime
 
         server = ApiProcess({**os.environ, **env}, "-workers", str(SERVER_WORKERS), "--no-access-log")
         try:

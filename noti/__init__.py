@@ -51,8 +51,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         StoreUnavailable,
         TemporaryFailure,
     )
-    from noti.send.handlers import STOP, NotificationHandler
-    from noti.send.runtime import configure
+    from noti.sending.handlers import STOP, NotificationHandler
+    from noti.sending.runtime import configure
 
 #: Public name -> the module it is defined in.
 _SOURCES: dict[str, str] = {
@@ -94,9 +94,9 @@ _SOURCES: dict[str, str] = {
         "noti.errors",
     ),
     **dict.fromkeys(("Channel", "Notification", "Status"), "noti.core.record"),
-    "configure": "noti.send.runtime",
+    "configure": "noti.sending.runtime",
     # the base of NOTI_HANDLERS' class and its "stop retrying" answer (docs/concepts/dead-letters.md)
-    **dict.fromkeys(("NotificationHandler", "STOP"), "noti.send.handlers"),
+    **dict.fromkeys(("NotificationHandler", "STOP"), "noti.sending.handlers"),
 }
 
 __all__ = [

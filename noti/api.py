@@ -11,14 +11,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from noti.core.record import Notification
-from noti.send.notifier import Notifier, Revocation
+from noti.sending.notifier import Notifier, Revocation
 
 if TYPE_CHECKING:
-    from noti.send.bulk import BulkResult
-    from noti.send.redrive import Redrive
-    from noti.send.sender import SendResult
+    from noti.sending.bulk import BulkResult
+    from noti.sending.redrive import Redrive
+    from noti.sending.sender import SendResult
 
-# noti.send.bulk, noti.core.delay and noti.send.redrive are imported by the calls that use them: reading
+# noti.sending.bulk, noti.core.delay and noti.sending.redrive are imported by the calls that use them: reading
 # records (``noti list``, ``noti get``) needs none of them (tests/test_fast_cli.py)
 
 __all__ = [
@@ -58,7 +58,7 @@ def notifier() -> Notifier:
 
 def redrive() -> Redrive:
     """Dead-letter operations over this process's runtime."""
-    from noti.send.redrive import Redrive
+    from noti.sending.redrive import Redrive
 
     current = notifier()
     return Redrive(current.runtime, current.publisher)
@@ -160,8 +160,8 @@ def notify_chat(
 
 
 def notify_many(items: Iterable[object], *, user: str | None = None) -> BulkResult:
-    """Validate and store many notifications (see :mod:`noti.send.bulk`)."""
-    from noti.send.bulk import add_many
+    """Validate and store many notifications (see :mod:`noti.sending.bulk`)."""
+    from noti.sending.bulk import add_many
 
     return add_many(notifier(), items, user=user)
 
@@ -181,7 +181,7 @@ def schedule_many(
     """
     from noti.core.delay import due_ms
     from noti.core.record import now_ms
-    from noti.send.bulk import add_many
+    from noti.sending.bulk import add_many
 
     due_ms(delay=delay, eta=eta, now_ms=now_ms())
     defaults: dict[str, Any] = {}
@@ -233,9 +233,9 @@ def send(record_id: str | None = None, **kwargs: Any) -> list[SendResult]:
 
 
 def __getattr__(name: str) -> Any:
-    """``Redrive``, named in ``__all__``, imported from :mod:`noti.send.redrive` on first use."""
+    """``Redrive``, named in ``__all__``, imported from :mod:`noti.sending.redrive` on first use."""
     if name == "Redrive":
-        from noti.send.redrive import Redrive
+        from noti.sending.redrive import Redrive
 
         return Redrive
     raise AttributeError(f"module 'noti.api' has no attribute {name!r}")

@@ -218,7 +218,7 @@ class Settings(BaseSettings):
     #: ``"module:function"`` called with each new dead letter (e.g. to alert); None: no hook.
     dead_letter_hook: str | None = None
     #: Application hooks run by the worker around each delivery: ``"package.module:Class"``, a
-    #: :class:`noti.send.handlers.NotificationHandler` subclass (retry decider, on_success,
+    #: :class:`noti.sending.handlers.NotificationHandler` subclass (retry decider, on_success,
     #: on_retry, on_failure, on_dead_letter).
     handlers: str | None = None
     #: Modules the CLI, the API and the workers import to find the Celery tasks that event

@@ -77,10 +77,10 @@ def redis_url(redis_server: str) -> str:
     os.environ.update(BASE_ENV)
     os.environ["NOTI_REDIS_URL"] = url
     import noti.config
-    import noti.send.runtime
+    import noti.sending.runtime
 
     noti.config.get_settings.cache_clear()
-    noti.send.runtime.configure()
+    noti.sending.runtime.configure()
     from noti.celery.app import app
 
     assert app.conf.broker_url == url  # the app's configuration is read now, once
@@ -90,7 +90,7 @@ def redis_url(redis_server: str) -> str:
 @pytest.fixture
 def configure(redis_url: str) -> Iterator[Callable[..., Any]]:
     """Flush the test database and return a function that (re)configures noti's runtime."""
-    import noti.send.runtime
+    import noti.sending.runtime
 
     redis.Redis.from_url(redis_url).flushdb()
 
@@ -113,10 +113,10 @@ def configure(redis_url: str) -> Iterator[Callable[..., Any]]:
         # time the event tests run: the limit is tested where it is set on purpose
         # (tests/test_events_processing.py), not by the size of the suite.
         overrides.setdefault("event_processor_max_memory_mb", 1_000_000)
-        return noti.send.runtime.configure(**overrides)
+        return noti.sending.runtime.configure(**overrides)
 
     yield _configure
-    noti.send.runtime.configure()
+    noti.sending.runtime.configure()
 
 
 @pytest.fixture

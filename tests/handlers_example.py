@@ -8,7 +8,7 @@ import noti
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Notification
 from noti.errors import NotiError
-from noti.send.handlers import STOP, NotificationHandler
+from noti.sending.handlers import STOP, NotificationHandler
 
 #: What the hooks saw, in order (the in-process test worker shares this module).
 CALLS: list[tuple[Any, ...]] = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from noti.core.record import Notification
-from noti.send.handlers import NotificationHandler
+from noti.sending.handlers import NotificationHandler
 
 log = logging.getLogger("tests.leaky_handler")
 

@@ -151,7 +151,7 @@ def test_the_send_loop_is_uvloop_when_installed_unless_set_to_asyncio(
     kind: str,
 ) -> None:
     # given the send_loop setting, and a process whose send loop is made anew
-    from noti.send import loop as sendloop
+    from noti.sending import loop as sendloop
 
     sendloop.send_loop().stop()
     monkeypatch.setattr(sendloop, "_loops", {})
@@ -257,7 +257,7 @@ def test_a_send_that_raises_goes_back_to_the_queue_and_its_batch_is_recorded(
     configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
 ) -> None:
     # given a bug that breaks one send of a batch on the send loop, once
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     original = Sender.attempt_async
     broken: list[str] = []
@@ -291,7 +291,7 @@ def test_outcomes_are_recorded_while_blocking_sends_hold_every_send_thread(
 ) -> None:
     # given a send loop with two send threads, and one batch of three SMS to a blocking
     # vendor: the first answered at once, the two others held until the test says
-    from noti.send import loop as sendloop
+    from noti.sending import loop as sendloop
     from tests import broken_provider
 
     sendloop.send_loop().stop()
@@ -331,7 +331,7 @@ def test_a_batch_that_breaks_loses_nothing(
     # given a bug that breaks the first batch after its claim
     rt = configure(lease_timeout_s=1)
     ids = [noti.notify_sms(PHONE, f"n{i}") for i in range(5)]
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     original = Sender.attempt_many
     broken: list[int] = []
@@ -359,7 +359,7 @@ def test_claims_held_through_a_redis_outage_are_renewed_or_given_up(
 
     from noti.celery.tasks import batching
     from noti.errors import StoreUnavailable
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     rt = configure(lease_timeout_s=1)
     monkeypatch.setattr(batching, "CLAIM_RETRY_S", 1.5)

@@ -85,7 +85,7 @@ def test_bulk_respects_level_caps_and_the_acting_user(rt: Any) -> None:
 
 def test_refusals_and_ids_keep_their_places_across_chunks(rt: Any) -> None:
     from noti.api import notifier
-    from noti.send.bulk import add_many
+    from noti.sending.bulk import add_many
 
     # given 2,500 items, chunks of 1,000 stored while the next is checked, bad ones here and there
     bad = {5, 999, 1000, 1500, 2499}
@@ -120,7 +120,7 @@ def test_a_mixed_bulk_stores_each_record_as_a_single_notify_would(rt: Any) -> No
     # (records of one script call share the hash fields they have alike, and are cut
     # where creator, status or queue changes), and the same items sent one at a time
     from noti.api import notifier
-    from noti.send.bulk import add_many
+    from noti.sending.bulk import add_many
 
     bulk = add_many(notifier(), MIXED * 3, chunk_size=4, user=ADMIN)
     single = add_many(notifier(), MIXED, chunk_size=1, user=ADMIN)
@@ -179,7 +179,7 @@ def test_idempotency_keys_within_one_bulk_call_and_across_calls(rt: Any) -> None
 def test_a_connection_lost_mid_call_raises_and_leaves_no_record_without_its_message(
     rt: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from noti.send import bulk
+    from noti.sending import bulk
 
     # given a bulk call whose Redis connections are killed after its second chunk is built
     built = 0
@@ -216,7 +216,7 @@ def test_a_chunk_that_cannot_be_built_stops_the_call_after_the_chunk_before_is_s
     rt: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from noti.errors import InvalidConfig
-    from noti.send import bulk
+    from noti.sending import bulk
 
     # given: a second chunk whose provider settings turn out broken
     build = bulk._build_chunk

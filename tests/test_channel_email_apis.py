@@ -37,7 +37,7 @@ from noti.errors import (
 )
 from noti.http.statuses import status_of
 from noti.providers.base import Message, Provider
-from noti.send.intake import ReceiptIntake
+from noti.sending.intake import ReceiptIntake
 from tests.conftest import wait_until
 from tests.fakes import sendgrid as sg
 from tests.fakes import ses

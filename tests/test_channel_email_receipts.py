@@ -20,7 +20,7 @@ from noti.core.record import Channel, new_id
 from noti.delivery.state import Delivery, ReceiptRequest
 from noti.errors import NotiError, ReceiptRejected, StoreUnavailable
 from noti.providers.base import Message
-from noti.send.intake import ReceiptIntake
+from noti.sending.intake import ReceiptIntake
 from tests.fakes import sendgrid as sg
 from tests.fakes import ses
 from tests.fakes._receipts import ReceiptSink

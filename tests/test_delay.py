@@ -14,7 +14,7 @@ from noti.api import notifier
 from noti.core.delay import DelayedQueue, Pump
 from noti.core.record import Channel, Status, now_ms
 from noti.errors import InvalidInput, NotFound, PermissionDenied
-from noti.send.upkeep import sweep_lost
+from noti.sending.upkeep import sweep_lost
 from tests.conftest import ADMIN, ALICE, BOB, sandbox_outbox, wait_until
 
 pytestmark = pytest.mark.integration

@@ -160,7 +160,7 @@ def test_a_redelivered_notify_task_creates_one_record(rt: Any, worker: Any) -> N
 
 def test_a_notification_that_keeps_killing_its_sender_is_made_invalid_as_poison(configure: Any) -> None:
     from noti.core.record import now_ms
-    from noti.send.sender import POISON_MARGIN
+    from noti.sending.sender import POISON_MARGIN
 
     rt = configure(retry_max=1)
     record_id = noti.notify_sms(PHONE, "kills its sender")

@@ -14,8 +14,8 @@ from noti.core.record import Status, now_ms
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
 from noti.errors import ReceiptRejected
 from noti.providers.sandbox import sign_receipt
-from noti.send.intake import ReceiptIntake
-from noti.send.sender import Sender
+from noti.sending.intake import ReceiptIntake
+from noti.sending.sender import Sender
 from tests.conftest import ADMIN
 
 PHONE = "+8613912345678"

@@ -16,7 +16,7 @@ from typing import Any
 
 from celery import shared_task
 
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 ORDER = "test:order"
 BUSY = "test:busy"

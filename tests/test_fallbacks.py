@@ -16,7 +16,7 @@ from noti.core.record import Status
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
 from noti.errors import InvalidInput
 from noti.providers.sandbox import read_outbox, sign_receipt
-from noti.send.intake import ReceiptIntake
+from noti.sending.intake import ReceiptIntake
 from tests.conftest import wait_until
 from tests.fakes.webhook import SECRET, WebhookReceiver
 

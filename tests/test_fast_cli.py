@@ -47,14 +47,14 @@ HEAVY = ("celery", "kombu", "jinja2", "redbeat", "flower", "rich.progress")
 #: and ``email.parser``, which ``importlib.metadata`` loads to read an installed
 #: distribution's metadata: reading records reads none (redis-py is given its version).
 NOT_FOR_READING = (
-    "noti.send.bulk",
-    "noti.send.redrive",
+    "noti.sending.bulk",
+    "noti.sending.redrive",
     "noti.providers",
-    "noti.send.sender",
-    "noti.send.loop",
+    "noti.sending.sender",
+    "noti.sending.loop",
     "noti.core.lease",
     "noti.providers.ratelimit",
-    "noti.send.handlers",
+    "noti.sending.handlers",
     "noti.numpool",
     "noti.events",
     "noti.observe",
@@ -65,13 +65,13 @@ NOT_FOR_READING = (
 #: What ``noti add`` must not import: it validates, stores and queues one record (with the
 #: checks of its own providers, see below), so no bulk adds, redrive or sending.
 NOT_FOR_ADDING = (
-    "noti.send.bulk",
-    "noti.send.redrive",
-    "noti.send.sender",
-    "noti.send.loop",
+    "noti.sending.bulk",
+    "noti.sending.redrive",
+    "noti.sending.sender",
+    "noti.sending.loop",
     "noti.core.lease",
     "noti.providers.ratelimit",
-    "noti.send.handlers",
+    "noti.sending.handlers",
     "noti.events",
     "noti.observe",
     "rich",
@@ -307,18 +307,21 @@ def test_import_noti_imports_nothing_until_a_name_is_used() -> None:
         "import noti\n"
         "before = sorted(sys.modules)\n"
         "from noti import notify_sms, Status, configure, NotiError\n"
-        "import noti.errors, noti.api, noti.core.record, noti.send.runtime\n"
+        "import noti.errors, noti.api, noti.core.record, noti.sending.runtime\n"
         "same = [notify_sms is noti.api.notify_sms, Status is noti.core.record.Status,\n"
-        "        configure is noti.send.runtime.configure, NotiError is noti.errors.NotiError,\n"
+        "        configure is noti.sending.runtime.configure, NotiError is noti.errors.NotiError,\n"
         "        noti.notify is noti.api.notify]\n"
         "try:\n"
         "    noti.no_such_name\n"
         "    missing = False\n"
         "except AttributeError:\n"
         "    missing = True\n"
-        "from noti import upkeep\n"  # a submodule still imports as one
+        "from noti import sending\n"  # a subpackage still imports as one
+        "from noti.sending import upkeep\n"
+        # the sending path's package is not named `send`: it would shadow the API's noti.send()
         "print(json.dumps({'before': before, 'same': same, 'missing': missing,\n"
         "                  'dir': sorted(set(noti.__all__) - set(dir(noti))),\n"
+        "                  'send': noti.send is noti.api.send, 'sending': sending.__name__,\n"
         "                  'upkeep': upkeep.__name__, 'celery': 'celery' in sys.modules}))\n"
     )
     data = json.loads(out)
@@ -326,7 +329,8 @@ def test_import_noti_imports_nothing_until_a_name_is_used() -> None:
     assert loaded == ["noti"]
     assert not [m for m in data["before"] if m.split(".")[0] in ("celery", "kombu", "pydantic", "redis")]
     assert data["same"] == [True] * 5 and data["missing"] and data["dir"] == []
-    assert data["upkeep"] == "noti.send.upkeep" and not data["celery"]  # noti's core needs no Celery
+    assert data["send"] and data["sending"] == "noti.sending"
+    assert data["upkeep"] == "noti.sending.upkeep" and not data["celery"]  # noti's core needs no Celery
 
 
 def test_every_command_of_the_table_loads_under_its_name() -> None:

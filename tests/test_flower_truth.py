@@ -110,14 +110,14 @@ def _final(record: Notification | None) -> bool:
 
 @pytest.fixture(scope="module")
 def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
-    import noti.send.runtime
+    import noti.sending.runtime
     from noti.celery.app import app
 
     redis.Redis.from_url(redis_url).flushdb()
     workdir = tmp_path_factory.mktemp("flower-truth")
     config = workdir / "noti.toml"
     config.write_text(CONFIG)
-    rt = noti.send.runtime.configure(**tomllib.loads(CONFIG))
+    rt = noti.sending.runtime.configure(**tomllib.loads(CONFIG))
     env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config)}
     flower = FlowerProcess(env)
     worker: WorkerProcess | None = None
@@ -163,7 +163,7 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         if worker is not None:
             worker.stop()
         flower.stop()
-        noti.send.runtime.configure()
+        noti.sending.runtime.configure()
 
 
 def _attempts(record: Notification | None) -> int:

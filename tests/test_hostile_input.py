@@ -49,7 +49,7 @@ import noti
 import noti.api
 import noti.config
 import noti.events
-import noti.send.runtime
+import noti.sending.runtime
 from noti.errors import NotiError
 from noti.numpool import NumberPool
 from tests.conftest import BASE_ENV, ROOT, wait_until
@@ -156,10 +156,10 @@ def hostile_rt(redis_url: str) -> Iterator[Any]:
     channels = {c: {"provider": "sandbox"} for c in ("sms", "weixin", "email", "webhook")}
     # the event cases' processor runs in this process, whose memory the whole suite has grown:
     # its resident-memory limit (256 MB by default) is not what they test
-    runtime = noti.send.runtime.configure(channels=channels, event_processor_max_memory_mb=1_000_000)
+    runtime = noti.sending.runtime.configure(channels=channels, event_processor_max_memory_mb=1_000_000)
     yield runtime
     raw.flushdb()
-    noti.send.runtime.configure()
+    noti.sending.runtime.configure()
     _give_back_memory()
 
 
@@ -508,7 +508,7 @@ def run_webman(case: Case, seed: dict[str, str], raw: redis.Redis, worker: Any) 
         fields = build(call.fields, seed)
     else:
         fields = {"message": json.dumps(build(_stream_message(call, worker), seed))}
-    letters = noti.send.runtime.get_runtime().dead_letters
+    letters = noti.sending.runtime.get_runtime().dead_letters
     seen = {letter.entry_id for letter in letters.entries()}
     before = snapshot(raw, leave_out=lambda key: key in (stream, "noti:dead"))
     raw.xadd(stream, fields)

@@ -98,7 +98,7 @@ class RawServer:
 @pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
 def event_loop_kind(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every test on asyncio's loop and on uvloop's, which the send loop runs when it is
-    installed (noti.send.loop.new_loop)."""
+    installed (noti.sending.loop.new_loop)."""
     if request.param == "asyncio":
         yield "asyncio"
         return

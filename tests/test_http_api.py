@@ -537,7 +537,7 @@ def test_a_signed_receipt_needs_no_token_and_delivers_the_record(
 ) -> None:
     import noti
     from noti.providers.sandbox import sign_receipt
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     # given an SMS sent through a vendor whose delivery comes as a pushed receipt
     rt = configure(providers={"vendor": {"kind": "sandbox", "receipt_secret": API_RECEIPT_SECRET}})

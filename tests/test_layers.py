@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("number pools", ("noti.numpool",)),
     ("providers", ("noti.providers",)),
     ("channels", ("noti.channels",)),
-    ("sending path", ("noti.send",)),
+    ("sending path", ("noti.sending",)),
     ("Celery app", ("noti.celery",)),
     # they publish through the Celery app; the workers below run them
     ("features", ("noti.events", "noti.bridge", "noti.observe")),
@@ -50,7 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 #: The one import that runs up, and why: ``NumberPool(name, user=…)``, the number pools' API for
 #: applications and ``noti numpool``, defaults its client and keys to the process's runtime, as
 #: every API call does. noti's own providers pass both (``NumberPool.trusted``) and never take it.
-UPWARD = {("noti.numpool.pool", "noti.send.runtime")}
+UPWARD = {("noti.numpool.pool", "noti.sending.runtime")}
 #: The modules at the top of noti/: the front door and the ground (everything else has a folder).
 FLAT = {"__init__", "__main__", "api", "tasks", "config", "errors", "inputs", "imports"}
 #: What the core (noti/core/) may import from noti besides itself: the ground it stands on.
@@ -152,7 +152,7 @@ def test_the_core_stands_on_its_ground_only() -> None:
     "lower",
     [
         "noti.core",
-        "noti.send",
+        "noti.sending",
         "noti.providers",
         "noti.channels",
         "noti.delivery",
@@ -173,7 +173,7 @@ def test_providers_take_nothing_from_the_sender() -> None:
     offenders = {
         name
         for name, imported in _graph().items()
-        if _under(name, ("noti.providers",)) and "noti.send.sender" in imported
+        if _under(name, ("noti.providers",)) and "noti.sending.sender" in imported
     }
     assert offenders == set()
 

@@ -348,7 +348,7 @@ def test_a_scrape_while_redis_is_away_says_so(rt: Any) -> None:
 
     from noti.observe.prometheus import NotiCollector
     from noti.observe.snapshot import Observer
-    from noti.send.runtime import Runtime
+    from noti.sending.runtime import Runtime
 
     away = Runtime(rt.settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"}))
     registry = CollectorRegistry(auto_describe=False)

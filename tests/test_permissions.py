@@ -46,7 +46,7 @@ from noti.core.record import Status, new_id
 from noti.core.suppression import Suppressed
 from noti.errors import NotFound, PermissionDenied
 from noti.numpool import NumberPool, NumberState
-from noti.send.suppressions import Suppressions
+from noti.sending.suppressions import Suppressions
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT
 from tests.webman_fixtures.consumers import Collect
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import noti
-import noti.send.runtime
+import noti.sending.runtime
 from noti.access.users import LEVEL_CAPS, Role, User
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.core.record import (
@@ -149,9 +149,9 @@ def stored(redis_url: str) -> Iterator[Any]:
     raw = redis.Redis.from_url(redis_url)
     raw.flushdb()
     channels = {c.value: {"provider": "sandbox"} for c in Channel}
-    yield noti.send.runtime.configure(channels=channels)
+    yield noti.sending.runtime.configure(channels=channels)
     raw.flushdb()
-    noti.send.runtime.configure()
+    noti.sending.runtime.configure()
 
 
 @given(records())

@@ -61,7 +61,7 @@ def http_client(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test runs with each client: ``send`` (httpx, blocking) and ``send_async``
     (noti.providers._http11, what batch-mode workers use) must behave the same."""
     if request.param == "http11":
-        from noti.send.loop import send_loop
+        from noti.sending.loop import send_loop
 
         send_async = WebhookProvider.send_async
 

@@ -219,8 +219,8 @@ def test_an_sms_to_email_fallback_fires_once_and_only_without_a_delivery_receipt
 def test_beat_asks_a_vendor_without_pushes_and_applies_its_answers(
     configure: Any, fakes: dict[str, Any]
 ) -> None:
-    from noti.send.poll import poll_receipts
-    from noti.send.sender import Sender
+    from noti.sending.poll import poll_receipts
+    from noti.sending.sender import Sender
 
     # given Aliyun with no receipt key (so it is polled), and one message of each outcome
     options = {k: v for k, v in _providers(fakes, "http://127.0.0.1:9")["ali"].items() if k != "receipt_key"}
@@ -249,8 +249,8 @@ def test_reports_tencent_hands_out_once_are_held_through_a_redis_outage(
     import redis
 
     from noti.errors import StoreUnavailable
-    from noti.send.poll import held_reports, poll_receipts
-    from noti.send.sender import Sender
+    from noti.sending.poll import held_reports, poll_receipts
+    from noti.sending.sender import Sender
     from tests.servers import RedisProcess
 
     GOOD, FAILING = "+8613912340001", "+8613912340002"  # noqa: N806

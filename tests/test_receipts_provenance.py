@@ -5,7 +5,7 @@ another vendor id or account, moves neither the record nor its fallback, is coun
 leaves nothing that a later real send would pick up. Also: reports per push capped, kept
 receipts bounded, and no body of any reader is more than a malformed receipt.
 
-Every receipt goes through :class:`noti.send.intake.ReceiptIntake` (what the HTTP API
+Every receipt goes through :class:`noti.sending.intake.ReceiptIntake` (what the HTTP API
 hands it) on a real Redis; sends go through the real sender."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from noti.core.record import Status, now_ms
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
 from noti.errors import ReceiptRejected
 from noti.providers.sandbox import sign_receipt
-from noti.send.intake import ReceiptIntake
-from noti.send.sender import Sender
+from noti.sending.intake import ReceiptIntake
+from noti.sending.sender import Sender
 from tests.conftest import BOB
 
 PHONE = "+8613912345678"

@@ -19,7 +19,7 @@ import redis
 import noti
 from noti.core.record import Status
 from noti.errors import StoreUnavailable
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 from tests import servers
 from tests.conftest import sandbox_outbox, wait_until
 

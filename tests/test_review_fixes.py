@@ -22,7 +22,7 @@ def test_a_stray_message_or_noti_send_does_not_break_debounce_or_cancel(rt: Any)
     # when `noti send` passes over it and a stray delivery message arrives for it
     assert noti.send() == []
     notifier().publisher.publish([(first, rt.store.get(first).channel, 1)])
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     Sender(rt).deliver(first)
     # then it is untouched: still replaceable and cancellable
@@ -139,7 +139,7 @@ def test_sweep_uses_the_broker_even_when_it_is_another_database(rt: Any, redis_s
     from celery import Celery
 
     from noti.celery.publish import Publisher
-    from noti.send.upkeep import sweep_lost
+    from noti.sending.upkeep import sweep_lost
 
     broker_url = f"{redis_server}/2"
     other = Celery("other-broker", broker=broker_url, set_as_current=False)

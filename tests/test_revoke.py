@@ -41,7 +41,7 @@ def test_a_revoked_backlog_is_never_sent_and_its_messages_are_dropped(rt: Any, s
         assert record.status is Status.INVALID and record.revoked_ms and "revoked by alice" in record.errmsg
     # and the sweep of lost messages never brings them back
     from noti.celery.publish import Publisher
-    from noti.send.upkeep import sweep_lost
+    from noti.sending.upkeep import sweep_lost
 
     publisher = Publisher(noti.celery.app.app, store_url=rt.settings.redis_url, store_redis=rt.redis)
     assert sweep_lost(rt, publisher, older_than_s=0, at_ms=10**13) == 0
@@ -101,7 +101,7 @@ def test_the_revoke_command(rt: Any) -> None:
 
 
 def test_a_record_held_by_a_sender_is_revoked_at_its_next_claim(rt: Any, start_worker_now: Any) -> None:
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     # given a queued notification whose record another sender holds for 1 s (about to send it)
     record_id = noti.notify_sms(PHONE, "held")
@@ -119,7 +119,7 @@ def test_a_record_held_by_a_sender_is_revoked_at_its_next_claim(rt: Any, start_w
 
 
 def test_the_revoke_command_names_the_records_a_sender_holds(rt: Any) -> None:
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     record_id = noti.notify_sms(PHONE, "held")
     Sender(rt, owner="elsewhere").claim_records([record_id], lease_ms=30_000)

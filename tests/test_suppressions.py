@@ -1,5 +1,5 @@
 """The suppression list, visible and manageable (issue 33, point 4): who sees which entries and
-who lifts them (noti.send.suppressions), through the Python API, ``noti suppress`` and
+who lifts them (noti.sending.suppressions), through the Python API, ``noti suppress`` and
 ``/v1/suppressions`` on a real ``noti serve``: cross-user listings, hostile paths, queries
 and bodies refused with their codes and nothing changed (the hostile-HTTP suite's digest)."""
 
@@ -16,7 +16,7 @@ import redis
 from noti.cli import main
 from noti.core.suppression import Suppressed
 from noti.errors import InvalidInput, NotFound, PermissionDenied
-from noti.send.suppressions import Suppressions
+from noti.sending.suppressions import Suppressions
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
 from tests.hostile_http.harness import changes, digest

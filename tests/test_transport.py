@@ -259,7 +259,7 @@ class _Unacked:
 
 def _claims(rt: Any) -> DeliveryClaims:
     from noti.celery.tasks.batching import delivery_claims
-    from noti.send.sender import Sender
+    from noti.sending.sender import Sender
 
     claims = delivery_claims(rt, "noti.deliver", Sender(rt, owner="test"))
     assert claims is not None

@@ -10,9 +10,9 @@ The core (the record, the store, leases, retries, delays, dead letters, handlers
 imports nothing from here. The Python API and the maintenance jobs publish through
 :func:`~noti.celery.process.process_notifier`, which builds the process's publisher on first
 use (:meth:`~noti.celery.publish.Publisher.for_settings`, given noti's app as a function
-called only on the ``send_task`` path) and hands it to ``noti.send.notifier`` (and ``noti.api`` to
-``noti.send.redrive``), which import nothing from here, nor does ``noti.send.upkeep``: its lost-message
-sweep takes the publisher as a port (:class:`~noti.send.upkeep.Requeuing`).
+called only on the ``send_task`` path) and hands it to ``noti.sending.notifier`` (and ``noti.api`` to
+``noti.sending.redrive``), which import nothing from here, nor does ``noti.sending.upkeep``: its lost-message
+sweep takes the publisher as a port (:class:`~noti.sending.upkeep.Requeuing`).
 The tasks, events and the webman bridge take the process's notifier from there, never from
 ``noti.api``. On a Redis broker publishing imports neither Celery nor kombu. ``celery -A
 noti`` finds the app as ``noti.celery.celery``; building it reads the settings, so it is

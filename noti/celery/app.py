@@ -25,7 +25,7 @@ from noti.celery.queues import (
 from noti.celery.transport import kombu_broker
 from noti.config import Settings
 from noti.core.keys import Keys
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["CONSUMER_STEPS", "IGNORED_CELERY_VARIABLES", "WORKER_STEPS", "app", "celery_config"]
 

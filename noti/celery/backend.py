@@ -47,7 +47,7 @@ from noti.errors import (
     NotiError,
 )
 from noti.redis.conn import translate_errors
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["INTAKE_TASK", "RecordBackend", "record_meta"]
 

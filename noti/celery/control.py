@@ -35,7 +35,7 @@ from noti.celery.queues import DELIVER_TASK
 from noti.celery.report import DeliveryReport
 from noti.core.delay import Pump
 from noti.core.store import Revoked
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["SCHEDULED_LIMIT", "pump_holding", "serve_pump"]
 

@@ -18,7 +18,7 @@ from celery import bootsteps
 
 from noti.errors import NotiError
 from noti.observe.presence import Presence
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["Observing", "WorkerObserver"]
 

@@ -16,7 +16,7 @@ from noti.celery.publish import Publisher
 if TYPE_CHECKING:
     from celery import Celery
 
-    from noti.send.notifier import Notifier
+    from noti.sending.notifier import Notifier
 
 __all__ = ["noti_app", "process_notifier", "process_publisher"]
 
@@ -31,10 +31,10 @@ def noti_app() -> Celery:
 
 
 def process_notifier() -> Notifier:
-    """The :class:`~noti.send.notifier.Notifier` of this process's runtime, publishing to the noti
+    """The :class:`~noti.sending.notifier.Notifier` of this process's runtime, publishing to the noti
     Celery app's broker."""
-    from noti.send.notifier import Notifier  # noqa: F811 - the class, at run time
-    from noti.send.runtime import get_runtime
+    from noti.sending.notifier import Notifier  # noqa: F811 - the class, at run time
+    from noti.sending.runtime import get_runtime
 
     global _process_notifier  # noqa: PLW0603 - the process's one notifier
     runtime = get_runtime()

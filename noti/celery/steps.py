@@ -13,7 +13,7 @@ from noti.celery.publish import Publisher
 from noti.celery.queues import ADOPT_INTERVAL_S, ForeignPriorities
 from noti.celery.transport import worker_transport
 from noti.core.delay import Pump
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["DRAIN_TIMEOUT_S", "EVENT_WATCH_INTERVAL_S", "DelayPump", "DeliveryDrain", "KombuCheck"]
 

@@ -22,7 +22,7 @@ from celery.signals import worker_process_init, worker_process_shutdown, worker_
 
 from noti.access.redact import install as install_redaction
 from noti.redis.conn import masked_url
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["NotiProcess", "enter_noti_worker", "in_noti_worker"]
 
@@ -119,7 +119,7 @@ def _freeze_startup_objects(**_: Any) -> None:
 
 
 def _close_runtime(**_: Any) -> None:
-    from noti.send.loop import send_loop
+    from noti.sending.loop import send_loop
 
     send_loop().stop()
     get_runtime().close()

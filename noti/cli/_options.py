@@ -17,9 +17,9 @@ from noti.cli._output import JsonStyle, dumps
 from noti.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from noti.send.bulk import BulkResult
-    from noti.send.notifier import Notifier
-    from noti.send.redrive import Redrive
+    from noti.sending.bulk import BulkResult
+    from noti.sending.notifier import Notifier
+    from noti.sending.redrive import Redrive
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,7 +73,7 @@ class CliContext:
             gc.enable()
 
     def api_bulk(self, items: list[object]) -> BulkResult:
-        from noti.send.bulk import add_many
+        from noti.sending.bulk import add_many
 
         return add_many(self.api, items, user=self.user)
 

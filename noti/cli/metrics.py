@@ -36,7 +36,7 @@ def metrics(port: str, bind: str | None) -> None:
     """Serve the Prometheus metrics at http://BIND:PORT/metrics until stopped (Ctrl-C, SIGTERM)."""
     from noti.observe.prometheus import NotiCollector, check_port, serve
     from noti.observe.snapshot import Observer
-    from noti.send.runtime import get_runtime
+    from noti.sending.runtime import get_runtime
 
     number = check_port(port)
     runtime = get_runtime()

@@ -7,7 +7,7 @@ import click
 
 from noti.cli._options import CliContext, Output, json_options, pass_cli
 from noti.cli._output import print_table, when
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["signing_key"]
 

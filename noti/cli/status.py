@@ -64,7 +64,7 @@ def status(watch: str | None, out: Output) -> None:
     """Workers, queues, delayed set, dead letters, events, rate limits and number pools, on
     one screen."""
     from noti.observe.snapshot import Observer
-    from noti.send.runtime import get_runtime
+    from noti.sending.runtime import get_runtime
 
     interval = parse_watch(watch) if watch is not None else None
     observer = Observer(get_runtime())

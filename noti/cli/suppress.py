@@ -1,5 +1,5 @@
 """``noti suppress list [CHANNEL] | del CHANNEL TARGET``: the suppression list (who may see
-and lift what: :mod:`noti.send.suppressions`). ``noti dead unsuppress`` still lifts one too."""
+and lift what: :mod:`noti.sending.suppressions`). ``noti dead unsuppress`` still lifts one too."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def suppress() -> None:
 @pass_cli
 def list_suppressed(ctx: CliContext, /, channel: str | None, limit: int | None, out: Output) -> None:
     """List suppressed targets (of CHANNEL, or of every channel), newest first."""
-    from noti.send.suppressions import Suppressions
+    from noti.sending.suppressions import Suppressions
 
     entries = Suppressions(ctx.api.runtime).entries(user=ctx.user, channel=channel, limit=limit)
     if out.quiet:
@@ -56,7 +56,7 @@ def list_suppressed(ctx: CliContext, /, channel: str | None, limit: int | None, 
 @pass_cli
 def delete(ctx: CliContext, /, channel: str, target: str) -> None:
     """Let TARGET receive CHANNEL notifications again (root members only)."""
-    from noti.send.suppressions import Suppressions
+    from noti.sending.suppressions import Suppressions
 
     entry = Suppressions(ctx.api.runtime).lift(channel, target, user=ctx.user)
     click.echo(f"{entry.channel} {entry.target}: suppression lifted ({entry.reason or 'no reason kept'})")

@@ -8,7 +8,7 @@ from noti.access.tokens import TokenInfo
 from noti.cli._options import CliContext, Output, json_options, pass_cli
 from noti.cli._output import print_table, when
 from noti.core.record import now_ms
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["token"]
 

@@ -34,7 +34,7 @@ from noti.bridge.webman.runner import BridgeRunner
 from noti.cli._options import CliContext, pass_cli
 from noti.config import Settings
 from noti.errors import BridgeError, InvalidInput
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["webman"]
 

@@ -191,7 +191,7 @@ class Notification:
     fallback_of: str | None = None
     #: URL each status change of this record is posted to (a signed webhook).
     status_callback: str | None = None
-    #: On a status callback (a webhook noti made, :mod:`noti.send.callbacks`): the record
+    #: On a status callback (a webhook noti made, :mod:`noti.sending.callbacks`): the record
     #: whose status it reports. Set by noti only, never from input: it makes the webhook
     #: provider sign it as a status callback (:data:`noti.access.signing.CALLBACK_ID_PREFIX`).
     status_of: str | None = None

@@ -61,7 +61,7 @@ from noti.inputs import shown
 
 __all__ = ["RetryDecider", "RetryPolicy", "decide", "delivered", "error_for", "outcome_error"]
 
-#: A retry decider (:meth:`noti.send.handlers.NotificationHandler.decide_retry`, wrapped): given
+#: A retry decider (:meth:`noti.sending.handlers.NotificationHandler.decide_retry`, wrapped): given
 #: the record, the error and the attempt number, seconds to wait, ``"stop"``, or None.
 
 UNEXPECTED_CODE = "e.cmd.noti.send.unexpected"

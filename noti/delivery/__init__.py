@@ -10,8 +10,8 @@ and independent of Celery and HTTP:
   ``unknown``, cancels or hastens fallbacks, and queues status callbacks.
 * :mod:`noti.delivery.fallback`: a notification's fallback chain as it is written down.
 
-What drives the book sits on the sending path above the providers (:mod:`noti.send.intake`:
-a vendor's pushed request, :mod:`noti.send.poll`: polled reports, :mod:`noti.send.callbacks`:
+What drives the book sits on the sending path above the providers (:mod:`noti.sending.intake`:
+a vendor's pushed request, :mod:`noti.sending.poll`: polled reports, :mod:`noti.sending.callbacks`:
 status callbacks).
 
 Each provider reads its own vendor's receipts (:meth:`noti.providers.base.Provider.read_receipt`,

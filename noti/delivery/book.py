@@ -38,7 +38,7 @@ channel once it passes those checks (applied, or stale: the record is final alre
 why (:mod:`noti.core.suppression`); a refused one suppresses nothing.
 
 Every change of a record that asked for status callbacks (``status_callback=``) is written to
-the status-change stream in the same step (:mod:`noti.send.callbacks` sends them).
+the status-change stream in the same step (:mod:`noti.sending.callbacks` sends them).
 """
 
 from __future__ import annotations

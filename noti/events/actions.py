@@ -43,7 +43,7 @@ from noti.events.templates import ADD_PREFIX, CompiledTemplate, compile_template
 from noti.imports import import_modules
 
 if TYPE_CHECKING:
-    from noti.send.notifier import Notifier
+    from noti.sending.notifier import Notifier
 
 __all__ = [
     "Action",
@@ -213,7 +213,7 @@ def find_task(name: str) -> Any | None:
         InvalidConfig: ``e.noti.config.imports``: one of them cannot be imported.
     """
     from noti.celery.app import app
-    from noti.send.runtime import get_runtime
+    from noti.sending.runtime import get_runtime
 
     _import_task_modules(tuple(get_runtime().settings.imports))
     return app.tasks.get(name)

@@ -44,7 +44,7 @@ from noti.events.processor import Limits, Processor
 from noti.events.store import POISON_CODE, EventCounts, EventStore
 from noti.events.templates import context
 from noti.inputs import check_name, finite_number, integer, shown
-from noti.send.runtime import Runtime, get_runtime
+from noti.sending.runtime import Runtime, get_runtime
 
 __all__ = ["Events", "ProcessorStatus", "events", "queue_processor"]
 

@@ -55,7 +55,7 @@ from noti.events.store import Activation, EventStore, LockLost
 from noti.events.templates import context
 
 if TYPE_CHECKING:
-    from noti.send.notifier import Notifier
+    from noti.sending.notifier import Notifier
 
 __all__ = ["Limits", "Processor", "RunReport", "StopReason", "resident_memory_mb"]
 

@@ -1,4 +1,4 @@
-"""noti's HTTP API (``noti serve``): an ASGI app (FastAPI) over a :class:`~noti.send.notifier.Notifier`.
+"""noti's HTTP API (``noti serve``): an ASGI app (FastAPI) over a :class:`~noti.sending.notifier.Notifier`.
 
 =============================  ============================================================
 module                         owns

@@ -1,7 +1,7 @@
-"""The HTTP API app: :func:`create_app` over a :class:`~noti.send.notifier.Notifier`.
+"""The HTTP API app: :func:`create_app` over a :class:`~noti.sending.notifier.Notifier`.
 
-The routes call the same Python API applications call (:class:`~noti.send.notifier.Notifier`,
-:func:`noti.send.bulk.add_many`, :class:`~noti.events.Events`), as the API token's user: the
+The routes call the same Python API applications call (:class:`~noti.sending.notifier.Notifier`,
+:func:`noti.sending.bulk.add_many`, :class:`~noti.events.Events`), as the API token's user: the
 permission rules of :mod:`noti.access.users` apply unchanged, and a token's level cap lowers levels
 on top of the user's role cap (never refused, as everywhere in noti). Route functions are
 plain ``def``: redis-py is synchronous, so Starlette runs them on its thread pool.
@@ -42,7 +42,7 @@ from noti.redis.conn import translate_errors
 if TYPE_CHECKING:
     from noti.events import Events
     from noti.observe.snapshot import Observer
-    from noti.send.notifier import Notifier
+    from noti.sending.notifier import Notifier
 
 __all__ = ["LIST_MAX", "create_app"]
 
@@ -142,7 +142,7 @@ def create_app(
         response: Response,
         idempotency_key: IdempotencyKey = None,
     ) -> StoredOut | BatchOut:
-        from noti.send.bulk import add_many
+        from noti.sending.bulk import add_many
 
         single = isinstance(body, NotificationIn)
         given = [body] if isinstance(body, NotificationIn) else body

@@ -3,7 +3,7 @@ generated from these models, so it cannot drift from what the routes read and wr
 
 Bodies are parsed strictly (no ``"5"`` for a number) and refuse unknown keys; what a field
 means and whether its value is acceptable is then checked by noti itself (the codes of
-:mod:`noti.send.notifier` and :mod:`noti.send.bulk`), exactly as for ``notify()``.
+:mod:`noti.sending.notifier` and :mod:`noti.sending.bulk`), exactly as for ``notify()``.
 """
 
 from __future__ import annotations

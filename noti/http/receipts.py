@@ -1,5 +1,5 @@
 """``GET|POST /v1/receipts/{provider}``: delivery receipts vendors push. No API token: each
-vendor authenticates by its signature, which :class:`noti.send.intake.ReceiptIntake`
+vendor authenticates by its signature, which :class:`noti.sending.intake.ReceiptIntake`
 verifies against the URL the vendor called (``NOTI_PUBLIC_URL`` + path and query when that
 setting is given: behind a proxy the request's own URL differs from the one signed).
 
@@ -18,8 +18,8 @@ from fastapi import Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from noti.delivery.state import ReceiptReply, ReceiptRequest
-from noti.send.intake import ReceiptIntake
-from noti.send.runtime import Runtime
+from noti.sending.intake import ReceiptIntake
+from noti.sending.runtime import Runtime
 
 if TYPE_CHECKING:
     from noti.config import Settings
@@ -48,7 +48,7 @@ def receipt_request(
 
 
 class Receipts:
-    """The receipt intake of one runtime (:class:`noti.send.intake.ReceiptIntake`)."""
+    """The receipt intake of one runtime (:class:`noti.sending.intake.ReceiptIntake`)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime

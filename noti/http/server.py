@@ -1,7 +1,7 @@
 """``noti serve``: the HTTP API app built from the settings, run by uvicorn.
 
 :func:`default_app` is the factory uvicorn imports in each worker process: this process's
-runtime (:func:`noti.send.runtime.get_runtime`) and the Celery publisher its settings name, as
+runtime (:func:`noti.sending.runtime.get_runtime`) and the Celery publisher its settings name, as
 :func:`noti.celery.process.process_notifier` builds them.
 """
 
@@ -17,7 +17,7 @@ from noti.errors import InvalidInput, NotiError
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from noti.send.runtime import Runtime
+    from noti.sending.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,8 @@ def default_app() -> FastAPI:
     from noti.celery.process import noti_app
     from noti.celery.publish import Publisher
     from noti.http.app import create_app
-    from noti.send.notifier import Notifier
-    from noti.send.runtime import get_runtime
+    from noti.sending.notifier import Notifier
+    from noti.sending.runtime import get_runtime
 
     install_redaction()  # a spawned worker process (-workers 2 and more) starts without it
     runtime = get_runtime()
@@ -48,7 +48,7 @@ def _warm(runtime: Runtime) -> None:
     request would pay for both), then move every object made so far out of the cycle
     collector's way (:func:`gc.freeze`): a full collection over the ~100,000 objects of
     FastAPI, pydantic, Celery and noti would otherwise stall a request now and then."""
-    import noti.send.bulk  # noqa: F401 - imported now, used by POST /v1/notifications
+    import noti.sending.bulk  # noqa: F401 - imported now, used by POST /v1/notifications
     from noti.core.record import Channel
 
     for channel in Channel:

@@ -1,4 +1,4 @@
-"""``/v1/suppressions``: the suppression list over HTTP, under :mod:`noti.send.suppressions`' rules.
+"""``/v1/suppressions``: the suppression list over HTTP, under :mod:`noti.sending.suppressions`' rules.
 
 * ``GET /v1/suppressions[?channel=&limit=]``: the entries the token's user may see (root:
   all; others: those a record of theirs caused), newest first.
@@ -19,8 +19,8 @@ from pydantic import BaseModel
 from noti.core.suppression import Suppressed
 from noti.http.guard import CallerDep
 from noti.http.models import ErrorOut
-from noti.send.runtime import Runtime
-from noti.send.suppressions import Suppressions
+from noti.sending.runtime import Runtime
+from noti.sending.suppressions import Suppressions
 
 __all__ = ["suppression_routes"]
 

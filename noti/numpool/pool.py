@@ -258,7 +258,7 @@ class NumberPool:
         """
         if not isinstance(user, User):
             if settings is None:
-                from noti.send.runtime import get_runtime  # the edge: only when the caller gave none
+                from noti.sending.runtime import get_runtime  # the edge: only when the caller gave none
 
                 settings = get_runtime().settings
             user = resolve_user(settings, user)
@@ -284,7 +284,7 @@ class NumberPool:
                 code="e.noti.pool.badname",
             )
         if client is None or keys is None:
-            from noti.send.runtime import get_runtime  # the edge: only when the caller gave none
+            from noti.sending.runtime import get_runtime  # the edge: only when the caller gave none
 
             runtime = get_runtime()
             client = runtime.numpool_redis if client is None else client

@@ -33,7 +33,7 @@ from noti.redis.conn import connect, translate_errors
 from noti.redis.counters import Family, parse
 
 if TYPE_CHECKING:
-    from noti.send.runtime import Runtime
+    from noti.sending.runtime import Runtime
 
 __all__ = [
     "EventsState",

@@ -9,7 +9,7 @@ found (the record's own id)  not made: the found message's receipt is the record
 not found                    made (:meth:`LookupProvider.send_new`)
 cannot tell (any failure)    not made: :class:`~noti.errors.UnconfirmedOutcome`; the sender
                              then holds the record or resends, by the channel's
-                             ``lookup_failure`` (:mod:`noti.send.sender`)
+                             ``lookup_failure`` (:mod:`noti.sending.sender`)
 ===========================  ===============================================================
 """
 

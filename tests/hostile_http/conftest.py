@@ -323,7 +323,7 @@ def _tokens(url: str, secrets: Secrets) -> dict[str, str]:
     administrator with the Python API."""
     from noti.access.tokens import digest_of
     from noti.config import Settings
-    from noti.send.runtime import Runtime
+    from noti.sending.runtime import Runtime
 
     runtime = Runtime(Settings(redis_url=url, root_admins=[ADMIN], root_members=[MEMBER]))
     try:

@@ -43,7 +43,7 @@ SEEDED = [
 def seeded(deployment: Deployment, redis_server: str) -> Iterator[None]:
     """The entries of :data:`SEEDED`, written as noti writes them (the deployment settled)."""
     from noti.config import Settings
-    from noti.send.runtime import Runtime
+    from noti.sending.runtime import Runtime
 
     runtime = Runtime(Settings(redis_url=f"{redis_server}/{DB}"))
     try:

@@ -27,7 +27,7 @@ TEMPLATE = {"type": "sms", "target": "{{ phone }}", "text": "{{ text }}", "lv": 
 def listener(deployment: Deployment, redis_server: str) -> Iterator[Any]:
     from noti.config import Settings
     from noti.events import Events
-    from noti.send.runtime import Runtime
+    from noti.sending.runtime import Runtime
 
     runtime = Runtime(Settings(redis_url=f"{redis_server}/{DB}", root_admins=[ADMIN], root_members=[MEMBER]))
     events = Events(runtime)

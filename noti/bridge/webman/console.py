@@ -71,7 +71,7 @@ class WebmanConsole:
     @classmethod
     def from_runtime(cls) -> WebmanConsole:
         """The console of this process's runtime."""
-        from noti.send.runtime import get_runtime  # the edge: the runtime's settings
+        from noti.sending.runtime import get_runtime  # the edge: the runtime's settings
 
         return cls(get_runtime().settings)
 

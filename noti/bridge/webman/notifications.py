@@ -38,7 +38,7 @@ from noti.bridge.webman.codec import Reason
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
 from noti.celery.process import process_notifier
 from noti.errors import InvalidInput, MalformedMessage, PermissionDenied
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["NotificationConsumer", "NotificationRequest"]
 

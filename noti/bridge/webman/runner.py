@@ -28,7 +28,7 @@ from noti.bridge.webman.worker import Housekeeper, QueueWorker
 from noti.core.deadletter import DeadLetters
 from noti.errors import InvalidConfig
 from noti.imports import load_object
-from noti.send.runtime import Runtime, get_runtime
+from noti.sending.runtime import Runtime, get_runtime
 
 __all__ = [
     "BridgeRunner",

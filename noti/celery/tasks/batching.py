@@ -12,7 +12,7 @@ handed out (the hub's ``call_soon``, so a lone message waits for nothing), flush
    (:meth:`Sender.claim_records`); messages of records that are not ours to send (finished,
    leased, not due, gone) are acked at once;
 2. records whose providers answer at once (the sandbox) are sent on the consumer thread;
-   the others go to the process's send loop (:mod:`noti.send.loop`), where they wait on
+   the others go to the process's send loop (:mod:`noti.sending.loop`), where they wait on
    the network concurrently while the consumer fetches the next batch;
 3. a finish script call records the outcomes (dead letters included), then the messages
    are acked — after the outcome, as ``acks_late`` would — directly on the consumer thread
@@ -53,9 +53,9 @@ from noti.celery.taskevents import PUBLISH_AT, PUBLISH_INTERVAL_S, TaskEvents
 from noti.celery.transport import BulkChannel, DeliveryClaims, kombu_json
 from noti.core.store import Claim, ClaimState, Outcome, Revoked, claim_from_row
 from noti.errors import StoreUnavailable
-from noti.send.loop import send_loop
-from noti.send.runtime import Runtime, get_runtime
-from noti.send.sender import Attempt, Sender, SendResult
+from noti.sending.loop import send_loop
+from noti.sending.runtime import Runtime, get_runtime
+from noti.sending.sender import Attempt, Sender, SendResult
 
 __all__ = ["DeliveryBatcher", "delivery_claims"]
 

@@ -13,8 +13,8 @@ from noti.celery.report import delivery_result
 from noti.core.record import Status
 from noti.core.retry import outcome_error
 from noti.errors import NotiError, StoreUnavailable
-from noti.send.runtime import get_runtime
-from noti.send.sender import Sender
+from noti.sending.runtime import get_runtime
+from noti.sending.sender import Sender
 
 __all__ = ["deliver"]
 

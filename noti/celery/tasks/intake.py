@@ -51,7 +51,7 @@ from noti.core.record import now_ms, parse_level
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.inputs import finite_number, shown
 from noti.redis.conn import translate_errors
-from noti.send.runtime import get_runtime
+from noti.sending.runtime import get_runtime
 
 __all__ = ["IntakeTask", "call_options", "masked_reprs", "notify"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from noti.celery.app import app
-from noti.send import upkeep
+from noti.sending import upkeep
 
 __all__ = ["clean", "delivery_tick", "poll_receipts", "sweep_lost", "trim_dead_letters"]
 
@@ -26,7 +26,7 @@ def clean() -> int:
 def sweep_lost() -> int:
     """Queue again waiting records whose message was lost (``NOTI_SWEEP_AFTER_S``)."""
     from noti.celery.process import process_publisher
-    from noti.send.runtime import get_runtime
+    from noti.sending.runtime import get_runtime
 
     runtime = get_runtime()
     return upkeep.sweep_lost(runtime, process_publisher(), older_than_s=runtime.settings.sweep_after_s)
@@ -35,7 +35,7 @@ def sweep_lost() -> int:
 @app.task(name="noti.maintenance.trim_dead_letters")
 def trim_dead_letters() -> int:
     """Drop dead letters past ``NOTI_DEAD_LETTER_MAX_AGE_S`` / ``_MAX_LEN``."""
-    from noti.send.runtime import get_runtime
+    from noti.sending.runtime import get_runtime
 
     return upkeep.trim_dead_letters(get_runtime())
 
@@ -45,7 +45,7 @@ def delivery_tick() -> dict[str, int]:
     """Mark ``unknown`` the sent records whose receipt did not come in time, and post the
     status callbacks waiting (:mod:`noti.delivery`)."""
     from noti.celery.process import process_notifier
-    from noti.send.callbacks import StatusCallbacks
+    from noti.sending.callbacks import StatusCallbacks
 
     current = process_notifier()
     unknown = current.runtime.delivery.sweep()
@@ -55,8 +55,8 @@ def delivery_tick() -> dict[str, int]:
 
 @app.task(name="noti.maintenance.poll_receipts")
 def poll_receipts() -> int:
-    """Ask the polled vendors for the receipts of sent records (:mod:`noti.send.poll`)."""
-    from noti.send.poll import poll_receipts as poll
-    from noti.send.runtime import get_runtime
+    """Ask the polled vendors for the receipts of sent records (:mod:`noti.sending.poll`)."""
+    from noti.sending.poll import poll_receipts as poll
+    from noti.sending.runtime import get_runtime
 
     return poll(get_runtime())

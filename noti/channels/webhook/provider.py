@@ -14,7 +14,7 @@ Whose key signs it (:mod:`noti.access.signing`):
 - any other URL (one a user chose): the secrets of the record's creator, and no provider
   header: an operator's credentials never reach a user-chosen URL. A creator without a
   signing key is refused at ``add`` (``e.cmd.noti.add.nosigningkey``);
-- a status callback (:mod:`noti.send.callbacks`): its creator's secrets too, with
+- a status callback (:mod:`noti.sending.callbacks`): its creator's secrets too, with
   ``webhook-id`` = ``cb_`` + its record id. The id is signed, and a user's own webhooks carry
   their bare record id, so no body a user posts passes for a status callback.
 

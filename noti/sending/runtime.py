@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from noti.delivery.book import DeliveryBook
     from noti.providers import ProviderSet
     from noti.providers.ratelimit import RateLimiter
-    from noti.send.handlers import NotificationHandler
+    from noti.sending.handlers import NotificationHandler
 
 # What only delivery uses (providers, handlers, rate limits, leases) is imported by the
 # property that builds it: reading or adding records (the CLI) needs none of it.
@@ -86,7 +86,7 @@ class Runtime:
         Raises:
             InvalidConfig: the setting names nothing usable.
         """
-        from noti.send.handlers import load_handler
+        from noti.sending.handlers import load_handler
 
         return load_handler(self.settings.handlers)
 

@@ -9,42 +9,27 @@ lease is renewed (:mod:`noti.core.lease`), so a slow call is never taken over an
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
 import os
 import socket
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from noti.core.deadletter import DeadLetter
-from noti.core.delay import MAX_DELAY_S
-from noti.core.privacy import mask_target
-from noti.core.record import Channel, Notification, Status, msgid_field, now_ms
-from noti.core.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
-from noti.core.store import UNSURE_FIELD, Claim, ClaimState, Finish, Outcome, Revoked
-from noti.core.suppression import Suppressed
+from noti.core.record import Channel, Notification, Status, now_ms
+from noti.core.retry import RetryPolicy, decide
+from noti.core.store import Claim, ClaimState, Finish, Outcome, Revoked
 from noti.errors import (
-    AmbiguousOutcome,
     DeliveryError,
     NotiError,
-    PermanentFailure,
-    ProviderMisconfigured,
-    RateLimited,
-    RecipientOptedOut,
-    StaleCredential,
     StoreUnavailable,
-    UnconfirmedOutcome,
-    split_code,
 )
-from noti.providers import Message, Provider, Receipt
-from noti.providers._lookup import LookupProvider
-from noti.providers.ratelimit import Place
+from noti.providers import Message, Provider
 from noti.redis.entropy import owner_token
-from noti.send.handlers import STOP, NotificationHandler, call_hook
-from noti.send.runtime import Runtime
+from noti.sending.failover import Failover, Plan, StepResult
+from noti.sending.outcomes import Outcomes, run_hooks, still_unsure, why_suppressed
+from noti.sending.runtime import Runtime
 
 __all__ = ["Attempt", "SendResult", "Sender"]
 
@@ -101,9 +86,6 @@ class Attempt:
 
 #: What a plan's driver answers a send request with: the receipt, the delivery error the
 #: provider raised, or the seconds the provider's rate limit still asks to wait.
-StepResult = Receipt | DeliveryError | float
-#: A failover plan (:meth:`Sender._failover`): yields the sends to make, returns the receipt.
-Plan = Generator[tuple[Provider, Message], StepResult, Receipt]
 
 
 class Sender:
@@ -112,14 +94,16 @@ class Sender:
     One record (:meth:`deliver`) or a batch (:meth:`claim_many`, then :meth:`attempt_many`,
     or :meth:`attempt_async` per claimed record, then :meth:`conclude_many`): a batch costs one
     claim and one finish script call whatever its size. The failover rules are written
-    once (:meth:`_failover`) and driven either by blocking calls or on an asyncio loop.
+    once (:meth:`noti.sending.failover.Failover.plan`) and driven either by blocking calls or
+    on an asyncio loop.
     """
 
     def __init__(self, runtime: Runtime, *, owner: str | None = None) -> None:
         self.runtime = runtime
         self.owner_prefix = owner or f"{socket.gethostname()}:{os.getpid()}"
-        #: Per provider name: whether its answer is the delivery (no receipt is awaited).
-        self._delivered_on_send: dict[str, bool] = {}
+        #: The failover rules (which provider next) and what an attempt's end makes of the record.
+        self.failover = Failover(runtime)
+        self.outcomes = Outcomes(runtime)
 
     def deliver(
         self, record_id: str, *, lease_ms: int | None = None, creator: str | None = None
@@ -217,14 +201,14 @@ class Sender:
                 if outcomes[i] is not None:
                     continue
                 record = attempt.record
-                policies[i] = self._policy(record)
-                plans[i] = self._failover(
+                policies[i] = self.outcomes.policy(record)
+                plans[i] = self.failover.plan(
                     record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
                 )
                 try:
                     requests[i] = next(plans[i])
                 except Exception as exc:
-                    outcomes[i] = self._failed(record, exc, policies[i])
+                    outcomes[i] = self.outcomes.failed(record, exc, policies[i])
             while requests:
                 timings: dict[int, tuple[str, float]] = {}
                 answers = self._send_round(requests, timings, attempts)
@@ -239,9 +223,9 @@ class Sender:
                                 raise answer  # the provider itself broke (or its rate limiter)
                             requests[i] = plans[i].send(answer)
                         except StopIteration as done:
-                            outcomes[i] = self._delivered(record, done.value)
+                            outcomes[i] = self.outcomes.delivered(record, done.value)
                         except Exception as exc:
-                            outcomes[i] = self._failed(record, exc, policies[i])
+                            outcomes[i] = self.outcomes.failed(record, exc, policies[i])
                     except Exception as exc:  # the outcome itself could not be computed: a bug
                         log.exception("deliver %s: unexpected error", record.id)
                         outcomes[i] = decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
@@ -266,7 +250,7 @@ class Sender:
             if provider.options.rate_limit_per_s:  # each send right after its token
                 for i in group:
                     try:
-                        wait_s = self._take_token(provider, attempts[i].record)
+                        wait_s = self.failover.take_token(provider, attempts[i].record)
                     except Exception as exc:  # e.g. Redis gone: this record's attempt ends so
                         answers[i] = exc
                         continue
@@ -306,18 +290,18 @@ class Sender:
         if poisoned is not None:
             return poisoned
         try:
-            policy = self._policy(record)
+            policy = self.outcomes.policy(record)
             try:
-                receipt = await self._run_async(
-                    self._failover(
+                receipt = await self.failover.run_async(
+                    self.failover.plan(
                         record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
                     ),
                     record,
                     attempt.calls,
                 )
             except Exception as exc:
-                return self._failed(record, exc, policy)
-            return self._delivered(record, receipt)
+                return self.outcomes.failed(record, exc, policy)
+            return self.outcomes.delivered(record, receipt)
         except Exception as exc:  # the outcome itself could not be computed: a bug
             log.exception("deliver %s: unexpected error", record.id)
             return decide(record, exc, policy=RetryPolicy(), now_ms=now_ms())
@@ -342,9 +326,9 @@ class Sender:
             calls = attempt.calls
             if outcome.error_class == "opted_out":
                 rt.store.suppress(
-                    record.channel.value, record.target, why=_why_suppressed(record, outcome, calls)
+                    record.channel.value, record.target, why=why_suppressed(record, outcome, calls)
                 )
-            outcome = _still_unsure(outcome, attempt.claim.in_doubt)
+            outcome = still_unsure(outcome, attempt.claim.in_doubt)
             items.append(
                 Finish(record.id, attempt.owner, outcome, letter, calls[-1][0] if calls else "", tuple(calls))
             )
@@ -361,7 +345,7 @@ class Sender:
                 if item.letter is not None:
                     rt.dead_letters.notify_hook(item.letter)
                 if rt.handler is not None:
-                    _run_hooks(rt.handler, record, outcome, item.letter)
+                    run_hooks(rt.handler, record, outcome, item.letter)
             mark = "OK" if outcome.status is Status.DONE else "KO"
             results.append(
                 SendResult(
@@ -444,259 +428,3 @@ class Sender:
                 log.warning("deliver: cannot record %d outcome(s) yet; trying again", len(items))
                 time.sleep(pause)
         return [False] * len(items)  # pragma: no cover - the loop returns or raises
-
-    def _policy(self, record: Notification) -> RetryPolicy:
-        try:
-            return RetryPolicy.for_record(record, self.runtime.settings)
-        except NotiError:  # checked at add time; a later settings change may break it
-            return RetryPolicy.from_settings(self.runtime.settings)
-
-    def _failed(self, record: Notification, exc: Exception, policy: RetryPolicy) -> Outcome:
-        outcome = decide(record, exc, policy=policy, now_ms=now_ms(), decider=self._retry_decider())
-        if isinstance(exc, NotiError):
-            log.info(
-                "deliver %s [%s] to %s: %s -> st=%d",
-                record.id,
-                record.channel.value,
-                mask_target(record.target),
-                exc,
-                outcome.status,
-            )
-        else:
-            log.error("deliver %s: provider raised an unexpected error", record.id, exc_info=exc)
-        return outcome
-
-    def _retry_decider(self) -> RetryDecider | None:
-        """The handler's ``decide_retry`` (``NOTI_HANDLERS``) as :func:`~noti.core.retry.decide`
-        takes it: a failing hook or an answer that is not a wait or ``STOP`` leaves the
-        decision to the policy."""
-        handler = self.runtime.handler
-        if handler is None:
-            return None
-
-        def decide_retry(
-            record: Notification, error: DeliveryError, attempt: int
-        ) -> float | Literal["stop"] | None:
-            choice = call_hook(handler, "decide_retry", record.id, record, error, attempt)
-            if choice is STOP:
-                return "stop"
-            if (
-                isinstance(choice, int | float)
-                and not isinstance(choice, bool)
-                and 0 <= choice <= MAX_DELAY_S
-            ):
-                return float(choice)
-            if choice is not None:
-                log.warning(
-                    "deliver %s: decide_retry answered %r; the retry policy decides", record.id, choice
-                )
-            return None
-
-        return decide_retry
-
-    def _delivered(self, record: Notification, receipt: Receipt) -> Outcome:
-        log.info(
-            "deliver %s [%s] to %s: ok via %s",
-            record.id,
-            record.channel.value,
-            mask_target(record.target),
-            receipt.provider,
-        )
-        on_send = self._delivered_on_send.get(receipt.provider)
-        if on_send is None:
-            try:
-                on_send = self.runtime.providers.get(receipt.provider).delivered_on_send
-            except NotiError:  # a provider no longer configured: its receipt is awaited
-                on_send = False
-            self._delivered_on_send[receipt.provider] = on_send
-        return delivered(
-            now_ms=now_ms(),
-            keep_ms=int(self.runtime.settings.keep_done_s * 1000),
-            sent_by=receipt.provider,
-            msgid=receipt.msgid,
-            msgid_field=msgid_field(record.channel),
-            retry=record.retry,
-            delivery="delivered" if on_send else "accepted",
-        )
-
-    async def _run_async(self, plan: Plan, record: Notification, calls: list[tuple[str, float]]) -> Receipt:
-        """Drive ``record``'s failover plan on the running asyncio loop; each provider call is
-        noted in ``calls`` with its duration."""
-        loop = asyncio.get_running_loop()
-        try:
-            provider, message = next(plan)
-            while True:
-                result: StepResult
-                wait_s = 0.0
-                if provider.options.rate_limit_per_s:  # Redis calls, in line for a token
-                    place = self._place(provider, record)
-                    wait_s, done = await loop.run_in_executor(None, place.ask)
-                    while not done:  # a short wait for our turn: sleep it here, not on a thread
-                        await asyncio.sleep(wait_s)
-                        wait_s, done = await loop.run_in_executor(None, place.ask)
-                if wait_s > 0:
-                    result = wait_s
-                else:
-                    started = time.perf_counter()
-                    try:
-                        result = await provider.send_async(message)
-                    except DeliveryError as exc:
-                        result = exc
-                    finally:
-                        calls.append((provider.name, time.perf_counter() - started))
-                provider, message = plan.send(result)
-        except StopIteration as done:
-            receipt: Receipt = done.value
-            return receipt
-
-    def _failover(self, record: Notification, *, suppressed: bool = False, in_doubt: bool = False) -> Plan:
-        """The record's providers in failover order (shared/providers.md §0), as a plan.
-
-        It yields each ``(provider, message)`` to send and is sent back what happened (a
-        receipt, the delivery error, or the rate-limit wait that kept it from being sent):
-
-        - ``ProviderOutage``, ``ProviderMisconfigured``, a plain ``TemporaryFailure``, or our
-          own rate limit being exhausted: the next provider is tried, within this attempt;
-        - ``StaleCredential``: the same provider once more at once (it dropped the credential);
-        - ``PermanentFailure`` (and ``RecipientOptedOut``), ``RateLimited`` (a per-recipient
-          window) and ``AmbiguousOutcome`` (it may have been sent): no failover.
-
-        ``in_doubt``: an earlier attempt may have been sent (:attr:`Claim.in_doubt`), through
-        any provider of the chain. The first provider that can ask its vendor asks it, and every
-        other provider of the chain that can (:mod:`noti.providers._lookup`), before sending; the
-        next provider is tried only after those look-ups said "not sent" and its own send then
-        failed. A look-up that cannot tell (``UnconfirmedOutcome``) ends the
-        attempt under the channel's ``lookup_failure = "hold"``; under ``"resend"`` the same
-        provider sends at once without asking.
-
-        When every provider failed: if one was only throttled by its rate limit, the record
-        waits for the soonest window (not an attempt); else a temporary failure, if any, counts
-        as an attempt; else the configuration failure fails the record.
-        """
-        rt = self.runtime
-        message = Message.from_record(record)
-        chain = rt.providers.chain(record.channel, record.provider)
-        askable = [p for p in chain if isinstance(p, LookupProvider)] if in_doubt else []
-        if suppressed:  # the claim saw the target's opt-out
-            raise RecipientOptedOut(
-                f"{mask_target(record.target)} opted out of {record.channel.value} earlier",
-                provider=chain[0].name,
-            )
-        throttled_s: float | None = None
-        temporary: DeliveryError | None = None
-        misconfigured: DeliveryError | None = None
-        # In doubt, the first provider that can ask its vendor asks it and the chain's others
-        # (the earlier attempt may have gone out through any of them); once their look-ups
-        # found nothing and its own send failed for certain, the doubt is settled for this
-        # attempt and the next providers send without asking again.
-        settled = not in_doubt
-        for n, provider in enumerate(chain):
-            sent = message
-            if not settled:
-                others = tuple(p for p in askable if p is not provider)
-                sent = dataclasses.replace(message, in_doubt=True, ask_also=others)
-            result = yield provider, sent
-            if isinstance(result, StaleCredential):  # once more, with a fresh credential
-                result = yield provider, sent
-                if isinstance(result, StaleCredential):  # a fresh one refused too: ours is wrong
-                    result = ProviderMisconfigured(
-                        f"{provider.name}: a fresh access token was refused too: {result.message}",
-                        provider=provider.name,
-                        vendor_code=result.vendor_code,
-                    )
-            if isinstance(result, UnconfirmedOutcome) and self._resends(record):
-                log.warning("deliver %s: %s; sending again (lookup_failure = resend)", record.id, result)
-                result = yield provider, dataclasses.replace(sent, in_doubt=False, ask_also=())
-            if isinstance(result, Receipt):
-                return result
-            if isinstance(result, float):  # throttled before its send: nothing was asked
-                throttled_s = result if throttled_s is None else min(throttled_s, result)
-                continue
-            settled = settled or isinstance(provider, LookupProvider)
-            if isinstance(result, (PermanentFailure, RateLimited, AmbiguousOutcome)):
-                raise result
-            if isinstance(result, ProviderMisconfigured):
-                misconfigured = result
-            else:
-                temporary = result
-            if n + 1 < len(chain):
-                log.info("deliver %s: %s failed; trying %s", record.id, provider.name, chain[n + 1].name)
-        if throttled_s is not None:
-            raise RateLimited(
-                f"provider rate limit reached; next token in {throttled_s:.2f} s",
-                retry_after_s=throttled_s,
-                provider=chain[0].name,
-            )
-        failure = temporary or misconfigured
-        assert failure is not None  # a chain is never empty
-        raise failure
-
-    def _resends(self, record: Notification) -> bool:
-        """Whether the record's channel sends again when a look-up cannot tell (``lookup_failure``)."""
-        return self.runtime.settings.channel(record.channel.value).lookup_failure == "resend"
-
-    def _take_token(self, provider: Provider, record: Notification) -> float:
-        """Stand in ``provider``'s line for a token for ``record``: 0 when taken (send now),
-        else the seconds still to wait (the place was given up; :mod:`noti.providers.ratelimit`)."""
-        if not provider.options.rate_limit_per_s:
-            return 0.0
-        place = self._place(provider, record)
-        wait_s, done = place.ask()
-        while not done:
-            time.sleep(wait_s)
-            wait_s, done = place.ask()
-        return wait_s
-
-    def _place(self, provider: Provider, record: Notification) -> Place:
-        """``record``'s place in the line of ``provider``'s rate limit."""
-        rate = provider.options.rate_limit_per_s
-        assert rate  # only rate-limited providers have a line
-        return self.runtime.rate_limiter.place(
-            provider.name,
-            rate_per_s=rate,
-            burst=provider.options.rate_burst,
-            contender=record.id,
-            level=record.level,
-            user=record.creator,
-        )
-
-
-def _why_suppressed(record: Notification, outcome: Outcome, calls: Sequence[tuple[str, float]]) -> Suppressed:
-    """Why a record's target is suppressed after its vendor said the recipient opted out."""
-    code, text = split_code(outcome.errmsg)
-    return Suppressed(
-        record.channel.value,
-        record.target,
-        reason="optout",
-        code=code or "",
-        text=text,
-        record=record.id,
-        user=record.creator,
-        provider=calls[-1][0] if calls else "",
-        at_ms=now_ms(),
-    )
-
-
-def _still_unsure(outcome: Outcome, in_doubt: bool) -> Outcome:
-    """``outcome`` keeping the record's doubt: an attempt that began in doubt (an earlier one
-    may have been sent) and did not end sent leaves the record unsure, so the next attempt asks
-    the vendor again (the claim's ``_inflight`` evidence of a crash is gone after the finish)."""
-    if not in_doubt or outcome.status is Status.DONE or any(k == UNSURE_FIELD for k, _ in outcome.fields):
-        return outcome
-    return dataclasses.replace(outcome, fields=(*outcome.fields, (UNSURE_FIELD, "1")))
-
-
-def _run_hooks(
-    handler: NotificationHandler, record: Notification, outcome: Outcome, letter: DeadLetter | None
-) -> None:
-    """Tell the application's handler about a recorded outcome (each hook's failure is logged)."""
-    if outcome.status is Status.DONE:
-        fields = dict(outcome.fields)
-        sent_by = fields.get("noti_sent_by", "")
-        call_hook(handler, "on_success", record.id, record, sent_by, fields.get(msgid_field(record.channel)))
-    elif outcome.status is Status.WAITING:
-        call_hook(handler, "on_retry", record.id, record, outcome_error(outcome), outcome.not_before_ms)
-    else:
-        call_hook(handler, "on_failure", record.id, record, outcome_error(outcome))
-        if letter is not None:
-            call_hook(handler, "on_dead_letter", record.id, letter, record)

@@ -138,7 +138,7 @@ def send_loop() -> SendLoop:
         current = _loops.get(os.getpid())
         if current is None:
             _loops.clear()
-            from noti.send.runtime import get_runtime  # the settings of now (tests reconfigure)
+            from noti.sending.runtime import get_runtime  # the settings of now (tests reconfigure)
 
             current = _loops[os.getpid()] = SendLoop(kind=get_runtime().settings.send_loop)
             atexit.register(current.stop, EXIT_TIMEOUT_S)

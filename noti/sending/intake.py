@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from noti.delivery.state import ReceiptBatch, ReceiptReply, ReceiptRequest
 from noti.errors import NotiError, ReceiptRejected
-from noti.send.runtime import Runtime
+from noti.sending.runtime import Runtime
 
 __all__ = ["UNREADABLE", "ReceiptIntake"]
 

@@ -10,10 +10,10 @@ from noti.core.deadletter import DeadLetter
 from noti.core.record import Notification, parse_channel, validate_target
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, integer
-from noti.send.runtime import Runtime
+from noti.sending.runtime import Runtime
 
 if TYPE_CHECKING:
-    from noti.send.notifier import Publishing
+    from noti.sending.notifier import Publishing
 
 __all__ = ["Redrive"]
 

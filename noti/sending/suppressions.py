@@ -22,7 +22,7 @@ from noti.access.users import User, resolve_user
 from noti.core.record import Channel, parse_channel, validate_target
 from noti.core.suppression import Suppressed
 from noti.errors import InvalidInput, NotFound
-from noti.send.runtime import Runtime
+from noti.sending.runtime import Runtime
 
 __all__ = ["LIST_MAX", "Suppressions"]
 

@@ -9,7 +9,7 @@ from typing import Protocol, cast
 
 from noti.core.record import Channel, now_ms
 from noti.redis.conn import translate_errors
-from noti.send.runtime import Runtime
+from noti.sending.runtime import Runtime
 
 __all__ = ["Requeuing", "sweep_lost", "trim_dead_letters"]
 

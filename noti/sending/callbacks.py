@@ -34,7 +34,7 @@ from noti.errors import NotiError
 from noti.redis.conn import translate_errors
 
 if TYPE_CHECKING:
-    from noti.send.notifier import Notifier
+    from noti.sending.notifier import Notifier
 
 __all__ = ["StatusCallbacks", "callback_body"]
 

@@ -45,7 +45,7 @@ class _Stop:
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return "noti.send.handlers.STOP"
+        return "noti.sending.handlers.STOP"
 
 
 #: Returned by :meth:`NotificationHandler.decide_retry`: no more attempts.
@@ -84,9 +84,7 @@ def load_handler(path: str | None) -> NotificationHandler | None:
         return None
     cls = load_object(path, what="NOTI_HANDLERS")
     if not (isinstance(cls, type) and issubclass(cls, NotificationHandler)):
-        raise InvalidConfig(
-            f"NOTI_HANDLERS {path!r} is not a subclass of noti.NotificationHandler"
-        )
+        raise InvalidConfig(f"NOTI_HANDLERS {path!r} is not a subclass of noti.NotificationHandler")
     try:
         return cls()
     except Exception as exc:

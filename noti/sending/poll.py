@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from noti.delivery.state import DeliveryReport
 from noti.errors import DeliveryError, InvalidConfig, StoreUnavailable
-from noti.send.runtime import Runtime
+from noti.sending.runtime import Runtime
 
 __all__ = ["HELD_AT_MOST", "held_reports", "poll_receipts"]
 

@@ -28,7 +28,7 @@ from noti.inputs import shown
 
 if TYPE_CHECKING:
     from noti.core.store import CreatePipeline
-    from noti.send.notifier import Notifier
+    from noti.sending.notifier import Notifier
 
 __all__ = ["BulkResult", "Refused", "add_many"]
 
