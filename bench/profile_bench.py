@@ -103,7 +103,7 @@ def notify_profile(url: str, calls: int) -> dict[str, float]:
     huey's enqueue and a bare PING measured alike."""
     import noti
     from noti.api import notifier
-    from noti.redis.conn import HeldConnection, pack_command
+    from noti.redis.pipelines import HeldConnection, pack_command
 
     runtime = point_driver(noti_env(url, write_config()))
     client = redis.Redis.from_url(url)

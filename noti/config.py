@@ -329,7 +329,7 @@ class Settings(BaseSettings):
     def _numpool_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from noti.redis.conn import check_url  # noti.redis.conn needs no settings
+        from noti.redis.urls import check_url
 
         problem = check_url(value)
         if problem:

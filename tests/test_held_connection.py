@@ -14,7 +14,8 @@ import redis
 import noti
 from noti.api import notifier
 from noti.errors import StoreUnavailable
-from noti.redis.conn import HeldConnection, ReplicaWait, pack_command
+from noti.redis.conn import ReplicaWait
+from noti.redis.pipelines import HeldConnection, pack_command
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration

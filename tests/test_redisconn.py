@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import redis
 
-from noti.redis.conn import ScriptPipeline, run_batches, script_source
+from noti.redis.conn import script_source
+from noti.redis.pipelines import ScriptPipeline, run_batches
 
 pytestmark = pytest.mark.integration
 

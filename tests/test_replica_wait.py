@@ -15,7 +15,7 @@ import redis
 
 import noti
 from noti.errors import StoreUnavailable
-from noti.redis.conn import CommandPipeline, ScriptPipeline
+from noti.redis.pipelines import CommandPipeline, ScriptPipeline
 from tests.conftest import wait_until
 from tests.servers import RedisProcess
 

@@ -25,7 +25,9 @@ from noti.core.keys import Keys
 from noti.core.record import Status
 from noti.errors import InvalidConfig, StoreUnavailable
 from noti.providers.sandbox import read_outbox
-from noti.redis.conn import CommandPipeline, ReplicaWait, SentinelUrl, connect, masked_url
+from noti.redis.conn import ReplicaWait, connect
+from noti.redis.pipelines import CommandPipeline
+from noti.redis.urls import SentinelUrl, masked_url
 from tests.conftest import BASE_ENV, wait_until
 from tests.sentinel import SentinelSet, sentinel_set
 from tests.servers import SMS_AND_WEBMAN_CONFIG, WEBMAN_NOTIFY_CLASS, CeleryProcess, run_noti

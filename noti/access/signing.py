@@ -40,7 +40,8 @@ from noti.core.keys import Keys
 from noti.core.record import now_ms
 from noti.errors import InvalidInput, NotFound, PermissionDenied
 from noti.inputs import user_name
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 __all__ = ["CALLBACK_ID_PREFIX", "KEYS_MAX", "SECRET_PREFIX", "SigningKey", "SigningKeys", "secret_key"]
 

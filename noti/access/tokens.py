@@ -37,7 +37,8 @@ from noti.core.keys import Keys
 from noti.core.record import now_ms
 from noti.errors import InvalidInput, NotFound, RateLimitExceeded, Unauthenticated
 from noti.inputs import check_name, finite_number, integer, shown, user_name
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 __all__ = ["PREFIX", "Caller", "TokenInfo", "TokenStore", "digest_of", "parse_expiry", "parse_providers"]
 

@@ -46,7 +46,7 @@ from noti.core.retry import error_for
 from noti.errors import (
     NotiError,
 )
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 from noti.sending.runtime import get_runtime
 
 __all__ = ["INTAKE_TASK", "RecordBackend", "record_meta"]

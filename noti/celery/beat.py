@@ -25,7 +25,8 @@ from typing import Any
 import redis
 
 from noti.config import Settings
-from noti.redis.conn import Outage, OutageRetry, SentinelUrl, split_password
+from noti.redis.outage import Outage, OutageRetry
+from noti.redis.urls import SentinelUrl, split_password
 
 __all__ = ["LOCK_TIMEOUT_S", "OUTAGE_BACKOFF_CAP_S", "beat_schedule", "redbeat_config"]
 

@@ -50,8 +50,11 @@ from noti.celery.queues import (
 )
 from noti.core.record import Channel
 from noti.errors import StoreUnavailable
-from noti.redis.conn import SENTINEL_SCHEME, connect, masked_url, run_batches, translate_errors
+from noti.redis.conn import connect
 from noti.redis.entropy import hex64
+from noti.redis.outage import translate_errors
+from noti.redis.pipelines import run_batches
+from noti.redis.urls import SENTINEL_SCHEME, masked_url
 
 if TYPE_CHECKING:
     from celery import Celery

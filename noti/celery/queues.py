@@ -43,7 +43,8 @@ import redis
 from redis.client import NEVER_DECODE
 
 from noti.core.record import Channel
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 if TYPE_CHECKING:
     from kombu import Queue  # type: ignore[attr-defined]

@@ -14,7 +14,9 @@ from typing import Any
 import redis
 from redbeat import RedBeatScheduler
 
-from noti.redis.conn import OutageRetry, SentinelUrl, connect
+from noti.redis.conn import connect
+from noti.redis.outage import OutageRetry
+from noti.redis.urls import SentinelUrl
 
 __all__ = ["Scheduler"]
 

@@ -59,8 +59,11 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-from noti.redis.conn import Outage, ScriptPipeline, SentinelUrl, load_script, refuses_writes
+from noti.redis.conn import load_script
 from noti.redis.entropy import owner_token
+from noti.redis.outage import Outage, refuses_writes
+from noti.redis.pipelines import ScriptPipeline
+from noti.redis.urls import SentinelUrl
 
 __all__ = [
     "ACK_FLUSH_AT",
@@ -438,7 +441,7 @@ def kombu_broker(url: str) -> tuple[str, dict[str, Any]]:
     """The Celery ``broker_url`` for noti's broker URL, and the transport options it needs
     besides noti's own (:func:`~noti.celery.queues.transport_options`).
 
-    A ``redis+sentinel://`` URL (:class:`~noti.redis.conn.SentinelUrl`) becomes kombu's form,
+    A ``redis+sentinel://`` URL (:class:`~noti.redis.urls.SentinelUrl`) becomes kombu's form,
     one ``sentinel://`` URL per sentinel joined by ``;`` (each with the primary's password
     and database), with ``master_name`` and ``sentinel_kwargs`` as transport options; any
     other URL is kombu's already.

@@ -21,7 +21,7 @@ from celery import bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 
 from noti.access.redact import install as install_redaction
-from noti.redis.conn import masked_url
+from noti.redis.urls import masked_url
 from noti.sending.runtime import get_runtime
 
 __all__ = ["NotiProcess", "enter_noti_worker", "in_noti_worker"]

@@ -22,7 +22,7 @@ from noti.core.keys import Keys
 from noti.core.record import now_ms
 from noti.errors import InvalidConfig
 from noti.imports import load_object
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 __all__ = ["DeadLetter", "DeadLetters", "load_hook"]
 

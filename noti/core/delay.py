@@ -31,7 +31,8 @@ from noti.core.keys import Keys
 from noti.core.record import Channel, now_ms
 from noti.errors import InvalidInput, StoreUnavailable
 from noti.inputs import check_name, finite_number, shown
-from noti.redis.conn import Outage, load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import Outage, translate_errors
 
 __all__ = ["DelayedQueue", "Pump", "due_ms", "validate_idempotency_key", "validate_identifier"]
 
@@ -176,7 +177,7 @@ class Pump:
     """Runs :meth:`DelayedQueue.pump_once` every ``interval_s`` in a thread, while holding the
     pump lock. ``start()`` / ``stop()`` may be called again after a stop.
 
-    While Redis or the broker is unavailable it waits (an :class:`~noti.redis.conn.Outage`:
+    While Redis or the broker is unavailable it waits (an :class:`~noti.redis.outage.Outage`:
     the outage and the recovery are logged once each, tries at most every 2 s), then goes on;
     the lock, if it expired meanwhile, is taken again by whichever worker gets it first."""
 

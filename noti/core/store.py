@@ -23,14 +23,10 @@ from noti.core.record import DELIVERY_STATES, Channel, Notification, Status, fro
 from noti.core.suppression import Suppressed, SuppressionList
 from noti.errors import NotFound, StoreUnavailable
 from noti.inputs import could_be_id, shown
-from noti.redis.conn import (
-    HeldConnection,
-    ReplicaWait,
-    ScriptPipeline,
-    load_script,
-    translate_errors,
-)
+from noti.redis.conn import ReplicaWait, load_script
 from noti.redis.counters import added_field, finish_tally
+from noti.redis.outage import translate_errors
+from noti.redis.pipelines import HeldConnection, ScriptPipeline
 
 __all__ = [
     "REVOKED_CODE",
@@ -215,7 +211,7 @@ class RecordStore:
         """Store one record without an idempotency key, with its index entries and, when
         given, its delivery message ``(queue list, payload)``: the ``create.lua`` call of
         :meth:`create_many` for one record, in one round trip on a connection kept between
-        calls (the hot path of ``notify()``, see :class:`~noti.redis.conn.HeldConnection`).
+        calls (the hot path of ``notify()``, see :class:`~noti.redis.pipelines.HeldConnection`).
 
         Raises:
             StoreUnavailable: Redis could not be reached (the record may be stored).

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, replace
 import redis
 
 from noti.core.keys import Keys
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 __all__ = ["REASONS", "Suppressed", "SuppressionList"]
 

@@ -55,7 +55,8 @@ from noti.core.record import Channel, msgid_field, msgid_fields, now_ms
 from noti.core.suppression import Suppressed, SuppressionList
 from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery
 from noti.redis import counters
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 __all__ = ["Applied", "DeliveryBook"]
 

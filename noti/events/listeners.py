@@ -34,7 +34,8 @@ from noti.events.actions import Action, CompiledAction, NotifyAction, TaskAction
 from noti.events.event import matches
 from noti.events.templates import CompiledFilter, compile_filter
 from noti.inputs import USER_NAME, could_be_id, finite_number, integer, shown
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 __all__ = [
     "ANY_USER",

@@ -28,7 +28,8 @@ import redis
 
 from noti.core.keys import Keys
 from noti.events.keeper import keeper
-from noti.redis.conn import Outage, load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import Outage, translate_errors
 
 __all__ = ["Holder", "ProcessorLock", "read_holder"]
 

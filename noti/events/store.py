@@ -31,7 +31,8 @@ from noti.events.event import (
     summarize,
 )
 from noti.inputs import could_be_id
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 __all__ = ["POISON_CODE", "Activation", "EventCounts", "EventStore"]
 

@@ -37,7 +37,7 @@ from noti.http.models import (
 )
 from noti.http.receipts import Receipts
 from noti.http.statuses import BatchRefused, install_error_handlers
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 if TYPE_CHECKING:
     from noti.events import Events

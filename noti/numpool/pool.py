@@ -51,7 +51,8 @@ from noti.config import Settings
 from noti.core.keys import Keys
 from noti.errors import InvalidConfig, InvalidInput, NoFreeNumber, PermissionDenied, TransitionRefused
 from noti.inputs import POOL_NAME_PATTERN, check_name, finite_number, user_name
-from noti.redis.conn import PoolClient, translate_errors
+from noti.redis.conn import PoolClient
+from noti.redis.outage import translate_errors
 
 __all__ = [
     "POOL_NAME_PATTERN",

@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from noti.core.keys import Keys
-from noti.redis.conn import Outage
+from noti.redis.outage import Outage
 
 __all__ = ["ALIVE_S", "HEARTBEAT_S", "Presence", "WorkerInfo", "read_workers"]
 

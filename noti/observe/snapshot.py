@@ -29,8 +29,9 @@ from noti.core.record import DELIVERY_STATES, Channel, Status
 from noti.events.liveness import Holder
 from noti.numpool.pool import decode_state
 from noti.observe.presence import WorkerInfo, read_workers
-from noti.redis.conn import connect, translate_errors
+from noti.redis.conn import connect
 from noti.redis.counters import Family, parse
+from noti.redis.outage import translate_errors
 
 if TYPE_CHECKING:
     from noti.sending.runtime import Runtime

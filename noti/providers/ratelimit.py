@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 import redis
 
 from noti.core.keys import Keys
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 __all__ = ["HOLD_S", "HORIZON_S", "LINGER_S", "MAX_IN_LINE_S", "Place", "RateLimiter"]
 

@@ -48,7 +48,7 @@ from noti.delivery.state import Delivery, DeliveryReport, ReceiptBatch, ReceiptR
 from noti.errors import PermanentFailure, ReceiptRejected, TemporaryFailure
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers.base import Message, Provider, Receipt
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 __all__ = ["SandboxProvider", "read_outbox", "sign_receipt"]
 

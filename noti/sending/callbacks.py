@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from noti.errors import NotiError
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier

@@ -21,7 +21,7 @@ from noti.core.record import (
 from noti.core.store import Revoked
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, finite_number, integer, shown, user_name
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 from noti.sending.builder import RecordBuilder
 from noti.sending.runtime import Runtime
 

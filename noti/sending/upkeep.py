@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Protocol, cast
 
 from noti.core.record import Channel, now_ms
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 from noti.sending.runtime import Runtime
 
 __all__ = ["Requeuing", "sweep_lost", "trim_dead_letters"]

@@ -23,7 +23,7 @@ import redis
 from noti.bridge.webman.codec import QueueMessage, parse_entry
 from noti.bridge.webman.layout import QueueKeys
 from noti.errors import MalformedMessage
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 __all__ = ["HistoryEntry", "QueueStats", "clean", "delete_entries", "history", "queue_stats"]
 

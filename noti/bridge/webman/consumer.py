@@ -38,7 +38,7 @@ from noti.bridge.webman.settings import DEFAULT_PREFIX
 from noti.core.deadletter import DeadLetter, DeadLetters
 from noti.core.record import now_ms
 from noti.errors import BridgeError, InvalidConfig, MalformedMessage, NotiError
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 __all__ = ["Consumer", "ConsumerMessage", "DeadLetterKind", "PendingStrategy"]
 

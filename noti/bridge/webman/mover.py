@@ -23,7 +23,8 @@ import redis
 
 from noti.bridge.webman.layout import QueueKeys
 from noti.errors import BridgeError
-from noti.redis.conn import load_script, translate_errors
+from noti.redis.conn import load_script
+from noti.redis.outage import translate_errors
 
 __all__ = ["MAX_BATCH", "DelayedMover"]
 

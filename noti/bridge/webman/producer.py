@@ -28,7 +28,8 @@ import redis
 from noti.bridge.webman.codec import Data, QueueMessage, Reason, check_data, encode_message
 from noti.bridge.webman.layout import QueueKeys, QueueNames
 from noti.errors import BridgeError, MalformedMessage
-from noti.redis.conn import run_batches, translate_errors
+from noti.redis.outage import translate_errors
+from noti.redis.pipelines import run_batches
 
 __all__ = ["Delayed", "Producer"]
 

@@ -37,7 +37,8 @@ from noti.bridge.webman.codec import parse_entry
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
 from noti.bridge.webman.mover import DelayedMover
 from noti.errors import MalformedMessage, NotiError, StoreUnavailable
-from noti.redis.conn import Outage, run_commands, translate_errors
+from noti.redis.outage import Outage, translate_errors
+from noti.redis.pipelines import run_commands
 
 __all__ = ["Housekeeper", "QueueWorker"]
 

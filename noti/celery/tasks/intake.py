@@ -50,7 +50,7 @@ from noti.core.privacy import mask_target
 from noti.core.record import now_ms, parse_level
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.inputs import finite_number, shown
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 from noti.sending.runtime import get_runtime
 
 __all__ = ["IntakeTask", "call_options", "masked_reprs", "notify"]

@@ -20,7 +20,7 @@ import redis
 
 from noti.core.keys import Keys
 from noti.errors import RateLimited
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 __all__ = ["POLL_S", "WAIT_RETRY_S", "SharedCredential"]
 

@@ -92,7 +92,7 @@ from noti.errors import (
 from noti.providers._http import client, json_object, map_transport_errors, retry_after_s
 from noti.providers._receipts import not_configured
 from noti.providers.base import Message, Provider, ProviderOptions, Receipt
-from noti.redis.conn import translate_errors
+from noti.redis.outage import translate_errors
 
 __all__ = ["ALREADY_SENT", "ERRORS", "WeixinAccount", "WeixinOptions", "WeixinProvider"]
 
