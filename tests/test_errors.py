@@ -60,6 +60,9 @@ def test_public_api_is_pinned() -> None:
             "NotFound",
             "NotiError",
             "Notification",
+            # NOTI_HANDLERS' base class and its answer (docs/concepts/dead-letters.md)
+            "NotificationHandler",
+            "STOP",
             "PermanentFailure",
             "PermissionDenied",
             "RateLimited",
