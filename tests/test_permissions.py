@@ -28,10 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import redis
-from click.testing import CliRunner
 
 import noti
 import noti.api
@@ -41,13 +39,13 @@ from noti.api import redrive
 from noti.bridge.webman import Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect
 from noti.bridge.webman.console import WebmanConsole
-from noti.cli import main
 from noti.core.record import Status, new_id
 from noti.core.suppression import Suppressed
 from noti.errors import NotFound, PermissionDenied
 from noti.numpool import NumberPool, NumberState
 from noti.send.suppressions import Suppressions
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT
+from tests.noti_cli import invoke
 from tests.webman_fixtures.consumers import Collect
 
 PHONE = "+8613912345678"
@@ -508,14 +506,8 @@ def database(client: redis.Redis) -> dict[bytes, tuple[bytes, int]]:
     }
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def _entry(ctx: click.Context) -> None:
-    main(list(ctx.args))
-
-
 def run_cli(user: str, args: list[str]) -> Any:
-    return CliRunner().invoke(_entry, ["--as", user, *args], catch_exceptions=False)
+    return invoke("--as", user, *args)
 
 
 CELLS = [(verb, column, via) for verb in MATRIX for column in COLUMNS for via in ("api", "cli")]
