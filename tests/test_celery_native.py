@@ -133,23 +133,15 @@ def test_task_signals_fire_per_notification_with_its_request(configure: Any, sta
         for signal, handler in handlers.items():
             signal.disconnect(handler)
     mine = [f for f in fired if f[2] in (ok, bad, flaky, later)]
-    assert sorted(mine) == sorted(
-        [
-            ("prerun", ok, ok),
-            ("success", None, ok),
-            ("postrun", ok, ok),
-            ("prerun", bad, bad),
-            ("failure", bad, bad),
-            ("postrun", bad, bad),
-            ("prerun", flaky, flaky),
-            ("retry", flaky, flaky),
-            ("postrun", flaky, flaky),
-            ("prerun", flaky, flaky),
-            ("success", None, flaky),
-            ("postrun", flaky, flaky),
-            ("revoked", later, later),
-        ]
-    )
+
+    def run(record: str, outcome: str) -> list[tuple[str, str | None, str]]:
+        """One run of the record's task: prerun, its outcome (task_success's has no task id),
+        postrun."""
+        task_id = None if outcome == "success" else record
+        return [("prerun", record, record), (outcome, task_id, record), ("postrun", record, record)]
+
+    expected = [*run(ok, "success"), *run(bad, "failure"), *run(flaky, "retry"), *run(flaky, "success")]
+    assert sorted(mine) == sorted([*expected, ("revoked", later, later)])
 
 
 def test_inspect_lists_notifications_in_flight_and_counts_them(configure: Any, start_worker_now: Any) -> None:

@@ -10,16 +10,16 @@ import sys
 import time
 from typing import Any
 
-import click
 import pytest
 
 import noti
-from noti.cli import cli, main
+from noti.cli import cli
 from noti.cli.notify import parse_keep
 from noti.core.record import Status
 from noti.errors import InvalidInput
 from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER, ROOT, sandbox_outbox
+from tests.noti_cli import invoke
 
 pytestmark = pytest.mark.bounds
 
@@ -29,15 +29,7 @@ ID = re.compile(r"^[0-9a-z]{26}$")
 
 def run(*args: str, user: str = ALICE, stdin: str | None = None) -> Any:
     """Run the CLI in this process as ``user``; stdout, stderr and exit code on the result."""
-    runner = cli_runner()
-    result = runner.invoke(_entry, ["--as", user, *args], input=stdin, catch_exceptions=False)
-    return result
-
-
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def _entry(ctx: click.Context) -> None:
-    main(list(ctx.args))
+    return invoke("--as", user, *args, stdin=stdin)
 
 
 def test_add_sms_prints_the_new_id(rt: Any) -> None:
@@ -248,19 +240,18 @@ def test_usage_errors_exit_2(rt: Any) -> None:
     assert run("frobnicate").exit_code == 2
 
 
-def _subprocess_env(**extra: str) -> dict[str, str]:
+def _noti_process(*args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``python -m noti ARGS`` in a process of its own, with only ``settings`` (NOTI_…
+    variables) of noti's and the sandbox as the SMS provider."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTI_")}
-    return {**env, "NOTI_CHANNELS__SMS__PROVIDER": "sandbox", **extra}
+    env = {**env, "NOTI_CHANNELS__SMS__PROVIDER": "sandbox", **settings}
+    command = [sys.executable, "-m", "noti", *args]
+    return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
 def test_redis_unreachable_is_one_clear_line(rt: Any) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "noti", "add", "sms", "-to", PHONE, "-text", "x"],
-        env=_subprocess_env(NOTI_REDIS_URL="redis://:secret@127.0.0.1:1/0"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = _noti_process(
+        "add", "sms", "-to", PHONE, "-text", "x", NOTI_REDIS_URL="redis://:secret@127.0.0.1:1/0"
     )
     assert result.returncode == 1
     assert result.stderr.startswith(
@@ -270,26 +261,14 @@ def test_redis_unreachable_is_one_clear_line(rt: Any) -> None:
 
 
 def test_a_bad_setting_is_one_clear_line(rt: Any) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "noti", "list"],
-        env=_subprocess_env(NOTI_RETRY_MAX="lots"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _noti_process("list", NOTI_RETRY_MAX="lots")
     assert result.returncode == 1
     assert result.stderr.startswith("e.noti.config: NOTI_RETRY_MAX: ")
 
 
 def test_console_script_runs_as_the_settings_user(rt: Any, redis_url: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "noti", "add", "sms", "-to", PHONE, "-text", "x", "-json", "-c"],
-        env=_subprocess_env(NOTI_REDIS_URL=redis_url, NOTI_USER=BOB),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = _noti_process(
+        "add", "sms", "-to", PHONE, "-text", "x", "-json", "-c", NOTI_REDIS_URL=redis_url, NOTI_USER=BOB
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["noti_c"] == BOB

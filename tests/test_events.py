@@ -8,12 +8,10 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-import click
 import pytest
 import redis
 
 import tests.test_events_tasks  # noqa: F401 - registers the listener tasks
-from noti.cli import main
 from noti.core.deadletter import DeadLetter
 from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied
 from noti.events import Events, EventStatus, Outcome, StopReason, add_listener, dispatch, list_listeners
@@ -21,8 +19,9 @@ from noti.events.event import matches
 from noti.events.store import LockLost
 from noti.events.templates import compile_template, context
 from tests import hooks
-from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
+from tests.noti_cli import invoke
+from tests.tables import yes_no_rows
 
 pytestmark = pytest.mark.bounds
 
@@ -225,20 +224,17 @@ def test_listeners_belong_to_their_creator(rt: Any) -> None:
     assert [x.name for x in list_listeners(user=ADMIN)] == ["bobs"]
 
 
-@pytest.mark.parametrize(
-    ("pattern", "name", "expected"),
-    [
-        ("order.paid", "order.paid", True),
-        ("order.paid", "order.paidx", False),
-        ("order.*", "order.paid", True),
-        ("order.*", "order.item.added", True),
-        ("order.*", "order", False),
-        ("*.paid", "invoice.paid", True),
-        ("*", "anything.at:all", True),
-        ("or*er.paid", "order.paid", True),
-        ("order.*", "orders.paid", False),
-    ],
-)
+#: A listener's pattern: names it matches, and names it does not.
+WILDCARDS = {
+    "order.paid": (["order.paid"], ["order.paidx"]),
+    "order.*": (["order.paid", "order.item.added"], ["order", "orders.paid"]),
+    "*.paid": (["invoice.paid"], []),
+    "*": (["anything.at:all"], []),
+    "or*er.paid": (["order.paid"], []),
+}
+
+
+@pytest.mark.parametrize(("pattern", "name", "expected"), yes_no_rows(WILDCARDS))
 def test_wildcards_match_any_run_of_characters(pattern: str, name: str, expected: bool) -> None:
     assert matches(pattern, name) is expected
 
@@ -577,13 +573,7 @@ def test_listing_events_filters_and_respects_ownership(rt: Any) -> None:
 
 
 def run(*args: str, user: str = ALICE) -> Any:
-    return cli_runner().invoke(_entry, ["--as", user, *args], catch_exceptions=False)
-
-
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def _entry(ctx: click.Context) -> None:
-    main(list(ctx.args))
+    return invoke("--as", user, *args)
 
 
 def test_cli_listener_and_event_commands(rt: Any) -> None:

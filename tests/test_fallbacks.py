@@ -19,6 +19,7 @@ from noti.providers.sandbox import read_outbox, sign_receipt
 from noti.sending.intake import ReceiptIntake
 from tests.conftest import wait_until
 from tests.fakes.webhook import SECRET, WebhookReceiver
+from tests.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +30,7 @@ EMAIL = {"type": "email", "to": "a@example.com", "subject": "Your code", "text":
 
 @pytest.fixture
 def receiver() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as running:
-        assert isinstance(running, WebhookReceiver)
-        yield running
+    yield from serving(WebhookReceiver())
 
 
 @pytest.fixture

@@ -18,6 +18,9 @@ pytestmark = pytest.mark.integration
 
 PHONE = "+8613912345678"
 HANDLERS = "tests.handlers_example:"
+DOWN = {"kind": "sandbox", "fail": "always"}  # fails temporarily, every time
+#: Sandbox providers: ``flaky`` fails once and then delivers, ``down`` never does.
+FLAKY_AND_DOWN = {"flaky": {"kind": "sandbox", "fail_first": 1}, "down": DOWN}
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +36,7 @@ def test_an_sms_that_dead_letters_is_sent_by_email(
     # given SMS that always fail temporarily (2 attempts), and a handler that falls back to e-mail
     rt = configure(
         handlers=HANDLERS + "EmailWhenSmsDeadLetters",
-        providers={"down": {"kind": "sandbox", "fail": "always"}},
+        providers={"down": DOWN},
         retry_seconds=0.05,
         retry_max=2,
     )
@@ -60,10 +63,7 @@ def test_the_retry_decider_sets_the_wait_and_can_stop(
     # given a policy that would wait a minute between 5 attempts
     rt = configure(
         handlers=HANDLERS + "RetryQuicklyThenStop",
-        providers={
-            "flaky": {"kind": "sandbox", "fail_first": 1},
-            "down": {"kind": "sandbox", "fail": "always"},
-        },
+        providers=FLAKY_AND_DOWN,
         retry_seconds=60,
         retry_max=5,
     )
@@ -82,15 +82,7 @@ def test_the_retry_decider_sets_the_wait_and_can_stop(
 def test_a_failing_handler_is_logged_and_loses_nothing(
     configure: Any, start_worker_now: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    rt = configure(
-        handlers=HANDLERS + "Broken",
-        providers={
-            "flaky": {"kind": "sandbox", "fail_first": 1},
-            "down": {"kind": "sandbox", "fail": "always"},
-        },
-        retry_seconds=0.05,
-        retry_max=2,
-    )
+    rt = configure(handlers=HANDLERS + "Broken", providers=FLAKY_AND_DOWN, retry_seconds=0.05, retry_max=2)
     with start_worker_now():
         ids = [noti.notify_sms(PHONE, "ok"), noti.notify_sms(PHONE, "flaky", provider="flaky")]
         down = noti.notify_sms(PHONE, "down", provider="down")

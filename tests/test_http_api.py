@@ -50,6 +50,12 @@ def token(rt: Any) -> Callable[..., str]:
 
 
 @pytest.fixture
+def alice(token: Callable[..., str]) -> str:
+    """A token of alice's, a plain user."""
+    return token(ALICE)
+
+
+@pytest.fixture
 def raw(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
@@ -196,9 +202,8 @@ def test_a_level_above_the_tokens_cap_is_lowered_to_it(
 
 
 def test_the_user_is_the_tokens_never_the_requests(
-    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
+    client: httpx.Client, alice: str, raw: redis.Redis
 ) -> None:
-    alice = token(ALICE)
     before = stored(raw)
     for body in ({**SMS, "user": ADMIN}, {**SMS, "creator": ADMIN}, {**SMS, "noti_c": ADMIN}):
         assert error_of(client.post("/v1/notifications", json=body, headers=bearer(alice)))[0] == 422
@@ -213,10 +218,7 @@ def test_the_user_is_the_tokens_never_the_requests(
 # --- adding -------------------------------------------------------------------------------------
 
 
-def test_one_notification_is_stored_and_queued(
-    client: httpx.Client, token: Callable[..., str], rt: Any
-) -> None:
-    alice = token(ALICE)
+def test_one_notification_is_stored_and_queued(client: httpx.Client, alice: str, rt: Any) -> None:
     made = client.post("/v1/notifications", json=SMS, headers=bearer(alice))
     assert made.status_code == 201
     record_id = made.json()["id"]
@@ -226,16 +228,14 @@ def test_one_notification_is_stored_and_queued(
     assert rt.redis.zscore(rt.keys.waiting_index, record_id) is not None  # queued, not only stored
 
 
-def test_a_status_callback_is_kept_with_the_record(client: httpx.Client, token: Callable[..., str]) -> None:
-    alice = token(ALICE)
+def test_a_status_callback_is_kept_with_the_record(client: httpx.Client, alice: str) -> None:
     body = {**SMS, "status_callback": "https://shop.example.com/noti-status"}
     record_id = client.post("/v1/notifications", json=body, headers=bearer(alice)).json()["id"]
     record = client.get(f"/v1/notifications/{record_id}", headers=bearer(alice)).json()
     assert record["noti_status_cb"] == "https://shop.example.com/noti-status"
 
 
-def test_a_batch_of_100_is_stored_whole(client: httpx.Client, token: Callable[..., str], rt: Any) -> None:
-    alice = token(ALICE)
+def test_a_batch_of_100_is_stored_whole(client: httpx.Client, alice: str, rt: Any) -> None:
     items = [{**SMS, "text": f"message {i}"} for i in range(100)]
     made = client.post("/v1/notifications", json=items, headers=bearer(alice))
     assert made.status_code == 201, made.text
@@ -268,10 +268,7 @@ def test_an_idempotency_key_stores_once(
     assert stored(raw) == before
 
 
-def test_a_batch_with_a_bad_item_is_refused_whole(
-    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
-) -> None:
-    alice = token(ALICE)
+def test_a_batch_with_a_bad_item_is_refused_whole(client: httpx.Client, alice: str, raw: redis.Redis) -> None:
     before = stored(raw)
     items = [SMS, {**SMS, "to": "not a phone"}, SMS, {"type": "fax", "to": PHONE}]
     response = client.post("/v1/notifications", json=items, headers=bearer(alice))
@@ -341,14 +338,13 @@ BAD = [
 @pytest.mark.parametrize(("body", "headers", "status", "code"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
 def test_every_bad_input_is_4xx_and_stores_nothing(
     client: httpx.Client,
-    token: Callable[..., str],
+    alice: str,
     raw: redis.Redis,
     body: Any,
     headers: dict[str, str],
     status: int,
     code: str,
 ) -> None:
-    alice = token(ALICE)
     before = stored(raw)
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     response = client.post(
@@ -361,9 +357,8 @@ def test_every_bad_input_is_4xx_and_stores_nothing(
 
 
 def test_a_body_too_large_is_413_without_a_content_length_too(
-    client: httpx.Client, token: Callable[..., str], raw: redis.Redis
+    client: httpx.Client, alice: str, raw: redis.Redis
 ) -> None:
-    alice = token(ALICE)
     before = stored(raw)
 
     def chunks() -> Iterator[bytes]:  # a chunked body: no Content-Length to read the size from
@@ -396,8 +391,7 @@ def test_a_token_over_its_rate_is_429_with_retry_after(
 # --- reading and cancelling -------------------------------------------------------------------------
 
 
-def test_listing_filters_by_status_and_type(client: httpx.Client, token: Callable[..., str]) -> None:
-    alice = token(ALICE)
+def test_listing_filters_by_status_and_type(client: httpx.Client, alice: str) -> None:
     sms = client.post("/v1/notifications", json=SMS, headers=bearer(alice)).json()["id"]
     mail = {"type": "email", "to": "ops@example.com", "subject": "s", "text": "t"}
     email = client.post("/v1/notifications", json=mail, headers=bearer(alice)).json()["id"]
@@ -427,9 +421,8 @@ def test_listing_filters_by_status_and_type(client: httpx.Client, token: Callabl
 
 
 def test_delete_revokes_a_waiting_record_and_is_409_once_it_is_not(
-    client: httpx.Client, token: Callable[..., str], rt: Any
+    client: httpx.Client, alice: str, rt: Any
 ) -> None:
-    alice = token(ALICE)
     record_id = client.post("/v1/notifications", json={**SMS, "delay": 600}, headers=bearer(alice)).json()[
         "id"
     ]
@@ -658,9 +651,8 @@ def test_a_fallback_comes_with_its_notification_capped_like_it(
 
 
 def test_a_fallback_over_http_is_shown_revoked_and_deduplicated_with_its_notification(
-    client: httpx.Client, token: Callable[..., str], rt: Any
+    client: httpx.Client, alice: str, rt: Any
 ) -> None:
-    alice = token(ALICE)
     email = {"type": "email", "to": "li@example.com", "subject": "code", "text": "4321", "after_s": 60}
     # in a batch, each item's fallback is stored with it; the answer gives the notifications' ids
     batch = client.post(

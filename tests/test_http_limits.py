@@ -21,6 +21,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,31 @@ def _code(raw: bytes) -> tuple[int, str]:
     return status, body["error"]["code"]
 
 
+@contextmanager
+def _holding(server: ApiProcess, n: int, request: bytes = b"") -> Iterator[None]:
+    """``n`` connections held open, each having sent ``request`` (and waiting on the rest of
+    it, if it declares more); closed at the end."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            held.append(_connect(server))
+            held[-1].sendall(request)
+        yield
+    finally:
+        for conn in held:
+            conn.close()
+
+
+def _assert_busy(server: ApiProcess, request: bytes) -> None:
+    """``request`` on a connection of its own is refused before it reaches the app: 503, and
+    the client is told to come back in a second."""
+    with _connect(server) as conn:
+        conn.sendall(request)
+        status, headers, body = _answer(_read_all(conn))
+    assert (status, body["error"]["code"]) == (503, "e.noti.http.busy")
+    assert headers["retry-after"] == "1"
+
+
 def _snapshot(redis_url: str) -> dict[bytes, bytes]:
     client = redis.Redis.from_url(redis_url)
     try:
@@ -179,29 +205,14 @@ def test_a_chunked_body_over_the_limit_is_413_as_it_streams(
 
 
 def test_bodies_in_flight_share_the_budget(guarded: ApiProcess) -> None:
+    push = (
+        b"POST /v1/receipts/vendor HTTP/1.1\r\nHost: t\r\n" + f"Content-Length: {BODY_MAX}\r\n\r\n".encode()
+    )
     # given three receipt pushes, each declaring most of the limit and sending nothing yet
-    held = []
-    try:
-        for _ in range(3):
-            conn = _connect(guarded)
-            conn.sendall(
-                b"POST /v1/receipts/vendor HTTP/1.1\r\nHost: t\r\n"
-                + f"Content-Length: {BODY_MAX}\r\n\r\n".encode()
-            )
-            held.append(conn)
+    with _holding(guarded, 3, push):
         time.sleep(0.3)
         # then a fourth body does not fit in NOTI_HTTP_BODIES_MAX_BYTES (3 bodies): 503
-        with _connect(guarded) as conn:
-            conn.sendall(
-                b"POST /v1/receipts/vendor HTTP/1.1\r\nHost: t\r\n"
-                + f"Content-Length: {BODY_MAX}\r\n\r\n".encode()
-            )
-            status, headers, body = _answer(_read_all(conn))
-        assert (status, body["error"]["code"]) == (503, "e.noti.http.busy")
-        assert headers["retry-after"] == "1"
-    finally:
-        for conn in held:
-            conn.close()
+        _assert_busy(guarded, push)
 
 
 # --- the protocol's limits ------------------------------------------------------------------------
@@ -273,22 +284,10 @@ def test_an_idle_connection_is_closed(guarded: ApiProcess, after_a_request: bool
 
 def test_requests_over_the_limit_are_503_busy(guarded: ApiProcess) -> None:
     # given NOTI_HTTP_REQUESTS_MAX (3) requests in progress: receipts waiting for their bodies
-    held = []
-    try:
-        for _ in range(3):
-            conn = _connect(guarded)
-            conn.sendall(b"POST /v1/receipts/vendor HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n")
-            held.append(conn)
+    with _holding(guarded, 3, b"POST /v1/receipts/vendor HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n"):
         time.sleep(0.3)
         # then the next request is refused with a code, before it reaches the app
-        with _connect(guarded) as conn:
-            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n")
-            status, headers, body = _answer(_read_all(conn))
-        assert (status, body["error"]["code"]) == (503, "e.noti.http.busy")
-        assert headers["retry-after"] == "1"
-    finally:
-        for conn in held:
-            conn.close()
+        _assert_busy(guarded, b"GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n")
     # and once they are done, requests are served again
     deadline = time.monotonic() + 5
     while httpx.get(f"{guarded.url}/v1/health").status_code != 200:
@@ -296,14 +295,9 @@ def test_requests_over_the_limit_are_503_busy(guarded: ApiProcess) -> None:
 
 
 def test_connections_over_the_limit_are_503_busy(guarded: ApiProcess) -> None:
-    held = [_connect(guarded) for _ in range(12)]  # NOTI_HTTP_CONNECTIONS_MAX
-    try:
-        with _connect(guarded) as conn:
-            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n")
-            assert _code(_read_all(conn)) == (503, "e.noti.http.busy")
-    finally:
-        for conn in held:
-            conn.close()
+    with _holding(guarded, 12), _connect(guarded) as conn:  # NOTI_HTTP_CONNECTIONS_MAX
+        conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert _code(_read_all(conn)) == (503, "e.noti.http.busy")
 
 
 def test_a_trailing_slash_is_404_never_a_redirect_to_the_host_header(guarded: ApiProcess) -> None:

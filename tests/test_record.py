@@ -115,40 +115,31 @@ def test_json_form_uses_seed_names_and_numbers() -> None:
     assert data["noti_errmsg"] is None and data["expi"] is None and data["noti_sms_provider"] is None
 
 
-@pytest.mark.parametrize(
-    ("channel", "target"),
-    [
-        (Channel.SMS, "+8613912345678"),
-        (Channel.SMS, "13912345678"),
-        (Channel.SMS, "+14155550100"),
-        (Channel.WEIXIN, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"),
-        (Channel.EMAIL, "ops@example.com"),
-        (Channel.WEBHOOK, "https://hooks.example.com/in?x=1"),
-    ],
-)
+def each(channel: Channel, *targets: str | None) -> list[tuple[Channel, str | None]]:
+    return [(channel, target) for target in targets]
+
+
+GOOD_TARGETS = [
+    *each(Channel.SMS, "+8613912345678", "13912345678", "+14155550100"),
+    *each(Channel.WEIXIN, "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"),
+    *each(Channel.EMAIL, "ops@example.com"),
+    *each(Channel.WEBHOOK, "https://hooks.example.com/in?x=1"),
+]
+BAD_TARGETS = [
+    *each(Channel.SMS, "", "12345", "+0123456789", "139-1234-5678", "+86 13912345678"),
+    *each(Channel.WEIXIN, "   ", "o" * 129, "has space"),
+    *each(Channel.EMAIL, "no-at-sign", "a@b", "two@@example.com"),
+    *each(Channel.WEBHOOK, "ftp://example.com", "not a url"),
+    *each(Channel.SMS, None),
+]
+
+
+@pytest.mark.parametrize(("channel", "target"), GOOD_TARGETS)
 def test_good_targets_are_accepted(channel: Channel, target: str) -> None:
     assert validate_target(channel, target) == target
 
 
-@pytest.mark.parametrize(
-    ("channel", "target"),
-    [
-        (Channel.SMS, ""),
-        (Channel.SMS, "12345"),
-        (Channel.SMS, "+0123456789"),
-        (Channel.SMS, "139-1234-5678"),
-        (Channel.SMS, "+86 13912345678"),
-        (Channel.WEIXIN, "   "),
-        (Channel.WEIXIN, "o" * 129),
-        (Channel.WEIXIN, "has space"),
-        (Channel.EMAIL, "no-at-sign"),
-        (Channel.EMAIL, "a@b"),
-        (Channel.EMAIL, "two@@example.com"),
-        (Channel.WEBHOOK, "ftp://example.com"),
-        (Channel.WEBHOOK, "not a url"),
-        (Channel.SMS, None),
-    ],
-)
+@pytest.mark.parametrize(("channel", "target"), BAD_TARGETS)
 def test_bad_targets_are_refused_with_a_clear_message(channel: Channel, target: str) -> None:
     with pytest.raises(InvalidInput) as info:
         validate_target(channel, target)

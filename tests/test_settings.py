@@ -9,6 +9,7 @@ import pytest
 from noti.access.users import Role, resolve_user
 from noti.config import load_settings
 from noti.errors import InvalidConfig
+from tests.config_files import use_config
 
 pytestmark = pytest.mark.bounds
 
@@ -42,13 +43,13 @@ def test_environment_lists_and_nested_values(monkeypatch: pytest.MonkeyPatch) ->
 def test_toml_file_holds_provider_tables_and_env_wins(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = tmp_path / "noti.toml"
-    config.write_text(
+    use_config(
+        monkeypatch,
+        tmp_path / "noti.toml",
         'retry_max = 5\nuser = "file-user"\n'
         '[channels.sms]\nprovider = "flaky"\n'
-        '[providers.flaky]\nkind = "sandbox"\nfail_first = 2\n'
+        '[providers.flaky]\nkind = "sandbox"\nfail_first = 2\n',
     )
-    monkeypatch.setenv("NOTI_CONFIG", str(config))
     monkeypatch.setenv("NOTI_USER", "env-user")
     settings = load_settings()
     assert settings.retry_max == 5 and settings.user == "env-user"
@@ -77,9 +78,7 @@ def test_bad_settings_name_the_variable(
 
 
 def test_a_broken_toml_file_is_an_invalid_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    config = tmp_path / "bad.toml"
-    config.write_text("retry_max = [unclosed\n")
-    monkeypatch.setenv("NOTI_CONFIG", str(config))
+    use_config(monkeypatch, tmp_path / "bad.toml", "retry_max = [unclosed\n")
     with pytest.raises(InvalidConfig):
         load_settings()
 
@@ -100,9 +99,7 @@ def test_an_unknown_key_in_the_toml_file_is_refused_with_its_name(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, toml: str, message: str
 ) -> None:
     # a misspelt key used to be ignored in silence: the setting it meant kept its default
-    config = tmp_path / "noti.toml"
-    config.write_text(toml)
-    monkeypatch.setenv("NOTI_CONFIG", str(config))
+    config = use_config(monkeypatch, tmp_path / "noti.toml", toml)
     with pytest.raises(InvalidConfig) as info:
         load_settings()
     assert info.value.message.startswith(message.format(file=config)), info.value.message

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,7 +19,8 @@ from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Status
 from noti.core.store import Outcome
 from noti.numpool import NumberPool
-from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
+from tests.conftest import ADMIN, BASE_ENV, wait_until
+from tests.noti_cli import start_noti
 from tests.servers import free_port
 from tests.test_cli import run
 
@@ -118,14 +117,7 @@ def test_watch_shows_the_screen_again_until_interrupted(
     config = tmp_path / "noti.toml"
     config.write_text("")
     env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "noti", "status", "-watch", "0.2", *args],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_noti(env, "status", "-watch", "0.2", *args)
     assert proc.stdout is not None
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)

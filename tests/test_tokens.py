@@ -9,14 +9,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import click
 import pytest
 
 from noti.access.tokens import PREFIX, digest_of
-from noti.cli import main
 from noti.errors import InvalidInput, NotFound, PermissionDenied, RateLimitExceeded, Unauthenticated
-from tests.clirunner import cli_runner
 from tests.conftest import ADMIN, ALICE, BOB, MEMBER
+from tests.noti_cli import invoke
 
 pytestmark = pytest.mark.bounds  # click and pydantic: run on the lowest versions too
 
@@ -38,13 +36,7 @@ def everything_in(rt: Any) -> str:
 
 def run(*args: str, user: str = ADMIN) -> Any:
     """``noti -as USER ARGS…`` in this process, through the console entry's error handling."""
-    return cli_runner().invoke(_entry, ["-as", user, *args], catch_exceptions=False)
-
-
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def _entry(ctx: click.Context) -> None:
-    main(list(ctx.args))
+    return invoke("-as", user, *args)
 
 
 def test_the_cli_adds_lists_and_revokes_and_redis_holds_only_the_hash(rt: Any) -> None:

@@ -62,6 +62,16 @@ def _consume(conn: Connection, prefetch: int, on_message: Any) -> tuple[Consumer
     return consumer, channel
 
 
+def _publish_and_take(url: str, conn: Connection, n: int) -> tuple[list[Any], Any]:
+    """``n`` messages published, then taken (not acked) by one wake-up of a consumer on
+    ``conn`` whose prefetch window holds them all: the messages, and the consumer's channel."""
+    _publish(url, n)
+    got: list[Any] = []
+    _, channel = _consume(conn, n, lambda body, message: got.append(message))
+    conn.drain_events(timeout=2)
+    return got, channel
+
+
 def test_one_wake_up_takes_many_messages_and_notes_them_unacked(rt: Any, conn: Connection) -> None:
     # given 50 messages queued by a stock producer
     _publish(rt.settings.redis_url, 50)
@@ -107,10 +117,7 @@ def test_a_full_ack_buffer_is_flushed_at_once(rt: Any, conn: Connection) -> None
 
 def test_unacked_messages_of_a_dead_consumer_come_back(rt: Any, conn: Connection) -> None:
     # given a consumer that took messages and acked some, then died without cleaning up
-    _publish(rt.settings.redis_url, 8)
-    got: list[Any] = []
-    _, channel = _consume(conn, 8, lambda body, message: got.append(message))
-    conn.drain_events(timeout=2)
+    got, channel = _publish_and_take(rt.settings.redis_url, conn, 8)
     for message in got[:3]:
         message.ack()
     channel.qos._delivered.clear()  # as after SIGKILL: nothing restored on close
@@ -155,11 +162,8 @@ def test_a_workers_loop_restores_unacked_messages_on_notis_interval_on_every_kom
 def test_a_restore_without_a_throttle_scans_on_every_call_with_throttle_one(rt: Any) -> None:
     # given a consumer that took messages and died (visibility timeout 1 s)
     options = {"visibility_timeout": 1, "unacked_restore_throttle": 1}
-    _publish(rt.settings.redis_url, 4)
     with Connection(rt.settings.redis_url, transport=BulkTransport, transport_options=options) as c:
-        got: list[Any] = []
-        _, channel = _consume(c, 4, lambda body, message: got.append(message))
-        c.drain_events(timeout=2)
+        _, channel = _publish_and_take(rt.settings.redis_url, c, 4)
         channel.qos._delivered.clear()  # as after SIGKILL
         channel.qos.restore_visible(num=100)  # a periodic restore: nothing is due yet
         time.sleep(1.2)
@@ -172,11 +176,8 @@ def test_a_restore_without_a_throttle_scans_on_every_call_with_throttle_one(rt: 
 
 
 def test_closing_restores_what_was_not_acked_and_flushes_the_acks(rt: Any) -> None:
-    _publish(rt.settings.redis_url, 6)
-    got: list[Any] = []
     with Connection(rt.settings.redis_url, transport=BulkTransport) as c:
-        _, channel = _consume(c, 6, lambda body, message: got.append(message))
-        c.drain_events(timeout=2)
+        got, channel = _publish_and_take(rt.settings.redis_url, c, 6)
         for message in got[:2]:
             message.ack()
         unacked_key = channel.unacked_key
@@ -213,11 +214,8 @@ def test_workers_consume_through_it(rt: Any, worker: Any) -> None:
 
 
 def test_closing_after_everything_was_acked_flushes_the_acks(rt: Any) -> None:
-    _publish(rt.settings.redis_url, 5)
-    got: list[Any] = []
     with Connection(rt.settings.redis_url, transport=BulkTransport) as c:
-        _, channel = _consume(c, 5, lambda body, message: got.append(message))
-        c.drain_events(timeout=2)
+        got, channel = _publish_and_take(rt.settings.redis_url, c, 5)
         for message in got:
             message.ack()
         unacked_key = channel.unacked_key

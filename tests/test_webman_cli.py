@@ -12,31 +12,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import redis
 
 import noti
 from noti.bridge.webman import PendingStrategy, Producer, QueueKeys, QueueNames
 from noti.bridge.webman.connection import connect
-from noti.cli import main
 from noti.config import load_settings
 from noti.errors import InvalidConfig
-from tests.clirunner import cli_runner
+from tests.config_files import use_config
 from tests.conftest import ADMIN, BASE_ENV, wait_until
+from tests.noti_cli import invoke as run
+from tests.noti_cli import start_noti
 from tests.webman_fixtures.consumers import Collect
 
 DB = 5
-
-
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.pass_context
-def _entry(ctx: click.Context) -> None:
-    main(list(ctx.args))
-
-
-def run(*args: str, stdin: str | None = None) -> Any:
-    return cli_runner().invoke(_entry, list(args), input=stdin, catch_exceptions=False)
 
 
 @pytest.fixture
@@ -231,13 +221,7 @@ def test_run_consumes_until_terminated(rt: Any, redis_url: str, tmp_path: Path) 
         "php_class = 'app\\queue\\Notify'\nblock_time_ms = 200\n"
     )
     env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "noti", "webman", "run"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_noti(env, "webman", "run", stderr=subprocess.STDOUT)
     try:
         # when: a message arrives
         send(redis_url, "app\\queue\\Notify").push({"type": "sms", "to": "+8613912345678", "text": "hi"})
@@ -258,13 +242,13 @@ def test_run_without_consumers_is_a_usage_error(rt: Any) -> None:
 def test_webman_settings_come_from_the_toml_file_and_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = tmp_path / "noti.toml"
-    config.write_text(
+    config = use_config(
+        monkeypatch,
+        tmp_path / "noti.toml",
         "[webman]\nprefix = 'shop_'\n\n"
         "[webman.connections.orders]\nurl = 'redis://10.0.0.5:6379/2'\n\n"
-        "[webman.consumers.Collect]\nclass = 'tests.webman_fixtures.consumers:Collect'\nprocesses = 2\n"
+        "[webman.consumers.Collect]\nclass = 'tests.webman_fixtures.consumers:Collect'\nprocesses = 2\n",
     )
-    monkeypatch.setenv("NOTI_CONFIG", str(config))
     monkeypatch.setenv("NOTI_WEBMAN__ENABLED", "true")
     settings = load_settings()
     webman = settings.webman

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from typing import Any
@@ -14,7 +12,8 @@ import pytest
 import noti
 from noti.api import notifier
 from noti.core.record import Status
-from tests.conftest import ADMIN, BASE_ENV, ROOT, sandbox_outbox, wait_until
+from tests.conftest import ADMIN, BASE_ENV, sandbox_outbox, wait_until
+from tests.noti_cli import start_noti
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 PHONE = "+8613912345678"
@@ -40,14 +39,7 @@ def test_two_workers_and_noti_send_deliver_each_of_1000_records_once(
         "NOTI_CHANNELS__SMS__PROVIDER": "sandbox",
         "NOTI_PROVIDERS__SANDBOX__DELAY_MS": "2",
     }
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "noti", "send", "-timeout", "30"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    cli = start_noti(env, "send", "-timeout", "30")
     assert cli.stdout is not None
     first_line = cli.stdout.readline()  # the CLI has sent its first record
     api.publisher.publish([(r.id, r.channel, r.level) for r in records])

@@ -1387,15 +1387,13 @@ def task(name: str, code: str, how: str, **kwargs: Any) -> None:
     case("task", name, code, Task(how, **kwargs))
 
 
+def refused_option(name: str, code: str, kwargs: dict[str, Any] = SMS_KW, **options: Any) -> None:
+    """``apply_async`` with a hostile option: the caller's call raises ``e.cmd.noti.add.<code>``."""
+    task(name, add(code), "apply_async", kwargs=kwargs, options=options, at_call=True)
+
+
 for _name, _priority in {"10": 10, "negative": -1, "word": "x", "bool": True, "float": 1.5}.items():
-    task(
-        f"priority-{_name}",
-        add("badpriority"),
-        "apply_async",
-        kwargs=SMS_KW,
-        options={"priority": _priority},
-        at_call=True,
-    )
+    refused_option(f"priority-{_name}", "badpriority", priority=_priority)
 for _name, _countdown in {
     "nan": math.nan,
     "inf": math.inf,
@@ -1403,39 +1401,11 @@ for _name, _countdown in {
     "text": "5",
     "huge": 10**400,
 }.items():
-    task(
-        f"countdown-{_name}",
-        add("baddelay"),
-        "apply_async",
-        kwargs=SMS_KW,
-        options={"countdown": _countdown},
-        at_call=True,
-    )
-task(
-    "countdown-and-eta",
-    add("baddelay"),
-    "apply_async",
-    kwargs=SMS_KW,
-    options={"countdown": 5, "eta": dt.datetime(2030, 1, 1)},
-    at_call=True,
-)
-task(
-    "countdown-and-delay",
-    add("baddelay"),
-    "apply_async",
-    kwargs={**SMS_KW, "delay": 5},
-    options={"countdown": 5},
-    at_call=True,
-)
-task("eta-word", add("baddelay"), "apply_async", kwargs=SMS_KW, options={"eta": "tomorrow"}, at_call=True)
-task(
-    "eta-year-1",
-    add("baddelay"),
-    "apply_async",
-    kwargs=SMS_KW,
-    options={"eta": dt.datetime(1, 1, 1)},
-    at_call=True,
-)
+    refused_option(f"countdown-{_name}", "baddelay", countdown=_countdown)
+refused_option("countdown-and-eta", "baddelay", countdown=5, eta=dt.datetime(2030, 1, 1))
+refused_option("countdown-and-delay", "baddelay", kwargs={**SMS_KW, "delay": 5}, countdown=5)
+refused_option("eta-word", "baddelay", eta="tomorrow")
+refused_option("eta-year-1", "baddelay", eta=dt.datetime(1, 1, 1))
 task(
     "delay-keyword-countdown-nan",
     add("baddelay"),
@@ -1444,14 +1414,8 @@ task(
     at_call=True,
 )
 for _name, _expires in {"nan": math.nan, "inf": math.inf, "word": "later", "past": -5}.items():
-    task(
-        f"expires-{_name}",
-        add("badexpires"),
-        "apply_async",
-        kwargs=SMS_KW,
-        options={"expires": _expires},
-        at_call=True,
-    )
+    refused_option(f"expires-{_name}", "badexpires", expires=_expires)
+
 task("no-type", add("badtype"), "send_task", kwargs={"target": PHONE, "text": "x"})
 task("no-target", add("badtarget"), "send_task", kwargs={"type": "sms", "text": "x"})
 task("type-fax", add("badtype"), "send_task", kwargs={**SMS_KW, "type": "fax"})

@@ -50,7 +50,7 @@ from tests.fakes.ses import FROM as MAIL_FROM
 from tests.fakes.ses import REGION as SES_REGION
 from tests.fakes.ses import TOPIC_ARN, SesFake
 from tests.fakes.twilio import ACCOUNT_SID, FROM_NUMBER, TwilioFake
-from tests.hostile_http.harness import AnswerLog, Secrets, bearer, changes, digest, leaks
+from tests.hostile_http.harness import AnswerLog, Secrets, assert_refused, bearer, changes, digest, leaks
 from tests.servers import ApiProcess, free_port
 
 #: A plain user the operator granted the ``hooks`` provider (``provider_grants``): the SSRF
@@ -143,6 +143,16 @@ class Deployment:
         sent = {**(self.as_(who) if who else {}), **(headers or {})}
         return client.request(method, path.format(**self.ids), headers=sent, **kwargs)
 
+    def refuses(
+        self, status: int, code: str, client: httpx.Client, method: str, path: str, **kwargs: Any
+    ) -> httpx.Response:
+        """:meth:`ask` ``method path`` (``kwargs`` as there), which must change nothing and be
+        refused with ``status`` and ``code`` (:func:`~tests.hostile_http.harness.assert_refused`)."""
+        with self.unchanged():
+            answer = self.ask(client, method, path, **kwargs)
+        assert_refused(answer, status, code)
+        return answer
+
     def logs(self) -> list[Path]:
         return [self.server.log, self.worker.log]
 
@@ -173,6 +183,22 @@ def _config(
     )
     sendgrid.api_keys = {keys["sg_api_key"]: True}
     ses_port = ses.url.rsplit(":", 1)[1]
+
+    def ses_provider(name: str, sns_url_prefix: str) -> str:
+        """An SES provider of the fake; ``mailses`` and ``mailtls`` differ only in where SNS's
+        certificates and confirmations may be fetched from."""
+        return f"""[providers.{name}]
+kind = "ses"
+region = "{SES_REGION}"
+access_key_id = "{SES_KEY_ID}"
+secret_access_key = "{ses.keys[SES_KEY_ID]}"
+from_addr = "{MAIL_FROM}"
+endpoint = "{ses.url}"
+sns_topic_arns = ["{TOPIC_ARN}"]
+sns_url_prefix = "{sns_url_prefix}"
+timeout_s = 5
+"""
+
     channels = "".join(f'[channels.{c}]\nprovider = "sandbox"\n' for c in ("sms", "weixin", "email"))
     return f"""
 root_admins = ["{ADMIN}"]
@@ -226,28 +252,8 @@ base_url = "{twilio.url}"
 status_callback = "http://127.0.0.1:{port}/v1/receipts/tw"
 timeout_s = 5
 
-[providers.mailses]
-kind = "ses"
-region = "{SES_REGION}"
-access_key_id = "{SES_KEY_ID}"
-secret_access_key = "{ses.keys[SES_KEY_ID]}"
-from_addr = "{MAIL_FROM}"
-endpoint = "{ses.url}"
-sns_topic_arns = ["{TOPIC_ARN}"]
-sns_url_prefix = "{ses.url}/"
-timeout_s = 5
-
-[providers.mailtls]
-kind = "ses"
-region = "{SES_REGION}"
-access_key_id = "{SES_KEY_ID}"
-secret_access_key = "{ses.keys[SES_KEY_ID]}"
-from_addr = "{MAIL_FROM}"
-endpoint = "{ses.url}"
-sns_topic_arns = ["{TOPIC_ARN}"]
-sns_url_prefix = "https://127.0.0.1:{ses_port}/"
-timeout_s = 5
-
+{ses_provider("mailses", f"{ses.url}/")}
+{ses_provider("mailtls", f"https://127.0.0.1:{ses_port}/")}
 [providers.mailgrid]
 kind = "sendgrid"
 api_key = "{keys["sg_api_key"]}"

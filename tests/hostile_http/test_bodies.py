@@ -14,10 +14,9 @@ import math
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.hostile_http.conftest import BODY_MAX, PHONE, Deployment
-from tests.hostile_http.harness import assert_refused
+from tests.tables import by_id
 
 BAD = "e.noti.http.badrequest"
 TOO_LARGE = "e.noti.http.toolarge"
@@ -31,6 +30,8 @@ SMS: dict[str, Any] = {"type": "sms", "to": PHONE, "text": "hello"}
 URL = "https://hooks.example.com/in"
 WEBHOOK: dict[str, Any] = {"type": "webhook", "to": URL, "content": {"event": "paid"}}
 EMAIL: dict[str, Any] = {"type": "email", "to": "ops@example.com", "subject": "s", "text": "t"}
+#: A webhook's raw JSON up to its content (what no ``json.dumps`` would write follows it).
+RAW_WEBHOOK = b'{"type": "webhook", "to": "https://hooks.example.com/in", "content": '
 
 
 def deep(depth: int, leaf: Any = 1) -> Any:
@@ -109,32 +110,20 @@ NOTIFICATIONS: list[tuple[str, Any, int, str]] = [
     ("type-empty", {**SMS, "type": ""}, 422, add("badtype")),
     ("to-letters", {**SMS, "to": "call me"}, 422, add("badtarget")),
     ("to-nul", {**SMS, "to": "+86139\x0012345678"}, 422, add("badtarget")),
-    (
-        "to-lone-surrogate",
-        b'{"type": "sms", "to": "+86139\\udcff12345678", "text": "x"}',
-        422,
-        add("badtarget"),
-    ),
+    ("to-lone-surrogate", b'{"type": "sms", "to": "+86139\\udcff12345678", "text": "x"}',
+     422, add("badtarget")),
     ("text-nul", {**SMS, "text": "a\x00b"}, 422, add("badtext")),
     ("text-escape", {**SMS, "text": "\x1b[2J"}, 422, add("badtext")),
-    (
-        "text-lone-surrogate",
-        b'{"type": "sms", "to": "+8613912345678", "text": "a\\ud800"}',
-        422,
-        add("badtext"),
-    ),
+    ("text-lone-surrogate", b'{"type": "sms", "to": "+8613912345678", "text": "a\\ud800"}',
+     422, add("badtext")),
     ("subject-lf", {**EMAIL, "subject": "Hi\nBcc: x@evil.example"}, 422, add("badtext")),
     ("subject-u2028", {**EMAIL, "subject": "a\u2028b"}, 422, add("badtext")),
     ("email-two-targets", {**EMAIL, "to": "a@example.com, b@example.com"}, 422, add("badtarget")),
     ("lv-zero", {**SMS, "lv": 0}, 422, add("badlv")),
     ("lv-negative", {**SMS, "lv": -1}, 422, add("badlv")),
     ("lv-2**64", {**SMS, "lv": 2**64}, 422, add("badlv")),
-    (
-        "lv-5000-digits",
-        b'{"type": "sms", "to": "+8613912345678", "text": "x", "lv": 1' + b"0" * 5000 + b"}",
-        422,
-        BAD,
-    ),
+    ("lv-5000-digits", b'{"type": "sms", "to": "+8613912345678", "text": "x", "lv": 1' + b"0" * 5000 + b"}",
+     422, BAD),
     ("retry-max-zero", {**SMS, "retry_max": 0}, 422, add("badretry")),
     ("retry-max-101", {**SMS, "retry_max": 101}, 422, add("badretry")),
     ("retry-policy-word", {**SMS, "retry_policy": "forever"}, 422, add("badretry")),
@@ -155,30 +144,16 @@ NOTIFICATIONS: list[tuple[str, Any, int, str]] = [
     ("delay-nan", {**SMS, "delay": math.nan}, 422, add("baddelay")),
     ("delay-infinity", {**SMS, "delay": math.inf}, 422, add("baddelay")),
     ("delay-minus-infinity", {**SMS, "delay": -math.inf}, 422, add("baddelay")),
-    (
-        "delay-1e400",
-        b'{"type": "sms", "to": "+8613912345678", "text": "x", "delay": 1e400}',
-        422,
-        add("baddelay"),
-    ),
+    ("delay-1e400", b'{"type": "sms", "to": "+8613912345678", "text": "x", "delay": 1e400}',
+     422, add("baddelay")),
     ("content-nan", {**WEBHOOK, "content": {"a": math.nan}}, 422, add("badcontent")),
     ("content-infinity", {**WEBHOOK, "content": {"a": math.inf}}, 422, add("badcontent")),
     ("content-nan-text", {**WEBHOOK, "content": '{"a": NaN}'}, 422, add("badcontent")),
     ("content-not-json-text", {**WEBHOOK, "content": "{oops"}, 422, add("badcontent")),
-    (
-        "content-huge-int",
-        b'{"type": "webhook", "to": "https://hooks.example.com/in", "content": {"a": 1' + b"0" * 5000 + b"}}",
-        422,
-        BAD,
-    ),
+    ("content-huge-int", RAW_WEBHOOK + b'{"a": 1' + b"0" * 5000 + b"}}", 422, BAD),
     # deep nesting
     ("content-deep-65", {**WEBHOOK, "content": deep(65)}, 422, add("badcontent")),
-    (
-        "content-deep-900",
-        b'{"type": "webhook", "to": "https://hooks.example.com/in", "content": ' + deep_text(900) + b"}",
-        422,
-        add("badcontent"),
-    ),
+    ("content-deep-900", RAW_WEBHOOK + deep_text(900) + b"}", 422, add("badcontent")),
     ("body-deep-5000", deep_text(5000), 422, BAD),
     ("body-deep-array-20000", deep_text(20000, array=True), 422, BAD),
     ("fallback-deep", {**SMS, "fallback": deep(200)}, 422, add("badfallback")),
@@ -199,28 +174,23 @@ NOTIFICATIONS: list[tuple[str, Any, int, str]] = [
     ("batch-one-bad-item", [SMS, {**SMS, "to": "12"}], 422, "e.noti.http.batch"),
     ("batch-all-bad", [{**SMS, "type": "fax"}] * 3, 422, "e.noti.http.batch"),
     ("batch-last-of-1000-bad", [SMS] * 999 + [{**SMS, "text": ""}], 422, "e.noti.http.batch"),
-]
+]  # fmt: skip
+
+
+JSON = {"Content-Type": "application/json"}
 
 
 def _content(body: Any) -> bytes:
     return body if isinstance(body, bytes) else json.dumps(body).encode()
 
 
-@pytest.mark.parametrize(
-    ("body", "status", "code"), [c[1:] for c in NOTIFICATIONS], ids=[c[0] for c in NOTIFICATIONS]
-)
+@by_id("body, status, code", NOTIFICATIONS)
 def test_a_hostile_notification_body_is_refused_and_stores_nothing(
     deployment: Deployment, client: httpx.Client, body: Any, status: int, code: str
 ) -> None:
-    with deployment.unchanged():
-        answer = deployment.ask(
-            client,
-            "POST",
-            "/v1/notifications",
-            content=_content(body),
-            headers={"Content-Type": "application/json"},
-        )
-    assert_refused(answer, status, code)
+    deployment.refuses(
+        status, code, client, "POST", "/v1/notifications", content=_content(body), headers=JSON
+    )
 
 
 DENIED = add("providerdenied")
@@ -243,16 +213,12 @@ PROVIDERS: list[tuple[str, str, str, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("who", "provider", "status", "code"), [p[1:] for p in PROVIDERS], ids=[p[0] for p in PROVIDERS]
-)
+@by_id("who, provider, status, code", PROVIDERS)
 def test_a_provider_one_may_not_name_or_that_cannot_send_it_is_refused(
     deployment: Deployment, client: httpx.Client, who: str, provider: str, status: int, code: str
 ) -> None:
     body = {**SMS, "provider": provider, "delay": 3600}
-    with deployment.unchanged():
-        answer = deployment.ask(client, "POST", "/v1/notifications", json=body, who=who)
-    assert_refused(answer, status, code)
+    deployment.refuses(status, code, client, "POST", "/v1/notifications", json=body, who=who)
 
 
 #: (id, extra headers, code): the Idempotency-Key header, on a good body
@@ -263,14 +229,12 @@ KEY_HEADERS: list[tuple[str, dict[str, str], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("headers", "code"), [k[1:] for k in KEY_HEADERS], ids=[k[0] for k in KEY_HEADERS])
+@by_id("headers, code", KEY_HEADERS)
 def test_a_bad_idempotency_key_is_refused(
     deployment: Deployment, client: httpx.Client, headers: dict[str, str], code: str
 ) -> None:
     body = {**SMS, "idempotency_key": "b"} if headers.pop("X-Body", None) else SMS
-    with deployment.unchanged():
-        answer = deployment.ask(client, "POST", "/v1/notifications", json=body, headers=headers)
-    assert_refused(answer, 422, code)
+    deployment.refuses(422, code, client, "POST", "/v1/notifications", json=body, headers=headers)
 
 
 #: (id, content type, body): a good body under a type that is not JSON is not read as JSON
@@ -285,15 +249,13 @@ CONTENT_TYPES: list[tuple[str, str, bytes]] = [
 ]
 
 
-@pytest.mark.parametrize(("ctype", "body"), [c[1:] for c in CONTENT_TYPES], ids=[c[0] for c in CONTENT_TYPES])
+@by_id("ctype, body", CONTENT_TYPES)
 def test_a_body_that_is_not_json_by_its_type_is_refused(
     deployment: Deployment, client: httpx.Client, ctype: str, body: bytes
 ) -> None:
-    with deployment.unchanged():
-        answer = deployment.ask(
-            client, "POST", "/v1/notifications", content=body, headers={"Content-Type": ctype}
-        )
-    assert_refused(answer, 422, BAD)
+    deployment.refuses(
+        422, BAD, client, "POST", "/v1/notifications", content=body, headers={"Content-Type": ctype}
+    )
 
 
 EVENT = {"name": "order.paid", "payload": {"id": 42}}
@@ -333,12 +295,8 @@ EVENTS: list[tuple[str, Any, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("body", "status", "code"), [e[1:] for e in EVENTS], ids=[e[0] for e in EVENTS])
+@by_id("body, status, code", EVENTS)
 def test_a_hostile_event_body_is_refused_and_dispatches_nothing(
     deployment: Deployment, client: httpx.Client, body: Any, status: int, code: str
 ) -> None:
-    with deployment.unchanged():
-        answer = deployment.ask(
-            client, "POST", "/v1/events", content=_content(body), headers={"Content-Type": "application/json"}
-        )
-    assert_refused(answer, status, code)
+    deployment.refuses(status, code, client, "POST", "/v1/events", content=_content(body), headers=JSON)

@@ -60,6 +60,7 @@ from tests.hostile_http.email_receipts import (
     without,
 )
 from tests.hostile_http.harness import assert_refused, changes, digest
+from tests.tables import by_id
 
 SIGNATURE, MALFORMED, TOO_MANY = (
     "e.noti.receipt.signature",
@@ -202,7 +203,7 @@ SES: list[Case] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("build", "status", "code"), [c[1:] for c in SES], ids=[c[0] for c in SES])
+@by_id("build, status, code", SES)
 def test_an_sns_message_that_is_not_ours_is_refused(
     ctx: Ctx, client: httpx.Client, build: Callable[[Ctx], Post], status: int, code: str
 ) -> None:
@@ -234,9 +235,7 @@ CONFIRMATIONS: list[Case] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("build", "status", "code"), [c[1:] for c in CONFIRMATIONS], ids=[c[0] for c in CONFIRMATIONS]
-)
+@by_id("build, status, code", CONFIRMATIONS)
 def test_a_subscription_confirmation_that_is_not_ours_is_refused_and_nothing_is_fetched(
     ctx: Ctx, client: httpx.Client, build: Callable[[Ctx], Post], status: int, code: str
 ) -> None:
@@ -295,7 +294,7 @@ SENDGRID: list[Case] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("build", "status", "code"), [c[1:] for c in SENDGRID], ids=[c[0] for c in SENDGRID])
+@by_id("build, status, code", SENDGRID)
 def test_a_sendgrid_post_that_is_not_ours_is_refused(
     ctx: Ctx, client: httpx.Client, build: Callable[[Ctx], Post], status: int, code: str
 ) -> None:
@@ -324,7 +323,7 @@ NOTHING: list[tuple[str, Callable[[Ctx], Post]]] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("build", [n[1] for n in NOTHING], ids=[n[0] for n in NOTHING])
+@by_id("build", NOTHING)
 def test_an_authentic_receipt_about_nothing_of_ours_is_answered_and_changes_nothing(
     ctx: Ctx, client: httpx.Client, build: Callable[[Ctx], Post]
 ) -> None:
@@ -376,7 +375,7 @@ def suppressed(ctx: Ctx, client: httpx.Client, who: str = "boss") -> dict[str, d
     return {e["target"]: e for e in answer.json()["suppressions"]}
 
 
-@pytest.mark.parametrize("build", [f[1] for f in FOREIGN], ids=[f[0] for f in FOREIGN])
+@by_id("build", FOREIGN)
 def test_an_authentic_receipt_about_another_providers_or_accounts_message_moves_nothing(
     ctx: Ctx, client: httpx.Client, build: Callable[[Ctx], Post]
 ) -> None:

@@ -6,10 +6,9 @@ silently would list everything)."""
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.hostile_http.conftest import Deployment
-from tests.hostile_http.harness import assert_refused
+from tests.tables import by_id
 
 BAD = "e.noti.http.badrequest"
 
@@ -51,17 +50,21 @@ LIST_QUERIES: list[tuple[str, str, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("query", "status", "code"), [q[1:] for q in LIST_QUERIES], ids=[q[0] for q in LIST_QUERIES]
-)
+@by_id("query, status, code", LIST_QUERIES)
 def test_a_hostile_list_query_is_refused(
     deployment: Deployment, client: httpx.Client, query: str, status: int, code: str
 ) -> None:
-    with deployment.unchanged():
-        answer = deployment.ask(client, "GET", f"/v1/notifications?{query}")
-    assert_refused(answer, status, code)
+    deployment.refuses(status, code, client, "GET", f"/v1/notifications?{query}")
 
 
+#: Ids that name nothing, tried on each route of one item (below).
+MISSING_IDS = {"unknown": "01m8ewcqpf43ecf26k9wqs6cww", "glob": "*", "4k": "0" * 4000}
+#: (the cases' id prefix, method, the route up to the id, the code of an item not found)
+ITEM_ROUTES = [
+    ("record", "GET", "/v1/notifications/", "e.cmd.noti.not_found"),
+    ("delete", "DELETE", "/v1/notifications/", "e.cmd.noti.revoke.not_found"),
+    ("event", "GET", "/v1/events/", "e.noti.event.not_found"),
+]
 #: (id, method, path with query, status, code): the routes of one record or event
 ONE: list[tuple[str, str, str, int, str]] = [
     ("get-record-user-param", "GET", "/v1/notifications/{alice_record}?user=bob", 422, BAD),
@@ -69,25 +72,16 @@ ONE: list[tuple[str, str, str, int, str]] = [
     ("get-event-user-param", "GET", "/v1/events/{alice_event}?user=bob", 422, BAD),
     ("post-notification-user-param", "POST", "/v1/notifications?user=boss", 422, BAD),
     ("post-event-user-param", "POST", "/v1/events?user=boss", 422, BAD),
+    *(
+        (f"{name}-id-{what}", method, route + missing, 404, code)
+        for name, method, route, code in ITEM_ROUTES
+        for what, missing in MISSING_IDS.items()
+    ),
     ("record-id-word", "GET", "/v1/notifications/nope", 404, "e.cmd.noti.not_found"),
-    ("record-id-unknown", "GET", "/v1/notifications/01m8ewcqpf43ecf26k9wqs6cww", 404, "e.cmd.noti.not_found"),
     ("record-id-nul", "GET", "/v1/notifications/01m8ewcqpf43ecf26k9wqs6c%00", 404, "e.cmd.noti.not_found"),
-    ("record-id-4k", "GET", "/v1/notifications/" + "0" * 4000, 404, "e.cmd.noti.not_found"),
     ("record-id-unicode", "GET", "/v1/notifications/%E2%80%AE01m8", 404, "e.cmd.noti.not_found"),
-    ("record-id-glob", "GET", "/v1/notifications/*", 404, "e.cmd.noti.not_found"),
     ("record-id-slashes", "GET", "/v1/notifications/..%2F..%2Ftoken", 404, "e.noti.http.noroute"),
     ("record-id-upper", "GET", "/v1/notifications/{alice_record_upper}", 404, "e.cmd.noti.not_found"),
-    (
-        "delete-id-unknown",
-        "DELETE",
-        "/v1/notifications/01m8ewcqpf43ecf26k9wqs6cww",
-        404,
-        "e.cmd.noti.revoke.not_found",
-    ),
-    ("delete-id-glob", "DELETE", "/v1/notifications/*", 404, "e.cmd.noti.revoke.not_found"),
-    ("event-id-unknown", "GET", "/v1/events/01m8ewcqpf43ecf26k9wqs6cww", 404, "e.noti.event.not_found"),
-    ("event-id-glob", "GET", "/v1/events/*", 404, "e.noti.event.not_found"),
-    ("event-id-4k", "GET", "/v1/events/" + "0" * 4000, 404, "e.noti.event.not_found"),
     ("no-such-route", "GET", "/v2/notifications", 404, "e.noti.http.noroute"),
     ("put-notifications", "PUT", "/v1/notifications", 405, "e.noti.http.method"),
     ("patch-record", "PATCH", "/v1/notifications/{alice_record}", 405, "e.noti.http.method"),
@@ -96,12 +90,10 @@ ONE: list[tuple[str, str, str, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "status", "code"), [o[1:] for o in ONE], ids=[o[0] for o in ONE])
+@by_id("method, path, status, code", ONE)
 def test_a_hostile_path_or_query_on_one_item_is_refused(
     deployment: Deployment, client: httpx.Client, method: str, path: str, status: int, code: str
 ) -> None:
     if "{alice_record_upper}" in path:
         path = path.replace("{alice_record_upper}", deployment.ids["alice_record"].upper())
-    with deployment.unchanged():
-        answer = deployment.ask(client, method, path)
-    assert_refused(answer, status, code)
+    deployment.refuses(status, code, client, method, path)

@@ -19,12 +19,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-import pytest
 
 from noti.providers.sandbox import sign_receipt
 from tests.fakes.twilio import ACCOUNT_SID, FROM_NUMBER, twilio_signature
 from tests.hostile_http.conftest import US_PHONE, Deployment
-from tests.hostile_http.harness import assert_refused
+from tests.tables import by_id
 
 SIGNATURE, MALFORMED, PROVIDER = (
     "e.noti.receipt.signature",
@@ -97,21 +96,17 @@ TWILIO: list[tuple[str, Twilio, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("request_", "status", "code"), [t[1:] for t in TWILIO], ids=[t[0] for t in TWILIO])
+@by_id("request_, status, code", TWILIO)
 def test_a_forged_or_malformed_twilio_callback_is_refused(
     deployment: Deployment, client: httpx.Client, request_: Twilio, status: int, code: str
 ) -> None:
     path, headers, _, body = request_(deployment)
-    with deployment.unchanged():
-        answer = deployment.ask(client, "POST", path, who=None, headers=headers, content=body)
-    assert_refused(answer, status, code)
+    deployment.refuses(status, code, client, "POST", path, who=None, headers=headers, content=body)
 
 
 def test_a_twilio_callback_by_get_is_refused(deployment: Deployment, client: httpx.Client) -> None:
     query = urlencode({**_form(), "noti_id": deployment.ids["tw_record"]})
-    with deployment.unchanged():
-        answer = deployment.ask(client, "GET", f"/v1/receipts/tw?{query}", who=None)
-    assert_refused(answer, 400, MALFORMED)
+    deployment.refuses(400, MALFORMED, client, "GET", f"/v1/receipts/tw?{query}", who=None)
 
 
 # --- Aliyun: ?key= (wrong ones only: see the module docstring) -------------------------------
@@ -144,16 +139,14 @@ ALIYUN: list[tuple[str, str, dict[str, str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("query", "headers"), [a[1:] for a in ALIYUN], ids=[a[0] for a in ALIYUN])
+@by_id("query, headers", ALIYUN)
 def test_an_aliyun_push_without_its_key_is_refused(
     deployment: Deployment, client: httpx.Client, query: str, headers: dict[str, str]
 ) -> None:
-    with deployment.unchanged():
-        answer = deployment.ask(
-            client, "POST", f"/v1/receipts/ali{query}", who=None, content=_aliyun_body(deployment),
-            headers={"Content-Type": "application/json", **headers},
-        )  # fmt: skip
-    assert_refused(answer, 403, SIGNATURE)
+    deployment.refuses(
+        403, SIGNATURE, client, "POST", f"/v1/receipts/ali{query}", who=None,
+        content=_aliyun_body(deployment), headers={"Content-Type": "application/json", **headers},
+    )  # fmt: skip
 
 
 #: (id, body): malformed pushes with the right key
@@ -173,15 +166,13 @@ KEY_PLACES = [
 ]
 
 
-@pytest.mark.parametrize("body", [m[1] for m in ALIYUN_MALFORMED], ids=[m[0] for m in ALIYUN_MALFORMED])
-@pytest.mark.parametrize("place", [k[1] for k in KEY_PLACES], ids=[k[0] for k in KEY_PLACES])
+@by_id("body", ALIYUN_MALFORMED)
+@by_id("place", KEY_PLACES)
 def test_a_keyed_aliyun_push_that_cannot_be_read_is_malformed(
     deployment: Deployment, client: httpx.Client, place: Any, body: bytes
 ) -> None:
     path, headers = place(deployment.keys["ali_receipt"])
-    with deployment.unchanged():
-        answer = deployment.ask(client, "POST", path, who=None, content=body, headers=headers)
-    assert_refused(answer, 400, MALFORMED)
+    deployment.refuses(400, MALFORMED, client, "POST", path, who=None, content=body, headers=headers)
 
 
 # --- the sandbox vendor: X-Sandbox-Signature over the body ------------------------------------
@@ -238,9 +229,7 @@ SANDBOX: list[tuple[str, Body, Sign, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("body", "sign", "status", "code"), [s[1:] for s in SANDBOX], ids=[s[0] for s in SANDBOX]
-)
+@by_id("body, sign, status, code", SANDBOX)
 def test_a_forged_or_malformed_sandbox_receipt_is_refused(
     deployment: Deployment, client: httpx.Client, body: Body, sign: Sign, status: int, code: str
 ) -> None:
@@ -249,21 +238,17 @@ def test_a_forged_or_malformed_sandbox_receipt_is_refused(
         "Content-Type": "application/json",
         "X-Sandbox-Signature": sign(deployment.keys["vendor"], content),
     }
-    with deployment.unchanged():
-        answer = deployment.ask(
-            client, "POST", "/v1/receipts/vendor", who=None, content=content, headers=headers
-        )
-    assert_refused(answer, status, code)
+    deployment.refuses(
+        status, code, client, "POST", "/v1/receipts/vendor", who=None, content=content, headers=headers
+    )
 
 
 def test_a_deeply_nested_signed_receipt_is_malformed(deployment: Deployment, client: httpx.Client) -> None:
     content = b"[" * 20_000 + b"]" * 20_000  # within the body limit
     headers = {"X-Sandbox-Signature": sign_receipt(deployment.keys["vendor"], content)}
-    with deployment.unchanged():
-        answer = deployment.ask(
-            client, "POST", "/v1/receipts/vendor", who=None, content=content, headers=headers
-        )
-    assert_refused(answer, 400, MALFORMED)
+    deployment.refuses(
+        400, MALFORMED, client, "POST", "/v1/receipts/vendor", who=None, content=content, headers=headers
+    )
 
 
 #: (id, provider path segment): none of these takes receipts
@@ -279,14 +264,12 @@ NO_RECEIPTS: list[tuple[str, str]] = [
 ]
 
 
-@pytest.mark.parametrize("provider", [n[1] for n in NO_RECEIPTS], ids=[n[0] for n in NO_RECEIPTS])
+@by_id("provider", NO_RECEIPTS)
 def test_a_receipt_for_a_provider_that_takes_none_is_404(
     deployment: Deployment, client: httpx.Client, provider: str
 ) -> None:
     content = _rows(deployment)
     headers = {"X-Sandbox-Signature": sign_receipt(deployment.keys["vendor"], content)}
-    with deployment.unchanged():
-        answer = deployment.ask(
-            client, "POST", f"/v1/receipts/{provider}", who=None, content=content, headers=headers
-        )
-    assert_refused(answer, 404, PROVIDER)
+    deployment.refuses(
+        404, PROVIDER, client, "POST", f"/v1/receipts/{provider}", who=None, content=content, headers=headers
+    )
