@@ -11,6 +11,7 @@ one template the options name, taking one parameter (``code``) filled from plain
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,8 +23,10 @@ from noti.channels.sms.aliyun import AliyunSmsProvider
 from noti.channels.sms.tencent import TencentSmsProvider
 from noti.channels.sms.twilio import TwilioProvider
 from noti.core.keys import Keys
-from noti.core.record import Channel, new_id
+from noti.core.record import Channel, new_id, now_ms
+from noti.delivery.state import PendingDelivery, ReceiptRequest
 from noti.providers.base import Message, Provider
+from tests.fakes._receipts import ReceiptSink
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate
 from tests.fakes.tencent import TencentFake, TencentTemplate
 from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, TwilioFake, error_reply
@@ -42,7 +45,10 @@ __all__ = [
     "SmsVendor",
     "by_vendor",
     "fake",
+    "pending",
+    "sink",
     "sms",
+    "template_kind",
     "vendor",
 ]
 
@@ -71,9 +77,15 @@ class SmsVendor:
     text: str
     #: A credential in :attr:`base` that must never show.
     secret: str
-    #: Its receipts: the code of a delivered message and the fake's code of an undelivered one.
-    delivered: str
-    undelivered: str
+    #: Its receipts: the code and text of a delivered message, and the fake's of an undelivered
+    #: one; whether a pushed receipt names noti's record (Aliyun's ``out_id``, Twilio's
+    #: ``noti_id``); what noti answers a push it takes (Twilio: an empty 200).
+    delivered: tuple[str, str]
+    undelivered: tuple[str, str]
+    names_record: bool
+    push_answer: Any
+    #: One receipt as the vendor pushes it (Aliyun, Tencent: the object of a JSON array).
+    report: dict[str, Any]
 
     def __str__(self) -> str:
         return self.id
@@ -141,6 +153,41 @@ class SmsVendor:
         else:
             fake.lookup_down = down
 
+    def poll_down(self, fake: Any, down: bool = True) -> None:
+        """The vendor's status API that receipts are polled from fails (Aliyun's
+        ``QuerySendDetails``, Tencent's ``PullSmsSendStatus``)."""
+        if self.id == "tencent":
+            fake.pull_down = down
+        else:
+            fake.lookup_down = down
+
+    # --- its receipts --------------------------------------------------------------------------
+
+    def receiver(self, fake: Any, redis_url: str, sink: ReceiptSink | None = None, **changes: Any) -> Any:
+        """A provider reaching ``fake`` that takes pushed receipts: Aliyun's and Tencent's with
+        the receipt key; Twilio's posted to ``sink`` (its ``status_callback``) when given."""
+        if self.id != "twilio":
+            changes = {"receipt_key": RECEIPT_KEY, **changes}
+        elif sink is not None:
+            changes = {"status_callback": f"{sink.url}/v1/receipts/{self.name}", **changes}
+        return self.provider(fake.url, redis_url=redis_url, **changes)
+
+    def poller(self, fake: Any, redis_url: str, **changes: Any) -> Any:
+        """A provider reaching ``fake`` with no push configured: beat polls it for receipts."""
+        if self.id != "twilio":
+            changes = {"receipt_key": None, **changes}
+        return self.provider(fake.url, redis_url=redis_url, **changes)
+
+    def pushed(self, body: bytes, key: str | None = RECEIPT_KEY) -> ReceiptRequest:
+        """``body`` as Aliyun or Tencent push it to noti, with ``key=`` (none: None)."""
+        query = f"?key={key}" if key is not None else ""
+        url = f"https://noti.example.com/v1/receipts/{self.name}{query}"
+        return ReceiptRequest("POST", url, {"content-type": "application/json"}, body)
+
+    def reports(self, *changed: dict[str, Any]) -> bytes:
+        """A push of :attr:`report` with each of ``changed`` (one report each; none: as it is)."""
+        return json.dumps([{**self.report, **change} for change in changed or ({},)]).encode()
+
 
 ALIYUN = SmsVendor(
     id="aliyun",
@@ -158,8 +205,21 @@ ALIYUN = SmsVendor(
     failing=CN_FAILING,
     text="4321",
     secret="testsecret",
-    delivered="DELIVERED",
-    undelivered="MK:0005",
+    delivered=("DELIVERED", "用户接收成功"),
+    undelivered=("MK:0005", "用户接收失败"),
+    names_record=True,
+    push_answer={"code": 0, "msg": "接收成功"},
+    report={
+        "phone_number": "13900000000",
+        "send_time": "2017-01-01 11:12:13",
+        "report_time": "2017-01-01 11:12:14",
+        "success": True,
+        "err_code": "DELIVERED",
+        "err_msg": "用户接收成功",
+        "sms_size": "1",
+        "biz_id": "932702304080415357^0",
+        "out_id": "01JRECORD",
+    },
 )
 TENCENT = SmsVendor(
     id="tencent",
@@ -178,8 +238,19 @@ TENCENT = SmsVendor(
     failing=CN_FAILING,
     text="4321",
     secret="testsecretkey",
-    delivered="DELIVRD",
-    undelivered="MK:0001",
+    delivered=("DELIVRD", "用户短信送达成功"),
+    undelivered=("MK:0001", "用户短信未送达"),
+    names_record=False,
+    push_answer={"result": 0, "errmsg": "OK"},
+    report={
+        "user_receive_time": "2015-10-17 08:03:04",
+        "nationcode": "86",
+        "mobile": "13900000000",
+        "report_status": "SUCCESS",
+        "errmsg": "DELIVRD",
+        "description": "用户短信送达成功",
+        "sid": "2645:1045710669157053657849499620",
+    },
 )
 TWILIO = SmsVendor(
     id="twilio",
@@ -191,8 +262,11 @@ TWILIO = SmsVendor(
     failing=US_FAILING,
     text="your code is 4321",
     secret=AUTH_TOKEN,
-    delivered="",
-    undelivered="30003",
+    delivered=("", "delivered"),
+    undelivered=("30003", "undelivered"),
+    names_record=True,
+    push_answer=b"",
+    report={"MessageSid": "SM" + "ab" * 16, "MessageStatus": "delivered", "AccountSid": ACCOUNT_SID},
 )
 VENDORS = [ALIYUN, TENCENT, TWILIO]
 TEMPLATE_VENDORS = [ALIYUN, TENCENT]
@@ -224,7 +298,31 @@ def vendor(request: pytest.FixtureRequest) -> SmsVendor:
 
 
 @pytest.fixture
-def fake(vendor: SmsVendor) -> Iterator[Any]:
-    """The vendor's fake, running (its template a verification one)."""
-    with vendor.fake() as running:
+def template_kind() -> TemplateKind:
+    """The kind of the fake's template (a receipts module: "notice", so that Aliyun sends one
+    number more than one SMS a minute)."""
+    return "verification"
+
+
+@pytest.fixture
+def fake(vendor: SmsVendor, template_kind: TemplateKind) -> Iterator[Any]:
+    """The vendor's fake, running."""
+    with vendor.fake(template_kind) as running:
         yield running
+
+
+@pytest.fixture
+def sink(vendor: SmsVendor, fake: Any) -> Iterator[ReceiptSink]:
+    """A local server the fake pushes its receipts to, with the receipt key (Twilio posts to
+    each send's ``StatusCallback``: the provider's ``status_callback`` names the sink)."""
+    with ReceiptSink() as running:
+        if vendor.id != "twilio":
+            fake.receipt_url = f"{running.url}/v1/receipts/{vendor.name}?key={RECEIPT_KEY}"
+        yield running
+
+
+def pending(message: Message, vendor_id: str | None, sent_ms: int | None = None) -> PendingDelivery:
+    """A record awaiting its receipt, as the delivery book hands it to a poll."""
+    return PendingDelivery(
+        record_id=message.id, target=message.target, vendor_id=vendor_id, sent_ms=sent_ms or now_ms()
+    )

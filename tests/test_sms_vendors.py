@@ -39,6 +39,7 @@ from tests.sms_vendors import (  # noqa: F401 - fixtures
     by_vendor,
     fake,
     sms,
+    template_kind,
     vendor,
 )
 
