@@ -17,7 +17,7 @@ from noti.delivery.state import Delivery, ReceiptReply
 from noti.providers.base import Message
 from tests.fakes._receipts import ReceiptSink, answer_with
 from tests.fakes.aliyun import AliyunFake
-from tests.sms_vendors import ALIYUN, CN_FAILING, SmsVendor, fake, pending, sink, sms  # noqa: F401 - fixtures
+from tests.sms_vendors import ALIYUN, CN_FAILING, Clock, SmsVendor, fake, pending, sink, sms  # noqa: F401 - fixtures
 
 
 @pytest.fixture
@@ -81,13 +81,11 @@ def test_a_send_just_before_beijing_midnight_is_found_by_a_clock_just_after(
 ) -> None:
     # 23:59:50 Beijing time; noti's clock says the record was sent 20 s later (the next day)
     at = calendar.timegm(time.strptime("2026-03-01 15:59:50", "%Y-%m-%d %H:%M:%S"))
-    fake.clock = lambda: at
     provider = ALIYUN.poller(fake, redis_url)
-    provider.clock = lambda: at
+    fake.clock = provider.clock = clock = Clock(at)
     message = sms("4321")
     biz_id = provider.send(message).msgid
-    provider.clock = lambda: at + 120
-    fake.clock = lambda: at + 120
+    clock.at += 120
     [report] = provider.poll_receipts([pending(message, biz_id, sent_ms=(at + 20) * 1000)])
     assert report.record_id == message.id
     days = [AliyunFake.params(r)["SendDate"] for r in fake.requests if "SendDate" in AliyunFake.params(r)]

@@ -17,12 +17,10 @@ import redis
 import noti
 from noti.channels.sms.aliyun import AliyunSmsProvider, sign_v1
 from noti.core.keys import Keys
-from noti.core.record import Channel
 from noti.errors import InvalidConfig, InvalidInput, PermanentFailure, RateLimited, TemporaryFailure
-from noti.providers.base import Message
 from tests.fakes._server import Reply
 from tests.fakes.aliyun import AliyunFake, AliyunTemplate
-from tests.sms_vendors import ALIYUN, CN_PHONE
+from tests.sms_vendors import ALIYUN, CN_PHONE, Clock, sms
 
 PHONE = CN_PHONE
 RECORD = "01jtestrecord000000000000"
@@ -37,15 +35,6 @@ def fake() -> Iterator[AliyunFake]:
     }
     with ALIYUN.fake(templates=templates, black_keywords=("赌博",)) as server:
         yield server
-
-
-def make(fake: AliyunFake, **changes: Any) -> AliyunSmsProvider:
-    provider: AliyunSmsProvider = ALIYUN.provider(fake.url, **changes)
-    return provider
-
-
-def sms(text: str, target: str = PHONE) -> Message:
-    return Message(id=RECORD, channel=Channel.SMS, target=target, fields={"text": text})
 
 
 def test_the_signer_reproduces_aliyuns_published_examples() -> None:
@@ -83,14 +72,15 @@ def test_the_signer_reproduces_aliyuns_published_examples() -> None:
 
 def test_a_send_returns_the_bizid_and_sends_what_aliyun_expects(fake: AliyunFake) -> None:
     # given a template with one variable, filled from plain text
-    provider = make(fake)
+    provider = ALIYUN.provider(fake.url)
+    message = sms("4321")
     # when
-    receipt = provider.send(sms("4321"))
+    receipt = provider.send(message)
     # then
     [sent] = fake.sent
     assert receipt.msgid == sent.biz_id and receipt.provider == "ali"
     assert sent.phone == "13912345678" and sent.params == {"code": "4321"}
-    assert sent.out_id == RECORD and sent.sign_name == "noti测试"
+    assert sent.out_id == message.id and sent.sign_name == "noti测试"
     params = AliyunFake.params(fake.requests[0])
     assert (
         params["Format"] == "JSON"
@@ -101,63 +91,56 @@ def test_a_send_returns_the_bizid_and_sends_what_aliyun_expects(fake: AliyunFake
 
 
 def test_a_json_object_becomes_the_template_param_string_with_string_values(fake: AliyunFake) -> None:
-    provider = make(fake, template_code="SMS_200002", text_param=None, template_params=["name", "order"])
+    provider = ALIYUN.provider(
+        fake.url, template_code="SMS_200002", text_param=None, template_params=["name", "order"]
+    )
     provider.send(sms(json.dumps({"name": "张三", "order": 20240501})))
     assert fake.sent[0].params == {"name": "张三", "order": "20240501"}
     assert AliyunFake.params(fake.requests[0])["TemplateParam"] == '{"name":"张三","order":"20240501"}'
 
 
 def test_international_numbers_go_out_as_country_code_and_number(fake: AliyunFake) -> None:
-    provider = make(fake, template_code="SMS_300003", template_scope="international")
+    provider = ALIYUN.provider(fake.url, template_code="SMS_300003", template_scope="international")
     provider.send(sms("1234", target="+85291234567"))
     assert fake.sent[0].phone == "85291234567"
 
 
 def test_options_that_contradict_each_other_are_refused_at_start(fake: AliyunFake) -> None:
     with pytest.raises(InvalidConfig, match="text_param"):
-        make(fake, template_params=["a", "b"], text_param="a")
+        ALIYUN.provider(fake.url, template_params=["a", "b"], text_param="a")
     with pytest.raises(InvalidConfig, match="access_key_secret"):
         AliyunSmsProvider("ali", {"access_key_id": "x"}, redis=redis.Redis(), keys=Keys("noti:"))
 
 
 def test_per_recipient_flow_control_waits_for_the_window_the_message_names(fake: AliyunFake) -> None:
     # given a verification template (1/min, 5/hour, 10/day per number) and a movable clock
-    now = [time.time()]
-    fake.clock = lambda: now[0]
-    provider = make(fake)
-    provider.clock = lambda: now[0]
+    provider = ALIYUN.provider(fake.url)
+    fake.clock = provider.clock = clock = Clock()
     provider.send(sms("1111"))
-    # when the same number is sent to again within the minute
-    with pytest.raises(RateLimited) as minute:
-        provider.send(sms("2222"))
-    # then it waits a minute, and the rate limit is not an outage of the provider
-    assert minute.value.retry_after_s == 60 and minute.value.vendor_code == "isv.BUSINESS_LIMIT_CONTROL"
-    for _ in range(4):
-        now[0] += 61
-        provider.send(sms("3333"))
-    now[0] += 61
-    with pytest.raises(RateLimited) as hour:
-        provider.send(sms("4444"))
-    assert hour.value.retry_after_s == 3600
-    for _ in range(5):
-        now[0] += 3601
-        provider.send(sms("5555"))
-    now[0] += 3601
-    with pytest.raises(RateLimited) as day:
-        provider.send(sms("6666"))
-    assert day.value.retry_after_s == 86400
+    # when the same number is sent to again within the minute; then, a minute apart, until the
+    # hour's 5 are spent; then, an hour apart, until the day's 10 are
+    for sends, apart_s, window_s in ((0, 0, 60), (4, 61, 3600), (5, 3601, 86400)):
+        for _ in range(sends):
+            clock.at += apart_s
+            provider.send(sms("3333"))
+        clock.at += apart_s
+        with pytest.raises(RateLimited) as limited:
+            provider.send(sms("4444"))
+        # then each waits the window its message names (a rate limit, not an outage)
+        assert limited.value.retry_after_s == window_s
+        assert limited.value.vendor_code == "isv.BUSINESS_LIMIT_CONTROL"
     assert len(fake.sent) == 10
 
 
 def test_throttling_honours_retry_after(fake: AliyunFake) -> None:
     fake.script(Reply(400, {"Code": "Throttling.Api", "Message": "slow"}, headers={"retry-after": "7"}))
     with pytest.raises(TemporaryFailure) as caught:
-        make(fake).send(sms("1234"))
+        ALIYUN.provider(fake.url).send(sms("1234"))
     assert caught.value.retry_after_s == 7
 
 
 def test_blacklisted_keywords_and_urls_are_permanent(fake: AliyunFake) -> None:
-    provider = make(fake)
+    provider = ALIYUN.provider(fake.url)
     for text, code in [("赌博", "isv.BLACK_KEY_CONTROL_LIMIT"), ("www.x.cn", "isv.PARAM_NOT_SUPPORT_URL")]:
         with pytest.raises(PermanentFailure) as caught:
             provider.send(sms(text))
@@ -165,8 +148,8 @@ def test_blacklisted_keywords_and_urls_are_permanent(fake: AliyunFake) -> None:
 
 
 def test_the_fake_rejects_a_reused_nonce_answers_xml_without_format_and_finds_sends(fake: AliyunFake) -> None:
-    provider = make(fake)
-    params = provider.request_params(sms("1234"))
+    provider = ALIYUN.provider(fake.url)
+    params = provider.request_params(sms("1234", record_id=RECORD))
     first = httpx.post(fake.url + "/", data=params)
     again = httpx.post(fake.url + "/", data=params)
     assert first.json()["Code"] == "OK"

@@ -155,11 +155,16 @@ def test_resend_sends_again_when_the_look_up_fails(
 # --- failover only after "not sent" --------------------------------------------------------------
 
 
+@pytest.fixture
+def chain(configure: Any, fake: Any, vendor: SmsVendor, backup: Any) -> tuple[Any, str]:
+    """p1 (``fake``) failing over to p2 (``backup``), and an SMS to send through them."""
+    return runtime(configure, vendor, fake, backup), noti.notify_sms(vendor.phone, vendor.text)
+
+
 def test_no_failover_while_the_first_provider_may_have_sent(
-    configure: Any, fake: Any, vendor: SmsVendor, backup: Any
+    chain: tuple[Any, str], fake: Any, vendor: SmsVendor, backup: Any
 ) -> None:
-    rt = runtime(configure, vendor, fake, backup)
-    record_id = noti.notify_sms(vendor.phone, vendor.text)
+    rt, record_id = chain
     fake.accept_then_hang(LATE_S)
     assert attempt(rt, record_id).status is Status.WAITING
     record = attempt(rt, record_id)
@@ -168,10 +173,9 @@ def test_no_failover_while_the_first_provider_may_have_sent(
 
 
 def test_failover_after_the_look_up_said_not_sent(
-    configure: Any, fake: Any, vendor: SmsVendor, backup: Any
+    chain: tuple[Any, str], fake: Any, vendor: SmsVendor, backup: Any
 ) -> None:
-    rt = runtime(configure, vendor, fake, backup)
-    record_id = noti.notify_sms(vendor.phone, vendor.text)
+    rt, record_id = chain
     # given a first attempt that timed out before the first provider accepted
     hang_without_accepting(fake)
     assert attempt(rt, record_id).status is Status.WAITING
@@ -186,10 +190,9 @@ def test_failover_after_the_look_up_said_not_sent(
 
 
 def test_a_send_in_doubt_at_the_backup_is_not_made_again_by_the_recovered_first_provider(
-    configure: Any, fake: Any, vendor: SmsVendor, backup: Any
+    chain: tuple[Any, str], fake: Any, vendor: SmsVendor, backup: Any
 ) -> None:
-    rt = runtime(configure, vendor, fake, backup)
-    record_id = noti.notify_sms(vendor.phone, vendor.text)
+    rt, record_id = chain
     # given a first attempt that failed over (the first provider's account could not send)
     # to the backup, which accepted the SMS and answered too late
     vendor.refuse_sends(fake)
@@ -207,10 +210,9 @@ def test_a_send_in_doubt_at_the_backup_is_not_made_again_by_the_recovered_first_
 
 
 def test_no_failover_when_the_look_up_cannot_answer(
-    configure: Any, fake: Any, vendor: SmsVendor, backup: Any
+    chain: tuple[Any, str], fake: Any, vendor: SmsVendor, backup: Any
 ) -> None:
-    rt = runtime(configure, vendor, fake, backup)
-    record_id = noti.notify_sms(vendor.phone, vendor.text)
+    rt, record_id = chain
     hang_without_accepting(fake)
     attempt(rt, record_id)
     vendor.lookup_down(fake)

@@ -15,15 +15,13 @@ import httpx
 import pytest
 
 import noti
-from noti.channels.sms.tencent import TencentSmsProvider, marketing_wait_s, tc3_authorization
-from noti.core.record import Channel, Status
+from noti.channels.sms.tencent import marketing_wait_s, tc3_authorization
+from noti.core.record import Status
 from noti.errors import InvalidConfig, RateLimited
-from noti.providers.base import Message
 from tests.fakes.tencent import TencentFake, TencentTemplate
-from tests.sms_vendors import CN_PHONE, TENCENT
+from tests.sms_vendors import CN_PHONE, TENCENT, Clock, sms
 
 PHONE = CN_PHONE
-RECORD = "01jtestrecord000000000000"
 
 
 @pytest.fixture
@@ -36,15 +34,6 @@ def fake() -> Iterator[TencentFake]:
     }
     with TENCENT.fake(templates=templates, blacklist={"+8613800000000"}) as server:
         yield server
-
-
-def make(fake: TencentFake, **changes: Any) -> TencentSmsProvider:
-    provider: TencentSmsProvider = TENCENT.provider(fake.url, **changes)
-    return provider
-
-
-def sms(text: str, target: str = PHONE) -> Message:
-    return Message(id=RECORD, channel=Channel.SMS, target=target, fields={"text": text})
 
 
 def test_the_signer_reproduces_tencents_published_example() -> None:
@@ -74,12 +63,13 @@ def test_the_credential_scope_is_the_utc_date_even_just_before_midnight_utc() ->
 
 
 def test_a_send_returns_the_serial_no_and_sends_what_tencent_expects(fake: TencentFake) -> None:
-    provider = make(fake)
-    receipt = provider.send(sms("4321", target="13912345678"))
+    provider = TENCENT.provider(fake.url)
+    message = sms("4321", target="13912345678")
+    receipt = provider.send(message)
     [sent] = fake.sent
     assert receipt.msgid == sent.serial_no and receipt.provider == "tc"
     assert sent.phone == PHONE and sent.params == ("4321",)
-    assert sent.session_context == RECORD
+    assert sent.session_context == message.id
     request = fake.requests[0]
     assert request.headers["content-type"] == "application/json; charset=utf-8"
     assert request.headers["x-tc-action"] == "SendSms" and request.headers["x-tc-version"] == "2021-01-11"
@@ -91,13 +81,15 @@ def test_a_send_returns_the_serial_no_and_sends_what_tencent_expects(fake: Tence
 
 
 def test_a_json_object_becomes_the_param_set_in_template_order(fake: TencentFake) -> None:
-    provider = make(fake, template_id="2002", text_param=None, template_params=["name", "order", "amount"])
+    provider = TENCENT.provider(
+        fake.url, template_id="2002", text_param=None, template_params=["name", "order", "amount"]
+    )
     provider.send(sms(json.dumps({"amount": 12.5, "name": "张三", "order": 20240501})))
     assert fake.sent[0].params == ("张三", "20240501", "12.5")
 
 
 def test_international_templates_send_e164_without_a_sign(fake: TencentFake) -> None:
-    provider = make(fake, template_id="3003", template_scope="international", sign_name=None)
+    provider = TENCENT.provider(fake.url, template_id="3003", template_scope="international", sign_name=None)
     provider.send(sms("1234", target="+85291234567"))
     assert fake.sent[0].phone == "+85291234567"
     assert "SignName" not in fake.requests[0].json()
@@ -116,20 +108,18 @@ def test_options_that_cannot_send_are_refused_at_start(
     fake: TencentFake, changes: dict[str, Any], problem: str
 ) -> None:
     with pytest.raises(InvalidConfig, match=problem):
-        make(fake, **changes)
+        TENCENT.provider(fake.url, **changes)
 
 
 def test_a_template_without_variables_takes_an_empty_object(fake: TencentFake) -> None:
     fake.templates["5005"] = TencentTemplate(0, "notice")
-    make(fake, template_id="5005", text_param=None, template_params=[]).send(sms("{}"))
+    TENCENT.provider(fake.url, template_id="5005", text_param=None, template_params=[]).send(sms("{}"))
     assert fake.sent[0].params == ()
 
 
 def test_per_number_frequency_limits_are_rate_limits_with_their_window(fake: TencentFake) -> None:
-    now = [time.time()]
-    fake.clock = lambda: now[0]
-    provider = make(fake)
-    provider.clock = lambda: now[0]
+    provider = TENCENT.provider(fake.url)
+    fake.clock = provider.clock = clock = Clock()
     provider.send(sms("1111"))
     with pytest.raises(RateLimited) as thirty:  # the same content again within 30 s
         provider.send(sms("1111"))
@@ -141,9 +131,9 @@ def test_per_number_frequency_limits_are_rate_limits_with_their_window(fake: Ten
         provider.send(sms("3333"))
     assert hour.value.retry_after_s == 3600
     for _ in range(5):
-        now[0] += 3601
+        clock.at += 3601
         provider.send(sms("4444"))
-    now[0] += 3601
+    clock.at += 3601
     with pytest.raises(RateLimited) as day:
         provider.send(sms("5555"))
     assert day.value.retry_after_s == 86400 and day.value.vendor_code == "LimitExceeded.PhoneNumberDailyLimit"
@@ -163,12 +153,12 @@ def test_our_numbers_entry_is_read_even_when_another_number_succeeded(fake: Tenc
         )
     )
     with pytest.raises(RateLimited):
-        make(fake).send(sms("1234"))
+        TENCENT.provider(fake.url).send(sms("1234"))
 
 
 def test_the_fake_answers_mixed_outcomes_per_number(fake: TencentFake) -> None:
     # given one number on the blacklist, one malformed and one fine, in one request
-    provider = make(fake)
+    provider = TENCENT.provider(fake.url)
     body = provider.request_body(sms("1234"))
     body["PhoneNumberSet"] = ["+8613800000000", "13912345678", "+86123"]
     payload = json.dumps(body).encode()
@@ -188,7 +178,7 @@ def test_the_fake_answers_mixed_outcomes_per_number(fake: TencentFake) -> None:
 
 
 def test_the_fake_refuses_mixing_mainland_and_international_numbers(fake: TencentFake) -> None:
-    provider = make(fake)
+    provider = TENCENT.provider(fake.url)
     body = provider.request_body(sms("1234"))
     body["PhoneNumberSet"] = [PHONE, "+85291234567"]
     payload = json.dumps(body).encode()
@@ -204,9 +194,8 @@ def test_marketing_sms_outside_daytime_waits_until_8_beijing_time(fake: TencentF
     late = calendar.timegm((2024, 5, 1, 15, 30, 0, 0, 0, 0))
     assert marketing_wait_s(late) == 8.5 * 3600
     assert marketing_wait_s(calendar.timegm((2024, 5, 1, 23, 59, 30, 0, 0, 0))) == 60  # 07:59:30: 60 s floor
-    fake.clock = lambda: late
-    provider = make(fake, template_id="4004")
-    provider.clock = lambda: late
+    provider = TENCENT.provider(fake.url, template_id="4004")
+    fake.clock = provider.clock = Clock(late)
     with pytest.raises(RateLimited) as caught:
         provider.send(sms("sale"))
     assert caught.value.vendor_code == "FailedOperation.MarketingSendTimeConstraint"

@@ -35,6 +35,7 @@ from tests.sms_vendors import (  # noqa: F401 - fixtures
     ALIYUN,
     CN_PHONE,
     TENCENT,
+    Clock,
     SmsVendor,
     by_vendor,
     fake,
@@ -495,7 +496,7 @@ def test_a_timeout_after_the_vendor_accepted_is_ambiguous_and_not_deduplicated(
     assert vendor.received(fake) == 1
     # and the vendor does not deduplicate: the same message again (past its per-number
     # windows) is a second SMS, naming the same record
-    fake.clock = provider.clock = lambda: time.time() + 120
+    fake.clock = provider.clock = Clock(time.time() + 120)
     provider.send(message)
     [(_, first), (_, second)] = vendor.sent_ids(fake)
     assert first == second == message.id
