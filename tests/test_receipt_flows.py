@@ -21,78 +21,42 @@ import noti
 from noti.core.record import Status
 from noti.providers.sandbox import read_outbox
 from tests.conftest import BASE_ENV, wait_until
-from tests.fakes.aliyun import AliyunFake, AliyunTemplate
-from tests.fakes.tencent import TencentFake, TencentTemplate
-from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, TwilioFake
 from tests.fakes.weixin import WeixinFake
+from tests.receipt_vendors import RECEIPT_KEY, WX_APPID, WX_SECRET, WX_TOKEN, authenticated, receiving
 from tests.servers import ApiProcess, free_port
+from tests.sms_vendors import ALIYUN, CN_FAILING, CN_PHONE, TENCENT, TWILIO, US_FAILING, US_PHONE
 
 pytestmark = pytest.mark.integration
 
 
-KEY = "rk-flows-0123456789"
-SB_SECRET = "sb-flows-secret"
-WX_APPID, WX_SECRET, WX_TOKEN = "wx0123456789abcdef", "wx-secret", "noti-flows-token"
+KEY = RECEIPT_KEY
+#: The kinds by the name of their provider here.
+KINDS = {"ali": "aliyun", "tc": "tencent", "tw": "twilio", "wx": "weixin", "sb": "sandbox"}
 TMPL = "ngqIpbwh8bUfcSsECmogfXcV14J0tQlEpBO27izEYtY"
 OPENID, BLOCKED = "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "oUpF8uMuAJO_blockedXXXXXXXXX"
-CN_PHONE, CN_FAILING = "+8613912345678", "+8613912345600"
-US_PHONE, US_FAILING = "+14155550123", "+14155550177"
 EMAIL = {"type": "email", "to": "li@example.com", "subject": "Your code", "text": "It is 4321"}
 
 
 @pytest.fixture(scope="module")
 def fakes() -> Iterator[dict[str, Any]]:
     with (
-        TwilioFake() as twilio,
+        TWILIO.fake() as twilio,
         WeixinFake({WX_APPID: WX_SECRET}, templates={TMPL}) as weixin,
-        TencentFake(templates={"1001": TencentTemplate(1, "verification")}) as tencent,
-        AliyunFake(templates={"SMS_100001": AliyunTemplate(("code",), kind="notice")}) as aliyun,
+        TENCENT.fake("verification") as tencent,
+        ALIYUN.fake("notice") as aliyun,
     ):
         yield {"tw": twilio, "wx": weixin, "tc": tencent, "ali": aliyun}
 
 
 def _providers(fakes: dict[str, Any], public: str) -> dict[str, dict[str, Any]]:
+    """The four vendors' providers, reaching their fakes and taking their receipts (Twilio's
+    posted to ``public``); and the sandbox."""
     return {
-        "tw": {
-            "kind": "twilio",
-            "account_sid": ACCOUNT_SID,
-            "auth_token": AUTH_TOKEN,
-            "from": FROM_NUMBER,
-            "base_url": fakes["tw"].url,
-            "status_callback": f"{public}/v1/receipts/tw",
-            "timeout_s": 2,
-        },
-        "wx": {
-            "kind": "weixin",
-            "base_url": fakes["wx"].url,
-            "callback_token": WX_TOKEN,
-            "timeout_s": 2,
-            "accounts": {"shop": {"appid": WX_APPID, "secret": WX_SECRET}},
-        },
-        "tc": {
-            "kind": "tencent",
-            "secret_id": "AKIDtestsecretid",
-            "secret_key": "testsecretkey",
-            "sdk_app_id": "1400006666",
-            "sign_name": "noti测试",
-            "template_id": "1001",
-            "text_param": "code",
-            "endpoint": fakes["tc"].url,
-            "timeout_s": 2,
-            "receipt_key": KEY,
-        },
-        "ali": {
-            "kind": "aliyun",
-            "access_key_id": "LTAItestkey",
-            "access_key_secret": "testsecret",
-            "sign_name": "noti测试",
-            "template_code": "SMS_100001",
-            "text_param": "code",
-            "endpoint": fakes["ali"].url,
-            "timeout_s": 2,
-            "receipt_key": KEY,
-        },
-        "sb": {"kind": "sandbox", "receipt_secret": SB_SECRET},
+        "tw": TWILIO.options(fakes["tw"].url, status_callback=f"{public}/v1/receipts/tw"),
+        "wx": receiving("weixin", base_url=fakes["wx"].url, timeout_s=2),
+        "tc": TENCENT.options(fakes["tc"].url, receipt_key=KEY),
+        "ali": ALIYUN.options(fakes["ali"].url, receipt_key=KEY),
+        "sb": receiving("sandbox"),
     }
 
 
@@ -344,25 +308,13 @@ def test_a_pathological_receipt_is_400_malformed_never_500(
     import httpx
 
     from noti.channels.sms import twilio_receipts
-    from noti.channels.weixin import receipts as weixin_receipts
-    from noti.delivery.state import ReceiptRequest
-    from noti.providers.sandbox import sign_receipt
 
     _, api = flows
-    headers: dict[str, str] = {}
-    url = f"{api.url}/v1/receipts/{provider}?key={KEY}"
-    if provider == "sb":
-        headers["x-sandbox-signature"] = sign_receipt(SB_SECRET, body)
-    elif provider == "wx":
-        stamp = str(int(time.time()))
-        signature = weixin_receipts.signature(WX_TOKEN, stamp, "7")
-        url = f"{api.url}/v1/receipts/wx?signature={signature}&timestamp={stamp}&nonce=7"
-    elif provider == "tw":
-        url = twilio_receipts.callback_url(f"{api.url}/v1/receipts/tw", "01J0000000000000000000000")
-        form = ReceiptRequest("POST", url, body=body).form()
-        headers["x-twilio-signature"] = twilio_receipts.signature(AUTH_TOKEN, url, form)
-        headers["content-type"] = "application/x-www-form-urlencoded"
-    answer = httpx.post(url, content=body, headers=headers, timeout=30)
+    url = f"{api.url}/v1/receipts/{provider}"
+    if provider == "tw":
+        url = twilio_receipts.callback_url(url, "01J0000000000000000000000")
+    request = authenticated(KINDS[provider], url, body)
+    answer = httpx.post(request.url, content=body, headers=request.headers, timeout=30)
     assert answer.status_code == 400, answer.text[:500]
     assert answer.json()["error"]["code"] == "e.noti.receipt.malformed"
 

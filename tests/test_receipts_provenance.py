@@ -11,7 +11,6 @@ hands it) on a real Redis; sends go through the real sender."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,55 +18,24 @@ import pytest
 
 import noti
 from noti.channels.sms import twilio_receipts
-from noti.channels.weixin import receipts as weixin_receipts
 from noti.core.record import Status, now_ms
 from noti.delivery import Delivery, DeliveryReport, ReceiptRequest
 from noti.errors import ReceiptRejected
-from noti.providers.sandbox import sign_receipt
 from noti.sending.intake import ReceiptIntake
 from noti.sending.sender import Sender
 from tests.conftest import BOB
+from tests.fakes.twilio import ACCOUNT_SID
+from tests.receipt_vendors import SANDBOX_SECRET, authenticated, receiving
+from tests.sms_vendors import CN_PHONE
 
-PHONE = "+8613912345678"
-KEY = "provenance-key-0123456789"
-SECRETS = {"victim": "victim-secret", "sb": "sb-secret"}
-TOKEN = "provenance-wx-token"
-AUTH_TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed"
-ACCOUNT = "AC" + "0123456789abcdef" * 2
-CALLBACK = "https://noti.example.com/v1/receipts/tw"
+PHONE = CN_PHONE
+SECRETS = {"victim": "victim-secret", "sb": SANDBOX_SECRET}
 EMAIL = {"type": "email", "to": "li@example.com", "subject": "Your code", "text": "It is 4321"}
-
+#: The vendors by the name of their provider here.
+KINDS = {"ali": "aliyun", "tc": "tencent", "tw": "twilio", "wx": "weixin", "sb": "sandbox"}
 #: Each vendor's provider, configured to take pushed receipts (none of them sends here).
-VENDORS: dict[str, dict[str, Any]] = {
-    "ali": {
-        "kind": "aliyun",
-        "access_key_id": "id",
-        "access_key_secret": "k",
-        "sign_name": "s",
-        "template_code": "SMS_1",
-        "text_param": "code",
-        "receipt_key": KEY,
-    },
-    "tc": {
-        "kind": "tencent",
-        "secret_id": "id",
-        "secret_key": "k",
-        "sdk_app_id": "1400006666",
-        "sign_name": "s",
-        "template_id": "1",
-        "text_param": "code",
-        "receipt_key": KEY,
-    },
-    "tw": {
-        "kind": "twilio",
-        "account_sid": ACCOUNT,
-        "auth_token": AUTH_TOKEN,
-        "from": "+15005550006",
-        "status_callback": CALLBACK,
-    },
-    "wx": {"kind": "weixin", "accounts": {"a": {"appid": "wx1", "secret": "s"}}, "callback_token": TOKEN},
-    "sb": {"kind": "sandbox", "receipt_secret": SECRETS["sb"]},
-}
+VENDORS: dict[str, dict[str, Any]] = {name: receiving(kind) for name, kind in KINDS.items()}
+CALLBACK = VENDORS["tw"]["status_callback"]
 #: The vendors whose receipts name noti's record id (Aliyun ``out_id``, Twilio ``noti_id``);
 #: the others name only their own message id.
 NAMING = {"ali", "tw"}
@@ -88,32 +56,25 @@ def forged(vendor: str, record_id: str, vendor_id: str, state: str, **extra: str
     """A receipt of ``vendor``'s that passes its authentication, naming ``record_id`` where
     the vendor's format can (Aliyun, Twilio) and the vendor message id ``vendor_id``."""
     delivered = state == "delivered"
+    url = f"https://noti.example.com/v1/receipts/{vendor}"
     if vendor == "ali":
         row = {"biz_id": vendor_id, "out_id": record_id, "success": delivered, "err_code": "FORGED"}
         body = json.dumps([row]).encode()
-        return ReceiptRequest("POST", f"https://noti.example.com/v1/receipts/ali?key={KEY}", {}, body)
-    if vendor == "tc":
+    elif vendor == "tc":
         body = json.dumps([{"sid": vendor_id, "report_status": "SUCCESS" if delivered else "FAIL"}]).encode()
-        return ReceiptRequest("POST", f"https://noti.example.com/v1/receipts/tc?key={KEY}", {}, body)
-    if vendor == "tw":
+    elif vendor == "tw":
         url = twilio_receipts.callback_url(CALLBACK, record_id)
-        form = {"MessageSid": vendor_id, "MessageStatus": state, "AccountSid": ACCOUNT, **extra}
+        form = {"MessageSid": vendor_id, "MessageStatus": state, "AccountSid": ACCOUNT_SID, **extra}
         body = urlencode(form).encode()
-        signed = twilio_receipts.signature(AUTH_TOKEN, url, ReceiptRequest("POST", url, body=body).form())
-        return ReceiptRequest("POST", url, {"x-twilio-signature": signed}, body)
-    if vendor == "wx":
-        stamp = str(int(time.time()))
-        query = f"signature={weixin_receipts.signature(TOKEN, stamp, '7')}&timestamp={stamp}&nonce=7"
+    elif vendor == "wx":
         status = "success" if delivered else "failed:user block"
         body = (
             "<xml><MsgType>event</MsgType><Event>TEMPLATESENDJOBFINISH</Event>"
             f"<MsgID>{vendor_id}</MsgID><Status>{status}</Status></xml>"
         ).encode()
-        return ReceiptRequest("POST", f"https://noti.example.com/v1/receipts/wx?{query}", {}, body)
-    body = json.dumps([{"msgid": vendor_id, "state": state}]).encode()
-    return ReceiptRequest(
-        "POST", "http://x/", {"x-sandbox-signature": sign_receipt(SECRETS[vendor], body)}, body
-    )
+    else:
+        body = json.dumps([{"msgid": vendor_id, "state": state}]).encode()
+    return authenticated(KINDS.get(vendor, "sandbox"), url, body, secret=SECRETS.get(vendor, ""))
 
 
 def take(rt: Any, vendor: str, request: ReceiptRequest) -> None:
@@ -222,7 +183,7 @@ def test_a_report_under_another_vendor_id_of_the_same_provider_is_foreign(rt: An
 def test_a_signed_twilio_callback_of_another_account_is_refused_and_counted(configure: Any) -> None:
     from tests.fakes.twilio import TwilioFake
 
-    with TwilioFake(account_sid=ACCOUNT, auth_token=AUTH_TOKEN, numbers=("+15005550006",)) as twilio:
+    with TwilioFake() as twilio:
         # given an SMS sent through Twilio (whose callbacks go nowhere: not a loopback URL)
         rt = configure(
             providers={"tw": {**VENDORS["tw"], "base_url": twilio.url, "timeout_s": 2}},
@@ -307,10 +268,7 @@ def test_a_push_over_the_cap_is_refused_whole_and_stores_nothing(configure: Any)
     before = _digest(rt)
 
     def push(rows: list[dict[str, str]]) -> ReceiptRequest:
-        body = json.dumps(rows).encode()
-        return ReceiptRequest(
-            "POST", "http://x/", {"x-sandbox-signature": sign_receipt(SECRETS["victim"], body)}, body
-        )
+        return authenticated("sandbox", "http://x/", json.dumps(rows).encode(), secret=SECRETS["victim"])
 
     with pytest.raises(ReceiptRejected) as refused:
         ReceiptIntake(rt).take("victim", push(rows))
@@ -366,19 +324,10 @@ def test_a_pathological_body_is_a_malformed_receipt_and_nothing_else(
 
 def _authenticated(vendor: str, body: bytes) -> ReceiptRequest:
     """``body`` as ``vendor`` would push it, its authentication valid."""
-    if vendor == "sb":
-        return ReceiptRequest(
-            "POST", "http://x/", {"x-sandbox-signature": sign_receipt(SECRETS["sb"], body)}, body
-        )
+    url = f"https://noti.example.com/v1/receipts/{vendor}"
     if vendor == "tw":
         url = twilio_receipts.callback_url(CALLBACK, "01J0000000000000000000000")
-        signed = twilio_receipts.signature(AUTH_TOKEN, url, ReceiptRequest("POST", url, body=body).form())
-        return ReceiptRequest("POST", url, {"x-twilio-signature": signed}, body)
-    if vendor == "wx":
-        stamp = str(int(time.time()))
-        query = f"signature={weixin_receipts.signature(TOKEN, stamp, '7')}&timestamp={stamp}&nonce=7"
-        return ReceiptRequest("POST", f"https://noti.example.com/v1/receipts/wx?{query}", {}, body)
-    return ReceiptRequest("POST", f"https://noti.example.com/v1/receipts/{vendor}?key={KEY}", {}, body)
+    return authenticated(KINDS[vendor], url, body)
 
 
 def test_the_intake_makes_any_unreadable_body_malformed(rt: Any, monkeypatch: pytest.MonkeyPatch) -> None:

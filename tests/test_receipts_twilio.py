@@ -1,55 +1,40 @@
 """Twilio delivery receipts: status callbacks the fake posts after a real send (signed with
 X-Twilio-Signature over the StatusCallback URL), refused when forged or unreadable, and the
-poll of Messages/{sid}.json when no callback is configured."""
+poll of Messages/{sid}.json when no callback is configured. What Twilio's receipts do as
+Aliyun's and Tencent's is in tests/test_receipts_vendors.py."""
+
+# ruff: noqa: F811 - the SMS fixtures (tests/sms_vendors.py) are imported by name
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-import redis
 
 from noti.channels.sms.twilio import TwilioProvider
 from noti.channels.sms.twilio_receipts import callback_url, signature
-from noti.core.keys import Keys
-from noti.core.record import Channel, new_id, now_ms
-from noti.delivery.state import Delivery, DeliveryReport, PendingDelivery, ReceiptRequest
+from noti.core.record import Channel, new_id
+from noti.delivery.state import Delivery, DeliveryReport, ReceiptRequest
 from noti.errors import DeliveryError, ProviderOutage, ReceiptRejected
 from noti.providers.base import Message
 from tests.fakes._receipts import ReceiptSink, answer_with
 from tests.fakes._server import Reply
-from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, TwilioFake, twilio_signature
+from tests.fakes.twilio import AUTH_TOKEN, TwilioFake, twilio_signature
+from tests.sms_vendors import TWILIO, SmsVendor, fake, pending, sink, template_kind  # noqa: F401 - fixtures
 
-PHONE = "+14155550123"
-FAILING = "+14155550177"
-
-
-@pytest.fixture
-def fake() -> Iterator[TwilioFake]:
-    with TwilioFake() as server:
-        assert isinstance(server, TwilioFake)
-        yield server
+PHONE, FAILING = TWILIO.phone, TWILIO.failing
 
 
 @pytest.fixture
-def sink() -> Iterator[ReceiptSink]:
-    with ReceiptSink() as running:
-        yield running
+def vendor() -> SmsVendor:
+    return TWILIO
 
 
 def make(fake: TwilioFake, redis_url: str, **changes: Any) -> TwilioProvider:
-    options = {
-        "account_sid": ACCOUNT_SID,
-        "auth_token": AUTH_TOKEN,
-        "from": FROM_NUMBER,
-        "base_url": fake.url,
-        "timeout_s": 2,
-        **changes,
-    }
-    return TwilioProvider("tw", options, redis=redis.Redis.from_url(redis_url), keys=Keys("noti:"))
+    provider: TwilioProvider = TWILIO.provider(fake.url, redis_url=redis_url, **changes)
+    return provider
 
 
 def sms(target: str = PHONE) -> Message:
@@ -75,7 +60,7 @@ def signed(url: str, params: dict[str, str], token: str = AUTH_TOKEN) -> Receipt
 
 
 CALLBACK = "https://noti.example.com/v1/receipts/tw?noti_id=01JRECORD"
-DELIVERED = {"MessageSid": "SM" + "ab" * 16, "MessageStatus": "delivered", "AccountSid": ACCOUNT_SID}
+DELIVERED = TWILIO.report
 
 
 # --- the signature ---------------------------------------------------------------------------
@@ -153,19 +138,6 @@ def test_out_of_order_and_duplicate_callbacks_are_each_reported_as_they_come(
     # the delivery book keeps the record moving forward; the provider reports what came
     states = [r.state for r in pushed(provider, sink, fake, 4)]
     assert states == [Delivery.DELIVERED, Delivery.DELIVERED, Delivery.ACCEPTED, Delivery.ACCEPTED]
-
-
-def test_a_callback_signed_with_another_token_is_refused(
-    fake: TwilioFake, sink: ReceiptSink, redis_url: str
-) -> None:
-    provider = make(fake, redis_url, status_callback=f"{sink.url}/v1/receipts/tw")
-    sink.handler = answer_with(provider.read_receipt)
-    fake.bad_signature = True
-    provider.send(sms())
-    assert [p.status for p in fake.pusher.wait(2)] == [403, 403]
-    with pytest.raises(ReceiptRejected) as refused:
-        provider.read_receipt(sink.requests[0])
-    assert refused.value.code == "e.noti.receipt.signature"
 
 
 @pytest.mark.parametrize(
@@ -247,31 +219,6 @@ def test_a_get_is_not_a_callback(fake: TwilioFake, redis_url: str) -> None:
 # --- polled ------------------------------------------------------------------------------------
 
 
-def pending(message: Message, sid: str | None) -> PendingDelivery:
-    return PendingDelivery(record_id=message.id, target=message.target, vendor_id=sid, sent_ms=now_ms())
-
-
-def test_without_a_status_callback_the_messages_are_polled(fake: TwilioFake, redis_url: str) -> None:
-    # given two sends, one to a number whose delivery fails, not settled yet
-    provider = make(fake, redis_url)
-    assert provider.polls_receipts
-    fake.auto_receipts = False
-    fake.fail_delivery_to(FAILING)
-    ok, bad = sms(), sms(FAILING)
-    asked = [pending(ok, provider.send(ok).msgid), pending(bad, provider.send(bad).msgid)]
-    # then a poll while they are queued reports nothing yet
-    assert provider.poll_receipts(asked) == []
-    # when Twilio settles them
-    fake.settle()
-    # then the poll reports both, by record and sid
-    reports = provider.poll_receipts(asked)
-    assert [(r.record_id, r.vendor_id, r.state, r.code) for r in reports] == [
-        (ok.id, asked[0].vendor_id, Delivery.DELIVERED, ""),
-        (bad.id, asked[1].vendor_id, Delivery.UNDELIVERED, "30003"),
-    ]
-    assert all(r.at_ms > 0 for r in reports)
-
-
 def test_a_poll_skips_messages_it_cannot_ask_about(fake: TwilioFake, redis_url: str) -> None:
     provider = make(fake, redis_url)
     message = sms()
@@ -302,18 +249,3 @@ def test_a_poll_of_a_vendor_that_cannot_be_reached_raises_an_outage(fake: Twilio
     provider = make(fake, redis_url, base_url=f"http://127.0.0.1:{closed_port}")
     with pytest.raises(ProviderOutage):
         provider.poll_receipts([pending(sms(), "SM" + "ab" * 16)])
-
-
-@pytest.mark.parametrize(
-    ("changes", "polls"),
-    [
-        ({}, True),
-        ({"status_callback": "https://noti.example.com/v1/receipts/tw"}, False),
-        ({"status_callback": "https://noti.example.com/v1/receipts/tw", "receipt_poll": True}, True),
-        ({"receipt_poll": False}, False),
-    ],
-)
-def test_polling_follows_the_status_callback_unless_told(
-    fake: TwilioFake, redis_url: str, changes: dict[str, Any], polls: bool
-) -> None:
-    assert make(fake, redis_url, **changes).polls_receipts is polls

@@ -63,6 +63,17 @@ MAX_SKEW_S = 900
 _MAINLAND = re.compile(r"^(?:\+86|0086|86)?(1[3-9][0-9]{9})$")
 _INTERNATIONAL = re.compile(r"^[1-9][0-9]{6,15}$")
 _URL = re.compile(r"https?://|www\.", re.IGNORECASE)
+#: The parameters every signed RPC call carries.
+_SIGNED = (
+    "AccessKeyId",
+    "Action",
+    "Signature",
+    "SignatureMethod",
+    "SignatureNonce",
+    "SignatureVersion",
+    "Timestamp",
+    "Version",
+)
 
 
 @dataclass(frozen=True)
@@ -194,17 +205,7 @@ class AliyunFake(ReceiptControls, FakeServer):
                         "out_id": sms.out_id,
                     }
                 )
-        url = self._keyed_url()
-        if url is None or not reports:
-            return
-        if self.out_of_order:
-            reports.reverse()
-        request = (
-            url,
-            {"content-type": "application/json"},
-            json.dumps(reports, ensure_ascii=False).encode(),
-        )
-        self.pusher.push([request, request] if self.duplicate_receipts else [request])
+        self._push_keyed(reports)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -248,6 +249,14 @@ class AliyunFake(ReceiptControls, FakeServer):
         }
         return self._answer(params, status, data, "Error")
 
+    def _missing(self, params: dict[str, str], names: tuple[str, ...], purpose: str = "") -> Reply | None:
+        """The gateway's ``MissingParameter`` for the first of ``names`` not given, or None."""
+        for name in names:
+            if not params.get(name):
+                message = f'The input parameter "{name}" that is mandatory{purpose} is not supplied.'
+                return self._gateway(params, 400, "MissingParameter", message)
+        return None
+
     def _business(self, params: dict[str, str], code: str, message: str, **extra: Any) -> Reply:
         data = {"RequestId": str(uuid.uuid4()).upper(), "Code": code, "Message": message, **extra}
         root = f"{params.get('Action', 'SendSms')}Response"
@@ -257,24 +266,9 @@ class AliyunFake(ReceiptControls, FakeServer):
 
     def verify(self, received: Received) -> Reply | None:
         params = self.params(received)
-        for name in (
-            "AccessKeyId",
-            "Action",
-            "Signature",
-            "SignatureMethod",
-            "SignatureNonce",
-            "SignatureVersion",
-            "Timestamp",
-            "Version",
-        ):
-            if not params.get(name):
-                return self._gateway(
-                    params,
-                    400,
-                    "MissingParameter",
-                    f'The input parameter "{name}" that is mandatory for processing this request '
-                    "is not supplied.",
-                )
+        missing = self._missing(params, _SIGNED, " for processing this request")
+        if missing is not None:
+            return missing
         secret = self.access_keys.get(params["AccessKeyId"])
         if secret is None:
             return self._gateway(
@@ -411,14 +405,9 @@ class AliyunFake(ReceiptControls, FakeServer):
         return None
 
     def _send(self, params: dict[str, str]) -> Reply:
-        for name in ("PhoneNumbers", "SignName", "TemplateCode"):
-            if not params.get(name):
-                return self._gateway(
-                    params,
-                    400,
-                    "MissingParameter",
-                    f'The input parameter "{name}" that is mandatory is not supplied.',
-                )
+        missing = self._missing(params, ("PhoneNumbers", "SignName", "TemplateCode"))
+        if missing is not None:
+            return missing
         if params["SignName"] not in self.signs:
             return self._business(params, "isv.SMS_SIGNATURE_ILLEGAL", "该账号下找不到对应签名")
         template = self.templates.get(params["TemplateCode"])
@@ -481,14 +470,9 @@ class AliyunFake(ReceiptControls, FakeServer):
             return self._gateway(
                 params, 503, "ServiceUnavailable", "The request has failed due to a temporary failure."
             )
-        for name in ("PhoneNumber", "SendDate", "PageSize", "CurrentPage"):
-            if not params.get(name):
-                return self._gateway(
-                    params,
-                    400,
-                    "MissingParameter",
-                    f'The input parameter "{name}" that is mandatory is not supplied.',
-                )
+        missing = self._missing(params, ("PhoneNumber", "SendDate", "PageSize", "CurrentPage"))
+        if missing is not None:
+            return missing
         try:
             size, page = int(params["PageSize"]), int(params["CurrentPage"])
         except ValueError:

@@ -175,17 +175,7 @@ class TencentFake(ReceiptControls, FakeServer):
                         "sid": sms.serial_no,
                     }
                 )
-        url = self._keyed_url()
-        if url is None or not entries:
-            return
-        if self.out_of_order:
-            entries.reverse()
-        request = (
-            url,
-            {"content-type": "application/json"},
-            json.dumps(entries, ensure_ascii=False).encode(),
-        )
-        self.pusher.push([request, request] if self.duplicate_receipts else [request])
+        self._push_keyed(entries)
 
     def _pull_status(self, body: dict[str, Any]) -> Reply:
         self.pulls += 1

@@ -1,5 +1,7 @@
 """What the template-SMS providers (Aliyun, Tencent) share: the options that map a record's
-``noti_sms_text`` to template parameters, and the phone-number forms of noti.
+``noti_sms_text`` to template parameters, the phone-number forms of noti, and
+:class:`TemplateSmsProvider`, their common base (the add-time check, receipts pushed to a
+keyed URL or polled).
 
 Both vendors send approved templates, never free text. A record's text is either
 
@@ -21,16 +23,30 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
 from noti.channels.sms import CN_MOBILE, E164_PHONE
+from noti.core.record import Channel
+from noti.delivery.state import ReceiptBatch, ReceiptRequest
 from noti.errors import InvalidInput, PermanentFailure
-from noti.providers.base import ProviderOptions
+from noti.providers._lookup import LookupProvider
+from noti.providers._receipts import KeyedReceiptOptions, check_key
+from noti.providers._sender import SenderPoolOptions
+from noti.providers.base import Message, ProviderOptions
 
-__all__ = ["Destination", "TemplateOptions", "destination", "mask_number", "template_values"]
+__all__ = [
+    "Destination",
+    "TemplateOptions",
+    "TemplateSmsOptions",
+    "TemplateSmsProvider",
+    "destination",
+    "mask_number",
+    "template_values",
+]
 
 _PARAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -196,3 +212,66 @@ def template_still_fits(provider: str) -> Iterator[None]:
         raise PermanentFailure(
             f"{provider}: {exc.message}", provider=provider, vendor_code="noti.template"
         ) from None
+
+
+class TemplateSmsOptions(TemplateOptions, SenderPoolOptions, KeyedReceiptOptions):
+    """The options every template-SMS provider has: the template's parameters, a sender pool
+    (:mod:`noti.providers._sender`), and receipts pushed to a URL with a ``key=`` (the vendors
+    sign nothing) or polled; each vendor adds its account's."""
+
+
+class TemplateSmsProvider(LookupProvider):
+    """The base of the template-SMS providers: what Aliyun and Tencent do alike, so that each
+    vendor's module holds only what is the vendor's own (its signature, calls and answers).
+
+    A vendor says how it writes a number (:meth:`vendor_number`) and reads a pushed receipt
+    once its key was checked (:meth:`read_pushed`)."""
+
+    channels = frozenset({Channel.SMS})
+    options: TemplateSmsOptions
+    #: Wall clock for the request's time stamp (tests move it to exercise the vendor's skew check).
+    clock: Callable[[], float] = staticmethod(time.time)
+
+    def vendor_number(self, kind: Literal["mainland", "international"], number: str) -> str:
+        """``number`` (11 digits for a mainland mobile, E.164 otherwise) as the vendor takes it."""
+        raise NotImplementedError
+
+    def _number(self, target: str) -> str:
+        kind, number = destination(target, self.options.template_scope)
+        return self.vendor_number(kind, number)
+
+    def _number_if_sendable(self, target: str) -> str | None:
+        """The vendor's form of ``target``; None when the settings changed since it was sent and
+        no longer take it (the send refuses it: nothing can be found by it at the vendor)."""
+        try:
+            return self._number(target)
+        except InvalidInput:
+            return None
+
+    def check(self, message: Message) -> None:
+        """Refuse a number or text this sign and template can never send.
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.add.badtarget`` / ``.badtext``.
+        """
+        self._number(message.target)
+        template_values(message.fields.get("text"), self.options)
+
+    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
+        """A pushed receipt, authenticated by the URL's ``key`` and read by :meth:`read_pushed`.
+
+        Raises:
+            ReceiptRejected: no ``receipt_key`` configured, a missing or wrong key, or a body
+                that cannot be read.
+        """
+        check_key(request, self.options.receipt_key, self.name)
+        return self.read_pushed(request)
+
+    def read_pushed(self, request: ReceiptRequest) -> ReceiptBatch:
+        """The reports of a push whose key was checked (the vendor's receipts module)."""
+        raise NotImplementedError
+
+    @property
+    def polls_receipts(self) -> bool:
+        """Polled when no ``receipt_key`` is configured, or when ``receipt_poll`` says so."""
+        return self.options.polls()

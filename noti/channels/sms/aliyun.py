@@ -84,21 +84,24 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Self
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal, Self
 from urllib.parse import quote
 
 import httpx
 from pydantic import Field, SecretStr, model_validator
 
 from noti.channels.sms import aliyun_receipts
-from noti.channels.sms._templates import TemplateOptions, destination, template_still_fits, template_values
-from noti.core.record import Channel
+from noti.channels.sms._templates import (
+    TemplateSmsOptions,
+    TemplateSmsProvider,
+    template_still_fits,
+    template_values,
+)
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
-    InvalidInput,
     PermanentFailure,
     ProviderMisconfigured,
     ProviderOutage,
@@ -108,9 +111,9 @@ from noti.errors import (
     UnconfirmedOutcome,
 )
 from noti.providers import _http
-from noti.providers._lookup import LookupProvider, unconfirmed
-from noti.providers._receipts import KeyedReceiptOptions, check_key, poll_each
-from noti.providers._sender import SenderPoolOptions, pooled_send
+from noti.providers._lookup import unconfirmed
+from noti.providers._receipts import poll_each
+from noti.providers._sender import pooled_send
 from noti.providers.base import Message, Receipt
 
 __all__ = ["ERRORS", "AliyunSmsProvider", "beijing_days", "classify", "limit_window_s", "sign_v1"]
@@ -237,7 +240,7 @@ def classify(code: str, message: str, *, status: int = 200, provider: str = "") 
     return known(text, provider=provider, vendor_code=vendor_code)
 
 
-class AliyunOptions(TemplateOptions, SenderPoolOptions, KeyedReceiptOptions):
+class AliyunOptions(TemplateSmsOptions):
     access_key_id: str = Field(min_length=1)
     access_key_secret: SecretStr
     sign_name: str | None = Field(default=None, min_length=1)
@@ -252,28 +255,16 @@ class AliyunOptions(TemplateOptions, SenderPoolOptions, KeyedReceiptOptions):
         return self
 
 
-class AliyunSmsProvider(LookupProvider):
-    """Sends SMS templates through Aliyun's ``SendSms``."""
+class AliyunSmsProvider(TemplateSmsProvider):
+    """Sends SMS templates through Aliyun's ``SendSms`` (the ``Timestamp`` from :attr:`clock`)."""
 
     kind = "aliyun"
-    channels = frozenset({Channel.SMS})
     Options = AliyunOptions
     options: AliyunOptions
-    #: Wall clock for ``Timestamp`` (tests move it to exercise the vendor's skew check).
-    clock: Callable[[], float] = staticmethod(time.time)
 
-    def _number(self, target: str) -> str:
-        kind, number = destination(target, self.options.template_scope)
+    def vendor_number(self, kind: Literal["mainland", "international"], number: str) -> str:
+        """Mainland mobiles as 11 digits, international ones without ``+``."""
         return number if kind == "mainland" else number.lstrip("+")
-
-    def check(self, message: Message) -> None:
-        """Refuse a number or text this sign and template can never send.
-
-        Raises:
-            InvalidInput: ``e.cmd.noti.add.badtarget`` / ``.badtext``.
-        """
-        self._number(message.target)
-        template_values(message.fields.get("text"), self.options)
 
     def _signed(self, action: str, params: dict[str, str]) -> dict[str, str]:
         """``params`` of an ``action`` call, with the common parameters and the signature."""
@@ -355,9 +346,8 @@ class AliyunSmsProvider(LookupProvider):
         Raises:
             DeliveryError: the query failed (not allowed to this RAM user, Aliyun down…).
         """
-        try:
-            number = self._number(message.target)
-        except InvalidInput:  # the settings changed: the send refuses it (nothing can be found)
+        number = self._number_if_sendable(message.target)
+        if number is None:
             return None
         for day in beijing_days(message.created_ms / 1000, self.clock()):
             for row in self._details(number, day):
@@ -406,20 +396,9 @@ class AliyunSmsProvider(LookupProvider):
                 )
             page += 1
 
-    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
-        """An SmsReport push, authenticated by the URL's ``key`` (:mod:`noti.channels.sms.aliyun_receipts`).
-
-        Raises:
-            ReceiptRejected: no ``receipt_key`` configured, a missing or wrong key, or a body
-                that cannot be read.
-        """
-        check_key(request, self.options.receipt_key, self.name)
+    def read_pushed(self, request: ReceiptRequest) -> ReceiptBatch:
+        """An SmsReport push (:mod:`noti.channels.sms.aliyun_receipts`)."""
         return aliyun_receipts.read_report(self.name, request)
-
-    @property
-    def polls_receipts(self) -> bool:
-        """Polled when no ``receipt_key`` is configured, or when ``receipt_poll`` says so."""
-        return self.options.polls()
 
     def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
         """``QuerySendDetails`` of each pending record (its number, the Beijing day it was sent,
@@ -432,9 +411,8 @@ class AliyunSmsProvider(LookupProvider):
         return poll_each(self.name, pending, self._poll_one)
 
     def _poll_one(self, item: PendingDelivery) -> DeliveryReport | None:
-        try:
-            number = self._number(item.target)
-        except InvalidInput:  # the settings changed since it was sent: nothing to ask by
+        number = self._number_if_sendable(item.target)
+        if number is None:
             return None
         sent_s = item.sent_ms / 1000
         days = beijing_days(sent_s - POLL_SLACK_S, min(self.clock(), sent_s + POLL_SLACK_S))

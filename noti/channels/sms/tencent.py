@@ -73,20 +73,23 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 
 from noti.channels.sms import tencent_receipts
-from noti.channels.sms._templates import TemplateOptions, destination, template_still_fits, template_values
-from noti.core.record import Channel
+from noti.channels.sms._templates import (
+    TemplateSmsOptions,
+    TemplateSmsProvider,
+    template_still_fits,
+    template_values,
+)
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
-    InvalidInput,
     PermanentFailure,
     ProviderMisconfigured,
     ProviderOutage,
@@ -95,9 +98,8 @@ from noti.errors import (
     TemporaryFailure,
 )
 from noti.providers import _http
-from noti.providers._lookup import LookupProvider, unconfirmed
-from noti.providers._receipts import KeyedReceiptOptions, check_key
-from noti.providers._sender import SenderPoolOptions, pooled_send
+from noti.providers._lookup import unconfirmed
+from noti.providers._sender import pooled_send
 from noti.providers.base import Message, Receipt
 
 __all__ = ["ERRORS", "RATE_LIMITS_S", "TencentSmsProvider", "classify", "tc3_authorization"]
@@ -250,7 +252,7 @@ def classify(code: str, message: str, *, provider: str = "", now_s: float | None
     return known(text, provider=provider, vendor_code=code)
 
 
-class TencentOptions(TemplateOptions, SenderPoolOptions, KeyedReceiptOptions):
+class TencentOptions(TemplateSmsOptions):
     secret_id: str = Field(min_length=1)
     secret_key: SecretStr
     sdk_app_id: str = Field(pattern=r"^[0-9]{1,20}$")
@@ -272,28 +274,17 @@ class TencentOptions(TemplateOptions, SenderPoolOptions, KeyedReceiptOptions):
         return self
 
 
-class TencentSmsProvider(LookupProvider):
-    """Sends SMS templates through Tencent Cloud's ``SendSms`` (2021-01-11)."""
+class TencentSmsProvider(TemplateSmsProvider):
+    """Sends SMS templates through Tencent Cloud's ``SendSms`` (2021-01-11; the
+    ``X-TC-Timestamp`` from :attr:`clock`)."""
 
     kind = "tencent"
-    channels = frozenset({Channel.SMS})
     Options = TencentOptions
     options: TencentOptions
-    #: Wall clock for ``X-TC-Timestamp`` (tests move it to exercise the vendor's skew check).
-    clock: Callable[[], float] = staticmethod(time.time)
 
-    def _number(self, target: str) -> str:
-        kind, number = destination(target, self.options.template_scope)
+    def vendor_number(self, kind: Literal["mainland", "international"], number: str) -> str:
+        """Every number in E.164."""
         return f"+86{number}" if kind == "mainland" else number
-
-    def check(self, message: Message) -> None:
-        """Refuse a number or text this sign and template can never send.
-
-        Raises:
-            InvalidInput: ``e.cmd.noti.add.badtarget`` / ``.badtext``.
-        """
-        self._number(message.target)
-        template_values(message.fields.get("text"), self.options)
 
     def request_body(self, message: Message) -> dict[str, Any]:
         """The ``SendSms`` request body for ``message``.
@@ -407,9 +398,8 @@ class TencentSmsProvider(LookupProvider):
         Raises:
             DeliveryError: the pull failed.
         """
-        try:
-            number = self._number(message.target)
-        except InvalidInput:  # the settings changed: the send refuses it (nothing can be found)
+        number = self._number_if_sendable(message.target)
+        if number is None:
             return None
         now_s = self.clock()
         since_s = message.created_ms / 1000 - LOOKUP_SLACK_S if message.created_ms else now_s - 86400
@@ -441,20 +431,9 @@ class TencentSmsProvider(LookupProvider):
             )
         return None
 
-    def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
-        """A status callback, authenticated by the URL's ``key`` (:mod:`noti.channels.sms.tencent_receipts`).
-
-        Raises:
-            ReceiptRejected: no ``receipt_key`` configured, a missing or wrong key, or a body
-                that cannot be read.
-        """
-        check_key(request, self.options.receipt_key, self.name)
+    def read_pushed(self, request: ReceiptRequest) -> ReceiptBatch:
+        """A status callback (:mod:`noti.channels.sms.tencent_receipts`)."""
         return tencent_receipts.read_callback(self.name, request)
-
-    @property
-    def polls_receipts(self) -> bool:
-        """Polled when no ``receipt_key`` is configured, or when ``receipt_poll`` says so."""
-        return self.options.polls()
 
     def poll_receipts(self, pending: Sequence[PendingDelivery]) -> list[DeliveryReport]:
         """``PullSmsSendStatus``: every report Tencent has not handed out yet (of any record,
