@@ -23,7 +23,7 @@ from noti.errors import (
     TemporaryFailure,
 )
 from tests.fakes import dingtalk, feishu, slack, telegram, wecom
-from tests.fakes._chat import ChatFake
+from tests.fakes._chat import ChatFake, Robot
 from tests.fakes._server import Reply
 
 __all__ = ["VENDORS", "Vendor", "toml_table"]
@@ -118,7 +118,7 @@ VENDORS: list[Vendor] = [
     Vendor(
         id="dingtalk",
         kind="dingtalk",
-        make_fake=lambda: dingtalk.DingTalkFake(dingtalk.Robot(DING_TOKEN, DING_SECRET)),
+        make_fake=lambda: dingtalk.DingTalkFake(Robot(DING_TOKEN, DING_SECRET)),
         options=_ding_options,
         target="ops",
         conversation=DING_TOKEN,
@@ -152,7 +152,7 @@ VENDORS: list[Vendor] = [
     Vendor(
         id="feishu",
         kind="feishu",
-        make_fake=lambda: feishu.FeishuFake(feishu.Bot(FEISHU_HOOK, FEISHU_SECRET)),
+        make_fake=lambda: feishu.FeishuFake(Robot(FEISHU_HOOK, FEISHU_SECRET)),
         options=_feishu_options,
         target="ops",
         conversation=FEISHU_HOOK,

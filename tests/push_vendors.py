@@ -22,8 +22,8 @@ from noti.core.record import Channel
 from noti.core.store import ClaimState
 from noti.providers.base import Message
 from tests.conftest import MEMBER
-from tests.fakes._h2 import Tls, make_tls
 from tests.fakes._server import Reply
+from tests.fakes._tls import Tls, make_tls
 from tests.fakes.apns import KEY_ID, TEAM_ID, ApnsFake, apns_error, device_token
 from tests.fakes.fcm import FcmFake, fcm_error, fcm_token
 

@@ -25,7 +25,8 @@ from noti.errors import (
 )
 from noti.providers import Message
 from tests.conftest import wait_until
-from tests.fakes.smtp import Certificates, SmtpFake, make_certificates
+from tests.fakes._tls import Tls
+from tests.fakes.smtp import SmtpFake, make_certificates
 
 pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
@@ -35,18 +36,18 @@ FROM = "Noti <noti@example.com>"
 
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Tls:
     return make_certificates(tmp_path_factory.mktemp("smtp-certs"))
 
 
 @pytest.fixture
-def fake(certs: Certificates) -> Iterator[SmtpFake]:
+def fake(certs: Tls) -> Iterator[SmtpFake]:
     """A STARTTLS submission server with one user."""
     with SmtpFake(security="starttls", certificates=certs, users={USER: PASSWORD}) as server:
         yield server
 
 
-def mail_options(fake: SmtpFake, certs: Certificates, **extra: Any) -> dict[str, Any]:
+def mail_options(fake: SmtpFake, certs: Tls, **extra: Any) -> dict[str, Any]:
     return {
         "kind": "email",
         "host": fake.host,
@@ -63,7 +64,7 @@ def mail_options(fake: SmtpFake, certs: Certificates, **extra: Any) -> dict[str,
 
 
 @pytest.fixture
-def mail(configure: Any, fake: SmtpFake, certs: Certificates) -> Any:
+def mail(configure: Any, fake: SmtpFake, certs: Tls) -> Any:
     """A runtime whose email channel goes to the fake; short retries."""
     return configure(
         providers={"mail": mail_options(fake, certs)},
@@ -104,9 +105,7 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("security", ["starttls", "tls", "none"])
-def test_each_security_mode_delivers_a_proper_message(
-    configure: Any, certs: Certificates, security: str
-) -> None:
+def test_each_security_mode_delivers_a_proper_message(configure: Any, certs: Tls, security: str) -> None:
     with SmtpFake(security=security, certificates=certs, users={USER: PASSWORD}) as fake:
         rt = configure(
             providers={"mail": mail_options(fake, certs, reply_to="help@example.com")},
@@ -135,7 +134,7 @@ def test_each_security_mode_delivers_a_proper_message(
 
 
 @pytest.mark.parametrize("mechanism", ["LOGIN", "PLAIN"])
-def test_both_auth_mechanisms_log_in(configure: Any, certs: Certificates, mechanism: str) -> None:
+def test_both_auth_mechanisms_log_in(configure: Any, certs: Tls, mechanism: str) -> None:
     with SmtpFake(
         security="tls", certificates=certs, users={USER: PASSWORD}, mechanisms=(mechanism,)
     ) as fake:
@@ -154,9 +153,7 @@ def test_a_text_only_message_is_plain_text(mail: Any, fake: SmtpFake) -> None:
 # --- refusals -----------------------------------------------------------------------------------
 
 
-def test_a_wrong_password_is_a_configuration_error(
-    configure: Any, fake: SmtpFake, certs: Certificates
-) -> None:
+def test_a_wrong_password_is_a_configuration_error(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(
         providers={"mail": mail_options(fake, certs, password="wrong-password")},
         channels={"email": {"provider": "mail"}},
@@ -248,7 +245,7 @@ def test_replies_decide_the_record(mail: Any, fake: SmtpFake, code: str, status:
     assert code.split(" ")[0] in record.errmsg
 
 
-def test_a_server_without_starttls_is_refused(configure: Any, certs: Certificates) -> None:
+def test_a_server_without_starttls_is_refused(configure: Any, certs: Tls) -> None:
     with SmtpFake(security="none") as plain:
         rt = configure(
             providers={"mail": mail_options(plain, certs, security="starttls", username=None, password=None)}
@@ -266,9 +263,7 @@ def test_an_untrusted_certificate_is_refused(configure: Any, fake: SmtpFake, tmp
     assert fake.logins == [] and fake.messages == []
 
 
-def test_a_missing_ca_file_is_a_configuration_error(
-    configure: Any, fake: SmtpFake, certs: Certificates
-) -> None:
+def test_a_missing_ca_file_is_a_configuration_error(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs, ca_file="/nonexistent/ca.pem")})
     with pytest.raises(InvalidConfig, match="ca_file"):
         provider(rt)
@@ -278,7 +273,7 @@ def test_a_missing_ca_file_is_a_configuration_error(
 
 
 def test_a_timeout_after_data_is_ambiguous_and_the_record_waits(
-    configure: Any, fake: SmtpFake, certs: Certificates
+    configure: Any, fake: SmtpFake, certs: Tls
 ) -> None:
     rt = configure(
         providers={"mail": mail_options(fake, certs, timeout_s=0.3)},
@@ -294,14 +289,14 @@ def test_a_timeout_after_data_is_ambiguous_and_the_record_waits(
     wait_until(lambda: len(fake.messages) == 1, timeout=5)
 
 
-def test_a_timeout_before_data_is_an_outage(configure: Any, fake: SmtpFake, certs: Certificates) -> None:
+def test_a_timeout_before_data_is_an_outage(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs, timeout_s=0.3)})
     fake.hang("rcpt", 1.0)
     with pytest.raises(ProviderOutage, match="rcpt"):
         provider(rt).send(message())
 
 
-def test_connection_refused_is_an_outage(configure: Any, certs: Certificates) -> None:
+def test_connection_refused_is_an_outage(configure: Any, certs: Tls) -> None:
     rt = configure(
         providers={
             "mail": {
@@ -334,9 +329,7 @@ def test_a_non_ascii_address_is_refused_at_add_time(mail: Any) -> None:
         {"security": "ssl"},
     ],
 )
-def test_bad_options_are_refused(
-    configure: Any, fake: SmtpFake, certs: Certificates, bad: dict[str, Any]
-) -> None:
+def test_bad_options_are_refused(configure: Any, fake: SmtpFake, certs: Tls, bad: dict[str, Any]) -> None:
     rt = configure(providers={"mail": {**mail_options(fake, certs), **bad}})
     with pytest.raises(InvalidConfig):
         provider(rt)
@@ -352,7 +345,7 @@ def test_the_password_never_shows(mail: Any, fake: SmtpFake) -> None:
 # --- a real worker ------------------------------------------------------------------------------
 
 
-def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake, certs: Certificates) -> None:
+def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs)}, channels={"email": {"provider": "mail"}})
     record_id = noti.notify_email(TO, subject="From the worker", text="Delivered.")
     record = wait_until(lambda: (r := rt.store.get(record_id)).status is not Status.WAITING and r)

@@ -1,5 +1,6 @@
 """What the chat-robot fakes share (tests/fakes/dingtalk.py, feishu.py, wecom.py, slack.py,
-telegram.py): the messages each accepted, and the vendor's own flow limit per conversation.
+telegram.py): the messages each accepted, why it refused the others, the robots a vendor knows
+by token, and the vendor's own flow limit per conversation.
 
 A vendor limits how many messages one conversation (a robot's group, a chat) takes in a time
 window (DingTalk and WeCom: 20 a minute per robot; Feishu: 5 a second and 100 a minute;
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 
 from tests.fakes._server import FakeServer, Received, Reply
 
-__all__ = ["ChatFake", "Posted"]
+__all__ = ["ChatFake", "Posted", "Robot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,16 @@ class Posted:
     body: dict[str, Any]
     #: The vendor's message id, for vendors that return one.
     msgid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Robot:
+    """One robot (a custom bot) a fake knows: the token that names it (DingTalk's access
+    token, Feishu's hook id), its signing secret, and the keywords a message must hold."""
+
+    token: str
+    secret: str | None = None
+    keywords: tuple[str, ...] = ()
 
 
 class ChatFake(FakeServer):
@@ -48,20 +59,27 @@ class ChatFake(FakeServer):
         self.windows: list[tuple[int, float]] = list(self.WINDOWS)
         #: Requests refused by the fake's own flow limit (not by a script).
         self.throttled = 0
+        #: Why each request the vendor's checks refused was refused (the vendor's words).
+        self.refusals: list[str] = []
         self._seen: dict[str, deque[float]] = {}
         self._window_lock = threading.Lock()
 
     def reset(self) -> None:
-        """Forget requests, messages, windows' history, the script and the delay."""
+        """Forget requests, messages, refusals, windows' history, the script and the delay."""
+        super().reset()
         with self._lock:
-            self.requests.clear()
             self.posted.clear()
-            self._script.clear()
-            self.delay_s = 0.0
+            self.refusals.clear()
         with self._window_lock:
             self._seen.clear()
             self.windows = list(self.WINDOWS)
             self.throttled = 0
+
+    def refuse(self, reply: Reply, why: str) -> Reply:
+        """``reply``, the vendor's refusal, noted with ``why`` in :attr:`refusals`."""
+        with self._lock:
+            self.refusals.append(why)
+        return reply
 
     def texts(self, conversation: str | None = None) -> list[str]:
         """The visible text of each accepted message (to ``conversation`` when given)."""
