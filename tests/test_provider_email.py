@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,23 +9,15 @@ from typing import Any
 import pytest
 
 import noti
+from noti import errors
 from noti.channels.email.smtp import ENHANCED, ERRORS, EmailProvider, classify
 from noti.core.record import Channel, Status
-from noti.core.store import ClaimState
-from noti.errors import (
-    AmbiguousOutcome,
-    DeliveryError,
-    InvalidConfig,
-    InvalidInput,
-    PermanentFailure,
-    ProviderMisconfigured,
-    ProviderOutage,
-    TemporaryFailure,
-)
 from noti.providers import Message
 from tests.conftest import wait_until
 from tests.fakes._tls import Tls
 from tests.fakes.smtp import SmtpFake, make_certificates
+from tests.servers import free_port
+from tests.vendor_env import send_now
 
 pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
@@ -86,19 +77,6 @@ def message(target: str = TO, **fields: Any) -> Message:
         target=target,
         fields={"subject": "Report", "text": "All green.", **fields},
     )
-
-
-def send_now(rt: Any, record_id: str) -> Any:
-    [result] = noti.send(record_id)
-    assert result.claim is ClaimState.CLAIMED, result
-    return rt.store.get(record_id)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # --- delivery in each security mode -------------------------------------------------------------
@@ -174,7 +152,7 @@ def test_an_unknown_recipient_is_permanent(mail: Any, fake: SmtpFake) -> None:
 
 def test_only_the_refused_recipient_fails(mail: Any, fake: SmtpFake) -> None:
     fake.refuse["gone@example.org"] = "550 5.1.1 mailbox unavailable"
-    with pytest.raises(PermanentFailure):
+    with pytest.raises(errors.PermanentFailure):
         provider(mail).send(message("gone@example.org"))
     provider(mail).send(message())
     assert [m.rcpt_tos for m in fake.messages] == [[TO]]
@@ -183,35 +161,35 @@ def test_only_the_refused_recipient_fails(mail: Any, fake: SmtpFake) -> None:
 @pytest.mark.parametrize(
     ("stage", "reply", "expected"),
     [
-        ("ehlo", "421 4.3.2 Service shutting down", ProviderOutage),
-        ("ehlo", "554 5.7.1 Your IP is blocked", ProviderMisconfigured),
-        ("mail", "451 4.3.0 Try again later", TemporaryFailure),
-        ("mail", "553 5.7.1 Sender address rejected: not owned by user", ProviderMisconfigured),
-        ("mail", "550 Sender refused", ProviderMisconfigured),
-        ("mail", "552 5.3.4 Message size exceeds fixed limit", PermanentFailure),
-        ("rcpt", "421 4.7.0 Too many connections", ProviderOutage),
-        ("rcpt", "450 4.2.0 Mailbox busy (greylisted)", TemporaryFailure),
-        ("rcpt", "452 4.5.3 Too many recipients", TemporaryFailure),
-        ("rcpt", "550 5.1.1 User unknown", PermanentFailure),
-        ("rcpt", "551 5.1.6 User not local", PermanentFailure),
-        ("rcpt", "553 5.1.3 Bad address syntax", PermanentFailure),
-        ("rcpt", "550 5.7.1 Relay access denied", ProviderMisconfigured),
-        ("rcpt", "530 5.7.0 Authentication required", ProviderMisconfigured),
-        ("rcpt", "550 Requested action not taken", PermanentFailure),
-        ("rcpt", "not an SMTP reply", ProviderOutage),
-        ("data", "451 4.3.0 Local error in processing", TemporaryFailure),
-        ("data", "454 4.7.0 TLS not available", TemporaryFailure),
-        ("data", "552 5.2.2 Mailbox full", PermanentFailure),
-        ("data", "554 5.6.0 Message content rejected", PermanentFailure),
-        ("data", "554 5.7.1 Rejected by policy (spam)", ProviderMisconfigured),
-        ("data", "garbage", AmbiguousOutcome),
+        ("ehlo", "421 4.3.2 Service shutting down", errors.ProviderOutage),
+        ("ehlo", "554 5.7.1 Your IP is blocked", errors.ProviderMisconfigured),
+        ("mail", "451 4.3.0 Try again later", errors.TemporaryFailure),
+        ("mail", "553 5.7.1 Sender address rejected: not owned by user", errors.ProviderMisconfigured),
+        ("mail", "550 Sender refused", errors.ProviderMisconfigured),
+        ("mail", "552 5.3.4 Message size exceeds fixed limit", errors.PermanentFailure),
+        ("rcpt", "421 4.7.0 Too many connections", errors.ProviderOutage),
+        ("rcpt", "450 4.2.0 Mailbox busy (greylisted)", errors.TemporaryFailure),
+        ("rcpt", "452 4.5.3 Too many recipients", errors.TemporaryFailure),
+        ("rcpt", "550 5.1.1 User unknown", errors.PermanentFailure),
+        ("rcpt", "551 5.1.6 User not local", errors.PermanentFailure),
+        ("rcpt", "553 5.1.3 Bad address syntax", errors.PermanentFailure),
+        ("rcpt", "550 5.7.1 Relay access denied", errors.ProviderMisconfigured),
+        ("rcpt", "530 5.7.0 Authentication required", errors.ProviderMisconfigured),
+        ("rcpt", "550 Requested action not taken", errors.PermanentFailure),
+        ("rcpt", "not an SMTP reply", errors.ProviderOutage),
+        ("data", "451 4.3.0 Local error in processing", errors.TemporaryFailure),
+        ("data", "454 4.7.0 TLS not available", errors.TemporaryFailure),
+        ("data", "552 5.2.2 Mailbox full", errors.PermanentFailure),
+        ("data", "554 5.6.0 Message content rejected", errors.PermanentFailure),
+        ("data", "554 5.7.1 Rejected by policy (spam)", errors.ProviderMisconfigured),
+        ("data", "garbage", errors.AmbiguousOutcome),
     ],
 )
 def test_smtp_replies_raise_their_class(
     mail: Any, fake: SmtpFake, stage: Any, reply: str, expected: type
 ) -> None:
     fake.script(stage, reply)
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(mail).send(message())
     assert type(info.value) is expected and info.value.provider == "mail"
     assert fake.messages == []
@@ -225,7 +203,7 @@ def test_every_reply_code_of_the_table_is_classified(code: str) -> None:
 @pytest.mark.parametrize("prefix", sorted(ENHANCED))
 def test_enhanced_codes_come_first(prefix: str) -> None:
     assert classify("rcpt", 550, f"{prefix}.1 whatever") is ENHANCED[prefix]
-    assert classify("rcpt", 450, f"4{prefix[1:]}.1 whatever") is TemporaryFailure
+    assert classify("rcpt", 450, f"4{prefix[1:]}.1 whatever") is errors.TemporaryFailure
 
 
 @pytest.mark.parametrize(
@@ -250,7 +228,7 @@ def test_a_server_without_starttls_is_refused(configure: Any, certs: Tls) -> Non
         rt = configure(
             providers={"mail": mail_options(plain, certs, security="starttls", username=None, password=None)}
         )
-        with pytest.raises(ProviderMisconfigured, match="STARTTLS"):
+        with pytest.raises(errors.ProviderMisconfigured, match="STARTTLS"):
             provider(rt).send(message())
         assert plain.messages == []
 
@@ -258,14 +236,14 @@ def test_a_server_without_starttls_is_refused(configure: Any, certs: Tls) -> Non
 def test_an_untrusted_certificate_is_refused(configure: Any, fake: SmtpFake, tmp_path: Path) -> None:
     other_ca = make_certificates(tmp_path / "other", name="someone else")
     rt = configure(providers={"mail": mail_options(fake, other_ca)})
-    with pytest.raises(ProviderMisconfigured, match="certificate"):
+    with pytest.raises(errors.ProviderMisconfigured, match="certificate"):
         provider(rt).send(message())
     assert fake.logins == [] and fake.messages == []
 
 
 def test_a_missing_ca_file_is_a_configuration_error(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs, ca_file="/nonexistent/ca.pem")})
-    with pytest.raises(InvalidConfig, match="ca_file"):
+    with pytest.raises(errors.InvalidConfig, match="ca_file"):
         provider(rt)
 
 
@@ -292,7 +270,7 @@ def test_a_timeout_after_data_is_ambiguous_and_the_record_waits(
 def test_a_timeout_before_data_is_an_outage(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs, timeout_s=0.3)})
     fake.hang("rcpt", 1.0)
-    with pytest.raises(ProviderOutage, match="rcpt"):
+    with pytest.raises(errors.ProviderOutage, match="rcpt"):
         provider(rt).send(message())
 
 
@@ -308,7 +286,7 @@ def test_connection_refused_is_an_outage(configure: Any, certs: Tls) -> None:
             }
         }
     )
-    with pytest.raises(ProviderOutage, match="connect"):
+    with pytest.raises(errors.ProviderOutage, match="connect"):
         provider(rt).send(message())
 
 
@@ -316,7 +294,7 @@ def test_connection_refused_is_an_outage(configure: Any, certs: Tls) -> None:
 
 
 def test_a_non_ascii_address_is_refused_at_add_time(mail: Any) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         noti.notify_email("bjørn@example.org", subject="s", text="t")
     assert info.value.code == "e.cmd.noti.add.badtarget" and mail.store.count() == 0
 
@@ -331,7 +309,7 @@ def test_a_non_ascii_address_is_refused_at_add_time(mail: Any) -> None:
 )
 def test_bad_options_are_refused(configure: Any, fake: SmtpFake, certs: Tls, bad: dict[str, Any]) -> None:
     rt = configure(providers={"mail": {**mail_options(fake, certs), **bad}})
-    with pytest.raises(InvalidConfig):
+    with pytest.raises(errors.InvalidConfig):
         provider(rt)
 
 
@@ -355,9 +333,6 @@ def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake,
 
 
 def test_a_password_is_never_sent_without_tls_to_a_remote_host(rt: Any) -> None:
-    from noti.channels.email.smtp import EmailProvider
-    from noti.errors import InvalidConfig
-
     options = {
         "host": "smtp.example.com",
         "security": "none",
@@ -365,6 +340,6 @@ def test_a_password_is_never_sent_without_tls_to_a_remote_host(rt: Any) -> None:
         "password": "p",
         "from_addr": "noti@example.com",
     }
-    with pytest.raises(InvalidConfig) as info:
+    with pytest.raises(errors.InvalidConfig) as info:
         EmailProvider("mail", options, redis=rt.redis, keys=rt.keys)
     assert "clear text" in info.value.message
