@@ -165,7 +165,7 @@ VENDORS: list[Vendor] = [
     Vendor(
         id="wecom",
         kind="wecom",
-        make_fake=lambda: wecom.WecomFake(WECOM_KEY),
+        make_fake=lambda: wecom.WecomFake(Robot(WECOM_KEY)),
         options=_wecom_options,
         target="ops",
         conversation=WECOM_KEY,

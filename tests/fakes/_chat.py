@@ -50,9 +50,15 @@ class ChatFake(FakeServer):
 
     #: The vendor's windows per conversation: (most messages, seconds).
     WINDOWS: ClassVar[tuple[tuple[int, float], ...]] = ()
+    #: The vendor's answers to a message over its flow limit and to an accepted one, for a
+    #: vendor whose answers are always the same (else :meth:`too_fast`, :meth:`accepted`).
+    TOO_FAST: ClassVar[Reply]
+    ACCEPTED: ClassVar[Reply]
 
-    def __init__(self) -> None:
+    def __init__(self, *robots: Robot) -> None:
         super().__init__()
+        #: The robots the vendor knows, by the token that names each.
+        self.robots = {robot.token: robot for robot in robots}
         #: Messages accepted, in arrival order.
         self.posted: list[Posted] = []
         #: The flow limits enforced per conversation (the vendor's unless a test changes them).
@@ -120,12 +126,12 @@ class ChatFake(FakeServer):
         raise NotImplementedError
 
     def too_fast(self, wait_s: float) -> Reply:
-        """The vendor's answer to a message over its flow limit."""
-        raise NotImplementedError
+        """The vendor's answer to a message over its flow limit, ``wait_s`` before it may."""
+        return self.TOO_FAST
 
     def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
         """The vendor's answer to an accepted message."""
-        raise NotImplementedError
+        return self.ACCEPTED
 
     def new_msgid(self, conversation: str) -> str:
         """The vendor's id of a new message ("" when it returns none)."""

@@ -18,7 +18,6 @@ import socket
 import ssl
 import threading
 import time
-from typing import Self
 from urllib.parse import parse_qs, urlsplit
 
 import h2.config
@@ -169,10 +168,6 @@ class H2FakeServer(Scripted):
     @property
     def ca_file(self) -> str:
         return self.tls.ca_file
-
-    def start(self) -> Self:
-        self._thread.start()
-        return self
 
     def stop(self) -> None:
         self.stopping.set()

@@ -11,9 +11,10 @@ the next scripted reply, else the success. Tests script the next answers
 has been written (:meth:`Scripted.answered`). :class:`Scripted` is that contract whatever
 the fake speaks (HTTP/2 over TLS: :mod:`tests.fakes._h2`).
 
-:func:`read_request` and :func:`write_answer` are the two ends of one HTTP/1.1 exchange, for
-any local server of the tests built on :mod:`http.server` (the receipt sink of
-:mod:`tests.fakes._receipts` is another).
+:class:`LoopbackServer` (a threading server on a free loopback port), :func:`read_request` and
+:func:`write_answer` (the two ends of one HTTP/1.1 exchange) serve any local HTTP server of the
+tests, as they serve :class:`FakeServer` (the receipt sink of :mod:`tests.fakes._receipts` is
+another).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["FakeServer", "Received", "Reply", "Scripted", "read_request", "write_answer"]
+__all__ = ["FakeServer", "LoopbackServer", "Received", "Reply", "Scripted", "read_request", "write_answer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,9 @@ class Scripted:
     :class:`~tests.fakes._h2.H2FakeServer`) hands each request to :meth:`_next` and writes the
     answer it returns."""
 
+    #: The thread the transport serves on.
+    _thread: threading.Thread
+
     def __init__(self) -> None:
         self.requests: list[Received] = []
         self.delay_s = 0.0
@@ -118,7 +123,8 @@ class Scripted:
         self._lock = threading.Lock()
 
     def start(self) -> Self:
-        raise NotImplementedError
+        self._thread.start()
+        return self
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -164,19 +170,17 @@ class Scripted:
         """Called once the answer to ``received`` is written (on the thread that wrote it)."""
 
 
-class _Server(ThreadingHTTPServer):
+class LoopbackServer(ThreadingHTTPServer):
+    """A threading HTTP/1.1 server on a free loopback port whose every request ``handle``
+    answers (e.g. with :func:`read_request` and :func:`write_answer`); :meth:`serving` is
+    the thread to serve it on."""
+
     # a vendor accepts many connections at once (batch-mode workers open dozens); the
     # default backlog of 5 resets some of them under load
     request_queue_size = 256
+    daemon_threads = True
 
-
-class FakeServer(Scripted):
-    """Base of the vendor fakes over HTTP/1.1: a threading HTTP server on 127.0.0.1."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        fake = self
-
+    def __init__(self, handle: Callable[[BaseHTTPRequestHandler], None]) -> None:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
@@ -184,42 +188,52 @@ class FakeServer(Scripted):
                 pass
 
             def _handle(self) -> None:
-                headers, body = read_request(self)
-                parts = urlsplit(self.path)
-                received = Received(self.command, parts.path, parse_qs(parts.query), headers, body)
-                reply = fake._next(received)
-                if fake.delay_s:
-                    time.sleep(fake.delay_s)
-                if reply.hang_s:
-                    time.sleep(reply.hang_s)
-                if reply.close:
-                    self.close_connection = True
-                    self.connection.shutdown(2)
-                    return
-                payload, content_type = reply.encoded()
-                write_answer(self, reply.status, payload, content_type, reply.headers)
-                fake.answered(received)
+                handle(self)
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            # a short poll: shutdown() waits up to one poll interval (0.5 s by default, per test)
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=type(self).__name__,
-            daemon=True,
-        )
+        super().__init__(("127.0.0.1", 0), Handler)
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> Self:
-        self._thread.start()
-        return self
+    def serving(self, name: str) -> threading.Thread:
+        # a short poll: shutdown() waits up to one poll interval (0.5 s by default, per test)
+        return threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
+        )
+
+
+class FakeServer(Scripted):
+    """Base of the vendor fakes over HTTP/1.1: a threading HTTP server on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._httpd = LoopbackServer(self._exchange)
+        self._thread = self._httpd.serving(type(self).__name__)
+
+    def _exchange(self, handler: BaseHTTPRequestHandler) -> None:
+        headers, body = read_request(handler)
+        parts = urlsplit(handler.path)
+        received = Received(handler.command, parts.path, parse_qs(parts.query), headers, body)
+        reply = self._next(received)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if reply.hang_s:
+            time.sleep(reply.hang_s)
+        if reply.close:
+            handler.close_connection = True
+            handler.connection.shutdown(2)
+            return
+        payload, content_type = reply.encoded()
+        write_answer(handler, reply.status, payload, content_type, reply.headers)
+        self.answered(received)
+
+    @property
+    def url(self) -> str:
+        return self._httpd.url
 
     def stop(self) -> None:
         self._httpd.shutdown()

@@ -18,7 +18,7 @@ import hmac
 import time
 from typing import Any
 
-from tests.fakes._chat import ChatFake, Robot
+from tests.fakes._chat import ChatFake
 from tests.fakes._server import Received, Reply
 
 __all__ = ["MESSAGES", "DingTalkFake", "error_reply", "sign"]
@@ -56,13 +56,11 @@ def sign(secret: str, timestamp_ms: int) -> str:
 
 
 class DingTalkFake(ChatFake):
-    """DingTalk's robot endpoint for ``robots``."""
+    """DingTalk's robot endpoint for the robots given (each named by its access token)."""
 
     WINDOWS = ((20, 60.0),)
-
-    def __init__(self, *robots: Robot) -> None:
-        super().__init__()
-        self.robots = {robot.token: robot for robot in robots}
+    TOO_FAST = error_reply(130101)
+    ACCEPTED = Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def verify(self, received: Received) -> Reply | None:
         if received.method != "POST" or received.path != "/robot/send":
@@ -104,12 +102,6 @@ class DingTalkFake(ChatFake):
 
     def conversation(self, received: Received) -> str:
         return received.query["access_token"][-1]
-
-    def too_fast(self, wait_s: float) -> Reply:
-        return error_reply(130101)
-
-    def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
-        return Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def text_of(self, body: dict[str, Any]) -> str:
         return _shown_text(body) or ""

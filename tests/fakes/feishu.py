@@ -22,7 +22,7 @@ import re
 import time
 from typing import Any
 
-from tests.fakes._chat import ChatFake, Robot
+from tests.fakes._chat import ChatFake
 from tests.fakes._server import Received, Reply
 
 __all__ = ["BODY_MAX", "MESSAGES", "FeishuFake", "error_reply", "sign"]
@@ -55,15 +55,16 @@ def sign(secret: str, timestamp_s: int) -> str:
 
 
 class FeishuFake(ChatFake):
-    """Feishu's bot hook endpoint for ``bots`` (each named by its hook id)."""
+    """Feishu's bot hook endpoint for the bots given (each named by its hook id)."""
 
     WINDOWS = ((5, 1.0), (100, 60.0))
+    TOO_FAST = error_reply(11232)
+    ACCEPTED = Reply(
+        200, {"StatusCode": 0, "StatusMessage": "success", "code": 0, "data": {}, "msg": "success"}
+    )
 
-    def __init__(self, *bots: Robot) -> None:
-        super().__init__()
-        self.bots = {bot.token: bot for bot in bots}
-        #: The caller's address is not on the bots' allow-lists.
-        self.ip_denied = False
+    #: The caller's address is not on the bots' allow-lists.
+    ip_denied = False
 
     def reset(self) -> None:
         super().reset()
@@ -73,7 +74,7 @@ class FeishuFake(ChatFake):
         match = _PATH.match(received.path)
         if received.method != "POST" or match is None:
             return Reply(404, "404 page not found")
-        bot = self.bots.get(match["hook"])
+        bot = self.robots.get(match["hook"])
         if bot is None:
             return self._refuse(19001)
         if len(received.body) > BODY_MAX:
@@ -105,14 +106,6 @@ class FeishuFake(ChatFake):
         match = _PATH.match(received.path)
         assert match is not None
         return match["hook"]
-
-    def too_fast(self, wait_s: float) -> Reply:
-        return error_reply(11232)
-
-    def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
-        return Reply(
-            200, {"StatusCode": 0, "StatusMessage": "success", "code": 0, "data": {}, "msg": "success"}
-        )
 
     def text_of(self, body: dict[str, Any]) -> str:
         return _shown_text(body) or ""

@@ -38,18 +38,16 @@ def error_reply(code: int) -> Reply:
 
 
 class WecomFake(ChatFake):
-    """WeCom's robot endpoint for the robots of ``keys``."""
+    """WeCom's robot endpoint for the robots given (each named by its webhook key)."""
 
     WINDOWS = ((20, 60.0),)
-
-    def __init__(self, *keys: str) -> None:
-        super().__init__()
-        self.keys = set(keys)
+    TOO_FAST = error_reply(45009)
+    ACCEPTED = Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def verify(self, received: Received) -> Reply | None:
         if received.method != "POST" or received.path != "/cgi-bin/webhook/send":
             return Reply(404, "")
-        if received.query.get("key", [""])[-1] not in self.keys:
+        if received.query.get("key", [""])[-1] not in self.robots:
             return self._refuse(93000)
         body = received.json_object() or {}
         kind = body.get("msgtype")
@@ -67,12 +65,6 @@ class WecomFake(ChatFake):
 
     def conversation(self, received: Received) -> str:
         return received.query["key"][-1]
-
-    def too_fast(self, wait_s: float) -> Reply:
-        return error_reply(45009)
-
-    def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
-        return Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def text_of(self, body: dict[str, Any]) -> str:
         return str((body.get(body.get("msgtype", "")) or {}).get("content", ""))
