@@ -17,7 +17,7 @@ from tests.conftest import wait_until
 from tests.fakes._tls import Tls
 from tests.fakes.smtp import SmtpFake, make_certificates
 from tests.servers import free_port
-from tests.vendor_env import send_now
+from tests.vendor_env import build_provider, send_now
 
 pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
@@ -332,14 +332,8 @@ def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake,
     assert got.rcpt_tos == [TO] and got.tls and got.message["Subject"] == "From the worker"
 
 
-def test_a_password_is_never_sent_without_tls_to_a_remote_host(rt: Any) -> None:
-    options = {
-        "host": "smtp.example.com",
-        "security": "none",
-        "username": "u",
-        "password": "p",
-        "from_addr": "noti@example.com",
-    }
+def test_a_password_is_never_sent_without_tls_to_a_remote_host(redis_url: str) -> None:
+    remote = {"kind": "email", "host": "smtp.example.com", "security": "none", "from_addr": FROM}
     with pytest.raises(errors.InvalidConfig) as info:
-        EmailProvider("mail", options, redis=rt.redis, keys=rt.keys)
+        build_provider("mail", {**remote, "username": "u", "password": "p"}, redis_url)
     assert "clear text" in info.value.message
