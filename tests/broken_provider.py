@@ -1,50 +1,56 @@
-"""A provider with a bug, to check that an unexpected exception makes a record invalid."""
+"""Providers that fail as told, to check what each kind of failure does to a record (an
+unexpected exception makes it invalid), and one that holds its sends until a test opens a gate."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from noti.core.record import Channel
 from noti.errors import RateLimited, RecipientOptedOut, StoreUnavailable
 from noti.providers.base import Message, Provider, Receipt
 
 
-class BuggyProvider(Provider):
+class FailingProvider(Provider):
+    """Every channel; every send raises what :attr:`failure` makes of the provider's name."""
+
+    channels = frozenset(Channel)
+    failure: Callable[[str], BaseException]
+
+    def send(self, message: Message) -> Receipt:
+        raise self.failure(self.name)
+
+
+class BuggyProvider(FailingProvider):
+    """A provider with a bug."""
+
     kind = "buggy"
-    channels = frozenset(Channel)
-
-    def send(self, message: Message) -> Receipt:
-        raise ZeroDivisionError("division by zero in a provider")
+    failure = staticmethod(lambda name: ZeroDivisionError("division by zero in a provider"))
 
 
-class ThrottledProvider(Provider):
-    """Always answers with a flow limit that has already passed."""
-
-    kind = "throttled"
-    channels = frozenset(Channel)
-
-    def send(self, message: Message) -> Receipt:
-        raise RateLimited("slow down", retry_after_s=0, provider=self.name)
-
-
-class RedisDownProvider(Provider):
+class RedisDownProvider(FailingProvider):
     """Fails as a provider whose Redis (token cache, sender pool) went away."""
 
     kind = "redisdown"
-    channels = frozenset(Channel)
+    failure = staticmethod(
+        lambda name: StoreUnavailable("cannot reach Redis at redis://10.0.0.9:6379/0: Connection refused")
+    )
 
-    def send(self, message: Message) -> Receipt:
-        raise StoreUnavailable("cannot reach Redis at redis://10.0.0.9:6379/0: Connection refused")
+
+class ThrottledProvider(FailingProvider):
+    """Always answers with a flow limit that has already passed."""
+
+    kind = "throttled"
+    failure = staticmethod(lambda name: RateLimited("slow down", retry_after_s=0, provider=name))
 
 
-class OptedOutProvider(Provider):
+class OptedOutProvider(FailingProvider):
     """Answers that the recipient unsubscribed."""
 
     kind = "optedout"
-    channels = frozenset(Channel)
-
-    def send(self, message: Message) -> Receipt:
-        raise RecipientOptedOut("the recipient replied STOP", provider=self.name, vendor_code="21610")
+    failure = staticmethod(
+        lambda name: RecipientOptedOut("the recipient replied STOP", provider=name, vendor_code="21610")
+    )
 
 
 #: Opened by a test: until then :class:`GatedProvider` holds its sends to targets ending in 9.

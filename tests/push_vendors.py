@@ -19,28 +19,18 @@ import noti
 from noti.channels.push.apns import ApnsProvider
 from noti.channels.push.fcm import FcmProvider
 from noti.core.record import Channel
-from noti.core.store import ClaimState
 from noti.providers.base import Message
+from tests import vendor_env
 from tests.conftest import MEMBER
-from tests.fakes._h2 import Tls, make_tls
 from tests.fakes._server import Reply
+from tests.fakes._tls import Tls, make_tls
 from tests.fakes.apns import KEY_ID, TEAM_ID, ApnsFake, apns_error, device_token
 from tests.fakes.fcm import FcmFake, fcm_error, fcm_token
 
-__all__ = [
-    "APNS",
-    "FCM",
-    "VENDORS",
-    "Vendor",
-    "add",
-    "fake",
-    "message",
-    "provider",
-    "push_material",
-    "rt",
-    "send_now",
-    "vendor",
-]
+#: What ``from tests.push_vendors import *`` gives a test module: the fixtures (a test module
+#: must hold the fixtures it uses; star-importing them spares each module a list of names it
+#: only ever passes as parameters). The helpers are imported by name.
+__all__ = ["fake", "push_material", "rt", "vendor"]
 
 
 @dataclass
@@ -232,9 +222,8 @@ def message(vendor: Vendor, record_id: str = "01JPUSHRECORD000000000001", **fiel
 
 
 def send_now(rt: Any, record_id: str) -> Any:
-    [result] = noti.send(record_id, user=MEMBER)
-    assert result.claim is ClaimState.CLAIMED, result
-    return rt.store.get(record_id)
+    """Send once in this process as a root member (whose levels the tests give)."""
+    return vendor_env.send_now(rt, record_id, user=MEMBER)
 
 
 def add(vendor: Vendor, n: int = 0, **fields: Any) -> str:

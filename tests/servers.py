@@ -148,9 +148,14 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The PHP class of the webman queue whose messages :data:`SMS_AND_WEBMAN_CONFIG` turns into
 #: notifications.
 WEBMAN_NOTIFY_CLASS = "app\\queue\\Notify"
-#: A worker's settings file: SMS through the sandbox, and the webman bridge on, with noti's
-#: notification consumer on :data:`WEBMAN_NOTIFY_CLASS`'s queue.
-SMS_AND_WEBMAN_CONFIG = f"""
+
+
+def sms_and_webman_config(php_class: str = WEBMAN_NOTIFY_CLASS, **consumer: int) -> str:
+    """A worker's settings file: SMS through the sandbox, and the webman bridge on, with noti's
+    notification consumer on ``php_class``'s queue; ``consumer``: more of its settings
+    (``processes=2``)."""
+    settings = "".join(f"{key} = {value}\n" for key, value in consumer.items())
+    return f"""
 [channels.sms]
 provider = "sandbox"
 
@@ -159,11 +164,15 @@ enabled = true
 
 [webman.consumers.notify]
 class = "noti.bridge.webman.notifications:NotificationConsumer"
-
+{settings}
 [webman.consumers.notify.options]
-php_class = '{WEBMAN_NOTIFY_CLASS}'
+php_class = '{php_class}'
 block_time_ms = 300
 """
+
+
+#: :func:`sms_and_webman_config` on :data:`WEBMAN_NOTIFY_CLASS`'s queue.
+SMS_AND_WEBMAN_CONFIG = sms_and_webman_config()
 
 
 def run_noti(env: dict[str, str], *args: str, preload: str | None = None) -> str:
@@ -180,7 +189,42 @@ def run_noti(env: dict[str, str], *args: str, preload: str | None = None) -> str
     return done.stdout.strip()
 
 
-class CeleryProcess:
+class _LoggedProcess:
+    """A subprocess in its own process group, its output in ``log`` (a temporary file when
+    None, left for a failing test to read)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path | None, name: str) -> None:
+        if log is None:
+            with tempfile.NamedTemporaryFile(prefix=f"noti-{name}-", suffix=".log", delete=False) as made:
+                log = Path(made.name)
+        self.log = log
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM to the process group (what is in flight is finished), SIGKILL after 20 s."""
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class CeleryProcess(_LoggedProcess):
     """A ``celery -A <app> <args>`` subprocess (worker, beat, Flower; noti's app unless told
     otherwise) in its own process group, logging to ``log`` (a temporary file when None, left
     for a failing test to read)."""
@@ -195,68 +239,21 @@ class CeleryProcess:
         cwd: Path = ROOT,
     ) -> None:
         self.name = name
-        if log is None:
-            with tempfile.NamedTemporaryFile(prefix=f"noti-{name}-", suffix=".log", delete=False) as made:
-                log = Path(made.name)
-        self.log = log
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", app, *args],
-                env=env,
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
+        super().__init__([sys.executable, "-m", "celery", "-A", app, *args], env, cwd, log, name)
 
     def count(self, text: str) -> int:
         return self.output().count(text)
 
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
-    def kill(self) -> None:
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        """SIGTERM to the process group, SIGKILL after 20 s."""
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-class ApiProcess:
+class ApiProcess(_LoggedProcess):
     """``noti serve`` (the HTTP API under uvicorn) as a subprocess on a free loopback port, in
     its own process group, logging to a temporary file (left for a failing test to read)."""
 
     def __init__(self, env: dict[str, str], *args: str, port: int | None = None, cwd: Path = ROOT) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        with tempfile.NamedTemporaryFile(prefix="noti-serve-", suffix=".log", delete=False) as made:
-            self.log = Path(made.name)
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "noti", "serve", "-bind", "127.0.0.1", "-port", str(self.port), *args],
-                env=env,
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
+        serve = ["noti", "serve", "-bind", "127.0.0.1", "-port", str(self.port), *args]
+        super().__init__([sys.executable, "-m", *serve], env, cwd, None, "serve")
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until ``GET /v1/health`` answers 200; fails with the server's output otherwise."""
@@ -273,13 +270,3 @@ class ApiProcess:
                 pass
             time.sleep(0.1)
         raise AssertionError(f"noti serve did not answer in {timeout} s:\n{self.output()}")
-
-    def stop(self) -> None:
-        """SIGTERM to the process group (uvicorn finishes what is in flight), SIGKILL after 20 s."""
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)

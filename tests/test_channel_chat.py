@@ -11,36 +11,15 @@ from typing import Any
 import pytest
 
 import noti
+from noti import errors
 from noti.core.record import Status
-from noti.errors import (
-    AmbiguousOutcome,
-    DeliveryError,
-    InvalidConfig,
-    InvalidInput,
-    PermanentFailure,
-    ProviderMisconfigured,
-    ProviderOutage,
-    RateLimited,
-    RecipientOptedOut,
-    TemporaryFailure,
-)
 from noti.providers import load_kind
 from noti.providers.base import Message
 from tests.chat_vendors import VENDORS, Vendor, toml_table
 from tests.conftest import wait_until
 from tests.fakes._chat import ChatFake
 from tests.fakes._server import Reply
-
-#: Outcome class -> (record status, attempts counted) after one send with retries left.
-RECORD_AFTER: dict[type[DeliveryError], tuple[Status, int]] = {
-    TemporaryFailure: (Status.WAITING, 1),
-    ProviderOutage: (Status.WAITING, 1),
-    AmbiguousOutcome: (Status.WAITING, 1),
-    RateLimited: (Status.WAITING, 0),
-    PermanentFailure: (Status.INVALID, 0),
-    RecipientOptedOut: (Status.INVALID, 0),
-    ProviderMisconfigured: (Status.FAILED, 0),
-}
+from tests.vendor_env import assert_record_after, send_now
 
 BY_ID = {vendor.id: vendor for vendor in VENDORS}
 PROVIDER = "chatty"
@@ -82,12 +61,6 @@ def rt(configure: Any, vendor: Vendor, fake: ChatFake) -> Any:
 
 def add(vendor: Vendor, target: str | None = None, **fields: Any) -> str:
     return noti.notify("chat", target or vendor.target, **({"text": "disk full on db1"} | fields))
-
-
-def send(rt: Any, record_id: str) -> Any:
-    [result] = noti.send(record_id)
-    assert result.record_id == record_id
-    return rt.store.get(record_id)
 
 
 def message(vendor: Vendor, **fields: Any) -> Message:
@@ -165,17 +138,17 @@ def test_each_vendor_error_raises_its_class_and_sets_the_record(
         # given the vendor answering with this error
         fake.script(reply)
         provider = rt.providers.get(PROVIDER)
-        with pytest.raises(DeliveryError) as info:
+        with pytest.raises(errors.DeliveryError) as info:
             provider.send(message(vendor))
         # then the class is the table's, the code kept, nothing posted
         assert type(info.value) is expected, info.value
         assert info.value.vendor_code == code and info.value.provider == PROVIDER
-        if isinstance(info.value, RateLimited):
+        if isinstance(info.value, errors.RateLimited):
             assert info.value.retry_after_s >= 1
         # and through the sender the record ends as the class says
         fake.script(reply)
-        record = send(rt, add(vendor))
-        assert (record.status, record.retry) == RECORD_AFTER[expected], record.errmsg
+        record = send_now(rt, add(vendor))
+        assert_record_after(record, expected)
         assert code.removeprefix("http.") in record.errmsg
         assert fake.posted == []
 
@@ -185,7 +158,7 @@ def test_a_rate_limit_waits_the_vendors_window_without_an_attempt(configure: Any
     with vendor.make_fake() as fake:
         rt = setup(configure, vendor.options(fake))
         fake.script(vendor.errors["429"][0])
-        record = send(rt, add(vendor))
+        record = send_now(rt, add(vendor))
         assert record.status is Status.WAITING and record.retry == 0
         assert rt.delayed.due_at(record.id) >= record.modified_ms + 17_000 - 1000
 
@@ -198,10 +171,10 @@ def test_a_wrong_secret_or_token_is_refused_by_the_vendor_and_fails_as_misconfig
 ) -> None:
     options = vendor.wrong_credential(fake)
     rt = setup(configure, options)
-    with pytest.raises(ProviderMisconfigured) as info:
+    with pytest.raises(errors.ProviderMisconfigured) as info:
         rt.providers.get(PROVIDER).send(message(vendor))
     assert info.value.vendor_code == vendor.wrong_code
-    record = send(rt, add(vendor))
+    record = send_now(rt, add(vendor))
     assert record.status is Status.FAILED and vendor.wrong_code in record.errmsg
     assert fake.posted == []
     for secret in _secrets(options) + _secrets(vendor.options(fake)):
@@ -215,7 +188,7 @@ def test_no_credential_reaches_the_http_clients_log(
     rt: Any, vendor: Vendor, fake: ChatFake, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.DEBUG):
-        assert send(rt, add(vendor)).status is Status.DONE
+        assert send_now(rt, add(vendor)).status is Status.DONE
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "HTTP Request" in text
     for secret in _secrets(vendor.options(fake)):
@@ -245,7 +218,7 @@ def test_text_title_and_format_map_to_the_vendors_message_types(
         add(vendor, text="some *bold* words", title="Heads up", format="markdown"),
     ]
     for record_id in ids:
-        assert send(rt, record_id).status is Status.DONE
+        assert send_now(rt, record_id).status is Status.DONE
     assert tuple(_type(vendor, p.body) for p in fake.posted) == vendor.types
     texts = fake.texts()
     assert texts[0] == "plain words" or texts[0].endswith("plain words")
@@ -257,7 +230,7 @@ def test_slack_escapes_plain_text_so_it_mentions_nobody(configure: Any) -> None:
     vendor = BY_ID["slack"]
     with vendor.make_fake() as fake:
         rt = setup(configure, vendor.options(fake))
-        assert send(rt, add(vendor, text="<!channel> a & b")).status is Status.DONE
+        assert send_now(rt, add(vendor, text="<!channel> a & b")).status is Status.DONE
         assert fake.posted[0].body == {"text": "&lt;!channel&gt; a &amp; b", "mrkdwn": False}
 
 
@@ -308,17 +281,17 @@ def test_a_user_who_blocked_the_bot_is_suppressed_and_the_next_send_refused(conf
     with vendor.make_fake() as fake:
         rt = setup(configure, vendor.options(fake))
         # given a user who blocked the bot
-        record = send(rt, add(vendor, target="424242"))
+        record = send_now(rt, add(vendor, target="424242"))
         # then the record is invalid and the chat suppressed
-        assert record.status is Status.INVALID and record.errmsg.startswith(RecipientOptedOut.code)
+        assert record.status is Status.INVALID and record.errmsg.startswith(errors.RecipientOptedOut.code)
         assert rt.store.is_suppressed("chat", "424242")
         # and the next message to it is refused without a request to Telegram
         asked = len(fake.requests)
-        record = send(rt, add(vendor, target="424242"))
-        assert record.status is Status.INVALID and record.errmsg.startswith(RecipientOptedOut.code)
+        record = send_now(rt, add(vendor, target="424242"))
+        assert record.status is Status.INVALID and record.errmsg.startswith(errors.RecipientOptedOut.code)
         assert len(fake.requests) == asked
         # a group that removed the bot is suppressed the same way
-        assert send(rt, add(vendor, target="-4242")).status is Status.INVALID
+        assert send_now(rt, add(vendor, target="-4242")).status is Status.INVALID
         assert rt.store.is_suppressed("chat", "-4242")
 
 
@@ -333,7 +306,7 @@ def test_an_unknown_robot_is_refused_at_add(configure: Any, vendor_id: str) -> N
     vendor = BY_ID[vendor_id]
     with vendor.make_fake() as fake:
         rt = setup(configure, vendor.options(fake))
-        with pytest.raises(InvalidInput) as info:
+        with pytest.raises(errors.InvalidInput) as info:
             add(vendor, target="sales")
         assert info.value.code == "e.cmd.noti.add.badtarget"
         assert "ops" not in info.value.message  # the configured robots are not listed
@@ -358,7 +331,7 @@ def test_a_target_the_vendor_cannot_reach_is_refused_at_add(
     vendor = BY_ID[vendor_id]
     with vendor.make_fake() as fake:
         rt = setup(configure, vendor.options(fake))
-        with pytest.raises(InvalidInput) as info:
+        with pytest.raises(errors.InvalidInput) as info:
             add(vendor, target=target)
         assert info.value.code == "e.cmd.noti.add.badtarget" and stored(rt) == []
 
@@ -368,14 +341,14 @@ def test_a_channel_id_without_a_bot_token_is_refused_at_add(configure: Any) -> N
     with vendor.make_fake() as fake:
         options = {k: v for k, v in vendor.options(fake).items() if k != "bot_token"}
         rt = setup(configure, options)
-        with pytest.raises(InvalidInput) as info:
+        with pytest.raises(errors.InvalidInput) as info:
             add(vendor, target="C0FAKE0001")
         assert info.value.code == "e.cmd.noti.add.badtarget" and "bot_token" in info.value.message
         assert stored(rt) == []
 
 
 def test_a_message_over_the_vendors_limit_is_refused_at_add(rt: Any, vendor: Vendor, fake: ChatFake) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         add(vendor, **vendor.oversize)
     assert (
         info.value.code == "e.cmd.noti.add.badtext"
@@ -396,7 +369,7 @@ def test_a_message_over_the_vendors_limit_is_refused_at_add(rt: Any, vendor: Ven
 def test_the_channels_own_limits_are_refused_at_add(
     rt: Any, vendor: Vendor, fields: dict[str, Any], code: str
 ) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         noti.notify("chat", vendor.target, **fields)
     assert info.value.code.startswith(code.rsplit(".", 1)[0]) and stored(rt) == []
 
@@ -427,7 +400,7 @@ def test_bad_options_are_refused_without_showing_a_secret(
         options = {**vendor.options(fake), **overrides}
         options = {k: v for k, v in options.items() if v is not None}
         rt = setup(configure, options)
-        with pytest.raises(InvalidConfig) as info:
+        with pytest.raises(errors.InvalidConfig) as info:
             rt.providers.get(PROVIDER)
         assert "s3cr3t-value" not in str(info.value)
 
@@ -456,7 +429,7 @@ def test_a_robot_token_may_be_the_webhook_url_the_vendor_shows(
 
 def test_a_timeout_is_ambiguous_and_retried(rt: Any, vendor: Vendor, fake: ChatFake) -> None:
     fake.script(Reply(hang_s=1.5))
-    record = send(rt, add(vendor))
+    record = send_now(rt, add(vendor))
     assert record.status is Status.WAITING and record.retry == 1 and "may have been sent" in record.errmsg
 
 
@@ -464,5 +437,5 @@ def test_a_refused_connection_is_an_outage(configure: Any, vendor: Vendor) -> No
     with vendor.make_fake() as gone:
         options = vendor.options(gone)
     rt = setup(configure, options)
-    with pytest.raises(ProviderOutage):
+    with pytest.raises(errors.ProviderOutage):
         rt.providers.get(PROVIDER).send(message(vendor))

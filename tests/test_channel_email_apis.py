@@ -10,20 +10,15 @@ bounce (not suppressed). The receipt readers' refusals are in test_channel_email
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import redis
 
 import noti
 from noti.channels.email import _sigv4
-from noti.channels.email.sendgrid import SendGridProvider
-from noti.channels.email.ses import SesProvider
-from noti.core.keys import Keys
 from noti.core.record import Channel, Status, new_id
 from noti.delivery.state import ReceiptReply, ReceiptRequest
 from noti.errors import (
@@ -43,17 +38,23 @@ from tests.fakes import sendgrid as sg
 from tests.fakes import ses
 from tests.fakes._receipts import ReceiptSink
 from tests.fakes._server import FakeServer, Reply
+from tests.vendor_env import build_provider, nobody_listening
 
 TO = "ann@example.org"
 
 
 @dataclass
 class Vendor:
-    """One vendor under test: its fake and the provider options that point at it."""
+    """One vendor under test: its fake, and the provider options that reach it."""
 
     kind: str
     fake: Any
-    options: Callable[..., dict[str, Any]]
+
+    def options(self, **changes: Any) -> dict[str, Any]:
+        return OPTIONS[self.kind](self.fake, **changes)
+
+
+OPTIONS: dict[str, Callable[..., dict[str, Any]]] = {"ses": ses.ses_options, "sendgrid": sg.sendgrid_options}
 
 
 @pytest.fixture(scope="module")
@@ -62,46 +63,19 @@ def servers() -> Iterator[dict[str, FakeServer]]:
         yield {"ses": ses_fake, "sendgrid": sg_fake}
 
 
-def ses_options(fake: ses.SesFake, **changes: Any) -> dict[str, Any]:
-    return {
-        "kind": "ses",
-        "region": ses.REGION,
-        "access_key_id": ses.ACCESS_KEY_ID,
-        "secret_access_key": ses.SECRET_ACCESS_KEY,
-        "from_addr": f"Noti <{ses.FROM}>",
-        "endpoint": fake.url,
-        "sns_topic_arns": [fake.topic_arn],
-        "sns_url_prefix": fake.url + "/",
-        "timeout_s": 1,
-        **changes,
-    }
-
-
-def sendgrid_options(fake: sg.SendGridFake, **changes: Any) -> dict[str, Any]:
-    return {
-        "kind": "sendgrid",
-        "api_key": sg.API_KEY,
-        "from_addr": f"Noti <{sg.FROM}>",
-        "base_url": fake.url,
-        "webhook_public_key": fake.public_key,
-        "timeout_s": 1,
-        **changes,
-    }
+def vendor_of(servers: dict[str, Any], kind: str) -> Vendor:
+    """``kind``'s running fake, reset (no requests, script or fault of another test)."""
+    servers[kind].reset()
+    return Vendor(kind, servers[kind])
 
 
 @pytest.fixture(params=["ses", "sendgrid"])
 def vendor(request: pytest.FixtureRequest, servers: dict[str, Any]) -> Vendor:
-    fake = servers[request.param]
-    fake.reset()
-    options = ses_options if request.param == "ses" else sendgrid_options
-    return Vendor(request.param, fake, lambda **changes: options(fake, **changes))
+    return vendor_of(servers, request.param)
 
 
 def make(vendor: Vendor, redis_url: str, **changes: Any) -> Provider:
-    cls = SesProvider if vendor.kind == "ses" else SendGridProvider
-    options = vendor.options(**changes)
-    options.pop("kind")
-    return cls("mail", options, redis=redis.Redis.from_url(redis_url), keys=Keys("noti:"))
+    return build_provider("mail", vendor.options(**changes), redis_url)
 
 
 def email(target: str = TO, **fields: Any) -> Message:
@@ -273,36 +247,29 @@ def test_each_vendor_error_raises_its_class(
     changes: dict[str, Any],
     expected: type[DeliveryError],
 ) -> None:
-    fake = servers[kind]
-    fake.reset()
-    options = ses_options if kind == "ses" else sendgrid_options
-    vendor = Vendor(kind, fake, lambda **more: options(fake, **more))
+    vendor = vendor_of(servers, kind)
     if answer is not None:
-        fake.script(answer())
+        vendor.fake.script(answer())
     with pytest.raises(DeliveryError) as info:
         make(vendor, redis_url, **changes).send(email())
     assert type(info.value) is expected, info.value
-    assert info.value.provider == "mail" and fake.messages == {}
+    assert info.value.provider == "mail" and vendor.fake.messages == {}
     if expected is RateLimited:
         assert isinstance(info.value, RateLimited) and info.value.retry_after_s >= 1.0
 
 
 def test_a_stale_signature_is_refused_by_ses_as_a_configuration_problem(redis_url: str, servers: Any) -> None:
     # given SES's clock ten minutes ahead of ours (our clock is wrong)
-    fake = servers["ses"]
-    fake.reset()
-    fake.clock_offset_s = 600
-    vendor = Vendor("ses", fake, lambda **more: ses_options(fake, **more))
+    vendor = vendor_of(servers, "ses")
+    vendor.fake.clock_offset_s = 600
     with pytest.raises(ProviderMisconfigured) as info:
         make(vendor, redis_url).send(email())
     assert info.value.vendor_code == "InvalidSignatureException" and "Signature expired" in info.value.message
 
 
 def test_sendgrids_429_waits_until_its_reset(redis_url: str, servers: Any) -> None:
-    fake = servers["sendgrid"]
-    fake.reset()
-    fake.script(sg.rate_limited(30))
-    vendor = Vendor("sendgrid", fake, lambda **more: sendgrid_options(fake, **more))
+    vendor = vendor_of(servers, "sendgrid")
+    vendor.fake.script(sg.rate_limited(30))
     with pytest.raises(RateLimited) as info:
         make(vendor, redis_url).send(email())
     assert 25 <= info.value.retry_after_s <= 31
@@ -312,9 +279,7 @@ def test_a_timeout_is_ambiguous_and_a_refused_connection_an_outage(vendor: Vendo
     vendor.fake.script(Reply(200, {}, hang_s=2))
     with pytest.raises(AmbiguousOutcome):
         make(vendor, redis_url).send(email())
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    closed = nobody_listening()
     where = {"endpoint": closed} if vendor.kind == "ses" else {"base_url": closed}
     with pytest.raises(ProviderOutage):
         make(vendor, redis_url, **where).send(email())

@@ -10,12 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from noti.channels.email import _sns, sendgrid_receipts, ses_receipts
 from noti.channels.email.sendgrid import SendGridProvider
 from noti.channels.email.ses import SesProvider
-from noti.core.keys import Keys
 from noti.core.record import Channel, new_id
 from noti.delivery.state import Delivery, ReceiptRequest
 from noti.errors import NotiError, ReceiptRejected, StoreUnavailable
@@ -24,6 +22,7 @@ from noti.sending.intake import ReceiptIntake
 from tests.fakes import sendgrid as sg
 from tests.fakes import ses
 from tests.fakes._receipts import ReceiptSink
+from tests.vendor_env import build_provider
 
 TO = "ann@example.org"
 SIGNATURE, MALFORMED, PROVIDER = (
@@ -68,39 +67,12 @@ def sg_fake(sg_server: sg.SendGridFake, sink: ReceiptSink) -> sg.SendGridFake:
     return sg_server
 
 
-def ses_options(fake: ses.SesFake, **changes: Any) -> dict[str, Any]:
-    return {
-        "region": ses.REGION,
-        "access_key_id": ses.ACCESS_KEY_ID,
-        "secret_access_key": ses.SECRET_ACCESS_KEY,
-        "from_addr": ses.FROM,
-        "endpoint": fake.url,
-        "sns_topic_arns": [fake.topic_arn],
-        "sns_url_prefix": fake.url + "/",
-        "timeout_s": 2,
-        **changes,
-    }
-
-
-def sg_options(fake: sg.SendGridFake, **changes: Any) -> dict[str, Any]:
-    return {
-        "api_key": sg.API_KEY,
-        "from_addr": sg.FROM,
-        "base_url": fake.url,
-        "webhook_public_key": fake.public_key,
-        "timeout_s": 2,
-        **changes,
-    }
-
-
 def ses_provider(fake: ses.SesFake, redis_url: str, **changes: Any) -> SesProvider:
-    client = redis.Redis.from_url(redis_url)
-    return SesProvider("mail", ses_options(fake, **changes), redis=client, keys=Keys("noti:"))
+    return build_provider("mail", ses.ses_options(fake, timeout_s=2, **changes), redis_url)
 
 
 def sg_provider(fake: sg.SendGridFake, redis_url: str, **changes: Any) -> SendGridProvider:
-    client = redis.Redis.from_url(redis_url)
-    return SendGridProvider("mail", sg_options(fake, **changes), redis=client, keys=Keys("noti:"))
+    return build_provider("mail", sg.sendgrid_options(fake, timeout_s=2, **changes), redis_url)
 
 
 def email(target: str = TO) -> Message:
@@ -416,7 +388,7 @@ def test_a_refused_receipt_changes_nothing_and_the_genuine_one_suppresses(
 
     # given a record sent through the vendor to an address that bounces, its receipt held back
     fake: Any = ses_fake if kind == "ses" else sg_fake
-    options = {"kind": kind, **(ses_options(ses_fake) if kind == "ses" else sg_options(sg_fake))}
+    options = (ses.ses_options if kind == "ses" else sg.sendgrid_options)(fake, timeout_s=2)
     rt = configure(providers={"mail": options}, channels={"email": {"provider": "mail"}})
     fake.auto_receipts = False
     fake.fate("gone@example.org", "bounce")

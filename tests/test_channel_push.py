@@ -2,7 +2,6 @@
 vendors, each test run once per vendor (:mod:`tests.push_vendors`): delivery through a real
 worker, every documented error, the shared credential, dead tokens, rate limits, options."""
 
-# ruff: noqa: F811 - the push fixtures (tests/push_vendors.py) are imported by name
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,47 +10,15 @@ from typing import Any
 import pytest
 
 import noti
+from noti import errors
 from noti.channels.push import apns as apns_module
 from noti.channels.push import fcm as fcm_module
 from noti.core.record import Status, now_ms
-from noti.errors import (
-    AmbiguousOutcome,
-    DeliveryError,
-    PermanentFailure,
-    ProviderMisconfigured,
-    ProviderOutage,
-    RateLimited,
-    RecipientOptedOut,
-    TemporaryFailure,
-)
 from tests.conftest import wait_until
 from tests.fakes._server import Reply
-from tests.push_vendors import (  # noqa: F401 - fixtures
-    APNS,
-    FCM,
-    Vendor,
-    add,
-    fake,
-    message,
-    provider,
-    push_material,
-    rt,
-    send_now,
-    vendor,
-)
-from tests.servers import free_port
-
-#: Outcome class -> (record status, attempts counted) after one send with retries left.
-RECORD_AFTER: dict[type[DeliveryError], tuple[Status, int]] = {
-    TemporaryFailure: (Status.WAITING, 1),
-    ProviderOutage: (Status.WAITING, 1),
-    AmbiguousOutcome: (Status.WAITING, 1),
-    RateLimited: (Status.WAITING, 0),
-    PermanentFailure: (Status.INVALID, 0),
-    RecipientOptedOut: (Status.INVALID, 0),
-    ProviderMisconfigured: (Status.FAILED, 0),
-}
-
+from tests.push_vendors import *  # noqa: F403 - the fixtures vendor, fake, rt, push_material
+from tests.push_vendors import APNS, FCM, Vendor, add, message, provider, send_now
+from tests.vendor_env import assert_record_after, nobody_listening
 
 # --- delivery -------------------------------------------------------------------------------------
 
@@ -162,7 +129,7 @@ def test_a_lost_apns_token_remade_within_20_minutes_is_an_outage(
         rt = configure(providers={"p": APNS.options(fake, tmp_path)}, channels={"push": {"provider": "p"}})
         provider(rt).send(message(APNS))
         rt.redis.delete(rt.keys.credential("apns", APNS.account()))  # lost (a flush): a second JWT
-        with pytest.raises(ProviderOutage) as info:
+        with pytest.raises(errors.ProviderOutage) as info:
             provider(rt).send(message(APNS, "01JPUSHRECORD000000000002"))
     assert info.value.vendor_code == "TooManyProviderTokenUpdates" and info.value.retry_after_s == 60.0
 
@@ -178,7 +145,7 @@ def test_a_send_gives_up_waiting_for_a_credential_another_worker_is_making(
         rt.keys.lock(f"cred:{vendor.kind}:{vendor.account()}"), timeout=10, thread_local=False
     )
     assert lock.acquire(blocking=False)
-    with pytest.raises(RateLimited) as info:  # nothing was sent: not an attempt
+    with pytest.raises(errors.RateLimited) as info:  # nothing was sent: not an attempt
         provider(rt).send(message(vendor))
     lock.release()
     assert info.value.retry_after_s > 0 and vendor.calls(fake) == 0 and vendor.credentials_made(fake) == 0
@@ -196,10 +163,10 @@ ERROR_CASES += [(APNS, reason, cls) for reason, cls in sorted(apns_module.ERRORS
     ("vendor", "code", "expected"), ERROR_CASES, ids=lambda v: str(getattr(v, "__name__", v))
 )
 def test_each_documented_error_raises_its_class(
-    rt: Any, vendor: Vendor, fake: Any, code: str, expected: type[DeliveryError]
+    rt: Any, vendor: Vendor, fake: Any, code: str, expected: type[errors.DeliveryError]
 ) -> None:
     fake.script(vendor.error(code))
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(rt).send(message(vendor))
     assert type(info.value) is expected and info.value.vendor_code == code and info.value.provider == "p"
     assert code in info.value.message
@@ -217,7 +184,7 @@ def test_errors_decide_the_record(rt: Any, vendor: Vendor, fake: Any, code: str)
     record_id = add(vendor)
     fake.script(vendor.error(code))
     record = send_now(rt, record_id)
-    assert (record.status, record.retry) == RECORD_AFTER[expected]
+    assert_record_after(record, expected)
     assert code in record.errmsg
     assert not rt.store.is_suppressed("push", vendor.target())
 
@@ -225,18 +192,18 @@ def test_errors_decide_the_record(rt: Any, vendor: Vendor, fake: Any, code: str)
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        (Reply(502, "bad gateway"), AmbiguousOutcome),
-        (Reply(404, "not found"), ProviderMisconfigured),
-        (Reply(close=True), AmbiguousOutcome),
+        (Reply(502, "bad gateway"), errors.AmbiguousOutcome),
+        (Reply(404, "not found"), errors.ProviderMisconfigured),
+        (Reply(close=True), errors.AmbiguousOutcome),
     ],
     ids=["502", "404", "closed"],
 )
 def test_answers_that_are_not_the_vendors(
-    rt: Any, vendor: Vendor, fake: Any, reply: Reply, expected: type[DeliveryError]
+    rt: Any, vendor: Vendor, fake: Any, reply: Reply, expected: type[errors.DeliveryError]
 ) -> None:
     provider(rt).send(message(vendor))  # the credential is cached
     fake.script(reply)
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(rt).send(message(vendor))
     assert type(info.value) is expected
 
@@ -248,7 +215,7 @@ def test_an_fcm_success_without_a_message_name_is_ambiguous(
     with FCM.fake() as fake:
         rt = configure(providers={"p": FCM.options(fake, tmp_path)}, channels={"push": {"provider": "p"}})
         fake.script(reply)
-        with pytest.raises(AmbiguousOutcome):
+        with pytest.raises(errors.AmbiguousOutcome):
             provider(rt).send(message(FCM))
 
 
@@ -265,12 +232,12 @@ def test_a_timeout_is_ambiguous_and_counts_as_an_attempt(
 
 
 def test_connection_refused_is_an_outage(configure: Any, vendor: Vendor, fake: Any, tmp_path: Path) -> None:
-    closed = f"{'http' if vendor is FCM else 'https'}://127.0.0.1:{free_port()}"
+    closed = nobody_listening("http" if vendor is FCM else "https")
     where = {"api_base": closed} if vendor is FCM else {"base_url": closed}
     rt = configure(
         providers={"p": vendor.options(fake, tmp_path, **where)}, channels={"push": {"provider": "p"}}
     )
-    with pytest.raises(ProviderOutage):
+    with pytest.raises(errors.ProviderOutage):
         provider(rt).send(message(vendor))
 
 
@@ -336,7 +303,7 @@ def test_an_invalid_argument_about_the_message_is_not_a_dead_token(
                 },
             )
         )
-        with pytest.raises(RecipientOptedOut):
+        with pytest.raises(errors.RecipientOptedOut):
             provider(rt).send(message(FCM))
 
 
@@ -352,7 +319,7 @@ def test_a_rate_limit_waits_for_retry_after_without_counting_an_attempt(
     record = send_now(rt, record_id)
     assert record.status is Status.WAITING and record.retry == 0
     assert record.lease_until_ms >= before + 7000
-    with pytest.raises(RateLimited) as info:
+    with pytest.raises(errors.RateLimited) as info:
         fake.script(vendor.rate_limited("0"))
         provider(rt).send(message(vendor))
     assert info.value.retry_after_s == 1.0  # never at once: a wait is not an attempt
@@ -361,7 +328,7 @@ def test_a_rate_limit_waits_for_retry_after_without_counting_an_attempt(
 def test_the_vendors_own_device_limit_is_a_rate_limit(rt: Any, vendor: Vendor, fake: Any) -> None:
     fake.device_limit_per_min = 1
     provider(rt).send(message(vendor))
-    with pytest.raises(RateLimited) as info:
+    with pytest.raises(errors.RateLimited) as info:
         provider(rt).send(message(vendor, "01JPUSHRECORD000000000002"))
     # FCM names the rest of the minute; APNs names no wait: rate_limit_wait_s (60)
     assert 1 <= info.value.retry_after_s <= 60

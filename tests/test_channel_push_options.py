@@ -3,7 +3,6 @@ vendor: :mod:`tests.push_vendors`): what a vendor would refuse is refused before
 stored, hostile options are refused when the provider is configured, and no key, credential
 or device token reaches a log, an error or a repr."""
 
-# ruff: noqa: F811 - the push fixtures (tests/push_vendors.py) are imported by name
 from __future__ import annotations
 
 import json
@@ -18,19 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 import noti
 from noti.core.record import Status
 from noti.errors import InvalidConfig, InvalidInput
-from tests.push_vendors import (  # noqa: F401 - fixtures
-    APNS,
-    FCM,
-    Vendor,
-    add,
-    fake,
-    message,
-    provider,
-    push_material,
-    rt,
-    send_now,
-    vendor,
-)
+from tests.push_vendors import *  # noqa: F403 - the fixtures vendor, fake, rt, push_material
+from tests.push_vendors import APNS, FCM, Vendor, add, message, provider, send_now
 
 # --- add-time checks ------------------------------------------------------------------------------
 

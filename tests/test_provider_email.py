@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,22 +9,15 @@ from typing import Any
 import pytest
 
 import noti
+from noti import errors
 from noti.channels.email.smtp import ENHANCED, ERRORS, EmailProvider, classify
 from noti.core.record import Channel, Status
-from noti.core.store import ClaimState
-from noti.errors import (
-    AmbiguousOutcome,
-    DeliveryError,
-    InvalidConfig,
-    InvalidInput,
-    PermanentFailure,
-    ProviderMisconfigured,
-    ProviderOutage,
-    TemporaryFailure,
-)
 from noti.providers import Message
 from tests.conftest import wait_until
-from tests.fakes.smtp import Certificates, SmtpFake, make_certificates
+from tests.fakes._tls import Tls
+from tests.fakes.smtp import SmtpFake, make_certificates
+from tests.servers import free_port
+from tests.vendor_env import build_provider, send_now
 
 pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
@@ -35,18 +27,18 @@ FROM = "Noti <noti@example.com>"
 
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Tls:
     return make_certificates(tmp_path_factory.mktemp("smtp-certs"))
 
 
 @pytest.fixture
-def fake(certs: Certificates) -> Iterator[SmtpFake]:
+def fake(certs: Tls) -> Iterator[SmtpFake]:
     """A STARTTLS submission server with one user."""
     with SmtpFake(security="starttls", certificates=certs, users={USER: PASSWORD}) as server:
         yield server
 
 
-def mail_options(fake: SmtpFake, certs: Certificates, **extra: Any) -> dict[str, Any]:
+def mail_options(fake: SmtpFake, certs: Tls, **extra: Any) -> dict[str, Any]:
     return {
         "kind": "email",
         "host": fake.host,
@@ -63,7 +55,7 @@ def mail_options(fake: SmtpFake, certs: Certificates, **extra: Any) -> dict[str,
 
 
 @pytest.fixture
-def mail(configure: Any, fake: SmtpFake, certs: Certificates) -> Any:
+def mail(configure: Any, fake: SmtpFake, certs: Tls) -> Any:
     """A runtime whose email channel goes to the fake; short retries."""
     return configure(
         providers={"mail": mail_options(fake, certs)},
@@ -87,26 +79,11 @@ def message(target: str = TO, **fields: Any) -> Message:
     )
 
 
-def send_now(rt: Any, record_id: str) -> Any:
-    [result] = noti.send(record_id)
-    assert result.claim is ClaimState.CLAIMED, result
-    return rt.store.get(record_id)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 # --- delivery in each security mode -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("security", ["starttls", "tls", "none"])
-def test_each_security_mode_delivers_a_proper_message(
-    configure: Any, certs: Certificates, security: str
-) -> None:
+def test_each_security_mode_delivers_a_proper_message(configure: Any, certs: Tls, security: str) -> None:
     with SmtpFake(security=security, certificates=certs, users={USER: PASSWORD}) as fake:
         rt = configure(
             providers={"mail": mail_options(fake, certs, reply_to="help@example.com")},
@@ -135,7 +112,7 @@ def test_each_security_mode_delivers_a_proper_message(
 
 
 @pytest.mark.parametrize("mechanism", ["LOGIN", "PLAIN"])
-def test_both_auth_mechanisms_log_in(configure: Any, certs: Certificates, mechanism: str) -> None:
+def test_both_auth_mechanisms_log_in(configure: Any, certs: Tls, mechanism: str) -> None:
     with SmtpFake(
         security="tls", certificates=certs, users={USER: PASSWORD}, mechanisms=(mechanism,)
     ) as fake:
@@ -154,9 +131,7 @@ def test_a_text_only_message_is_plain_text(mail: Any, fake: SmtpFake) -> None:
 # --- refusals -----------------------------------------------------------------------------------
 
 
-def test_a_wrong_password_is_a_configuration_error(
-    configure: Any, fake: SmtpFake, certs: Certificates
-) -> None:
+def test_a_wrong_password_is_a_configuration_error(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(
         providers={"mail": mail_options(fake, certs, password="wrong-password")},
         channels={"email": {"provider": "mail"}},
@@ -177,7 +152,7 @@ def test_an_unknown_recipient_is_permanent(mail: Any, fake: SmtpFake) -> None:
 
 def test_only_the_refused_recipient_fails(mail: Any, fake: SmtpFake) -> None:
     fake.refuse["gone@example.org"] = "550 5.1.1 mailbox unavailable"
-    with pytest.raises(PermanentFailure):
+    with pytest.raises(errors.PermanentFailure):
         provider(mail).send(message("gone@example.org"))
     provider(mail).send(message())
     assert [m.rcpt_tos for m in fake.messages] == [[TO]]
@@ -186,35 +161,35 @@ def test_only_the_refused_recipient_fails(mail: Any, fake: SmtpFake) -> None:
 @pytest.mark.parametrize(
     ("stage", "reply", "expected"),
     [
-        ("ehlo", "421 4.3.2 Service shutting down", ProviderOutage),
-        ("ehlo", "554 5.7.1 Your IP is blocked", ProviderMisconfigured),
-        ("mail", "451 4.3.0 Try again later", TemporaryFailure),
-        ("mail", "553 5.7.1 Sender address rejected: not owned by user", ProviderMisconfigured),
-        ("mail", "550 Sender refused", ProviderMisconfigured),
-        ("mail", "552 5.3.4 Message size exceeds fixed limit", PermanentFailure),
-        ("rcpt", "421 4.7.0 Too many connections", ProviderOutage),
-        ("rcpt", "450 4.2.0 Mailbox busy (greylisted)", TemporaryFailure),
-        ("rcpt", "452 4.5.3 Too many recipients", TemporaryFailure),
-        ("rcpt", "550 5.1.1 User unknown", PermanentFailure),
-        ("rcpt", "551 5.1.6 User not local", PermanentFailure),
-        ("rcpt", "553 5.1.3 Bad address syntax", PermanentFailure),
-        ("rcpt", "550 5.7.1 Relay access denied", ProviderMisconfigured),
-        ("rcpt", "530 5.7.0 Authentication required", ProviderMisconfigured),
-        ("rcpt", "550 Requested action not taken", PermanentFailure),
-        ("rcpt", "not an SMTP reply", ProviderOutage),
-        ("data", "451 4.3.0 Local error in processing", TemporaryFailure),
-        ("data", "454 4.7.0 TLS not available", TemporaryFailure),
-        ("data", "552 5.2.2 Mailbox full", PermanentFailure),
-        ("data", "554 5.6.0 Message content rejected", PermanentFailure),
-        ("data", "554 5.7.1 Rejected by policy (spam)", ProviderMisconfigured),
-        ("data", "garbage", AmbiguousOutcome),
+        ("ehlo", "421 4.3.2 Service shutting down", errors.ProviderOutage),
+        ("ehlo", "554 5.7.1 Your IP is blocked", errors.ProviderMisconfigured),
+        ("mail", "451 4.3.0 Try again later", errors.TemporaryFailure),
+        ("mail", "553 5.7.1 Sender address rejected: not owned by user", errors.ProviderMisconfigured),
+        ("mail", "550 Sender refused", errors.ProviderMisconfigured),
+        ("mail", "552 5.3.4 Message size exceeds fixed limit", errors.PermanentFailure),
+        ("rcpt", "421 4.7.0 Too many connections", errors.ProviderOutage),
+        ("rcpt", "450 4.2.0 Mailbox busy (greylisted)", errors.TemporaryFailure),
+        ("rcpt", "452 4.5.3 Too many recipients", errors.TemporaryFailure),
+        ("rcpt", "550 5.1.1 User unknown", errors.PermanentFailure),
+        ("rcpt", "551 5.1.6 User not local", errors.PermanentFailure),
+        ("rcpt", "553 5.1.3 Bad address syntax", errors.PermanentFailure),
+        ("rcpt", "550 5.7.1 Relay access denied", errors.ProviderMisconfigured),
+        ("rcpt", "530 5.7.0 Authentication required", errors.ProviderMisconfigured),
+        ("rcpt", "550 Requested action not taken", errors.PermanentFailure),
+        ("rcpt", "not an SMTP reply", errors.ProviderOutage),
+        ("data", "451 4.3.0 Local error in processing", errors.TemporaryFailure),
+        ("data", "454 4.7.0 TLS not available", errors.TemporaryFailure),
+        ("data", "552 5.2.2 Mailbox full", errors.PermanentFailure),
+        ("data", "554 5.6.0 Message content rejected", errors.PermanentFailure),
+        ("data", "554 5.7.1 Rejected by policy (spam)", errors.ProviderMisconfigured),
+        ("data", "garbage", errors.AmbiguousOutcome),
     ],
 )
 def test_smtp_replies_raise_their_class(
     mail: Any, fake: SmtpFake, stage: Any, reply: str, expected: type
 ) -> None:
     fake.script(stage, reply)
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(mail).send(message())
     assert type(info.value) is expected and info.value.provider == "mail"
     assert fake.messages == []
@@ -228,7 +203,7 @@ def test_every_reply_code_of_the_table_is_classified(code: str) -> None:
 @pytest.mark.parametrize("prefix", sorted(ENHANCED))
 def test_enhanced_codes_come_first(prefix: str) -> None:
     assert classify("rcpt", 550, f"{prefix}.1 whatever") is ENHANCED[prefix]
-    assert classify("rcpt", 450, f"4{prefix[1:]}.1 whatever") is TemporaryFailure
+    assert classify("rcpt", 450, f"4{prefix[1:]}.1 whatever") is errors.TemporaryFailure
 
 
 @pytest.mark.parametrize(
@@ -248,12 +223,12 @@ def test_replies_decide_the_record(mail: Any, fake: SmtpFake, code: str, status:
     assert code.split(" ")[0] in record.errmsg
 
 
-def test_a_server_without_starttls_is_refused(configure: Any, certs: Certificates) -> None:
+def test_a_server_without_starttls_is_refused(configure: Any, certs: Tls) -> None:
     with SmtpFake(security="none") as plain:
         rt = configure(
             providers={"mail": mail_options(plain, certs, security="starttls", username=None, password=None)}
         )
-        with pytest.raises(ProviderMisconfigured, match="STARTTLS"):
+        with pytest.raises(errors.ProviderMisconfigured, match="STARTTLS"):
             provider(rt).send(message())
         assert plain.messages == []
 
@@ -261,16 +236,14 @@ def test_a_server_without_starttls_is_refused(configure: Any, certs: Certificate
 def test_an_untrusted_certificate_is_refused(configure: Any, fake: SmtpFake, tmp_path: Path) -> None:
     other_ca = make_certificates(tmp_path / "other", name="someone else")
     rt = configure(providers={"mail": mail_options(fake, other_ca)})
-    with pytest.raises(ProviderMisconfigured, match="certificate"):
+    with pytest.raises(errors.ProviderMisconfigured, match="certificate"):
         provider(rt).send(message())
     assert fake.logins == [] and fake.messages == []
 
 
-def test_a_missing_ca_file_is_a_configuration_error(
-    configure: Any, fake: SmtpFake, certs: Certificates
-) -> None:
+def test_a_missing_ca_file_is_a_configuration_error(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs, ca_file="/nonexistent/ca.pem")})
-    with pytest.raises(InvalidConfig, match="ca_file"):
+    with pytest.raises(errors.InvalidConfig, match="ca_file"):
         provider(rt)
 
 
@@ -278,7 +251,7 @@ def test_a_missing_ca_file_is_a_configuration_error(
 
 
 def test_a_timeout_after_data_is_ambiguous_and_the_record_waits(
-    configure: Any, fake: SmtpFake, certs: Certificates
+    configure: Any, fake: SmtpFake, certs: Tls
 ) -> None:
     rt = configure(
         providers={"mail": mail_options(fake, certs, timeout_s=0.3)},
@@ -294,14 +267,14 @@ def test_a_timeout_after_data_is_ambiguous_and_the_record_waits(
     wait_until(lambda: len(fake.messages) == 1, timeout=5)
 
 
-def test_a_timeout_before_data_is_an_outage(configure: Any, fake: SmtpFake, certs: Certificates) -> None:
+def test_a_timeout_before_data_is_an_outage(configure: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs, timeout_s=0.3)})
     fake.hang("rcpt", 1.0)
-    with pytest.raises(ProviderOutage, match="rcpt"):
+    with pytest.raises(errors.ProviderOutage, match="rcpt"):
         provider(rt).send(message())
 
 
-def test_connection_refused_is_an_outage(configure: Any, certs: Certificates) -> None:
+def test_connection_refused_is_an_outage(configure: Any, certs: Tls) -> None:
     rt = configure(
         providers={
             "mail": {
@@ -313,7 +286,7 @@ def test_connection_refused_is_an_outage(configure: Any, certs: Certificates) ->
             }
         }
     )
-    with pytest.raises(ProviderOutage, match="connect"):
+    with pytest.raises(errors.ProviderOutage, match="connect"):
         provider(rt).send(message())
 
 
@@ -321,7 +294,7 @@ def test_connection_refused_is_an_outage(configure: Any, certs: Certificates) ->
 
 
 def test_a_non_ascii_address_is_refused_at_add_time(mail: Any) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         noti.notify_email("bjørn@example.org", subject="s", text="t")
     assert info.value.code == "e.cmd.noti.add.badtarget" and mail.store.count() == 0
 
@@ -334,11 +307,9 @@ def test_a_non_ascii_address_is_refused_at_add_time(mail: Any) -> None:
         {"security": "ssl"},
     ],
 )
-def test_bad_options_are_refused(
-    configure: Any, fake: SmtpFake, certs: Certificates, bad: dict[str, Any]
-) -> None:
+def test_bad_options_are_refused(configure: Any, fake: SmtpFake, certs: Tls, bad: dict[str, Any]) -> None:
     rt = configure(providers={"mail": {**mail_options(fake, certs), **bad}})
-    with pytest.raises(InvalidConfig):
+    with pytest.raises(errors.InvalidConfig):
         provider(rt)
 
 
@@ -352,7 +323,7 @@ def test_the_password_never_shows(mail: Any, fake: SmtpFake) -> None:
 # --- a real worker ------------------------------------------------------------------------------
 
 
-def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake, certs: Certificates) -> None:
+def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs)}, channels={"email": {"provider": "mail"}})
     record_id = noti.notify_email(TO, subject="From the worker", text="Delivered.")
     record = wait_until(lambda: (r := rt.store.get(record_id)).status is not Status.WAITING and r)
@@ -361,17 +332,8 @@ def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake,
     assert got.rcpt_tos == [TO] and got.tls and got.message["Subject"] == "From the worker"
 
 
-def test_a_password_is_never_sent_without_tls_to_a_remote_host(rt: Any) -> None:
-    from noti.channels.email.smtp import EmailProvider
-    from noti.errors import InvalidConfig
-
-    options = {
-        "host": "smtp.example.com",
-        "security": "none",
-        "username": "u",
-        "password": "p",
-        "from_addr": "noti@example.com",
-    }
-    with pytest.raises(InvalidConfig) as info:
-        EmailProvider("mail", options, redis=rt.redis, keys=rt.keys)
+def test_a_password_is_never_sent_without_tls_to_a_remote_host(redis_url: str) -> None:
+    remote = {"kind": "email", "host": "smtp.example.com", "security": "none", "from_addr": FROM}
+    with pytest.raises(errors.InvalidConfig) as info:
+        build_provider("mail", {**remote, "username": "u", "password": "p"}, redis_url)
     assert "clear text" in info.value.message

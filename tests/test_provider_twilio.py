@@ -2,32 +2,28 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 import noti
+from noti import errors
 from noti.channels.sms.twilio import ERRORS, TwilioProvider
 from noti.core.record import Channel, Status
-from noti.errors import (
-    AmbiguousOutcome,
-    DeliveryError,
-    InvalidConfig,
-    InvalidInput,
-    PermanentFailure,
-    ProviderMisconfigured,
-    ProviderOutage,
-    RateLimited,
-    RecipientOptedOut,
-    TemporaryFailure,
-)
 from noti.providers.base import Message
 from tests.conftest import wait_until
 from tests.fakes._server import Reply
-from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, SERVICE_SID, TwilioFake, error_reply
+from tests.fakes.twilio import (
+    ACCOUNT_SID,
+    AUTH_TOKEN,
+    FROM_NUMBER,
+    SERVICE_SID,
+    TwilioFake,
+    error_reply,
+    twilio_options,
+)
+from tests.vendor_env import assert_record_after, fake_fixtures, nobody_listening, send_now
 
 pytestmark = pytest.mark.bounds
 
@@ -35,47 +31,14 @@ PHONE = "+14155550123"
 OPTED_OUT = "+14155550100"
 LANDLINE = "+14155550199"
 
-#: Outcome class -> (record status, attempts counted) after one send with retries left.
-RECORD_AFTER: dict[type[DeliveryError], tuple[Status, int]] = {
-    TemporaryFailure: (Status.WAITING, 1),
-    ProviderOutage: (Status.WAITING, 1),
-    AmbiguousOutcome: (Status.WAITING, 1),
-    RateLimited: (Status.WAITING, 0),
-    PermanentFailure: (Status.INVALID, 0),
-    RecipientOptedOut: (Status.INVALID, 0),
-    ProviderMisconfigured: (Status.FAILED, 0),
-}
 
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[TwilioFake]:
-    with TwilioFake(opted_out=(OPTED_OUT,), landlines=(LANDLINE,)) as running:
-        assert isinstance(running, TwilioFake)
-        yield running
-
-
-@pytest.fixture
-def fake(server: TwilioFake) -> TwilioFake:
-    server.reset()
-    return server
-
-
-def options(fake: TwilioFake, **overrides: Any) -> dict[str, Any]:
-    return {
-        "kind": "twilio",
-        "account_sid": ACCOUNT_SID,
-        "auth_token": AUTH_TOKEN,
-        "from": FROM_NUMBER,
-        "base_url": fake.url,
-        "timeout_s": 0.5,
-        **overrides,
-    }
+server, fake = fake_fixtures(lambda: TwilioFake(opted_out=(OPTED_OUT,), landlines=(LANDLINE,)))
 
 
 @pytest.fixture
 def rt(configure: Any, fake: TwilioFake) -> Any:
     return configure(
-        providers={"tw": options(fake)},
+        providers={"tw": twilio_options(fake)},
         channels={"sms": {"provider": "tw"}},
         retry_max=5,
     )
@@ -93,17 +56,7 @@ def message(target: str = PHONE, text: str = "hello", record_id: str = "rec1") -
 
 def send_record(rt: Any, target: str = PHONE, text: str = "hello", **kwargs: Any) -> Any:
     """Add an SMS, send it once in this process, and return the record."""
-    record_id = noti.notify_sms(target, text, **kwargs)
-    [result] = noti.send(record_id)
-    assert result.record_id == record_id
-    return rt.store.get(record_id)
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return send_now(rt, noti.notify_sms(target, text, **kwargs))
 
 
 # --- the classification table, code by code --------------------------------------------------
@@ -111,12 +64,12 @@ def closed_port_url() -> str:
 
 @pytest.mark.parametrize(("code", "expected"), sorted(ERRORS.items()))
 def test_each_twilio_error_code_raises_its_class_and_sets_the_record(
-    rt: Any, fake: TwilioFake, code: str, expected: type[DeliveryError]
+    rt: Any, fake: TwilioFake, code: str, expected: type[errors.DeliveryError]
 ) -> None:
     # given Twilio answering with this error code
     fake.script(error_reply(int(code)))
     # when the provider sends
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(rt).send(message())
     # then the class is the table's, the code is kept, and nothing was created
     assert type(info.value) is expected
@@ -125,34 +78,38 @@ def test_each_twilio_error_code_raises_its_class_and_sets_the_record(
     # and through the sender the record ends as the class says
     fake.script(error_reply(int(code)))
     record = send_record(rt)
-    assert (record.status, record.retry) == RECORD_AFTER[expected]
+    assert_record_after(record, expected)
 
 
 @pytest.mark.parametrize(
     ("reply", "expected", "retry_after_s"),
     [
-        (Reply(429, "slow down"), RateLimited, 1.0),
-        (Reply(429, "", {"retry-after": "0"}), RateLimited, 1.0),
-        (error_reply(20429, headers={"retry-after": "12"}), RateLimited, 12.0),
-        (Reply(500, "<html>boom</html>"), AmbiguousOutcome, None),
-        (Reply(503, "busy", {"retry-after": "7"}), AmbiguousOutcome, 7.0),
-        (error_reply(20500, status=500), AmbiguousOutcome, None),
-        (Reply(401, ""), ProviderMisconfigured, None),
-        (Reply(403, {"code": 20008, "message": "Forbidden", "status": 403}), ProviderMisconfigured, None),
-        (Reply(404, "not found"), ProviderMisconfigured, None),
-        (Reply(301, "", {"location": "https://api.twilio.com/"}), ProviderMisconfigured, None),
-        (error_reply(21999), TemporaryFailure, None),
-        (Reply(400, "bad"), TemporaryFailure, None),
+        (Reply(429, "slow down"), errors.RateLimited, 1.0),
+        (Reply(429, "", {"retry-after": "0"}), errors.RateLimited, 1.0),
+        (error_reply(20429, headers={"retry-after": "12"}), errors.RateLimited, 12.0),
+        (Reply(500, "<html>boom</html>"), errors.AmbiguousOutcome, None),
+        (Reply(503, "busy", {"retry-after": "7"}), errors.AmbiguousOutcome, 7.0),
+        (error_reply(20500, status=500), errors.AmbiguousOutcome, None),
+        (Reply(401, ""), errors.ProviderMisconfigured, None),
+        (
+            Reply(403, {"code": 20008, "message": "Forbidden", "status": 403}),
+            errors.ProviderMisconfigured,
+            None,
+        ),
+        (Reply(404, "not found"), errors.ProviderMisconfigured, None),
+        (Reply(301, "", {"location": "https://api.twilio.com/"}), errors.ProviderMisconfigured, None),
+        (error_reply(21999), errors.TemporaryFailure, None),
+        (Reply(400, "bad"), errors.TemporaryFailure, None),
     ],
 )
 def test_http_statuses_without_a_known_code_are_classified_by_status(
-    rt: Any, fake: TwilioFake, reply: Reply, expected: type[DeliveryError], retry_after_s: float | None
+    rt: Any, fake: TwilioFake, reply: Reply, expected: type[errors.DeliveryError], retry_after_s: float | None
 ) -> None:
     fake.script(reply)
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(rt).send(message())
     assert type(info.value) is expected
-    if isinstance(info.value, TemporaryFailure):
+    if isinstance(info.value, errors.TemporaryFailure):
         assert info.value.retry_after_s == retry_after_s
 
 
@@ -169,7 +126,7 @@ def test_a_retry_after_on_a_5xx_postpones_the_record_at_least_that_long(rt: Any,
 def test_a_message_is_created_and_its_sid_stored_on_the_record(configure: Any, fake: TwilioFake) -> None:
     fake.auto_receipts = False  # the message stays queued (tests/test_receipts_twilio.py settles it)
     rt = configure(
-        providers={"tw": options(fake, status_callback="https://hooks.example.com/twilio/status")},
+        providers={"tw": twilio_options(fake, status_callback="https://hooks.example.com/twilio/status")},
         channels={"sms": {"provider": "tw"}},
     )
     record = send_record(rt, text="your code is 1234")
@@ -195,7 +152,7 @@ def test_a_message_is_created_and_its_sid_stored_on_the_record(configure: Any, f
 def test_a_messaging_service_sends_instead_of_a_from_number(configure: Any, fake: TwilioFake) -> None:
     fake.auto_receipts = False  # the message keeps the status of its creation
     rt = configure(
-        providers={"tw": options(fake, **{"from": None, "messaging_service_sid": SERVICE_SID})},
+        providers={"tw": twilio_options(fake, **{"from": None, "messaging_service_sid": SERVICE_SID})},
         channels={"sms": {"provider": "tw"}},
     )
     record = send_record(rt)
@@ -222,21 +179,22 @@ def test_a_recipient_who_replied_stop_is_opted_out_and_suppressed(rt: Any, fake:
 
 
 def test_a_landline_is_a_permanent_failure(rt: Any, fake: TwilioFake) -> None:
-    with pytest.raises(PermanentFailure) as info:
+    with pytest.raises(errors.PermanentFailure) as info:
         provider(rt).send(message(LANDLINE))
     assert info.value.vendor_code == "21614"
 
 
 def test_an_invalid_to_number_is_a_permanent_failure(rt: Any, fake: TwilioFake) -> None:
     # check() refuses it at add time; a message that got past it anyway is refused by Twilio
-    with pytest.raises(PermanentFailure) as info:
+    with pytest.raises(errors.PermanentFailure) as info:
         provider(rt).send(message("12345"))
     assert info.value.vendor_code == "21211"
 
 
 def test_a_from_number_we_do_not_own_is_a_configuration_error(configure: Any, fake: TwilioFake) -> None:
     rt = configure(
-        providers={"tw": options(fake, **{"from": "+15005550009"})}, channels={"sms": {"provider": "tw"}}
+        providers={"tw": twilio_options(fake, **{"from": "+15005550009"})},
+        channels={"sms": {"provider": "tw"}},
     )
     record = send_record(rt)
     assert record.status is Status.FAILED and "21606" in record.errmsg
@@ -244,8 +202,10 @@ def test_a_from_number_we_do_not_own_is_a_configuration_error(configure: Any, fa
 
 def test_a_wrong_auth_token_is_refused_by_twilio_and_never_shown(configure: Any, fake: TwilioFake) -> None:
     wrong = "deadbeef" * 4
-    rt = configure(providers={"tw": options(fake, auth_token=wrong)}, channels={"sms": {"provider": "tw"}})
-    with pytest.raises(ProviderMisconfigured) as info:
+    rt = configure(
+        providers={"tw": twilio_options(fake, auth_token=wrong)}, channels={"sms": {"provider": "tw"}}
+    )
+    with pytest.raises(errors.ProviderMisconfigured) as info:
         provider(rt).send(message())
     assert info.value.vendor_code == "20003" and fake.messages == {}
     assert fake.requests[0].headers["authorization"].startswith("Basic ")
@@ -278,21 +238,22 @@ def test_a_timeout_after_twilio_accepted_is_ambiguous_and_retried(rt: Any, fake:
 
 def test_a_timeout_raises_ambiguous_outcome(rt: Any, fake: TwilioFake) -> None:
     fake.script(Reply(hang_s=1.5))
-    with pytest.raises(AmbiguousOutcome):
+    with pytest.raises(errors.AmbiguousOutcome):
         provider(rt).send(message())
 
 
 def test_a_refused_connection_is_a_provider_outage(configure: Any, fake: TwilioFake) -> None:
     rt = configure(
-        providers={"tw": options(fake, base_url=closed_port_url())}, channels={"sms": {"provider": "tw"}}
+        providers={"tw": twilio_options(fake, base_url=nobody_listening())},
+        channels={"sms": {"provider": "tw"}},
     )
-    with pytest.raises(ProviderOutage):
+    with pytest.raises(errors.ProviderOutage):
         provider(rt).send(message())
 
 
 def test_a_closed_connection_is_ambiguous(rt: Any, fake: TwilioFake) -> None:
     fake.script(Reply(close=True))
-    with pytest.raises(AmbiguousOutcome):
+    with pytest.raises(errors.AmbiguousOutcome):
         provider(rt).send(message())
 
 
@@ -302,7 +263,7 @@ def test_a_closed_connection_is_ambiguous(rt: Any, fake: TwilioFake) -> None:
 )
 def test_a_malformed_success_answer_is_ambiguous(rt: Any, fake: TwilioFake, reply: Reply) -> None:
     fake.script(reply)
-    with pytest.raises(AmbiguousOutcome):
+    with pytest.raises(errors.AmbiguousOutcome):
         provider(rt).send(message())
 
 
@@ -323,17 +284,17 @@ def test_a_malformed_success_answer_is_ambiguous(rt: Any, fake: TwilioFake, repl
 def test_bad_options_are_refused_without_showing_the_token(
     configure: Any, fake: TwilioFake, overrides: dict[str, Any]
 ) -> None:
-    rt = configure(providers={"tw": options(fake, **overrides)}, channels={"sms": {"provider": "tw"}})
-    with pytest.raises(InvalidConfig) as info:
+    rt = configure(providers={"tw": twilio_options(fake, **overrides)}, channels={"sms": {"provider": "tw"}})
+    with pytest.raises(errors.InvalidConfig) as info:
         rt.providers.get("tw")
     assert AUTH_TOKEN not in str(info.value)
 
 
 def test_check_refuses_what_twilio_could_never_send(rt: Any) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         provider(rt).check(message("0012"))
     assert info.value.code == "e.cmd.noti.add.badtarget"
-    with pytest.raises(InvalidInput):
+    with pytest.raises(errors.InvalidInput):
         provider(rt).check(message(text="x" * 1601))
     provider(rt).check(message("13912345678"))
 

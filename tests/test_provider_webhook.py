@@ -18,42 +18,21 @@ import httpx
 import pytest
 
 import noti
+from noti import errors
 from noti.access.signing import SigningKeys
 from noti.channels.webhook.provider import ERRORS, WebhookProvider, sign
 from noti.cli import main
 from noti.core.record import Channel, Status
-from noti.errors import (
-    AmbiguousOutcome,
-    DeliveryError,
-    InvalidConfig,
-    InvalidInput,
-    PermanentFailure,
-    ProviderMisconfigured,
-    ProviderOutage,
-    RateLimited,
-    RecipientOptedOut,
-    TemporaryFailure,
-)
 from noti.providers.base import Message
 from tests.clirunner import cli_runner
 from tests.conftest import ALICE, wait_until
 from tests.fakes._server import Reply
 from tests.fakes.webhook import SECRET, WebhookReceiver
+from tests.vendor_env import assert_record_after, fake_fixtures, nobody_listening, send_now
 
 KEY = base64.b64decode(SECRET.removeprefix("whsec_"))
 OTHER_SECRET = "whsec_" + base64.b64encode(b"another key of 24 bytes!").decode()
 CONTENT = {"event": "order.paid", "order": 42, "buyer": "张三", "items": [1, 2]}
-
-#: Outcome class -> (record status, attempts counted) after one send with retries left.
-RECORD_AFTER: dict[type[DeliveryError], tuple[Status, int]] = {
-    TemporaryFailure: (Status.WAITING, 1),
-    ProviderOutage: (Status.WAITING, 1),
-    AmbiguousOutcome: (Status.WAITING, 1),
-    RateLimited: (Status.WAITING, 0),
-    PermanentFailure: (Status.INVALID, 0),
-    RecipientOptedOut: (Status.INVALID, 0),
-    ProviderMisconfigured: (Status.FAILED, 0),
-}
 
 
 @pytest.fixture(autouse=True, params=["httpx", "http11"])
@@ -72,17 +51,7 @@ def http_client(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as running:
-        assert isinstance(running, WebhookReceiver)
-        yield running
-
-
-@pytest.fixture
-def receiver(server: WebhookReceiver) -> WebhookReceiver:
-    server.reset()
-    return server
+server, receiver = fake_fixtures(WebhookReceiver, name="receiver")
 
 
 @pytest.fixture
@@ -142,17 +111,7 @@ def message(target: str, record_id: str = "rec1") -> Message:
 
 def send_record(rt: Any, target: str, **kwargs: Any) -> Any:
     """Add a webhook, send it once in this process, and return the record."""
-    record_id = noti.notify_webhook(target, content=CONTENT, **kwargs)
-    [result] = noti.send(record_id)
-    assert result.record_id == record_id
-    return rt.store.get(record_id)
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/hook"
+    return send_now(rt, noti.notify_webhook(target, content=CONTENT, **kwargs))
 
 
 @contextmanager
@@ -190,27 +149,27 @@ def signed_headers(webhook_id: str, timestamp: int, body: bytes) -> dict[str, st
 
 CASES = [
     # (ERRORS key, reply, class, retry_after_s)
-    ("3xx", Reply(301, "", {"location": "https://elsewhere.example/"}), PermanentFailure, None),
-    ("3xx", Reply(302, "", {"location": "/other"}), PermanentFailure, None),
-    ("3xx", Reply(307, ""), PermanentFailure, None),
-    ("3xx", Reply(308, ""), PermanentFailure, None),
-    ("408", Reply(408, "request timeout"), TemporaryFailure, None),
-    ("410", Reply(410, "gone"), RecipientOptedOut, None),
-    ("425", Reply(425, "", {"retry-after": "3"}), TemporaryFailure, 3.0),
-    ("429", Reply(429, "", {"retry-after": "120"}), RateLimited, 120.0),
-    ("429", Reply(429, "slow down"), RateLimited, 30.0),
-    ("429", Reply(429, "", {"retry-after": "0"}), RateLimited, 1.0),
-    ("4xx", Reply(400, {"error": "bad"}), PermanentFailure, None),
-    ("4xx", Reply(401, ""), PermanentFailure, None),
-    ("4xx", Reply(403, ""), PermanentFailure, None),
-    ("4xx", Reply(404, "no such hook"), PermanentFailure, None),
-    ("4xx", Reply(422, ""), PermanentFailure, None),
-    ("5xx", Reply(500, "<html>oops</html>"), TemporaryFailure, None),
-    ("5xx", Reply(502, ""), TemporaryFailure, None),
-    ("5xx", Reply(503, "", {"retry-after": "9"}), TemporaryFailure, 9.0),
-    ("5xx", Reply(504, ""), TemporaryFailure, None),
-    ("abort-message", Reply(503, "", {"webhook-delivery": "abort-message"}), PermanentFailure, None),
-    ("abort-message", Reply(429, "", {"webhook-delivery": "abort-message"}), PermanentFailure, None),
+    ("3xx", Reply(301, "", {"location": "https://elsewhere.example/"}), errors.PermanentFailure, None),
+    ("3xx", Reply(302, "", {"location": "/other"}), errors.PermanentFailure, None),
+    ("3xx", Reply(307, ""), errors.PermanentFailure, None),
+    ("3xx", Reply(308, ""), errors.PermanentFailure, None),
+    ("408", Reply(408, "request timeout"), errors.TemporaryFailure, None),
+    ("410", Reply(410, "gone"), errors.RecipientOptedOut, None),
+    ("425", Reply(425, "", {"retry-after": "3"}), errors.TemporaryFailure, 3.0),
+    ("429", Reply(429, "", {"retry-after": "120"}), errors.RateLimited, 120.0),
+    ("429", Reply(429, "slow down"), errors.RateLimited, 30.0),
+    ("429", Reply(429, "", {"retry-after": "0"}), errors.RateLimited, 1.0),
+    ("4xx", Reply(400, {"error": "bad"}), errors.PermanentFailure, None),
+    ("4xx", Reply(401, ""), errors.PermanentFailure, None),
+    ("4xx", Reply(403, ""), errors.PermanentFailure, None),
+    ("4xx", Reply(404, "no such hook"), errors.PermanentFailure, None),
+    ("4xx", Reply(422, ""), errors.PermanentFailure, None),
+    ("5xx", Reply(500, "<html>oops</html>"), errors.TemporaryFailure, None),
+    ("5xx", Reply(502, ""), errors.TemporaryFailure, None),
+    ("5xx", Reply(503, "", {"retry-after": "9"}), errors.TemporaryFailure, 9.0),
+    ("5xx", Reply(504, ""), errors.TemporaryFailure, None),
+    ("abort-message", Reply(503, "", {"webhook-delivery": "abort-message"}), errors.PermanentFailure, None),
+    ("abort-message", Reply(429, "", {"webhook-delivery": "abort-message"}), errors.PermanentFailure, None),
 ]
 
 
@@ -224,29 +183,29 @@ def test_each_receiver_answer_raises_its_class_and_sets_the_record(
     receiver: WebhookReceiver,
     key: str,
     reply: Reply,
-    expected: type[DeliveryError],
+    expected: type[errors.DeliveryError],
     retry_after_s: float | None,
 ) -> None:
     # given the receiver answering this way
     receiver.script(reply)
     # when the provider sends
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(rt).send(message(url(receiver)))
     # then the class is the table's, and the status is kept as the vendor code
     assert type(info.value) is expected and ERRORS[key] is expected
     assert info.value.vendor_code == f"http.{reply.status}" and info.value.provider == "hook"
-    if isinstance(info.value, TemporaryFailure):
+    if isinstance(info.value, errors.TemporaryFailure):
         assert info.value.retry_after_s == retry_after_s
     # and through the sender the record ends as the class says
     receiver.script(reply)
     record = send_record(rt, url(receiver))
-    assert (record.status, record.retry) == RECORD_AFTER[expected]
-    assert rt.store.is_suppressed("webhook", url(receiver)) is (expected is RecipientOptedOut)
+    assert_record_after(record, expected)
+    assert rt.store.is_suppressed("webhook", url(receiver)) is (expected is errors.RecipientOptedOut)
 
 
 def test_a_redirect_is_not_followed(rt: Any, receiver: WebhookReceiver) -> None:
     receiver.script(Reply(302, "", {"location": url(receiver, "/elsewhere")}))
-    with pytest.raises(PermanentFailure) as info:
+    with pytest.raises(errors.PermanentFailure) as info:
         provider(rt).send(message(url(receiver)))
     assert "redirects are not followed" in str(info.value)
     assert [r.path for r in receiver.requests] == ["/hooks/orders"]
@@ -356,7 +315,7 @@ def test_a_rotated_secret_signs_with_each_so_old_and_new_receivers_verify(config
 
 def test_a_wrong_secret_is_refused_by_the_receiver(configure_hook: Any, receiver: WebhookReceiver) -> None:
     rt = configure_hook(secret=OTHER_SECRET)
-    with pytest.raises(PermanentFailure) as info:
+    with pytest.raises(errors.PermanentFailure) as info:
         provider(rt).send(message(url(receiver)))
     assert info.value.vendor_code == "http.400"
     assert receiver.ids == [] and "No matching signature found" in receiver.refusals[0]
@@ -379,25 +338,25 @@ def test_a_timeout_is_ambiguous_and_retried_on_the_same_id(rt: Any, receiver: We
 
 def test_a_closed_connection_is_ambiguous(rt: Any, receiver: WebhookReceiver) -> None:
     receiver.script(Reply(close=True))
-    with pytest.raises(AmbiguousOutcome):
+    with pytest.raises(errors.AmbiguousOutcome):
         provider(rt).send(message(url(receiver)))
 
 
 def test_an_answer_that_is_not_http_is_ambiguous(rt: Any) -> None:
-    with garbage_server() as target, pytest.raises(AmbiguousOutcome):
+    with garbage_server() as target, pytest.raises(errors.AmbiguousOutcome):
         provider(rt).send(message(target))
 
 
 def test_a_refused_connection_is_a_provider_outage(rt: Any) -> None:
-    with pytest.raises(ProviderOutage):
-        provider(rt).send(message(closed_port_url()))
-    record = send_record(rt, closed_port_url())
+    with pytest.raises(errors.ProviderOutage):
+        provider(rt).send(message(nobody_listening(path="/hook")))
+    record = send_record(rt, nobody_listening(path="/hook"))
     assert record.status is Status.WAITING and record.retry == 1
 
 
 def test_a_name_that_does_not_resolve_is_a_provider_outage(rt: Any) -> None:
     for name in ("hook", "strict"):
-        with pytest.raises(ProviderOutage):
+        with pytest.raises(errors.ProviderOutage):
             provider(rt, name).send(message("http://no-such-host.invalid/hook"))
 
 
@@ -423,7 +382,7 @@ def test_a_name_that_does_not_resolve_is_a_provider_outage(rt: Any) -> None:
     ],
 )
 def test_non_public_targets_are_refused_when_added(rt: Any, target: str) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         noti.notify_webhook(target, content=CONTENT, provider="strict")
     assert info.value.code == "e.cmd.noti.add.badtarget"
     assert rt.store.count() == 0
@@ -437,7 +396,7 @@ def test_public_targets_are_accepted_when_added(rt: Any) -> None:
 
 def test_a_non_public_target_is_refused_again_at_send_time(rt: Any, receiver: WebhookReceiver) -> None:
     # a message that skipped the add-time check (or whose name now resolves elsewhere)
-    with pytest.raises(PermanentFailure) as info:
+    with pytest.raises(errors.PermanentFailure) as info:
         provider(rt, "strict").send(message(url(receiver)))
     assert info.value.vendor_code == "ssrf" and "127.0.0.1" in str(info.value)
     assert receiver.requests == []
@@ -475,7 +434,7 @@ def test_bad_options_are_refused_without_showing_the_secret(
     configure_hook: Any, overrides: dict[str, Any]
 ) -> None:
     rt = configure_hook(**overrides)
-    with pytest.raises(InvalidConfig) as info:
+    with pytest.raises(errors.InvalidConfig) as info:
         rt.providers.get("hook")
     assert SECRET not in str(info.value)
     secrets = overrides.get("secret", [])
@@ -487,7 +446,7 @@ def test_bad_options_are_refused_without_showing_the_secret(
 
 def test_a_missing_secret_is_refused(configure: Any) -> None:
     rt = configure(providers={"hook": {"kind": "webhook"}}, channels={"webhook": {"provider": "hook"}})
-    with pytest.raises(InvalidConfig, match="secret"):
+    with pytest.raises(errors.InvalidConfig, match="secret"):
         rt.providers.get("hook")
 
 
@@ -542,10 +501,7 @@ def test_the_checked_address_is_the_one_connected_to(rt: Any) -> None:
 
 @pytest.mark.parametrize("value", ["Bearer TOPSECRET ", " lead", "tab\tend\t", "bell\x07", "é"])
 def test_header_values_http_would_refuse_are_refused_in_the_settings(rt: Any, value: str) -> None:
-    from noti.channels.webhook.provider import WebhookProvider
-    from noti.errors import InvalidConfig
-
-    with pytest.raises(InvalidConfig) as info:
+    with pytest.raises(errors.InvalidConfig) as info:
         WebhookProvider(
             "hook",
             {"secret": "whsec_" + base64.b64encode(b"k" * 32).decode(), "headers": {"Authorization": value}},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -11,26 +10,15 @@ import httpx
 import pytest
 
 import noti
+from noti import errors
 from noti.channels.weixin.provider import ALREADY_SENT, ERRORS, WeixinProvider
 from noti.core.record import Channel, Status
 from noti.core.retry import RetryPolicy, decide
-from noti.core.store import ClaimState
-from noti.errors import (
-    AmbiguousOutcome,
-    DeliveryError,
-    InvalidInput,
-    PermanentFailure,
-    ProviderMisconfigured,
-    ProviderOutage,
-    RateLimited,
-    RecipientOptedOut,
-    StaleCredential,
-    TemporaryFailure,
-)
 from noti.providers import Message
 from tests.conftest import wait_until
 from tests.fakes._server import Reply
 from tests.fakes.weixin import WeixinFake, error
+from tests.vendor_env import nobody_listening, send_now
 
 APPID, SECRET = "wx5f0a1b2c3d4e5f60", "0123456789abcdef0123456789abcdef"
 OPENID = "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"
@@ -81,19 +69,6 @@ def message(record_id: str = "01JTESTRECORD0000000000001", **fields: Any) -> Mes
 def add(**kwargs: Any) -> str:
     options: dict[str, Any] = {"tmpl": TMPL, "pnb": "shop", "content": CONTENT, **kwargs}
     return noti.notify_weixin(OPENID, **options)
-
-
-def send_now(rt: Any, record_id: str) -> Any:
-    [result] = noti.send(record_id)
-    assert result.claim is ClaimState.CLAIMED, result
-    return rt.store.get(record_id)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # --- success ------------------------------------------------------------------------------------
@@ -169,7 +144,7 @@ def test_a_send_gives_up_waiting_for_a_token_that_never_comes(configure: Any, fa
     rt = configure(providers={"wx": wx_options(fake.url, refresh_wait_s=0.2)})
     lock = rt.redis.lock(rt.keys.lock(f"weixin:{APPID}"), timeout=10, thread_local=False)
     assert lock.acquire(blocking=False)
-    with pytest.raises(RateLimited) as info:  # not an attempt: nothing was sent
+    with pytest.raises(errors.RateLimited) as info:  # not an attempt: nothing was sent
         provider(rt).send(message())
     lock.release()
     assert info.value.retry_after_s > 0 and fake.token_calls == 0
@@ -188,12 +163,12 @@ def test_a_repeated_client_msg_id_is_sent_once(wx: Any, fake: WeixinFake) -> Non
 def test_each_errcode_raises_its_class(wx: Any, fake: WeixinFake, code: str, expected: type) -> None:
     provider(wx).send(message("01JTESTRECORD0000000000W01"))  # the token is fetched and cached
     fake.script(error(int(code)))
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(wx).send(message())
     assert type(info.value) is expected
     assert info.value.vendor_code == code and info.value.provider == "wx"
     assert " rid: " in info.value.message  # WeChat's errmsg is kept for the record
-    if expected is RateLimited:
+    if expected is errors.RateLimited:
         assert info.value.retry_after_s == 60.0
 
 
@@ -228,7 +203,7 @@ def test_errcodes_decide_the_record(wx: Any, fake: WeixinFake, code: int, status
 def test_errors_decide_like_the_policy_says(wx: Any, fake: WeixinFake) -> None:
     record = wx.store.get(add())
     fake.script(error(43004))
-    with pytest.raises(RecipientOptedOut) as info:
+    with pytest.raises(errors.RecipientOptedOut) as info:
         provider(wx).send(Message.from_record(record))
     assert decide(record, info.value, policy=RetryPolicy(), now_ms=0).status is Status.INVALID
 
@@ -246,20 +221,20 @@ def test_already_sent_answers_are_success_and_never_resent(wx: Any, fake: Weixin
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        (Reply(200, "<html>gateway</html>", {"content-type": "text/html"}), AmbiguousOutcome),
-        (Reply(200, {"errcode": "zero"}), AmbiguousOutcome),
-        (Reply(502, "bad gateway"), AmbiguousOutcome),
-        (Reply(429, "slow down", {"retry-after": "7"}), RateLimited),
-        (Reply(404, "not found"), ProviderMisconfigured),
+        (Reply(200, "<html>gateway</html>", {"content-type": "text/html"}), errors.AmbiguousOutcome),
+        (Reply(200, {"errcode": "zero"}), errors.AmbiguousOutcome),
+        (Reply(502, "bad gateway"), errors.AmbiguousOutcome),
+        (Reply(429, "slow down", {"retry-after": "7"}), errors.RateLimited),
+        (Reply(404, "not found"), errors.ProviderMisconfigured),
     ],
 )
 def test_http_answers_that_are_not_wechats(wx: Any, fake: WeixinFake, reply: Reply, expected: type) -> None:
     provider(wx).send(message("01JTESTRECORD0000000000W01"))
     fake.script(reply)
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(wx).send(message())
     assert type(info.value) is expected
-    if expected is RateLimited:
+    if expected is errors.RateLimited:
         assert info.value.retry_after_s == 7.0
 
 
@@ -286,7 +261,7 @@ def test_a_token_error_drops_the_cached_token(wx: Any, fake: WeixinFake, code: i
     provider(wx).send(message("01JTESTRECORD0000000000W01"))
     token = wx.redis.get(wx.keys.weixin_token(APPID))
     fake.script(error(code))
-    with pytest.raises(StaleCredential) as info:
+    with pytest.raises(errors.StaleCredential) as info:
         provider(wx).send(message())
     assert wx.redis.get(wx.keys.weixin_token(APPID)) is None
     assert token not in str(info.value)
@@ -299,7 +274,7 @@ def test_a_stale_token_never_drops_a_newer_one(wx: Any, fake: WeixinFake) -> Non
     fake.script(Reply(200, error(40001).body, hang_s=0.5))
     timer = threading.Timer(0.1, lambda: wx.redis.set(token_key, "newer-token-from-another-worker"))
     timer.start()
-    with pytest.raises(StaleCredential):
+    with pytest.raises(errors.StaleCredential):
         provider(wx).send(message())
     timer.join()
     # then the newer token stays cached
@@ -333,7 +308,7 @@ def test_a_wrong_secret_is_refused_by_the_token_endpoint(configure: Any, fake: W
 
 def test_an_unknown_appid_is_a_configuration_error(configure: Any, fake: WeixinFake) -> None:
     rt = configure(providers={"wx": wx_options(fake.url, appid="wxunknown")})
-    with pytest.raises(ProviderMisconfigured) as info:
+    with pytest.raises(errors.ProviderMisconfigured) as info:
         provider(rt).send(message())
     assert info.value.vendor_code == "40013"
 
@@ -341,17 +316,17 @@ def test_an_unknown_appid_is_a_configuration_error(configure: Any, fake: WeixinF
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
-        (error(-1), TemporaryFailure),
-        (error(45009), ProviderOutage),
-        (error(40164), ProviderMisconfigured),
-        (Reply(200, "not json"), ProviderOutage),
-        (Reply(503, "busy"), ProviderOutage),
-        (Reply(200, {"access_token": "x", "expires_in": 7200}, hang_s=2.0), ProviderOutage),
+        (error(-1), errors.TemporaryFailure),
+        (error(45009), errors.ProviderOutage),
+        (error(40164), errors.ProviderMisconfigured),
+        (Reply(200, "not json"), errors.ProviderOutage),
+        (Reply(503, "busy"), errors.ProviderOutage),
+        (Reply(200, {"access_token": "x", "expires_in": 7200}, hang_s=2.0), errors.ProviderOutage),
     ],
 )
 def test_token_endpoint_failures(wx: Any, fake: WeixinFake, reply: Reply, expected: type) -> None:
     fake.token_script(reply)
-    with pytest.raises(DeliveryError) as info:
+    with pytest.raises(errors.DeliveryError) as info:
         provider(wx).send(message())
     assert type(info.value) is expected and fake.send_calls == []
 
@@ -367,7 +342,7 @@ def test_a_short_lived_token_is_cached_for_half_its_life(configure: Any) -> None
 
 
 def test_an_unknown_account_is_refused_at_add_time(wx: Any) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         add(pnb="nosuchaccount")
     assert info.value.code == "e.cmd.noti.add.badfield" and "shop" in info.value.message
     assert wx.store.count() == 0
@@ -375,14 +350,14 @@ def test_an_unknown_account_is_refused_at_add_time(wx: Any) -> None:
 
 @pytest.mark.parametrize("content", [{"first": "Order paid"}, {}, {"first": {"color": "#173177"}}])
 def test_content_that_is_not_template_data_is_refused_at_add_time(wx: Any, content: Any) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(errors.InvalidInput) as info:
         add(content=content)
     assert info.value.code == "e.cmd.noti.add.badcontent"
     assert wx.store.count() == 0
 
 
 def test_a_field_wechat_refuses_is_permanent(wx: Any, fake: WeixinFake) -> None:
-    with pytest.raises(PermanentFailure) as info:
+    with pytest.raises(errors.PermanentFailure) as info:
         provider(wx).send(message(content={"first": {"value": ""}}))
     assert info.value.vendor_code == "47003" and "data.first.value" in info.value.message
 
@@ -399,7 +374,7 @@ def test_a_timeout_is_ambiguous_and_the_record_waits_for_a_retry(configure: Any,
     provider(rt).send(message("01JTESTRECORD0000000000W01"))
     record_id = add()
     fake.script(Reply(hang_s=1.0))
-    with pytest.raises(AmbiguousOutcome):
+    with pytest.raises(errors.AmbiguousOutcome):
         provider(rt).send(message())
     fake.script(Reply(hang_s=1.0))
     record = send_now(rt, record_id)
@@ -408,8 +383,8 @@ def test_a_timeout_is_ambiguous_and_the_record_waits_for_a_retry(configure: Any,
 
 
 def test_connection_refused_is_an_outage(configure: Any) -> None:
-    rt = configure(providers={"wx": wx_options(f"http://127.0.0.1:{free_port()}")})
-    with pytest.raises(ProviderOutage):
+    rt = configure(providers={"wx": wx_options(nobody_listening())})
+    with pytest.raises(errors.ProviderOutage):
         provider(rt).send(message())
 
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from noti.channels.push import _jwt as noti_jwt
 from tests.fakes import _jwt
-from tests.fakes._h2 import Tls, make_tls
+from tests.fakes._tls import Tls, make_tls
 from tests.fakes.apns import BUNDLE_ID, KEY_ID, TEAM_ID, ApnsFake, device_token
 from tests.fakes.fcm import FCM_SCOPE, JWT_BEARER, FcmFake, fcm_token
 

@@ -1,5 +1,6 @@
 """What the chat-robot fakes share (tests/fakes/dingtalk.py, feishu.py, wecom.py, slack.py,
-telegram.py): the messages each accepted, and the vendor's own flow limit per conversation.
+telegram.py): the messages each accepted, why it refused the others, the robots a vendor knows
+by token, and the vendor's own flow limit per conversation.
 
 A vendor limits how many messages one conversation (a robot's group, a chat) takes in a time
 window (DingTalk and WeCom: 20 a minute per robot; Feishu: 5 a second and 100 a minute;
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 
 from tests.fakes._server import FakeServer, Received, Reply
 
-__all__ = ["ChatFake", "Posted"]
+__all__ = ["ChatFake", "Posted", "Robot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,34 +35,57 @@ class Posted:
     msgid: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Robot:
+    """One robot (a custom bot) a fake knows: the token that names it (DingTalk's access
+    token, Feishu's hook id), its signing secret, and the keywords a message must hold."""
+
+    token: str
+    secret: str | None = None
+    keywords: tuple[str, ...] = ()
+
+
 class ChatFake(FakeServer):
     """Base of the chat-robot fakes: accepted messages, and per-conversation windows."""
 
     #: The vendor's windows per conversation: (most messages, seconds).
     WINDOWS: ClassVar[tuple[tuple[int, float], ...]] = ()
+    #: The vendor's answers to a message over its flow limit and to an accepted one, for a
+    #: vendor whose answers are always the same (else :meth:`too_fast`, :meth:`accepted`).
+    TOO_FAST: ClassVar[Reply]
+    ACCEPTED: ClassVar[Reply]
 
-    def __init__(self) -> None:
+    def __init__(self, *robots: Robot) -> None:
         super().__init__()
+        #: The robots the vendor knows, by the token that names each.
+        self.robots = {robot.token: robot for robot in robots}
         #: Messages accepted, in arrival order.
         self.posted: list[Posted] = []
         #: The flow limits enforced per conversation (the vendor's unless a test changes them).
         self.windows: list[tuple[int, float]] = list(self.WINDOWS)
         #: Requests refused by the fake's own flow limit (not by a script).
         self.throttled = 0
+        #: Why each request the vendor's checks refused was refused (the vendor's words).
+        self.refusals: list[str] = []
         self._seen: dict[str, deque[float]] = {}
         self._window_lock = threading.Lock()
 
     def reset(self) -> None:
-        """Forget requests, messages, windows' history, the script and the delay."""
+        """Forget requests, messages, refusals, windows' history, the script and the delay."""
+        super().reset()
         with self._lock:
-            self.requests.clear()
             self.posted.clear()
-            self._script.clear()
-            self.delay_s = 0.0
+            self.refusals.clear()
         with self._window_lock:
             self._seen.clear()
             self.windows = list(self.WINDOWS)
             self.throttled = 0
+
+    def refuse(self, reply: Reply, why: str) -> Reply:
+        """``reply``, the vendor's refusal, noted with ``why`` in :attr:`refusals`."""
+        with self._lock:
+            self.refusals.append(why)
+        return reply
 
     def texts(self, conversation: str | None = None) -> list[str]:
         """The visible text of each accepted message (to ``conversation`` when given)."""
@@ -102,12 +126,12 @@ class ChatFake(FakeServer):
         raise NotImplementedError
 
     def too_fast(self, wait_s: float) -> Reply:
-        """The vendor's answer to a message over its flow limit."""
-        raise NotImplementedError
+        """The vendor's answer to a message over its flow limit, ``wait_s`` before it may."""
+        return self.TOO_FAST
 
     def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
         """The vendor's answer to an accepted message."""
-        raise NotImplementedError
+        return self.ACCEPTED
 
     def new_msgid(self, conversation: str) -> str:
         """The vendor's id of a new message ("" when it returns none)."""

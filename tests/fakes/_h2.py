@@ -1,111 +1,34 @@
 """A scriptable fake HTTP/2 server over TLS on 127.0.0.1, for vendors that speak only HTTP/2
-(APNs). It has :class:`~tests.fakes._server.FakeServer`'s interface: a subclass implements
-``verify`` and ``succeed``; tests ``script`` replies, set ``delay_s``, hang or drop
+(APNs). It is a :class:`~tests.fakes._server.Scripted` fake as the HTTP/1.1 ones are: a subclass
+implements ``verify`` and ``succeed``; tests ``script`` replies, set ``delay_s``, hang or drop
 (``Reply(hang_s=…)``, ``Reply(close=True)``: the whole connection, as a server going away
 does) and read ``requests``.
 
 TLS uses a certificate authority and a server certificate for ``127.0.0.1`` made at start
-(:func:`make_tls`), so a client verifies the server with ``ca_file`` as it would a vendor's;
-ALPN offers only ``h2``. Each connection is served by one thread that alone reads and writes
+(:func:`tests.fakes._tls.make_tls`), so a client verifies the server with ``ca_file`` as it
+would a vendor's; ALPN offers only ``h2``. Each connection is served by one thread that alone reads and writes
 its socket (the h2 state machine is not thread-safe); each request is answered by a thread
 of its own, so a slow or hanging answer holds up no other stream, as with the vendor.
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import queue
 import socket
 import ssl
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.fakes._server import Received, Reply
+from tests.fakes._server import Received, Reply, Scripted
+from tests.fakes._tls import Tls
 
-__all__ = ["H2FakeServer", "Tls", "make_tls"]
-
-
-@dataclass(frozen=True, slots=True)
-class Tls:
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def make_tls(directory: Path) -> Tls:
-    """A CA and a server certificate for 127.0.0.1 / localhost signed by it, written to
-    ``directory`` (the CA's certificate is what a client trusts)."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "noti test push CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    tls = Tls(directory / "ca.pem", directory / "server.pem", directory / "server-key.pem")
-    tls.ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    tls.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    tls.key_file.write_bytes(_pem_key(key))
-    return tls
+__all__ = ["H2FakeServer"]
 
 
 class _Connection:
@@ -221,16 +144,13 @@ def _joined(pairs: list[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-class H2FakeServer:
+class H2FakeServer(Scripted):
     """Base of the HTTP/2 vendor fakes: TLS with ALPN h2 and a script of answers."""
 
     def __init__(self, tls: Tls) -> None:
+        super().__init__()
         self.tls = tls
-        self.requests: list[Received] = []
-        self.delay_s = 0.0
         self.stopping = threading.Event()
-        self._script: deque[Reply] = deque()
-        self._lock = threading.Lock()
         self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._context.load_cert_chain(tls.cert_file, tls.key_file)
@@ -247,11 +167,7 @@ class H2FakeServer:
 
     @property
     def ca_file(self) -> str:
-        return str(self.tls.ca_file)
-
-    def start(self) -> Any:
-        self._thread.start()
-        return self
+        return self.tls.ca_file
 
     def stop(self) -> None:
         self.stopping.set()
@@ -263,12 +179,6 @@ class H2FakeServer:
                     sock.close()
                 except OSError:
                     pass
-
-    def __enter__(self) -> Any:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _accept(self) -> None:
         while not self.stopping.is_set():
@@ -302,29 +212,3 @@ class H2FakeServer:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-
-    def script(self, *replies: Reply) -> None:
-        """Answer the next requests with these replies (after the checks of :meth:`verify`)."""
-        with self._lock:
-            self._script.extend(replies)
-
-    def _next(self, received: Received) -> Reply:
-        with self._lock:
-            self.requests.append(received)
-        refusal = self.verify(received)
-        if refusal is not None:
-            return refusal
-        with self._lock:
-            scripted = self._script.popleft() if self._script else None
-        return scripted if scripted is not None else self.succeed(received)
-
-    def verify(self, received: Received) -> Reply | None:
-        """The vendor's refusal of a request it would not accept, or None."""
-        raise NotImplementedError
-
-    def succeed(self, received: Received) -> Reply:
-        """The vendor's answer to an accepted request nobody scripted an answer for."""
-        raise NotImplementedError
-
-    def answered(self, received: Received) -> None:
-        """Called once the answer to ``received`` is written (on the connection's thread)."""

@@ -44,8 +44,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.fakes import _jwt
-from tests.fakes._h2 import H2FakeServer, Tls
+from tests.fakes._h2 import H2FakeServer
 from tests.fakes._server import Received, Reply
+from tests.fakes._tls import Tls
 
 __all__ = ["BUNDLE_ID", "KEY_ID", "TEAM_ID", "ApnsFake", "apns_error", "device_token"]
 

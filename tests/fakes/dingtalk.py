@@ -15,14 +15,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import time
 from typing import Any
 
 from tests.fakes._chat import ChatFake
 from tests.fakes._server import Received, Reply
 
-__all__ = ["MESSAGES", "DingTalkFake", "Robot", "error_reply", "sign"]
+__all__ = ["MESSAGES", "DingTalkFake", "error_reply", "sign"]
 
 #: DingTalk's wording of the errors the fake produces (match on errcode, never on errmsg).
 MESSAGES: dict[int, str] = {
@@ -56,29 +55,12 @@ def sign(secret: str, timestamp_ms: int) -> str:
     return base64.b64encode(digest).decode()
 
 
-class Robot:
-    """One robot the fake knows: its access token, signing secret and keywords."""
-
-    def __init__(self, token: str, secret: str | None = None, keywords: tuple[str, ...] = ()) -> None:
-        self.token = token
-        self.secret = secret
-        self.keywords = keywords
-
-
 class DingTalkFake(ChatFake):
-    """DingTalk's robot endpoint for ``robots``."""
+    """DingTalk's robot endpoint for the robots given (each named by its access token)."""
 
     WINDOWS = ((20, 60.0),)
-
-    def __init__(self, *robots: Robot) -> None:
-        super().__init__()
-        self.robots = {robot.token: robot for robot in robots}
-        #: Why each refused request was refused (the errmsg).
-        self.refusals: list[str] = []
-
-    def reset(self) -> None:
-        super().reset()
-        self.refusals.clear()
+    TOO_FAST = error_reply(130101)
+    ACCEPTED = Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def verify(self, received: Received) -> Reply | None:
         if received.method != "POST" or received.path != "/robot/send":
@@ -93,11 +75,8 @@ class DingTalkFake(ChatFake):
                 return refusal
         if not received.headers.get("content-type", "").startswith("application/json"):
             return self._refuse(40035)
-        try:
-            body = json.loads(received.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return self._refuse(40035)
-        if not isinstance(body, dict):
+        body = received.json_object()
+        if body is None:
             return self._refuse(40035)
         shown = _shown_text(body)
         if shown is None:
@@ -119,18 +98,10 @@ class DingTalkFake(ChatFake):
 
     def _refuse(self, code: int, errmsg: str | None = None) -> Reply:
         reply = error_reply(code, errmsg)
-        with self._lock:
-            self.refusals.append(reply.body["errmsg"])
-        return reply
+        return self.refuse(reply, reply.body["errmsg"])
 
     def conversation(self, received: Received) -> str:
         return received.query["access_token"][-1]
-
-    def too_fast(self, wait_s: float) -> Reply:
-        return error_reply(130101)
-
-    def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
-        return Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def text_of(self, body: dict[str, Any]) -> str:
         return _shown_text(body) or ""

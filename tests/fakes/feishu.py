@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import re
 import time
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 from tests.fakes._chat import ChatFake
 from tests.fakes._server import Received, Reply
 
-__all__ = ["BODY_MAX", "MESSAGES", "Bot", "FeishuFake", "error_reply", "sign"]
+__all__ = ["BODY_MAX", "MESSAGES", "FeishuFake", "error_reply", "sign"]
 
 #: Feishu's limit on a request body.
 BODY_MAX = 20 * 1024
@@ -55,46 +54,33 @@ def sign(secret: str, timestamp_s: int) -> str:
     return base64.b64encode(digest).decode()
 
 
-class Bot:
-    """One custom bot the fake knows: its hook id, signing secret and keywords."""
-
-    def __init__(self, hook: str, secret: str | None = None, keywords: tuple[str, ...] = ()) -> None:
-        self.hook = hook
-        self.secret = secret
-        self.keywords = keywords
-
-
 class FeishuFake(ChatFake):
-    """Feishu's bot hook endpoint for ``bots``."""
+    """Feishu's bot hook endpoint for the bots given (each named by its hook id)."""
 
     WINDOWS = ((5, 1.0), (100, 60.0))
+    TOO_FAST = error_reply(11232)
+    ACCEPTED = Reply(
+        200, {"StatusCode": 0, "StatusMessage": "success", "code": 0, "data": {}, "msg": "success"}
+    )
 
-    def __init__(self, *bots: Bot) -> None:
-        super().__init__()
-        self.bots = {bot.hook: bot for bot in bots}
-        #: The caller's address is not on the bots' allow-lists.
-        self.ip_denied = False
-        self.refusals: list[str] = []
+    #: The caller's address is not on the bots' allow-lists.
+    ip_denied = False
 
     def reset(self) -> None:
         super().reset()
         self.ip_denied = False
-        self.refusals.clear()
 
     def verify(self, received: Received) -> Reply | None:
         match = _PATH.match(received.path)
         if received.method != "POST" or match is None:
             return Reply(404, "404 page not found")
-        bot = self.bots.get(match["hook"])
+        bot = self.robots.get(match["hook"])
         if bot is None:
             return self._refuse(19001)
         if len(received.body) > BODY_MAX:
             return self._refuse(9499)
-        try:
-            body = json.loads(received.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return self._refuse(9499)
-        if not isinstance(body, dict):
+        body = received.json_object()
+        if body is None:
             return self._refuse(9499)
         if bot.secret is not None:
             try:
@@ -114,22 +100,12 @@ class FeishuFake(ChatFake):
         return None
 
     def _refuse(self, code: int) -> Reply:
-        with self._lock:
-            self.refusals.append(MESSAGES[code])
-        return error_reply(code)
+        return self.refuse(error_reply(code), MESSAGES[code])
 
     def conversation(self, received: Received) -> str:
         match = _PATH.match(received.path)
         assert match is not None
         return match["hook"]
-
-    def too_fast(self, wait_s: float) -> Reply:
-        return error_reply(11232)
-
-    def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
-        return Reply(
-            200, {"StatusCode": 0, "StatusMessage": "success", "code": 0, "data": {}, "msg": "success"}
-        )
 
     def text_of(self, body: dict[str, Any]) -> str:
         return _shown_text(body) or ""

@@ -51,10 +51,10 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tests.fakes._receipts import ReceiptPusher
-from tests.fakes._server import FakeServer, Received, Reply
+from tests.fakes._mail import MailApiFake
+from tests.fakes._server import Received, Reply
 
-__all__ = ["API_KEY", "FROM", "SendGridFake", "error_reply", "event_signature"]
+__all__ = ["API_KEY", "FROM", "SendGridFake", "error_reply", "event_signature", "sendgrid_options"]
 
 API_KEY = "SG." + "a" * 22 + "." + "b" * 43
 READ_ONLY_KEY = "SG." + "c" * 22 + "." + "d" * 43
@@ -69,6 +69,20 @@ def error_reply(
 ) -> Reply:
     """SendGrid's error answer ``{"errors": [{"message", "field", "help"}]}``."""
     return Reply(status, {"errors": [{"message": message, "field": field, "help": None}]}, headers or {})
+
+
+def sendgrid_options(fake: SendGridFake, **changes: Any) -> dict[str, Any]:
+    """A ``sendgrid`` provider's options that send through ``fake``'s account (from its
+    verified Sender Identity) and verify its signed Event Webhook."""
+    return {
+        "kind": "sendgrid",
+        "api_key": API_KEY,
+        "from_addr": f"Noti <{FROM}>",
+        "base_url": fake.url,
+        "webhook_public_key": fake.public_key,
+        "timeout_s": 1,
+        **changes,
+    }
 
 
 def rate_limited(reset_in_s: int = 1) -> Reply:
@@ -101,8 +115,10 @@ def event_signature(key: ec.EllipticCurvePrivateKey, timestamp: str, payload: by
     return base64.b64encode(key.sign(timestamp.encode() + payload, ec.ECDSA(hashes.SHA256()))).decode()
 
 
-class SendGridFake(FakeServer):
+class SendGridFake(MailApiFake):
     """One SendGrid account whose Sender Identities are ``verified`` (addresses or domains)."""
+
+    FATES = ("delivered", "bounce", "blocked", "dropped", "deferred", "spamreport")
 
     def __init__(self, *, verified: tuple[str, ...] = (FROM,)) -> None:
         super().__init__()
@@ -114,26 +130,9 @@ class SendGridFake(FakeServer):
         self.reset()
 
     def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self._script.clear()
-        self.delay_s = 0.0
+        super().reset()
         self.max_body = 30 * 1024 * 1024
-        #: X-Message-Id -> the accepted body.
-        self.messages: dict[str, dict[str, Any]] = {}
-        self.receipt_url: str | None = None
-        self.auto_receipts = True
-        self.bad_signature = False
-        self.unsigned = False
         self.timestamp_offset_s = 0
-        self._fates: dict[str, str] = {}
-        self._settled: set[str] = set()
-        self.pusher = ReceiptPusher()
-
-    def fate(self, address: str, kind: str) -> None:
-        """How messages to ``address`` end (see the module docstring)."""
-        assert kind in ("delivered", "bounce", "blocked", "dropped", "deferred", "spamreport"), kind
-        self._fates[address] = kind
 
     # --- Mail Send --------------------------------------------------------------------------
 
@@ -147,13 +146,8 @@ class SendGridFake(FakeServer):
             return error_reply(403, "access forbidden")
         if len(received.body) > self.max_body:
             return error_reply(413, "Payload Too Large")
-        try:
-            body = json.loads(received.body)
-        except ValueError:
-            return error_reply(400, "Bad Request", None)
-        if not isinstance(body, dict):
-            return error_reply(400, "Bad Request", None)
-        return self._check(body)
+        body = received.json_object()
+        return error_reply(400, "Bad Request", None) if body is None else self._check(body)
 
     def _check(self, body: dict[str, Any]) -> Reply | None:
         errors: list[dict[str, Any]] = []
@@ -209,10 +203,7 @@ class SendGridFake(FakeServer):
 
     def succeed(self, received: Received) -> Reply:
         message_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
-        with self._lock:
-            self.messages[message_id] = received.json()
-        if self.auto_receipts:
-            self.settle(message_id)
+        self.accept(message_id, received.json())
         return Reply(202, b"", {"X-Message-Id": message_id})
 
     # --- Event Webhook ----------------------------------------------------------------------
@@ -220,10 +211,7 @@ class SendGridFake(FakeServer):
     def settle(self, *ids: str) -> None:
         """Post the events of these messages (every one not settled yet when none are named)
         in one signed request."""
-        with self._lock:
-            todo = [m for m in (ids or list(self.messages)) if m in self.messages and m not in self._settled]
-            self._settled.update(todo)
-            events = [e for m in todo for e in self.events(m, self.messages[m])]
+        events = [e for m, body in self.to_settle(ids) for e in self.events(m, body)]
         if events and self.receipt_url is not None:
             self.post_events(events)
 
@@ -248,7 +236,7 @@ class SendGridFake(FakeServer):
             }
 
         delivered = event("delivered", response="250 OK", ip="168.1.1.1", tls=1)
-        kind = self._fates.get(email, "delivered")
+        kind = self.fate_of(email)
         if kind == "delivered":
             return [event("processed"), delivered]
         if kind == "deferred":

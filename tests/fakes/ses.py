@@ -62,13 +62,12 @@ from functools import cache
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
 
-from tests.fakes._receipts import ReceiptPusher
-from tests.fakes._server import FakeServer, Received, Reply
+from tests.fakes._mail import MailApiFake
+from tests.fakes._server import Received, Reply
+from tests.fakes._tls import certificate, common_name
 
 __all__ = [
     "ACCESS_KEY_ID",
@@ -78,6 +77,7 @@ __all__ = [
     "TOPIC_ARN",
     "SesFake",
     "error_reply",
+    "ses_options",
     "sns_signature",
     "sns_string_to_sign",
 ]
@@ -112,6 +112,23 @@ def error_reply(
             **(headers or {}),
         },
     )
+
+
+def ses_options(fake: SesFake, **changes: Any) -> dict[str, Any]:
+    """An ``ses`` provider's options that send through ``fake``'s account (from its verified
+    address) and take its feedback through SNS (the fake's topic, certificates under its URL)."""
+    return {
+        "kind": "ses",
+        "region": REGION,
+        "access_key_id": ACCESS_KEY_ID,
+        "secret_access_key": SECRET_ACCESS_KEY,
+        "from_addr": f"Noti <{FROM}>",
+        "endpoint": fake.url,
+        "sns_topic_arns": [fake.topic_arn],
+        "sns_url_prefix": fake.url + "/",
+        "timeout_s": 1,
+        **changes,
+    }
 
 
 # --- Signature Version 4, the fake's own ----------------------------------------------------
@@ -176,23 +193,14 @@ def _rsa_pair(label: str) -> tuple[rsa.RSAPrivateKey, bytes]:
     """A key and its self-signed certificate (PEM), made once per test process (RSA key
     generation takes a moment)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.amazonaws.com")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=365))
-        .sign(key, hashes.SHA256())
-    )
+    cert = certificate(common_name("sns.amazonaws.com"), key.public_key(), signing_key=key, days=365)
     return key, cert.public_bytes(serialization.Encoding.PEM)
 
 
-class SesFake(FakeServer):
+class SesFake(MailApiFake):
     """One SES account in :data:`REGION` that verified ``verified`` (addresses or domains)."""
+
+    FATES = ("delivery", "bounce", "transient", "complaint")
 
     def __init__(
         self,
@@ -216,31 +224,14 @@ class SesFake(FakeServer):
 
     def reset(self) -> None:
         """Forget messages, script, fates, faults and pushes (a fresh account, same keys)."""
-        with self._lock:
-            self.requests.clear()
-            self._script.clear()
-        self.delay_s = 0.0
+        super().reset()
         self.clock_offset_s = 0.0
         self.topic_arn = TOPIC_ARN
-        #: MessageId -> the request body, as SES accepted it.
-        self.messages: dict[str, dict[str, Any]] = {}
-        self.receipt_url: str | None = None
-        self.auto_receipts = True
         self.signature_version = "1"
-        self.bad_signature = False
-        self.unsigned = False
         self.cert_url: str | None = None
         self.duplicate_receipts = False
         self.confirmed: list[str] = []
         self.cert_fetches = 0
-        self._fates: dict[str, str] = {}
-        self._settled: set[str] = set()
-        self.pusher = ReceiptPusher()
-
-    def fate(self, address: str, kind: str) -> None:
-        """How messages to ``address`` end: ``delivery``, ``bounce``, ``transient``, ``complaint``."""
-        assert kind in ("delivery", "bounce", "transient", "complaint"), kind
-        self._fates[address] = kind
 
     # --- SendEmail ------------------------------------------------------------------------
 
@@ -369,12 +360,8 @@ class SesFake(FakeServer):
             return Reply(200, self.certificate, {"content-type": "application/x-pem-file"})
         if received.method == "GET":
             return self._confirm(received)
-        body = received.json()
         message_id = f"{secrets.token_hex(8)}-{uuid.uuid4()}-000000"
-        with self._lock:
-            self.messages[message_id] = body
-        if self.auto_receipts:
-            self.settle(message_id)
+        self.accept(message_id, received.json())
         return Reply(200, {"MessageId": message_id}, {"x-amzn-RequestId": str(uuid.uuid4())})
 
     # --- SNS ------------------------------------------------------------------------------
@@ -446,10 +433,7 @@ class SesFake(FakeServer):
 
     def settle(self, *ids: str) -> None:
         """Push the SES events of these messages (all not settled yet when none are named)."""
-        with self._lock:
-            todo = [m for m in (ids or list(self.messages)) if m in self.messages and m not in self._settled]
-            self._settled.update(todo)
-            bodies = [(m, self.messages[m]) for m in todo]
+        bodies = self.to_settle(ids)
         if self.receipt_url is None:
             return
         for message_id, body in bodies:
@@ -468,7 +452,7 @@ class SesFake(FakeServer):
             "destination": to,
             "tags": {t["Name"]: [t["Value"]] for t in body.get("EmailTags") or []},
         }
-        kind = self._fates.get(to[0], "delivery")
+        kind = self.fate_of(to[0])
         delivery = {
             "notificationType": "Delivery",
             "mail": mail,

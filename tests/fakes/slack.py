@@ -21,9 +21,9 @@ Both take about one message a second per channel or webhook: over it, HTTP 429 w
 
 from __future__ import annotations
 
-import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tests.fakes._chat import ChatFake
@@ -86,14 +86,12 @@ class SlackFake(ChatFake):
         self.archived = set(archived)
         self.bot_token = bot_token
         self.revoked = False
-        self.refusals: list[str] = []
         self._ts = 0
 
     def reset(self) -> None:
         super().reset()
         self.hook_state = dict.fromkeys(self.hook_state, "")
         self.revoked = False
-        self.refusals.clear()
 
     def verify(self, received: Received) -> Reply | None:
         if received.method != "POST":
@@ -108,47 +106,46 @@ class SlackFake(ChatFake):
     def _verify_hook(self, path: str, received: Received) -> Reply | None:
         state = self.hook_state.get(path)
         if state is None:
-            return self._refuse(hook_error("no_service"), "no_service")
+            return self._refused(hook_error, "no_service")
         if state:
-            return self._refuse(hook_error(state), state)
-        body = _json_object(received)
+            return self._refused(hook_error, state)
+        body = received.json_object()
         if body is None:
-            return self._refuse(hook_error("invalid_payload"), "invalid_payload")
+            return self._refused(hook_error, "invalid_payload")
         if not body.get("text") and not body.get("blocks"):
-            return self._refuse(hook_error("no_text"), "no_text")
+            return self._refused(hook_error, "no_text")
         return _blocks_refusal(body, hook_error)
 
     def _verify_api(self, received: Received) -> Reply | None:
         auth = received.headers.get("authorization", "")
         if not auth.startswith("Bearer "):
-            return self._refuse(api_error("not_authed"), "not_authed")
+            return self._refused(api_error, "not_authed")
         if auth.removeprefix("Bearer ") != self.bot_token:
-            return self._refuse(api_error("invalid_auth"), "invalid_auth")
+            return self._refused(api_error, "invalid_auth")
         if self.revoked:
-            return self._refuse(api_error("token_revoked"), "token_revoked")
+            return self._refused(api_error, "token_revoked")
         if not received.headers.get("content-type", "").startswith("application/json"):
-            return self._refuse(api_error("invalid_arguments"), "invalid_arguments")
-        body = _json_object(received)
+            return self._refused(api_error, "invalid_arguments")
+        body = received.json_object()
         if body is None:
-            return self._refuse(api_error("invalid_json"), "invalid_json")
+            return self._refused(api_error, "invalid_json")
         channel = body.get("channel")
         if channel in self.archived:
-            return self._refuse(api_error("is_archived"), "is_archived")
+            return self._refused(api_error, "is_archived")
         if channel in self.outside:
-            return self._refuse(api_error("not_in_channel"), "not_in_channel")
+            return self._refused(api_error, "not_in_channel")
         if channel not in self.channels:
-            return self._refuse(api_error("channel_not_found"), "channel_not_found")
+            return self._refused(api_error, "channel_not_found")
         text = body.get("text")
         if not text and not body.get("blocks"):
-            return self._refuse(api_error("no_text"), "no_text")
+            return self._refused(api_error, "no_text")
         if isinstance(text, str) and len(text) > 40_000:
-            return self._refuse(api_error("msg_too_long"), "msg_too_long")
+            return self._refused(api_error, "msg_too_long")
         return _blocks_refusal(body, api_error)
 
-    def _refuse(self, reply: Reply, why: str) -> Reply:
-        with self._lock:
-            self.refusals.append(why)
-        return reply
+    def _refused(self, answer: Callable[[str], Reply], error: str) -> Reply:
+        """Slack's ``answer`` (a webhook's or the Web API's) of ``error``, noted."""
+        return self.refuse(answer(error), error)
 
     def conversation(self, received: Received) -> str:
         hook = _HOOK.match(received.path)
@@ -178,14 +175,6 @@ class SlackFake(ChatFake):
     def text_of(self, body: dict[str, Any]) -> str:
         blocks = [b.get("text", "") for b in body.get("blocks", []) if b.get("type") == "markdown"]
         return "\n".join(str(b) for b in blocks) if blocks else str(body.get("text", ""))
-
-
-def _json_object(received: Received) -> dict[str, Any] | None:
-    try:
-        body = json.loads(received.body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return body if isinstance(body, dict) else None
 
 
 def _blocks_refusal(body: dict[str, Any], answer: Any) -> Reply | None:

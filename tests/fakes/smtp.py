@@ -19,10 +19,8 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import email
 import email.policy
-import ipaddress
 import ssl
 import threading
 from collections import defaultdict, deque
@@ -34,92 +32,17 @@ from typing import Any, Literal
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-__all__ = ["Certificates", "ReceivedMail", "SmtpFake", "SmtpHandler", "make_certificates"]
+from tests.fakes._tls import Tls, make_tls
+
+__all__ = ["ReceivedMail", "SmtpFake", "SmtpHandler", "make_certificates"]
 
 Stage = Literal["ehlo", "mail", "rcpt", "data"]
 
 
-@dataclass(frozen=True, slots=True)
-class Certificates:
-    """PEM files: a test CA, and a server certificate and key it signed."""
-
-    ca_file: str
-    cert_file: str
-    key_file: str
-
-
-def make_certificates(directory: Path, *, name: str = "noti test") -> Certificates:
-    """A new CA and a server certificate for ``127.0.0.1`` and ``localhost`` in ``directory``."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    files = Certificates(
-        str(directory / "ca.pem"), str(directory / "server.pem"), str(directory / "server.key")
-    )
-    Path(files.ca_file).write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    Path(files.cert_file).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    Path(files.key_file).write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return files
+def make_certificates(directory: Path, *, name: str = "noti test") -> Tls:
+    """A new CA (``<name> CA``) and a server certificate for ``127.0.0.1`` and ``localhost``
+    in ``directory`` (:func:`tests.fakes._tls.make_tls`)."""
+    return make_tls(directory, name_prefix=name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +84,7 @@ class SmtpFake:
         self,
         *,
         security: Literal["none", "starttls", "tls"] = "none",
-        certificates: Certificates | None = None,
+        certificates: Tls | None = None,
         users: dict[str, str] | None = None,
         mechanisms: tuple[str, ...] = ("LOGIN", "PLAIN"),
     ) -> None:
@@ -278,24 +201,18 @@ class SmtpHandler:
     async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
-        scripted = await self.fake._turn("mail")
-        if scripted is not None:
-            return scripted
-        envelope.mail_from = address
-        envelope.mail_options.extend(options)
-        return "250 2.1.0 OK"
+        """The scripted reply, else the sender taken."""
+        return await self.fake._turn("mail") or _take_sender(envelope, address, options)
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
-        scripted = await self.fake._turn("rcpt")
-        if scripted is not None:
-            return scripted
-        refusal = self.fake.refuse.get(address)
-        if refusal is not None:
-            return refusal
-        envelope.rcpt_tos.append(address)
-        return "250 2.1.5 OK"
+        """The scripted reply, else the recipient's refusal, else the recipient taken."""
+        return (
+            await self.fake._turn("rcpt")
+            or self.fake.refuse.get(address)
+            or _take_recipient(envelope, address)
+        )
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         pause, scripted = self.fake._take("data")
@@ -314,3 +231,14 @@ class SmtpHandler:
         if pause:
             await asyncio.sleep(pause)
         return scripted if scripted is not None else f"250 2.0.0 Ok: queued as FAKE{queued}"
+
+
+def _take_sender(envelope: Envelope, address: str, options: list[str]) -> str:
+    envelope.mail_from = address
+    envelope.mail_options.extend(options)
+    return "250 2.1.0 OK"
+
+
+def _take_recipient(envelope: Envelope, address: str) -> str:
+    envelope.rcpt_tos.append(address)
+    return "250 2.1.5 OK"

@@ -14,7 +14,6 @@ and ``description``, the HTTP status being the error code.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -62,12 +61,7 @@ class TelegramFake(ChatFake):
         self.blocked = set(blocked)
         self.kicked = set(kicked)
         self.token = token
-        self.refusals: list[str] = []
         self._message_id = 0
-
-    def reset(self) -> None:
-        super().reset()
-        self.refusals.clear()
 
     def verify(self, received: Received) -> Reply | None:
         match = _PATH.match(received.path)
@@ -77,11 +71,8 @@ class TelegramFake(ChatFake):
             return self._refuse(error_reply(401, "Unauthorized"))
         if match["method"] != "sendMessage":
             return self._refuse(error_reply(404, "Not Found: method not found"))
-        try:
-            body = json.loads(received.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            body = None
-        if not isinstance(body, dict):
+        body = received.json_object()
+        if body is None:
             return self._refuse(error_reply(400, "Bad Request: message text is empty"))
         chat = str(body.get("chat_id", ""))
         if chat in self.blocked:
@@ -111,9 +102,7 @@ class TelegramFake(ChatFake):
         return None
 
     def _refuse(self, reply: Reply) -> Reply:
-        with self._lock:
-            self.refusals.append(reply.body["description"])
-        return reply
+        return self.refuse(reply, reply.body["description"])
 
     def conversation(self, received: Received) -> str:
         return str(received.json()["chat_id"])

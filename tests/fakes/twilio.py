@@ -45,7 +45,15 @@ from urllib.parse import parse_qs, urlencode
 from tests.fakes._receipts import ReceiptControls
 from tests.fakes._server import FakeServer, Received, Reply
 
-__all__ = ["ACCOUNT_SID", "AUTH_TOKEN", "FROM_NUMBER", "SERVICE_SID", "TwilioFake", "error_reply"]
+__all__ = [
+    "ACCOUNT_SID",
+    "AUTH_TOKEN",
+    "FROM_NUMBER",
+    "SERVICE_SID",
+    "TwilioFake",
+    "error_reply",
+    "twilio_options",
+]
 
 ACCOUNT_SID = "AC" + "0123456789abcdef" * 2
 AUTH_TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed"
@@ -88,6 +96,20 @@ def error_reply(code: int, *, status: int | None = None, headers: dict[str, str]
         "status": status,
     }
     return Reply(status, body, headers or {})
+
+
+def twilio_options(fake: TwilioFake, **overrides: Any) -> dict[str, Any]:
+    """A ``twilio`` provider's options that reach ``fake``'s account with its own number, its
+    timeout short enough for a test of a hanging answer."""
+    return {
+        "kind": "twilio",
+        "account_sid": ACCOUNT_SID,
+        "auth_token": AUTH_TOKEN,
+        "from": FROM_NUMBER,
+        "base_url": fake.url,
+        "timeout_s": 0.5,
+        **overrides,
+    }
 
 
 def twilio_signature(auth_token: str, url: str, params: dict[str, str]) -> str:
@@ -198,11 +220,9 @@ class TwilioFake(ReceiptControls, FakeServer):
 
     def reset(self) -> None:
         """Forget requests, messages, the script and the delay (to reuse one server across tests)."""
+        super().reset()
         with self._lock:
-            self.requests.clear()
             self.messages.clear()
-            self._script.clear()
-            self.delay_s = 0.0
             self._hang_s = 0.0
             self.list_down = False
             self.send_refusal = None

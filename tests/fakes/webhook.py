@@ -38,12 +38,10 @@ class WebhookReceiver(FakeServer):
 
     def reset(self) -> None:
         """Forget requests, ids, refusals, the script and the delay (to reuse one server)."""
+        super().reset()
         with self._lock:
-            self.requests.clear()
             self.ids.clear()
             self.refusals.clear()
-            self._script.clear()
-            self.delay_s = 0.0
 
     def verify(self, received: Received) -> Reply | None:
         if received.method != "POST":

@@ -10,7 +10,6 @@ messages a minute (``45009 api freq out of limit``). Answers are HTTP 200 ``{"er
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tests.fakes._chat import ChatFake
@@ -39,29 +38,19 @@ def error_reply(code: int) -> Reply:
 
 
 class WecomFake(ChatFake):
-    """WeCom's robot endpoint for the robots of ``keys``."""
+    """WeCom's robot endpoint for the robots given (each named by its webhook key)."""
 
     WINDOWS = ((20, 60.0),)
-
-    def __init__(self, *keys: str) -> None:
-        super().__init__()
-        self.keys = set(keys)
-        self.refusals: list[int] = []
-
-    def reset(self) -> None:
-        super().reset()
-        self.refusals.clear()
+    TOO_FAST = error_reply(45009)
+    ACCEPTED = Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def verify(self, received: Received) -> Reply | None:
         if received.method != "POST" or received.path != "/cgi-bin/webhook/send":
             return Reply(404, "")
-        if received.query.get("key", [""])[-1] not in self.keys:
+        if received.query.get("key", [""])[-1] not in self.robots:
             return self._refuse(93000)
-        try:
-            body = json.loads(received.body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return self._refuse(40008)
-        kind = body.get("msgtype") if isinstance(body, dict) else None
+        body = received.json_object() or {}
+        kind = body.get("msgtype")
         if kind not in LIMITS:
             return self._refuse(40008)
         content = (body.get(kind) or {}).get("content")
@@ -72,18 +61,10 @@ class WecomFake(ChatFake):
         return None
 
     def _refuse(self, code: int) -> Reply:
-        with self._lock:
-            self.refusals.append(code)
-        return error_reply(code)
+        return self.refuse(error_reply(code), MESSAGES[code])
 
     def conversation(self, received: Received) -> str:
         return received.query["key"][-1]
-
-    def too_fast(self, wait_s: float) -> Reply:
-        return error_reply(45009)
-
-    def accepted(self, conversation: str, body: dict[str, Any], msgid: str) -> Reply:
-        return Reply(200, {"errcode": 0, "errmsg": "ok"})
 
     def text_of(self, body: dict[str, Any]) -> str:
         return str((body.get(body.get("msgtype", "")) or {}).get("content", ""))

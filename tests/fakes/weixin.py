@@ -232,11 +232,8 @@ class WeixinFake(ReceiptControls, FakeServer):
                 return error(40001)
             if known.expires_at <= self.clock():
                 return error(42001)
-        try:
-            body = json.loads(received.body)
-        except ValueError:
-            return error(47001)
-        if not isinstance(body, dict):
+        body = received.json_object()
+        if body is None:
             return error(47001)
         touser, template_id, data = body.get("touser"), body.get("template_id"), body.get("data")
         if not isinstance(touser, str) or not touser:
@@ -276,11 +273,8 @@ class WeixinFake(ReceiptControls, FakeServer):
         return Reply(200, {"errcode": 0, "errmsg": "ok", "msgid": msgid})
 
     def _stable_token(self, received: Received) -> Reply:
-        try:
-            body = json.loads(received.body)
-        except ValueError:
-            return error(47001)
-        if not isinstance(body, dict):
+        body = received.json_object()
+        if body is None:
             return error(47001)
         if body.get("grant_type") != "client_credential":
             return error(40002)
