@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 import noti
 from noti.channels.push.apns import ApnsProvider
 from noti.channels.push.fcm import FcmProvider
+from noti.core.attempt import ClaimState
 from noti.core.record import Channel
-from noti.core.store import ClaimState
 from noti.providers.base import Message
 from tests.conftest import MEMBER
 from tests.fakes._h2 import Tls, make_tls

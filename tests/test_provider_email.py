@@ -11,8 +11,8 @@ import pytest
 
 import noti
 from noti.channels.email.smtp import ENHANCED, ERRORS, EmailProvider, classify
+from noti.core.attempt import ClaimState
 from noti.core.record import Channel, Status
-from noti.core.store import ClaimState
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,

@@ -12,9 +12,9 @@ import pytest
 
 import noti
 from noti.channels.weixin.provider import ALREADY_SENT, ERRORS, WeixinProvider
+from noti.core.attempt import ClaimState
 from noti.core.record import Channel, Status
 from noti.core.retry import RetryPolicy, decide
-from noti.core.store import ClaimState
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,

@@ -17,9 +17,9 @@ import pytest
 
 import noti
 from noti.celery.queues import PRIORITY_STEPS, queue_key, queue_names
+from noti.core.attempt import Outcome
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Status
-from noti.core.store import Outcome
 from noti.numpool import NumberPool
 from tests.conftest import ADMIN, BASE_ENV, ROOT, wait_until
 from tests.servers import free_port

@@ -51,7 +51,7 @@ from celery.worker.strategy import default as default_strategy
 from noti.celery.report import DeliveryReport, HeldRequest
 from noti.celery.taskevents import PUBLISH_AT, PUBLISH_INTERVAL_S, TaskEvents
 from noti.celery.transport import BulkChannel, DeliveryClaims, kombu_json
-from noti.core.store import Claim, ClaimState, Outcome, Revoked, claim_from_row
+from noti.core.attempt import Claim, ClaimState, Outcome, Revoked, claim_from_row
 from noti.errors import StoreUnavailable
 from noti.sending.loop import send_loop
 from noti.sending.runtime import Runtime, get_runtime
