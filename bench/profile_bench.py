@@ -75,6 +75,7 @@ DRAIN_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CreateCalls.",
             "DeliveryBatcher._conclude",
             "DeliveryBatcher._settled",
+            "SendWaves._conclude",
             "providers/",
         ),
     ),
