@@ -28,6 +28,7 @@ module                         owns
 :mod:`~noti.events.actions`    what a listener does: notify from templates, or call a task
 :mod:`~noti.events.listeners`  listeners in Redis, and the processor's cache of them
 :mod:`~noti.events.store`      events in Redis (``*.lua`` beside it: each step atomic)
+:mod:`~noti.events.reads`      reading them: by id, selections, counts
 :mod:`~noti.events.liveness`   the processor's liveness lock
 :mod:`~noti.events.processor`  the processor loop, limits and hand-over
 :mod:`~noti.events.api`        the API below, with permissions
