@@ -68,7 +68,16 @@ DRAIN_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("worker request registry (celery.worker.state)", ("celery/worker/state.py",)),
     (
         "noti: claim, send, finish (with their Redis calls)",
-        ("Sender.", "RecordStore.", "DeliveryBatcher._conclude", "DeliveryBatcher._settled", "providers/"),
+        (
+            "Sender.",
+            "RecordStore.",
+            "RecordReader.",
+            "CreateCalls.",
+            "DeliveryBatcher._conclude",
+            "DeliveryBatcher._settled",
+            "SendWaves._conclude",
+            "providers/",
+        ),
     ),
     (
         "message intake (kombu, Celery's consumer, bulk fetch, decoding)",

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import noti
+from noti.core.attempt import Outcome
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Status, now_ms
-from noti.core.store import Outcome
 from tests.conftest import ADMIN, ALICE
 from tests.test_cli import run
 

@@ -66,7 +66,7 @@ def test_retry_all_and_purge(rt: Any) -> None:
         record = noti.api.notifier().build("sms", PHONE, text=text)
         rt.store.create(record)
         rt.store.claim(record.id, owner="w", lease_ms=1000)
-        from noti.core.store import Outcome
+        from noti.core.attempt import Outcome
 
         letter = DeadLetter(record.id, "sms", PHONE, 3, "exhausted", "boom", now_ms())
         rt.store.finish(record.id, owner="w", outcome=Outcome(Status.FAILED, "boom", 3), letter=letter)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage
-from noti.providers import _http11
+from noti.providers import _http11, _http11_answer
 from noti.providers._http11 import CannotConnect, NoCompleteAnswer, Unencodable, post
 from tests.fakes.smtp import make_certificates
 
@@ -275,7 +275,7 @@ def test_concurrent_requests_each_get_their_own_answer(server: RawServer) -> Non
 def test_a_long_body_is_cut_and_its_connection_dropped(
     server: RawServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_http11, "MAX_BODY", 10)
+    monkeypatch.setattr(_http11_answer, "MAX_BODY", 10)
     server.answers = [
         b"HTTP/1.1 500 Err\r\nContent-Length: 30\r\n\r\n" + b"e" * 30,
         b"HTTP/1.1 500 Err\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n"
@@ -325,7 +325,7 @@ def test_an_incomplete_or_foreign_answer_is_no_complete_answer(
 
 
 def test_a_head_longer_than_the_limit_is_no_complete_answer(server: RawServer) -> None:
-    server.answers = [b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (_http11.MAX_HEAD + 10) + b"\r\n\r\n"]
+    server.answers = [b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (_http11_answer.MAX_HEAD + 10) + b"\r\n\r\n"]
     with pytest.raises(NoCompleteAnswer):
         send(server.url())
 

@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import noti
 from noti.celery.queues import PRIORITY_STEPS, queue_key, queue_names
+from noti.core.attempt import REVOKED_CODE
 from noti.core.record import Status
-from noti.core.store import REVOKED_CODE
 from noti.events import add_listener, dispatch
 from noti.events.event import EventStatus
 from noti.numpool import NumberPool
@@ -307,7 +307,7 @@ def counts(rt: Any) -> dict[str, int]:
 
 
 def test_an_outcome_recorded_by_a_sender_that_lost_its_lease_counts_nothing(rt: Any) -> None:
-    from noti.core.store import Outcome
+    from noti.core.attempt import Outcome
 
     record_id = noti.notify_sms(PHONE, "x")
     assert rt.store.claim(record_id, owner="w1", lease_ms=60_000).record is not None

@@ -355,7 +355,7 @@ def test_the_script_is_reloaded_after_script_flush(client: PoolClient) -> None:
     # given a pool whose script has run, then a SCRIPT FLUSH (on every master of a cluster)
     pool = new_pool(client)
     pool.add("1001")
-    sha = pool._script.sha
+    sha = pool._script.lua.sha
     assert client.script_exists(sha) == [True]
     client.script_flush()
     assert client.script_exists(sha) == [False]

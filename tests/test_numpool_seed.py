@@ -21,7 +21,7 @@ import noti
 from noti.config import load_settings
 from noti.errors import InvalidConfig, NoFreeNumber
 from noti.numpool import NumberPool, NumberState
-from noti.numpool.pool import _source
+from noti.numpool.script import source
 from tests.cluster import local_cluster
 from tests.conftest import ADMIN, sandbox_outbox
 from tests.test_numpool_use import run
@@ -80,7 +80,7 @@ def test_a_seed_client_and_noti_move_one_number_through_its_states(configure: An
 def test_nois_script_takes_the_seeds_calling_convention(rt: Any) -> None:
     # a client that knows nothing of noti loads noti's script and calls it as the seed says
     client = rt.redis
-    sha = client.script_load(_source())
+    sha = client.script_load(source())
 
     def call(event: str, *number: str) -> str:
         return str(client.evalsha(sha, 1, "{numpool}", event, *number))

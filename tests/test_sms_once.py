@@ -13,8 +13,8 @@ import pytest
 
 import noti
 from noti.config import load_settings
+from noti.core.attempt import UNSURE_FIELD
 from noti.core.record import Status
-from noti.core.store import UNSURE_FIELD
 from noti.errors import InvalidConfig
 from tests.chat_vendors import toml_table
 from tests.conftest import ADMIN, wait_until

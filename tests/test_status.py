@@ -15,9 +15,9 @@ import pytest
 
 import noti
 from noti.celery.queues import PRIORITY_STEPS, queue_key, queue_names
+from noti.core.attempt import Outcome
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Status
-from noti.core.store import Outcome
 from noti.numpool import NumberPool
 from tests.conftest import ADMIN, BASE_ENV, wait_until
 from tests.noti_cli import start_noti

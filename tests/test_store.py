@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from noti.core.attempt import ClaimState, Outcome
 from noti.core.record import Channel, Notification, Status, new_id, now_ms
-from noti.core.store import ClaimState, Outcome
 
 
 def make(creator: str = "alice", level: int = 1, **kwargs: Any) -> Notification:

@@ -25,8 +25,8 @@ from noti.celery.transport import (
     DeliveryClaims,
     _bulk_fetch,
 )
+from noti.core.attempt import ClaimState, claim_from_row
 from noti.core.record import Channel, Status
-from noti.core.store import ClaimState, claim_from_row
 
 pytestmark = pytest.mark.integration
 

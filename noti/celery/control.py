@@ -33,8 +33,8 @@ from kombu.utils.functional import maybe_list
 
 from noti.celery.queues import DELIVER_TASK
 from noti.celery.report import DeliveryReport
+from noti.core.attempt import Revoked
 from noti.core.delay import Pump
-from noti.core.store import Revoked
 from noti.sending.runtime import get_runtime
 
 __all__ = ["SCHEDULED_LIMIT", "pump_holding", "serve_pump"]

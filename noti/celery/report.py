@@ -37,9 +37,9 @@ from celery.app.task import Context
 from celery.worker import state as worker_state
 
 from noti.celery.taskevents import TaskEvents
+from noti.core.attempt import Outcome
 from noti.core.record import Status
 from noti.core.retry import outcome_error
-from noti.core.store import Outcome
 from noti.errors import NotiError
 
 __all__ = ["DeliveryReport", "HeldRequest", "delivery_result"]

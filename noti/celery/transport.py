@@ -122,7 +122,7 @@ class FetchedClaim:
 
     owner: str
     lease_ms: int
-    #: The ``claim_record.lua`` row (``noti.core.store.claim_from_row`` reads it).
+    #: The ``claim_record.lua`` row (``noti.core.attempt.claim_from_row`` reads it).
     row: list[Any]
 
 

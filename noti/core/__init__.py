@@ -4,7 +4,9 @@
   channels, statuses, ids and validation;
 - :mod:`~noti.core.keys`: the Redis key layout, written down in one place;
 - :mod:`~noti.core.store`: records and their indexes in Redis (the Lua scripts of
-  ``noti/lua``);
+  ``noti/lua``), read through :mod:`~noti.core.reads`, created through
+  :mod:`~noti.core.creating`;
+- :mod:`~noti.core.attempt`: what a claim, an attempt's outcome and a revoke carry;
 - :mod:`~noti.core.lease`: how long a sender holds a record;
 - :mod:`~noti.core.retry`: retry policies and outcomes;
 - :mod:`~noti.core.delay`: delayed and debounced records;

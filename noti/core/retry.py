@@ -1,7 +1,7 @@
 """What happens after a send attempt: the retry policy and the decision it drives.
 
 The sender never computes a delay or sleeps: it hands the attempt's result to
-:func:`decide`, which returns the record's next state (:class:`~noti.core.store.Outcome`).
+:func:`decide`, which returns the record's next state (:class:`~noti.core.attempt.Outcome`).
 
 ====================  ==================================  ===========================
 the attempt           next state                          counts as an attempt
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from noti.config import Settings
+from noti.core.attempt import UNSURE_FIELD, Outcome
 from noti.core.record import Notification, Status
-from noti.core.store import UNSURE_FIELD, Outcome
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,

@@ -22,10 +22,13 @@ listeners, and marks it ``done`` with their return data or errors. See
 module                         owns
 =============================  ============================================================
 :mod:`~noti.events.event`      the event: statuses, names and patterns, payload rules, forms
-:mod:`~noti.events.templates`  the Jinja2 sandbox listeners' templates run in
+:mod:`~noti.events.templates`  listeners' templates: checked when added, then rendered
+:mod:`~noti.events.sandbox`    the Jinja2 sandbox they run in
+:mod:`~noti.events.limits`     what a template may build, checked before it is built
 :mod:`~noti.events.actions`    what a listener does: notify from templates, or call a task
 :mod:`~noti.events.listeners`  listeners in Redis, and the processor's cache of them
 :mod:`~noti.events.store`      events in Redis (``*.lua`` beside it: each step atomic)
+:mod:`~noti.events.reads`      reading them: by id, selections, counts
 :mod:`~noti.events.liveness`   the processor's liveness lock
 :mod:`~noti.events.processor`  the processor loop, limits and hand-over
 :mod:`~noti.events.api`        the API below, with permissions

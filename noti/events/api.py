@@ -41,7 +41,8 @@ from noti.events.listeners import (
 )
 from noti.events.liveness import Holder, read_holder
 from noti.events.processor import Limits, Processor
-from noti.events.store import POISON_CODE, EventCounts, EventStore
+from noti.events.reads import EventCounts
+from noti.events.store import POISON_CODE, EventStore
 from noti.events.templates import context
 from noti.inputs import check_name, finite_number, integer, shown
 from noti.sending.runtime import Runtime, get_runtime

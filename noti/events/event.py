@@ -244,7 +244,7 @@ class Event:
     holders: tuple[str, ...] = ()
     #: Of the processors that activated it before the last one (all of them for poison):
     #: how many died, and how many stalled (said they lost their lock while alive). Filled
-    #: in by :class:`~noti.events.store.EventStore` reads; a processor still stopped counts
+    #: in by :class:`~noti.events.reads.EventReader` reads; a processor still stopped counts
     #: as died until it continues and says it stalled.
     deaths: int = 0
     stalls: int = 0

@@ -27,7 +27,7 @@ import redis
 from noti.core.keys import Keys
 from noti.core.record import DELIVERY_STATES, Channel, Status
 from noti.events.liveness import Holder
-from noti.numpool.pool import decode_state
+from noti.numpool.script import decode_state
 from noti.observe.presence import WorkerInfo, read_workers
 from noti.redis.conn import connect
 from noti.redis.counters import Family, parse

@@ -17,9 +17,11 @@ its latency. It does only what a provider POST needs:
   ``SSL_CERT_FILE``), SNI and host-name checks on ``server_hostname`` when the URL's host was
   replaced by its checked address;
 - answers framed by ``Content-Length``, ``Transfer-Encoding: chunked`` or the connection's
-  end (RFC 9112 §6.3); 1xx answers skipped; bodies up to :data:`MAX_BODY` bytes (the rest
-  is dropped with the connection: receivers' answers are read for their status, headers and
-  an excerpt); a ``gzip``/``deflate`` body is inflated when it can be.
+  end (RFC 9112 §6.3); 1xx answers skipped; bodies up to
+  :data:`~noti.providers._http11_answer.MAX_BODY` bytes (the rest is dropped with the
+  connection: receivers' answers are read for their status, headers and an excerpt); a
+  ``gzip``/``deflate`` body is inflated when it can be. :mod:`noti.providers._http11_answer`
+  reads them; this module writes the request and keeps the connections.
 
 Failures are three classes, which :func:`map_errors` turns into the outcome classes exactly
 as :mod:`noti.providers._http` does for httpx: :class:`CannotConnect` (nothing was sent:
@@ -36,7 +38,6 @@ import contextlib
 import re
 import ssl
 import weakref
-import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -44,12 +45,12 @@ from functools import lru_cache
 import httpx
 
 from noti.providers._http import cannot_connect, no_complete_answer, unencodable
+from noti.providers._http11_answer import MAX_HEAD, TOKEN, Response, read_response
 
 __all__ = [
     "CannotConnect",
     "HttpError",
     "NoCompleteAnswer",
-    "Response",
     "Unencodable",
     "Destination",
     "close_pool",
@@ -65,19 +66,10 @@ MAX_IDLE_PER_DESTINATION = 256
 #: An idle connection older than this is closed rather than reused: servers drop theirs
 #: (Node.js after 5 s), and one dropped as the request goes out leaves its outcome unknown.
 IDLE_S = 4.0
-#: Bytes of an answer's head (status line and headers) read at most.
-MAX_HEAD = 64 * 1024
-#: Bytes of an answer's body kept; a longer body is cut and its connection closed.
-MAX_BODY = 1024 * 1024
-#: Informational (1xx) answers skipped before the final one, at most.
-MAX_INFORMATIONAL = 8
 #: Share of the timeout that connecting (and the TLS handshake) may take.
 CONNECT_SHARE = 0.9
 
-_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) (\d{3})(?: [^\r\n]*)?")
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
-_CHARSET = re.compile(r"charset=\"?([\w.:-]+)", re.IGNORECASE)
 
 
 class HttpError(Exception):
@@ -94,28 +86,6 @@ class NoCompleteAnswer(HttpError):
 
 class Unencodable(HttpError):
     """The request cannot be written (its URL or a header)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """A complete answer."""
-
-    status: int
-    #: Lower-case names; a repeated header's values joined with ", ".
-    headers: dict[str, str]
-    body: bytes
-
-    def text(self) -> str:
-        """The body as text (the ``charset`` of its content type, else UTF-8; bad bytes replaced)."""
-        charset = "utf-8"
-        content_type = self.headers.get("content-type", "")
-        match = _CHARSET.search(content_type) if "charset" in content_type.lower() else None
-        if match:
-            charset = match.group(1)
-        try:
-            return self.body.decode(charset, errors="replace")
-        except LookupError:
-            return self.body.decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +217,7 @@ async def post(
             async with asyncio.timeout_at(deadline):
                 _write(writer, head + body)
                 await writer.drain()
-                response, reusable = await _read_response(reader)
+                response, reusable = await read_response(reader)
         except TimeoutError as exc:
             raise NoCompleteAnswer(f"no complete answer within {timeout_s:g} s") from exc
         except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
@@ -281,7 +251,7 @@ def _request_head(destination: Destination, headers: Mapping[str, str], length: 
     lines = [destination.request_line]
     given = set()
     for name, value in headers.items():
-        if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+        if not TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
             raise Unencodable(f"header {name!r} cannot be sent")
         lower = name.lower()
         if lower in ("content-length", "transfer-encoding", "connection"):
@@ -380,108 +350,6 @@ def _sweep(pool: _Pool) -> None:
     if pool.idle and not pool.closed:  # when the oldest kept one is due
         oldest = min(since for idle in pool.idle.values() for _, _, since in idle)
         pool.sweeper = loop.call_at(oldest + IDLE_S, _sweep, pool)
-
-
-async def _read_response(reader: asyncio.StreamReader) -> tuple[Response, bool]:
-    """The final answer, and whether its connection may carry another request."""
-    for _ in range(MAX_INFORMATIONAL + 1):
-        version, status, headers = _parse_head(await reader.readuntil(b"\r\n\r\n"))
-        if not 100 <= status < 200:
-            break
-    else:
-        raise ValueError("too many informational answers")
-    keep_alive = version == 1 and "close" not in headers.get("connection", "").lower()
-    if status in (204, 304):
-        return Response(status, headers, b""), keep_alive
-    body, complete = await _read_body(reader, headers)
-    return Response(status, headers, _inflated(body, headers)), keep_alive and complete
-
-
-def _parse_head(head: bytes) -> tuple[int, int, dict[str, str]]:
-    """``(minor version, status, headers)`` of an answer's head (ending in a blank line)."""
-    status_line, *lines = head[:-4].split(b"\r\n")
-    match = _STATUS_LINE.fullmatch(status_line)
-    if match is None:
-        raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
-    headers: dict[str, str] = {}
-    last = ""
-    for raw in lines:
-        line = raw.decode("latin-1")
-        if line[:1] in (" ", "\t") and last:  # an obsolete folded continuation
-            headers[last] += " " + line.strip()
-            continue
-        name, colon, value = line.partition(":")
-        if not colon or not _TOKEN.fullmatch(name):
-            raise ValueError(f"a malformed header line: {line[:80]!r}")
-        last = name.lower()
-        value = value.strip(" \t")
-        headers[last] = f"{headers[last]}, {value}" if last in headers else value
-    return int(match.group(1)), int(match.group(2)), headers
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> tuple[bytes, bool]:
-    """The body (at most MAX_BODY bytes), and whether it was read to its end by its framing."""
-    coding = headers.get("transfer-encoding")
-    if coding is not None:
-        if coding.lower().rsplit(",", 1)[-1].strip() == "chunked":
-            return await _read_chunked(reader)
-        return await _read_to_end(reader), False  # framed by the connection's end
-    length = headers.get("content-length")
-    if length is None:
-        return await _read_to_end(reader), False
-    values = {v.strip() for v in length.split(",")}
-    if len(values) != 1 or not next(iter(values)).isdigit():
-        raise ValueError(f"a bad Content-Length: {length[:40]!r}")
-    size = int(next(iter(values)))
-    if size > MAX_BODY:
-        return await reader.readexactly(MAX_BODY), False
-    return await reader.readexactly(size), True
-
-
-async def _read_to_end(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    kept = 0
-    while kept < MAX_BODY:
-        chunk = await reader.read(MAX_BODY - kept)
-        if not chunk:
-            break
-        parts.append(chunk)
-        kept += len(chunk)
-    return b"".join(parts)
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> tuple[bytes, bool]:
-    parts: list[bytes] = []
-    kept = 0
-    while True:
-        size_line = (await reader.readuntil(b"\r\n"))[:-2].split(b";", 1)[0].strip()
-        if not size_line or any(c not in b"0123456789abcdefABCDEF" for c in size_line):
-            raise ValueError(f"a bad chunk size: {size_line[:20]!r}")
-        size = int(size_line, 16)
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, ignored
-                pass
-            return b"".join(parts), True
-        if kept + size > MAX_BODY:
-            parts.append(await reader.readexactly(MAX_BODY - kept))
-            return b"".join(parts), False
-        parts.append(await reader.readexactly(size))
-        kept += size
-        if await reader.readexactly(2) != b"\r\n":
-            raise ValueError("a chunk without its CRLF")
-
-
-def _inflated(body: bytes, headers: dict[str, str]) -> bytes:
-    """A gzip or deflate body inflated (up to MAX_BODY), when it can be; else as it came."""
-    coding = headers.get("content-encoding", "").strip().lower()
-    if not body or coding not in ("gzip", "deflate"):
-        return body
-    for wbits in (47,) if coding == "gzip" else (15, -15):  # deflate: zlib-wrapped or raw
-        try:
-            return zlib.decompressobj(wbits).decompress(body, MAX_BODY)
-        except zlib.error:
-            continue
-    return body
 
 
 @contextlib.contextmanager

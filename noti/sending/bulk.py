@@ -27,7 +27,7 @@ from noti.errors import InvalidConfig, InvalidInput, NotiError, StoreUnavailable
 from noti.inputs import shown
 
 if TYPE_CHECKING:
-    from noti.core.store import CreatePipeline
+    from noti.core.creating import CreatePipeline
     from noti.sending.notifier import Notifier
 
 __all__ = ["BulkResult", "Refused", "add_many"]

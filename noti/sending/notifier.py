@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from noti.core.attempt import Revoked
 from noti.core.delay import validate_idempotency_key
 from noti.core.record import (
     DELIVERY_STATES,
@@ -18,7 +19,6 @@ from noti.core.record import (
     parse_channel,
     parse_level,
 )
-from noti.core.store import Revoked
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, finite_number, integer, shown, user_name
 from noti.redis.outage import translate_errors

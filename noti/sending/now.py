@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from noti.access.users import User
+from noti.core.attempt import ClaimState
 from noti.core.record import Notification, Status
-from noti.core.store import ClaimState
 from noti.sending.runtime import Runtime
 from noti.sending.sender import Sender, SendResult
 

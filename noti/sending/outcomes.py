@@ -11,12 +11,12 @@ import logging
 from collections.abc import Sequence
 from typing import Literal
 
+from noti.core.attempt import UNSURE_FIELD, Outcome
 from noti.core.deadletter import DeadLetter
 from noti.core.delay import MAX_DELAY_S
 from noti.core.privacy import mask_target
 from noti.core.record import Notification, Status, msgid_field, now_ms
 from noti.core.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
-from noti.core.store import UNSURE_FIELD, Outcome
 from noti.core.suppression import Suppressed
 from noti.errors import (
     DeliveryError,

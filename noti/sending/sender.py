@@ -16,10 +16,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from noti.core.attempt import Claim, ClaimState, Finish, Outcome, Revoked
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Notification, Status, now_ms
 from noti.core.retry import RetryPolicy, decide
-from noti.core.store import Claim, ClaimState, Finish, Outcome, Revoked
 from noti.errors import (
     DeliveryError,
     NotiError,

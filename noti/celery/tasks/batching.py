@@ -17,9 +17,10 @@ handed out (the hub's ``call_soon``, so a lone message waits for nothing), flush
 3. a finish script call records the outcomes (dead letters included), then the messages
    are acked — after the outcome, as ``acks_late`` would — directly on the consumer thread
    (Celery's ack promise would defer each through the hub). On the send loop the outcomes
-   are recorded as the answers come: those answered within :data:`CONCLUDE_WINDOW_S` of
-   each other in one call, so a slow send never holds back the outcomes of the sends
-   answered before it (a worker killed meanwhile would send those again).
+   are recorded as the answers come: those answered within
+   :data:`~noti.celery.tasks.waves.CONCLUDE_WINDOW_S` of each other in one call, so a slow
+   send never holds back the outcomes of the sends answered before it (a worker killed
+   meanwhile would send those again): :mod:`noti.celery.tasks.waves`.
 
 A message is acked only once its record's outcome is stored, so a crash loses nothing: its
 messages come back after the visibility timeout and the claim keeps anything from being sent
@@ -37,9 +38,6 @@ message acked.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import logging
 import time
 from collections import deque
@@ -48,12 +46,13 @@ from typing import Any
 from celery.worker import state as worker_state
 from celery.worker.strategy import default as default_strategy
 
-from noti.celery.report import DeliveryReport, HeldRequest
+from noti.celery.report import DeliveryReport
 from noti.celery.taskevents import PUBLISH_AT, PUBLISH_INTERVAL_S, TaskEvents
+from noti.celery.tasks.held import Held
+from noti.celery.tasks.waves import SendWaves
 from noti.celery.transport import BulkChannel, DeliveryClaims, kombu_json
-from noti.core.store import Claim, ClaimState, Outcome, Revoked, claim_from_row
+from noti.core.attempt import Claim, ClaimState, Outcome, Revoked, claim_from_row
 from noti.errors import StoreUnavailable
-from noti.sending.loop import send_loop
 from noti.sending.runtime import Runtime, get_runtime
 from noti.sending.sender import Attempt, Sender, SendResult
 
@@ -64,43 +63,6 @@ log = logging.getLogger(__name__)
 #: When Redis does not answer the claim, the batch is tried again this much later (its
 #: messages stay unacked meanwhile, so nothing is lost and nothing spins).
 CLAIM_RETRY_S = 5.0
-#: Once a send of a batch is answered, the others answered within this long (or until all
-#: are) have their outcomes recorded with it in one finish call; a later answer starts the
-#: next wave. Sends answered together (the usual case) are one wave, as when the batch's
-#: outcomes were recorded only once all had answered.
-CONCLUDE_WINDOW_S = 0.02
-
-
-class _Held(HeldRequest):
-    """One received message waiting for its record's outcome (what ``inspect`` lists)."""
-
-    __slots__ = ("claim", "handed_back", "mark", "taken")
-
-    def __init__(
-        self,
-        task_id: str,
-        record_id: str,
-        message: Any,
-        received: float,
-        report: DeliveryReport,
-        claim: tuple[Claim, str, int] | None = None,
-    ) -> None:
-        super().__init__(task_id, record_id, message, received, report)
-        #: The claim of its record, (claim, owner token, lease ms): made by the broker
-        #: transport as it fetched the message, else by the batcher (kept for a retry).
-        self.claim = claim
-        #: The seed's mark once the outcome is stored ("OK", "KO", "!!").
-        self.mark = ""
-        #: Acked, requeued, or handed to the send loop: no longer this flush's to settle.
-        self.taken = False
-        #: Handed back by the send loop to the consumer thread, to be acked or requeued.
-        self.handed_back = False
-
-    @property
-    def retries(self) -> int:
-        """Attempts made before this one (from the claimed record)."""
-        record = self.claim[0].record if self.claim is not None else None
-        return record.retry if record is not None else 0
 
 
 class DeliveryBatcher:
@@ -123,14 +85,13 @@ class DeliveryBatcher:
         self._buckets = consumer.task_buckets
         self._rate_limits = not app.conf.worker_disable_rate_limits
         #: Messages waiting for their rate limit's tokens, oldest first.
-        self.limited: deque[_Held] = deque()
+        self.limited: deque[Held] = deque()
         self._release_timer: Any = None
         # what the transport is told to claim with, for the runtime it was made from
         self._claims_for: tuple[Runtime, DeliveryClaims | None] | None = None
-        self.pending: list[_Held] = []
-        # outcomes recorded on the send loop, waiting for the consumer thread to ack them
-        self.concluded: deque[tuple[list[_Held], list[SendResult] | None]] = deque()
-        self.in_flight: set[concurrent.futures.Future[None]] = set()
+        self.pending: list[Held] = []
+        #: The sends that wait on the network, on the send loop.
+        self.waves = SendWaves(self.hub, self._ack_concluded)
 
     def __call__(self, message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> None:
         headers = message.headers
@@ -147,7 +108,7 @@ class DeliveryBatcher:
             return None
         task_id = headers.get("id") or record_id
         claim = self._fetched_claim(message, record_id)
-        held = _Held(task_id, record_id, message, time.monotonic(), self.report, claim)
+        held = Held(task_id, record_id, message, time.monotonic(), self.report, claim)
         self.report.reserved(held)
         if self.limited or (self._rate_limits and self._buckets[self.task_name] is not None):
             self.limited.append(held)
@@ -167,7 +128,7 @@ class DeliveryBatcher:
         waited past their leases: the batch renews or re-takes them first."""
         self._release_timer = None
         bucket = self._buckets[self.task_name] if self._rate_limits else None
-        released: list[_Held] = []
+        released: list[Held] = []
         while self.limited and (bucket is None or bucket.can_consume(1)):
             released.append(self.limited.popleft())
         if released:
@@ -209,14 +170,14 @@ class DeliveryBatcher:
         if batch:
             self._deliver_guarded(batch)
 
-    def _deliver_guarded(self, batch: list[_Held], retried: bool = False) -> None:
+    def _deliver_guarded(self, batch: list[Held], retried: bool = False) -> None:
         try:
             self._deliver(batch, retried)
         except Exception:  # a bug: never let it stop the consumer, and lose nothing
             log.exception("noti.deliver: a batch of %d failed; its messages are queued again", len(batch))
             self._requeue([h for h in batch if not h.taken])
 
-    def _deliver(self, batch: list[_Held], retried: bool = False) -> None:
+    def _deliver(self, batch: list[Held], retried: bool = False) -> None:
         sender = Sender(get_runtime(), owner=self.owner)  # the runtime of now (tests reconfigure)
         try:
             if retried:
@@ -239,7 +200,7 @@ class DeliveryBatcher:
             )
             self.hub.call_later(CLAIM_RETRY_S, self._deliver_guarded, batch, True)
             return
-        claimed: list[_Held] = []
+        claimed: list[Held] = []
         for held, result in zip(batch, results, strict=True):
             if result is None:
                 claimed.append(held)
@@ -253,25 +214,18 @@ class DeliveryBatcher:
         if worker_state.revoked:
             pairs = self._drop_revoked(sender, pairs)
         self.report.started([(held, held.retries) for held, _ in pairs])
-        inline: list[tuple[_Held, Attempt]] = []
-        waiting: list[tuple[_Held, Attempt]] = []
+        inline: list[tuple[Held, Attempt]] = []
+        waiting: list[tuple[Held, Attempt]] = []
         for held, attempt in pairs:
             (inline if sender.inline(attempt.record) else waiting).append((held, attempt))
         if waiting:
-            held_waiting = [h for h, _ in waiting]
-            future = send_loop().submit(self._send_waiting(sender, held_waiting, [a for _, a in waiting]))
-            for h in held_waiting:
-                h.taken = True
-            self.in_flight.add(future)
-            future.add_done_callback(lambda f: self._on_sent(held_waiting, f))
+            self.waves.submit(sender, [h for h, _ in waiting], [a for _, a in waiting])
         if inline:
             attempts = [attempt for _, attempt in inline]
             outcomes = sender.attempt_many(attempts, hold_leases=False)  # they answer at once
             self._conclude(sender, [h for h, _ in inline], list(zip(attempts, outcomes, strict=True)))
 
-    def _drop_revoked(
-        self, sender: Sender, pairs: list[tuple[_Held, Attempt]]
-    ) -> list[tuple[_Held, Attempt]]:
+    def _drop_revoked(self, sender: Sender, pairs: list[tuple[Held, Attempt]]) -> list[tuple[Held, Attempt]]:
         """Revoke the claimed records whose task ids Celery's ``revoke`` named (this worker
         holds their leases, so the revoke is its to make), ack their messages; the rest."""
         revoked = [(held, attempt) for held, attempt in pairs if held.id in worker_state.revoked]
@@ -291,7 +245,7 @@ class DeliveryBatcher:
         return [(held, attempt) for held, attempt in pairs if not held.taken]
 
     @staticmethod
-    def _keep_claims(sender: Sender, batch: list[_Held]) -> None:
+    def _keep_claims(sender: Sender, batch: list[Held]) -> None:
         """Before a retry: renew the leases the batch still holds (nothing renewed them while
         Redis was away); a record whose lease went to another sender is claimed again."""
         held = [h for h in batch if h.claim is not None and h.claim[0].state is ClaimState.CLAIMED]
@@ -305,7 +259,7 @@ class DeliveryBatcher:
             if not still_ours:
                 h.claim = None
 
-    def _conclude(self, sender: Sender, held: list[_Held], outcomes: list[tuple[Attempt, Outcome]]) -> None:
+    def _conclude(self, sender: Sender, held: list[Held], outcomes: list[tuple[Attempt, Outcome]]) -> None:
         try:
             results = sender.conclude_many(outcomes)
         except StoreUnavailable:
@@ -314,97 +268,12 @@ class DeliveryBatcher:
             return
         self._settled(held, results)
 
-    async def _send_waiting(self, sender: Sender, held: list[_Held], attempts: list[Attempt]) -> None:
-        """On the send loop: send ``attempts`` (the messages ``held``) and record their
-        outcomes in waves as the answers come (:data:`CONCLUDE_WINDOW_S`), each wave handed
-        back to the consumer thread to be acked."""
-        leases = [(a.record.id, a.owner, a.lease_ms) for a in attempts]
-        with sender.runtime.lease_keeper.hold_many(leases) as release:
-            if len(attempts) == 1:  # no task of its own: it starts now, not a loop turn later
-                outcome = await _attempt(sender, attempts[0])
-                release([0])
-                await self._conclude_wave(sender, held, attempts, [(0, outcome)])
-                return
-            answered: list[tuple[int, Outcome | Exception]] = []
-            arrived, everyone = asyncio.Event(), asyncio.Event()
-            left = [len(attempts)]  # sends not concluded yet
-
-            async def send(i: int) -> None:
-                answered.append((i, await _attempt(sender, attempts[i])))
-                arrived.set()
-                if len(answered) >= left[0]:
-                    everyone.set()
-
-            tasks = [asyncio.ensure_future(send(i)) for i in range(len(attempts))]
-            try:
-                while left[0]:
-                    await arrived.wait()
-                    if len(answered) < left[0]:  # the answers coming about now join this wave
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(everyone.wait(), CONCLUDE_WINDOW_S)
-                    wave = list(answered)
-                    answered.clear()
-                    arrived.clear()
-                    everyone.clear()
-                    left[0] -= len(wave)
-                    release([i for i, _ in wave])
-                    await self._conclude_wave(sender, held, attempts, wave)
-            finally:
-                for task in tasks:  # only when this coroutine is cancelled (the loop stops)
-                    task.cancel()
-
-    async def _conclude_wave(
-        self,
-        sender: Sender,
-        held: list[_Held],
-        attempts: list[Attempt],
-        wave: list[tuple[int, Outcome | Exception]],
-    ) -> None:
-        """Record the outcomes of ``wave`` (positions in ``attempts``) in one finish call and
-        hand them back; a send that raised (a bug) is put back in the queue."""
-        sent = [(i, outcome) for i, outcome in wave if isinstance(outcome, Outcome)]
-        for i, outcome in wave:
-            if not isinstance(outcome, Outcome):
-                log.error("noti.deliver %s: the send failed: %r", attempts[i].record.id, outcome)
-                self._hand_back([held[i]], None)
-        if not sent:
-            return
-        results: list[SendResult] | None = None
-        pairs = [(attempts[i], outcome) for i, outcome in sent]
-        try:
-            recorder = send_loop().recorder  # never behind the blocking sends of the default pool
-            results = await asyncio.get_running_loop().run_in_executor(recorder, sender.conclude_many, pairs)
-        except Exception as exc:
-            log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(pairs), exc)
-        self._hand_back([held[i] for i, _ in sent], results)
-
-    def _hand_back(self, held: list[_Held], results: list[SendResult] | None) -> None:
-        """From the send loop: give ``held`` to the consumer thread, to be acked once their
-        outcomes are recorded (``results``) or requeued (None). The hub's ``call_soon`` is
-        thread-safe and wakes it."""
-        for i, h in enumerate(held):
-            h.handed_back = True
-            if results is not None:
-                h.mark = results[i].mark
-        self.concluded.append((held, results))
-        self.hub.call_soon(self._ack_concluded)
-
-    def _on_sent(self, held: list[_Held], future: concurrent.futures.Future[None]) -> None:
-        """On the send loop, once a batch's sends are over: what was not handed back (the
-        coroutine failed or was cancelled) goes back to the queue."""
-        left = [h for h in held if not h.handed_back]
-        if left:
-            exc = "cancelled" if future.cancelled() else future.exception()
-            log.error("noti.deliver: %d outcome(s) could not be recorded: %s", len(left), exc)
-            self._hand_back(left, None)
-        self.in_flight.discard(future)
-
     def _ack_concluded(self) -> set[Any]:
         """On the consumer thread: ack (or requeue) what the send loop finished with; the
         channels acked on."""
         channels: dict[int, Any] = {}
-        while self.concluded:
-            held, results = self.concluded.popleft()
+        while self.waves.concluded:
+            held, results = self.waves.concluded.popleft()
             if results is None:
                 self._requeue(held)
                 continue
@@ -425,8 +294,8 @@ class DeliveryBatcher:
             limited, self.limited = list(self.limited), deque()
             self._requeue(limited)
         deadline = time.monotonic() + timeout_s
-        while self.in_flight and time.monotonic() < deadline:
-            time.sleep(0.01)  # _on_sent removes each batch once it is handed back
+        while self.waves.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)  # each batch leaves once it is handed back
         for channel in self._ack_concluded():
             flush = getattr(channel.qos, "flush_acks", None)  # noti.celery.transport buffers acks
             if flush is not None:
@@ -457,13 +326,13 @@ class DeliveryBatcher:
         if not getattr(consumer, "_maximum_prefetch_restored", True):
             consumer._restore_prefetch_count_after_connection_restart(None)
 
-    def _settled(self, held: list[_Held], results: list[SendResult]) -> None:
+    def _settled(self, held: list[Held], results: list[SendResult]) -> None:
         for h, result in zip(held, results, strict=True):
             h.mark, h.taken = result.mark, True
             self._ack(h.message)
             self.report.concluded(h, result.outcome, h.retries)
 
-    def _requeue(self, held: list[_Held]) -> None:
+    def _requeue(self, held: list[Held]) -> None:
         """Put the messages back: their records are leased, so the claim of the redelivery
         schedules a look at the lease's end (:meth:`Sender.claim_many`)."""
         for h in held:
@@ -473,15 +342,6 @@ class DeliveryBatcher:
                 self._reject(h.message, requeue=True)
             except Exception:  # it comes back after the visibility timeout instead
                 log.exception("noti.deliver %s: could not requeue", h.record_id)
-
-
-async def _attempt(sender: Sender, attempt: Attempt) -> Outcome | Exception:
-    """One send's outcome, or what it raised (a bug: never let it stop the batch's other
-    sends or keep their outcomes from being recorded)."""
-    try:
-        return await sender.attempt_async(attempt)
-    except Exception as exc:
-        return exc
 
 
 def delivery_claims(rt: Runtime, task: str, sender: Sender) -> DeliveryClaims | None:
