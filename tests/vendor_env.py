@@ -35,9 +35,9 @@ import redis
 
 import noti
 from noti import errors
+from noti.core.attempt import ClaimState
 from noti.core.keys import Keys
 from noti.core.record import Status
-from noti.core.store import ClaimState
 from noti.providers import load_kind
 from tests.servers import free_port
 
