@@ -29,7 +29,7 @@ from noti.bridge.webman.worker import QueueWorker
 from noti.core.deadletter import DeadLetters
 from noti.errors import BridgeError, MalformedMessage, StoreUnavailable
 from tests.conftest import ADMIN, MEMBER, sandbox_outbox, wait_until
-from tests.servers import free_port, pings
+from tests.servers import free_port, pings, sms_and_webman_config
 from tests.webman_fixtures.consumers import Collect
 
 PHONE = "+8613912345678"
@@ -370,22 +370,7 @@ def test_notification_consumer_turns_messages_into_notifications(
 @pytest.mark.slow
 def test_bootstep_runs_consumers_inside_celery_worker(rt: Any, spawn_worker: Any, redis_url: str) -> None:
     # given: a worker whose settings enable the bridge with the notification consumer
-    config = f"""
-[channels.sms]
-provider = "sandbox"
-
-[webman]
-enabled = true
-
-[webman.consumers.notify]
-class = "noti.bridge.webman.notifications:NotificationConsumer"
-processes = 2
-
-[webman.consumers.notify.options]
-php_class = '{NOTIFY}'
-block_time_ms = 300
-"""
-    spawn_worker(config, "-P", "threads", "-c", "2", name="webman")
+    spawn_worker(sms_and_webman_config(NOTIFY, processes=2), "-P", "threads", "-c", "2", name="webman")
     # when: a PHP-shaped message arrives on the default connection (noti's Redis)
     producer(redis_url, NOTIFY).push({"type": "sms", "to": PHONE, "text": "from PHP"})
     # then: the worker consumed it and delivered the SMS
