@@ -253,6 +253,7 @@ def _subprocess_env(**extra: str) -> dict[str, str]:
     return {**env, "NOTI_CHANNELS__SMS__PROVIDER": "sandbox", **extra}
 
 
+@pytest.mark.slow
 def test_redis_unreachable_is_one_clear_line(rt: Any) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "noti", "add", "sms", "-to", PHONE, "-text", "x"],
@@ -269,6 +270,7 @@ def test_redis_unreachable_is_one_clear_line(rt: Any) -> None:
     assert result.stderr.count("\n") == 1 and "secret" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_setting_is_one_clear_line(rt: Any) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "noti", "list"],
@@ -282,6 +284,7 @@ def test_a_bad_setting_is_one_clear_line(rt: Any) -> None:
     assert result.stderr.startswith("e.noti.config: NOTI_RETRY_MAX: ")
 
 
+@pytest.mark.slow
 def test_console_script_runs_as_the_settings_user(rt: Any, redis_url: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "noti", "add", "sms", "-to", PHONE, "-text", "x", "-json", "-c"],

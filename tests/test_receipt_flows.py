@@ -27,7 +27,7 @@ from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, FROM_NUMBER, TwilioFake
 from tests.fakes.weixin import WeixinFake
 from tests.servers import ApiProcess, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 KEY = "rk-flows-0123456789"

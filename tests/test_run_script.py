@@ -99,6 +99,7 @@ def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
     assert not settings.exists()  # the settings file it wrote is gone with it
 
 
+@pytest.mark.slow
 def test_one_install_marker_serves_run_and_test(tmp_path: Path) -> None:
     """With the test extras installed (make test), make run's flower is there: nothing installed."""
     venv = tmp_path / "venv"
