@@ -1,14 +1,19 @@
-# The two commands of the README: `make run` (noti for real, with a demo) and `make test`.
+# The commands of the README: `make run` (noti for real, with a demo), `make test` (everything, on
+# the newest and the lowest versions) and `make test-fast` (the tests not marked slow: the edit loop).
 PYTHON ?= python3
 VENV   ?= .venv
 
-.PHONY: run test docs bench chaos venv clean-var
+.PHONY: run test test-fast docs bench chaos venv clean-var
 
 run:
 	@scripts/run.sh
 
 test:
 	@scripts/test.sh
+
+# pytest options in ARGS, e.g. `make test-fast ARGS="-k priority -x"`
+test-fast:
+	@NOTI_TEST_FAST=1 scripts/test.sh $(ARGS)
 
 # The documentation site (mkdocs.yml, docs/; references generated from the code by docsgen/):
 # into ./site, warnings are errors. `make docs DOCS_ARGS=serve` serves it on 127.0.0.1:8000.

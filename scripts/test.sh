@@ -5,13 +5,21 @@
 # on Python 3.11), both at once; makes sure redis-server exists (the tests start their own on a
 # free loopback port) and Chromium (tests/test_flower_truth.py renders Flower's pages headless);
 # runs the whole suite on ./.venv and, alongside, the tests marked integration or bounds on
-# ./.venv-lowest (its output follows the first's).
+# ./.venv-lowest (its output follows the first's). Each suite runs on several pytest-xdist
+# workers: the tests mostly wait (on worker processes, Redis, timers), so more workers than
+# cores pay; each worker starts its own redis-server.
 #   scripts/test.sh -k priority -x     pytest options: ./.venv only (NOTI_TEST_LOWEST=1: both)
 #   NOTI_TEST_LOWEST=0 scripts/test.sh  the newest only
+#   NOTI_TEST_FAST=1 scripts/test.sh    `make test-fast`: the tests not marked slow, newest only
+#   NOTI_TEST_WORKERS=N                 xdist workers for the newest (default 4 per core, at most
+#                                       8), NOTI_TEST_LOWEST_WORKERS=N for the lowest (2 per core,
+#                                       at most 4); 0: one process, no xdist
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+FAST=${NOTI_TEST_FAST:-0}
 LOWEST=${NOTI_TEST_LOWEST:-}
+[ "$FAST" = 1 ] && LOWEST=0
 [ -z "$LOWEST" ] && { [ $# -eq 0 ] && LOWEST=1 || LOWEST=0; }
 LOWEST_PYTHON=${NOTI_LOWEST_PYTHON:-python3.11}
 if [ "$LOWEST" = 1 ] && ! command -v "$LOWEST_PYTHON" >/dev/null 2>&1; then
@@ -22,6 +30,20 @@ if [ "$LOWEST" = 1 ] && ! command -v "$LOWEST_PYTHON" >/dev/null 2>&1; then
     echo "==> $LOWEST_PYTHON is not installed: the lowest supported versions are not tested" >&2
     LOWEST=0
 fi
+
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+WORKERS=${NOTI_TEST_WORKERS:-$((cores * 4 > 8 ? 8 : cores * 4))}
+LOWEST_WORKERS=${NOTI_TEST_LOWEST_WORKERS:-$((cores * 2 > 4 ? 4 : cores * 2))}
+# one external Redis (NOTI_TEST_REDIS_URL), flushed by every test: one process at a time
+[ -n "${NOTI_TEST_REDIS_URL:-}" ] && WORKERS=0 LOWEST_WORKERS=0
+# loadgroup: the tests one by one to whichever worker is free, in the order tests/conftest.py
+# puts them (the longest first), but those sharing a module or package fixture (an API server, a
+# deployment, a cluster) together on one worker, which sets it up once
+xdist() { if [ "$1" -gt 0 ]; then echo "-n $1 --dist loadgroup --no-loadscope-reorder"; else echo "-p no:xdist"; fi; }
+# Compiled once and kept (in __pycache__, ignored by git): every xdist worker, and each Celery
+# worker or CLI process a test starts, imports noti and the tests; without cached bytecode each
+# compiles them again (pytest's rewriting of the tests' asserts alone: seconds of CPU a worker).
+unset PYTHONDONTWRITEBYTECODE
 
 started=$SECONDS
 lowest_install=
@@ -49,7 +71,7 @@ have_chromium() {
     command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
         command -v google-chrome >/dev/null 2>&1 || command -v google-chrome-stable >/dev/null 2>&1
 }
-if ! have_chromium; then
+if [ "$FAST" != 1 ] && ! have_chromium; then  # the slow tests need it
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "==> chromium is missing: installing Debian's chromium package" >&2
         (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
@@ -77,7 +99,7 @@ lowest() {
     # pytest restoring SIGINT, which a background job ignores: the trap below stops it cleanly
     .venv-lowest/bin/python -c 'import signal, sys, pytest
 signal.signal(signal.SIGINT, signal.default_int_handler)
-sys.exit(pytest.main(sys.argv[1:]))' -m "integration or bounds" "$@"
+sys.exit(pytest.main(sys.argv[1:]))' -m "integration or bounds" $(xdist "$LOWEST_WORKERS") "$@"
 }
 
 status=0
@@ -87,15 +109,19 @@ if [ "$LOWEST" = 1 ] && [ -z "${NOTI_TEST_REDIS_URL:-}" ]; then
     # alongside the newest (both spend most of their time waiting on workers and Redis; each
     # starts its own redis-server); its output follows the newest's
     lowest_log=$(mktemp "${TMPDIR:-/tmp}/noti-lowest-XXXXXX")
-    echo "==> the integration tests on the lowest versions, alongside: $(versions .venv-lowest)" >&2
+    echo "==> the integration tests on the lowest versions, alongside, $LOWEST_WORKERS workers:" \
+        "$(versions .venv-lowest)" >&2
     lowest_started=$SECONDS
     lowest "$@" >"$lowest_log" 2>&1 &
     lowest_pid=$!
     trap 'if [ -n "$lowest_pid" ] && kill -0 "$lowest_pid" 2>/dev/null; then kill -INT "$lowest_pid"; wait "$lowest_pid"; fi' EXIT
 fi
-echo "==> the whole suite on the newest versions: $(versions .venv)" >&2
+what="the whole suite"
+fast=()
+[ "$FAST" = 1 ] && what="the tests not marked slow" fast=(-m "not slow")
+echo "==> $what on the newest versions, $WORKERS workers: $(versions .venv)" >&2
 started=$SECONDS
-.venv/bin/python -m pytest --durations=15 "$@" || status=$?
+.venv/bin/python -m pytest $(xdist "$WORKERS") --durations=15 ${fast[@]+"${fast[@]}"} "$@" || status=$?
 echo "==> the newest: exit $status in $((SECONDS - started)) s" >&2
 if [ -n "$lowest_pid" ]; then
     wait "$lowest_pid" || lowest_status=$?

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from tests.conftest import wait_until
+from tests.servers import free_port
 
 
 def _binaries() -> tuple[str, str]:
@@ -43,9 +44,7 @@ def _bindable(port: int) -> bool:
 def _cluster_port(taken: list[int]) -> int:
     """A free loopback port whose cluster bus port (port + 10000) is free and valid too."""
     for _ in range(1000):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+        port = free_port()  # reserved: no other worker of the tests gets it meanwhile
         if port + 10000 <= 65535 and port not in taken and _bindable(port + 10000):
             return port
     raise AssertionError("no free pair of loopback ports (port, port + 10000)")

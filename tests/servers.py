@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import random
 import re
 import shutil
 import signal
@@ -22,11 +25,47 @@ __all__ = ["ApiProcess", "RedisProcess", "debug_command_args", "free_port", "pin
 INSTALL_HINT = "redis-server is not installed (Debian/Ubuntu: apt-get install redis-server)"
 
 
+#: Ports handed out by :func:`free_port` in the last few minutes, one empty file per port, shared
+#: by every process of the tests on this machine (xdist's workers, the two suites `make test`
+#: runs side by side, the benchmarks and the chaos run they start).
+PORTS_DIR = Path(tempfile.gettempdir()) / "noti-test-ports"
+#: How long a port stays reserved: long enough for its server to be up and bound.
+PORT_RESERVED_S = 300.0
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now and handed to no other process of the tests lately.
+
+    Binding port 0 finds a port nobody listens on, but the socket is closed before the server
+    meant for it binds, and until then the kernel may give the same port to the next process
+    that asks: two xdist workers starting their redis-servers at once could get one port (and
+    the one whose server failed to bind would then talk to the other's). So each port found is
+    also reserved, by creating a file named after it under :data:`PORTS_DIR` while holding an
+    exclusive lock there; a port reserved by anyone in the last :data:`PORT_RESERVED_S` seconds
+    is passed over, and older reservations are cleared.
+    """
+    PORTS_DIR.mkdir(exist_ok=True)
+    with (PORTS_DIR / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        now = time.time()
+        for _ in range(200):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            mark = PORTS_DIR / str(port)
+            try:
+                if now - mark.stat().st_mtime < PORT_RESERVED_S:
+                    continue
+            except FileNotFoundError:
+                pass
+            mark.touch()
+            if random.random() < 0.05:  # now and then, forget the reservations long past
+                for old in PORTS_DIR.iterdir():
+                    with contextlib.suppress(OSError):
+                        if old.name.isdigit() and now - old.stat().st_mtime > PORT_RESERVED_S:
+                            old.unlink()
+            return port
+    raise RuntimeError(f"no free loopback port that is not reserved in {PORTS_DIR}")
 
 
 def pings(client: redis.Redis) -> bool:
@@ -58,44 +97,71 @@ def redis_server(*args: str) -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         raise FileNotFoundError(INSTALL_HINT)
-    port = free_port()
     workdir = tempfile.mkdtemp(prefix="noti-redis-")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-            "--loglevel",
-            "warning",
-            *args,
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
+    proc: subprocess.Popen[bytes] | None = None
+    client: redis.Redis | None = None
     try:
-        deadline = time.monotonic() + 10
-        while not pings(client):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {port}")
-            time.sleep(0.02)
+        for _ in range(5):
+            port = free_port()
+            proc = subprocess.Popen(
+                [
+                    binary,
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    workdir,
+                    "--loglevel",
+                    "warning",
+                    *args,
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            client = redis.Redis(port=port)
+            if _answers_as(client, proc, timeout_s=10):
+                break
+            # the port was taken before this server bound it (by a process that does not use
+            # free_port): another port
+            _stop(proc)
+            client.close()
+        else:
+            raise RuntimeError("redis-server did not start on a free port in 5 tries")
         yield f"redis://127.0.0.1:{port}"
     finally:
-        client.close()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:  # a server that refuses to stop must not outlive its test
-            proc.kill()
-            proc.wait(10)
+        if client is not None:
+            client.close()
+        if proc is not None:
+            _stop(proc)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _answers_as(client: redis.Redis, proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Whether the redis-server ``proc`` answers ``client`` within ``timeout_s``: PONG, and its
+    own process id in ``INFO server`` (a PONG alone may come from another server that holds the
+    port, when ``proc`` could not bind it and is exiting)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if pings(client):
+            try:
+                return bool(client.info("server").get("process_id") == proc.pid)
+            except redis.ConnectionError:
+                return False
+        time.sleep(0.02)
+    return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:  # a server that refuses to stop must not outlive its test
+        proc.kill()
+        proc.wait(10)
 
 
 class RedisProcess:
@@ -124,11 +190,8 @@ class RedisProcess:
             ],
             stdout=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + timeout_s
-        while not pings(client):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
+        if not _answers_as(client, self.proc, timeout_s):
+            raise RuntimeError(f"redis-server did not start on port {self.port}")
 
     def kill(self) -> None:
         """SIGKILL the server (what a crash or an OOM kill does)."""
@@ -250,10 +313,15 @@ class ApiProcess(_LoggedProcess):
     its own process group, logging to a temporary file (left for a failing test to read)."""
 
     def __init__(self, env: dict[str, str], *args: str, port: int | None = None, cwd: Path = ROOT) -> None:
-        self.port = port or free_port()
+        self._env, self._args, self._cwd = env, args, cwd
+        self._own_port = port is None  # chosen here: another one if it is taken after all
+        self._start(port or free_port(), None)
+
+    def _start(self, port: int, log: Path | None) -> None:
+        self.port = port
         self.url = f"http://127.0.0.1:{self.port}"
-        serve = ["noti", "serve", "-bind", "127.0.0.1", "-port", str(self.port), *args]
-        super().__init__([sys.executable, "-m", *serve], env, cwd, None, "serve")
+        serve = ["noti", "serve", "-bind", "127.0.0.1", "-port", str(port), *self._args]
+        super().__init__([sys.executable, "-m", *serve], self._env, self._cwd, log, "serve")
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until ``GET /v1/health`` answers 200; fails with the server's output otherwise."""
@@ -262,6 +330,9 @@ class ApiProcess(_LoggedProcess):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
+                if self._own_port and "address already in use" in self.output():
+                    self._start(free_port(), self.log)  # taken by a process that does not use free_port
+                    continue
                 raise AssertionError(f"noti serve exited {self.proc.returncode}:\n{self.output()}")
             try:
                 if httpx.get(f"{self.url}/v1/health", timeout=1.0).status_code == 200:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import BASE_ENV, ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SCRIPT = """
 import gc

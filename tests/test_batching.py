@@ -223,6 +223,7 @@ def test_a_stopping_worker_finishes_the_sends_in_flight(
     assert Counter(slow_receiver.ids) == Counter(ids)
 
 
+@pytest.mark.slow
 def test_a_slow_send_does_not_hold_back_the_outcomes_of_its_batch(
     configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
 ) -> None:
@@ -350,6 +351,7 @@ def test_a_batch_that_breaks_loses_nothing(
     assert broken and sorted(e["id"] for e in sandbox_outbox(rt)) == sorted(ids)
 
 
+@pytest.mark.slow
 def test_claims_held_through_a_redis_outage_are_renewed_or_given_up(
     configure: Any, monkeypatch: pytest.MonkeyPatch, start_worker_now: Any
 ) -> None:

@@ -20,7 +20,7 @@ from noti.core.record import Status
 from tests.conftest import sandbox_outbox, wait_until
 from tests.event_capture import captured_events
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # each waits seconds on a worker
 
 PHONE = "+8613912345678"
 FINAL = (Status.DONE, Status.FAILED, Status.INVALID)

@@ -237,6 +237,7 @@ def test_slack_escapes_plain_text_so_it_mentions_nobody(configure: Any) -> None:
 # --- the vendors' flow limits ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_each_conversations_rate_line_keeps_under_the_vendors_limit(
     configure: Any, start_worker_now: Any, vendor: Vendor, fake: ChatFake
 ) -> None:

@@ -249,6 +249,7 @@ def _noti_process(*args: str, **settings: str) -> subprocess.CompletedProcess[st
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_redis_unreachable_is_one_clear_line(rt: Any) -> None:
     result = _noti_process(
         "add", "sms", "-to", PHONE, "-text", "x", NOTI_REDIS_URL="redis://:secret@127.0.0.1:1/0"
@@ -260,12 +261,14 @@ def test_redis_unreachable_is_one_clear_line(rt: Any) -> None:
     assert result.stderr.count("\n") == 1 and "secret" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_setting_is_one_clear_line(rt: Any) -> None:
     result = _noti_process("list", NOTI_RETRY_MAX="lots")
     assert result.returncode == 1
     assert result.stderr.startswith("e.noti.config: NOTI_RETRY_MAX: ")
 
 
+@pytest.mark.slow
 def test_console_script_runs_as_the_settings_user(rt: Any, redis_url: str) -> None:
     result = _noti_process(
         "add", "sms", "-to", PHONE, "-text", "x", "-json", "-c", NOTI_REDIS_URL=redis_url, NOTI_USER=BOB

@@ -42,6 +42,7 @@ def test_a_host_projects_celery_variables_do_not_move_notis_broker(
         assert conn.as_uri().endswith(redis_url.rsplit(":", 1)[1].split("/")[0] + "/1")
 
 
+@pytest.mark.slow
 def test_a_worker_under_a_host_projects_environment_delivers_through_notis_redis(
     rt: Any, spawn_worker: Any, host_broker: str
 ) -> None:
@@ -77,6 +78,7 @@ def test_notis_tasks_belong_to_notis_app_only() -> None:
         "type(app.AsyncResult('x').backend).__name__",
     ],
 )
+@pytest.mark.slow
 def test_the_first_thing_a_fresh_process_reads_already_ignores_the_host_variables(
     redis_url: str, host_broker: str, first_read: str
 ) -> None:
@@ -114,6 +116,7 @@ print(record_id)
 """
 
 
+@pytest.mark.slow
 def test_import_noti_and_its_calls_leave_the_host_apps_current_app_settings_and_signals_alone(
     rt: Any, redis_url: str, host_broker: str
 ) -> None:

@@ -163,6 +163,7 @@ def test_two_pumps_never_publish_a_record_twice(rt: Any) -> None:
     assert sorted(published) == sorted(f"r{i}" for i in range(600))
 
 
+@pytest.mark.slow
 def test_due_records_a_dead_pump_took_go_out_seconds_later(rt: Any) -> None:
     # given a due record that a pump took and then died before publishing (found by the chaos
     # run: its pump's worker SIGKILLed, delayed notifications went out 10 to 30 s late), and

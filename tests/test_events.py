@@ -312,6 +312,7 @@ def test_the_sandbox_refuses_python_internals_and_huge_values_at_run_time(
     assert refused.value.code == code
 
 
+@pytest.mark.slow
 def test_a_template_that_would_build_a_huge_value_is_refused_on_its_event(rt: Any) -> None:
     # given listeners whose widths come from the payload
     api, _ = make(rt)

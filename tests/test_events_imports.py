@@ -52,6 +52,7 @@ def shell(command: str, redis_url: str, **env: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.slow
 def test_the_readme_listener_example_works_from_a_shell(rt: Any, redis_url: str, shop: Path) -> None:
     # given the user's task module on PYTHONPATH
     env = {"PYTHONPATH": str(shop), "NOTI_USER": ADMIN}
@@ -71,6 +72,7 @@ def test_the_readme_listener_example_works_from_a_shell(rt: Any, redis_url: str,
     assert (listener.event, listener.action.to_json()) == ("order.*", action)
 
 
+@pytest.mark.slow
 def test_a_module_that_cannot_be_imported_is_refused_with_its_name(
     rt: Any, redis_url: str, shop: Path
 ) -> None:

@@ -321,6 +321,7 @@ def test_under_sparse_traffic_each_dispatch_after_an_idle_processor_queues_one_i
         assert not rt.redis.exists(rt.keys.event_starting)
 
 
+@pytest.mark.slow
 def test_a_listener_retry_policy_in_a_worker_runs_it_again_after_the_events_behind_it(
     rt: Any, start_worker_now: Any
 ) -> None:
@@ -344,6 +345,7 @@ def test_a_listener_retry_policy_in_a_worker_runs_it_again_after_the_events_behi
     assert [Events(rt).get(i).outcomes[1].result for i in (second, third, first)] == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_a_listener_that_exhausts_its_retries_in_a_worker_ends_with_its_error_and_a_dead_letter(
     rt: Any, worker: Any
 ) -> None:

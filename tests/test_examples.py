@@ -236,6 +236,7 @@ def test_django_shipped_view_answers_400_for_a_phone_noti_refuses(orders_client:
     assert noti.list_notifications() == []
 
 
+@pytest.mark.slow
 def test_django_projects_own_worker_runs_its_task_that_notifies_and_noti_leaves_that_worker_alone(
     orders_client: Any,
     rt: Any,

@@ -129,6 +129,7 @@ def fresh(redis_url: str, tmp_path: Path) -> Fresh:
     return Fresh(redis_url, tmp_path)
 
 
+@pytest.mark.slow
 def test_list_and_get_print_what_they_print_with_everything_loaded(rt: Any, fresh: Fresh) -> None:
     mine = noti.notify_sms(PHONE, "mine [bold]not markup[/bold]", user=ALICE)
     noti.notify_email("a@example.com", subject="Subject", text="body", html="<p>x</p>", lv=5, user=ALICE)
@@ -161,6 +162,7 @@ def test_list_and_get_print_what_they_print_with_everything_loaded(rt: Any, fres
     assert fresh("get", theirs, user=ALICE)[0].stderr.startswith("e.cmd.noti.not_found")
 
 
+@pytest.mark.slow
 def test_list_get_and_add_import_only_what_they_use(rt: Any, fresh: Fresh) -> None:
     record_id = noti.notify_sms(PHONE, "a plain text", user=ALICE)
     for args in (("list",), ("list", "-json"), ("get", record_id), ("get", record_id, "-json")):
@@ -189,6 +191,7 @@ def test_a_built_in_provider_kind_loads_without_reading_entry_points(monkeypatch
         noti.providers.available_kinds.cache_clear()
 
 
+@pytest.mark.slow
 def test_the_noti_script_pauses_and_freezes_the_collector_in_its_own_process_only(
     rt: Any, fresh: Fresh
 ) -> None:
@@ -213,6 +216,7 @@ def _strip_tag(envelope: dict[str, Any]) -> dict[str, Any]:
     return {**envelope, "properties": properties, "headers": headers}
 
 
+@pytest.mark.slow
 def test_add_runs_without_celery_and_queues_celerys_own_message(rt: Any, fresh: Fresh) -> None:
     result, report = fresh("add", "sms", "-to", PHONE, "-text", "hello", "-lv", "5", "-json", user=ADMIN)
     assert result.returncode == 0, result.stderr
@@ -246,6 +250,7 @@ def test_add_runs_without_celery_and_queues_celerys_own_message(rt: Any, fresh: 
     assert rt.store.count() == 1 and _heavy(report["modules"]) == []
 
 
+@pytest.mark.slow
 def test_a_notification_added_without_celery_is_delivered_by_a_worker(
     start_worker_now: Any, rt: Any, fresh: Fresh
 ) -> None:
@@ -301,6 +306,7 @@ def _fresh_python(code: str) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_import_noti_imports_nothing_until_a_name_is_used() -> None:
     out = _fresh_python(
         "import sys, json\n"
@@ -344,6 +350,7 @@ def test_every_command_of_the_table_loads_under_its_name() -> None:
     assert cli.get_command(ctx, "no-such-command") is None
 
 
+@pytest.mark.slow
 def test_help_and_usage_errors_need_no_command_module(fresh: Fresh) -> None:
     result, report = fresh("no-such-command")
     assert result.returncode == 2 and "No such command" in result.stderr

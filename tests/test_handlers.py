@@ -110,6 +110,7 @@ def test_a_bad_handlers_setting_is_refused_with_its_name(configure: Any, path: s
     assert "NOTI_HANDLERS" in str(raised.value)
 
 
+@pytest.mark.slow
 def test_a_worker_with_a_bad_handlers_setting_does_not_start(rt: Any, tmp_path: Any) -> None:
     from tests.conftest import BASE_ENV, WorkerProcess
 

@@ -603,7 +603,15 @@ def test_every_code_of_the_corpus_is_in_the_docs() -> None:
     assert not missing, f"codes the corpus expects that the docs do not list: {missing}"
 
 
-@pytest.mark.parametrize("case", ORDERED, ids=[c.id for c in ORDERED])
+@pytest.mark.parametrize(
+    "case",
+    # not in `make test-fast`: the proc cases run noti in a fresh process, the task cases wait
+    # on a worker (about a second each, for its acks)
+    [
+        pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.surface in {"proc", "task"} else [])
+        for c in ORDERED
+    ],
+)
 def test_hostile_input_is_refused_and_changes_nothing(
     case: Case,
     seed: dict[str, str],

@@ -617,6 +617,7 @@ def test_the_status_of_every_error_class(rt: Any) -> None:
     [(["-workers", "0"], "e.cmd.noti.serve.badworkers"), (["-workers", "65"], "e.cmd.noti.serve.badworkers"),
      (["-port", "70000"], "e.cmd.noti.serve.badport"), (["-port", "0"], "e.cmd.noti.serve.badport")],
 )  # fmt: skip
+@pytest.mark.slow
 def test_serve_refuses_bad_options_before_listening(rt: Any, args: list[str], code: str) -> None:
     import subprocess
     import sys

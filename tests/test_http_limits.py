@@ -33,7 +33,8 @@ import noti
 from tests.conftest import ADMIN, ALICE, BASE_ENV
 from tests.servers import ApiProcess
 
-pytestmark = pytest.mark.bounds  # uvicorn's protocol subclassed: run on the lowest versions too
+# uvicorn's protocol subclassed: run on the lowest versions too; most tests talk to `noti serve`
+pytestmark = [pytest.mark.bounds, pytest.mark.slow]
 
 BODY_MAX = 64 * 1024
 HEADER_MAX = 4096

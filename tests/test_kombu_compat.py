@@ -283,6 +283,7 @@ def _run_until_exit(proc: subprocess.Popen[bytes], tmp_path: Path) -> str:
     return (tmp_path / "worker.log").read_text(errors="replace")
 
 
+@pytest.mark.slow
 def test_a_worker_on_a_kombu_that_changed_the_read_it_copies_refuses_to_start(
     rt: Any, tmp_path: Path
 ) -> None:
@@ -299,6 +300,7 @@ def test_a_worker_on_a_kombu_that_changed_the_read_it_copies_refuses_to_start(
     assert rt.store.get(record_id).status is Status.WAITING
 
 
+@pytest.mark.slow
 def test_the_stock_transport_it_advises_runs_on_that_kombu(rt: Any, tmp_path: Path) -> None:
     # given the same kombu, and the way out the refusal names
     record_id = noti.notify_sms("+8613912345678", "through the stock transport")
@@ -312,6 +314,7 @@ def test_the_stock_transport_it_advises_runs_on_that_kombu(rt: Any, tmp_path: Pa
         _run_until_exit(proc, tmp_path)
 
 
+@pytest.mark.slow
 def test_a_worker_on_a_kombu_with_another_wire_format_refuses_even_with_the_stock_transport(
     rt: Any, tmp_path: Path
 ) -> None:

@@ -453,6 +453,7 @@ def test_noti_metrics_refuses_a_port_in_use(rt: Any) -> None:
     assert str(port) in result.stderr
 
 
+@pytest.mark.slow
 def test_noti_metrics_stops_on_sigterm(rt: Any, redis_url: str, metrics_process: Any, tmp_path: Path) -> None:
     config = tmp_path / "noti.toml"
     config.write_text("")

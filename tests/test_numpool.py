@@ -111,7 +111,7 @@ def cluster_client() -> Iterator[RedisCluster]:
             client.close()
 
 
-@pytest.fixture(params=["redis", "cluster"])
+@pytest.fixture(params=["redis", pytest.param("cluster", marks=pytest.mark.slow)])
 def client(request: pytest.FixtureRequest, rt: Any) -> PoolClient:
     """The same tests on one Redis (the flushed test database) and on a Redis Cluster."""
     if request.param == "redis":
@@ -364,6 +364,7 @@ def test_the_script_is_reloaded_after_script_flush(client: PoolClient) -> None:
     assert client.script_exists(sha) == [True]
 
 
+@pytest.mark.slow
 def test_all_keys_of_a_pool_share_one_cluster_slot_and_pools_spread_over_masters(
     cluster_client: RedisCluster,
 ) -> None:

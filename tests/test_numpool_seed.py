@@ -178,6 +178,7 @@ def cluster_ports() -> Iterator[list[int]]:
         yield ports
 
 
+@pytest.mark.slow
 def test_the_cli_and_a_provider_use_the_pool_on_a_redis_cluster(
     configure: Any, cluster_ports: list[int]
 ) -> None:

@@ -16,6 +16,7 @@ from tests.test_cli import run
 PHONE = "+8613912345678"
 
 
+@pytest.mark.slow
 def test_no_more_than_the_configured_rate_reaches_the_provider(configure: Any, worker: Any) -> None:
     # given a provider limited to 5 requests per second (bucket of 1) and 25 records at once
     rt = configure(providers={"slowvendor": {"kind": "sandbox", "rate_limit_per_s": 5, "rate_burst": 1}})

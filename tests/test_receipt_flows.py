@@ -26,7 +26,7 @@ from tests.receipt_vendors import RECEIPT_KEY, WX_APPID, WX_SECRET, WX_TOKEN, au
 from tests.servers import ApiProcess, free_port
 from tests.sms_vendors import ALIYUN, CN_FAILING, CN_PHONE, TENCENT, TWILIO, US_FAILING, US_PHONE
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 KEY = RECEIPT_KEY

@@ -73,6 +73,7 @@ def test_nothing_pending_pulls_nothing(fake: TencentFake, redis_url: str) -> Non
     assert fake.pulls == 0
 
 
+@pytest.mark.slow
 def test_full_pulls_are_repeated_until_one_is_not_full(fake: TencentFake, redis_url: str) -> None:
     provider = TENCENT.poller(fake, redis_url)
     messages = [sms("4321", f"+86139{n:08d}") for n in range(PULL_LIMIT + 20)]

@@ -23,6 +23,8 @@ from noti.sending.runtime import get_runtime
 from tests import servers
 from tests.conftest import sandbox_outbox, wait_until
 
+pytestmark = pytest.mark.slow  # a redis-server of its own, each
+
 PHONE = "+8613912345678"
 
 

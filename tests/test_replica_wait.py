@@ -19,7 +19,7 @@ from noti.redis.pipelines import CommandPipeline, ScriptPipeline
 from tests.conftest import wait_until
 from tests.servers import RedisProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PHONE = "+8613912345678"
 

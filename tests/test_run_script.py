@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,13 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def alive(pid: int) -> bool:
@@ -104,6 +99,7 @@ def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
     assert not settings.exists()  # the settings file it wrote is gone with it
 
 
+@pytest.mark.slow
 def test_one_install_marker_serves_run_and_test(tmp_path: Path) -> None:
     """With the test extras installed (make test), make run's flower is there: nothing installed."""
     venv = tmp_path / "venv"

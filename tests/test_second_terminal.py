@@ -21,6 +21,8 @@ from noti.cli import cli
 from noti.config import config_file
 from tests.conftest import ADMIN
 
+pytestmark = pytest.mark.slow  # noti in a fresh process, each
+
 MAIN = "from noti.cli import main; main()"
 
 

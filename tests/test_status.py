@@ -110,6 +110,7 @@ def test_a_running_worker_is_shown_alive_with_its_queues(rt: Any, worker: Any) -
     assert "workers  1 alive" in screen and node["name"] in screen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "frame"), [((), "noti status"), (("-json", "-c"), '{"at_ms":')])
 def test_watch_shows_the_screen_again_until_interrupted(
     rt: Any, redis_url: str, tmp_path: Path, args: tuple[str, ...], frame: str

@@ -107,6 +107,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_noti_and_a_worker_run_without_flower(rt: Any, tmp_path: Any) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTI_")}
     env |= {**BASE_ENV, "NOTI_REDIS_URL": rt.settings.redis_url, "NOTI_CHANNELS__SMS__PROVIDER": "sandbox"}

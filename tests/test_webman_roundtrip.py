@@ -315,6 +315,7 @@ def _redis_server(port: int, workdir: str) -> subprocess.Popen[bytes]:
     return proc
 
 
+@pytest.mark.slow
 def test_a_redis_restart_does_not_stop_consumption(run_bridge: Any, redis_server: str) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("needs a local redis-server to restart")
