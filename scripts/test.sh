@@ -53,7 +53,16 @@ if [ "$LOWEST" = 1 ]; then  # both venvs install at once (network and unpacking,
     lowest_install=$!
 fi
 NOTI_EXTRAS=test,apitest,bench scripts/venv.sh
+warm=
+if ! compgen -G "tests/__pycache__/test_*-pytest-*.pyc" >/dev/null; then
+    # a fresh clone: pytest rewrites the asserts of every test module and keeps the result in
+    # __pycache__; once here, not by every xdist worker of both suites at once (same Python and
+    # pytest in both venvs, the same files)
+    .venv/bin/python -m pytest --collect-only -q -p no:xdist >/dev/null 2>&1 &
+    warm=$!
+fi
 [ -n "$lowest_install" ] && wait "$lowest_install"
+[ -n "$warm" ] && { wait "$warm" || true; }
 echo "==> venvs ready in $((SECONDS - started)) s" >&2
 
 if [ -z "${NOTI_TEST_REDIS_URL:-}" ] && ! command -v redis-server >/dev/null 2>&1; then

@@ -21,6 +21,9 @@ import redis
 from tests import servers
 from tests.servers import ApiProcess, CeleryProcess
 
+# how `make test` marks the slow tests and spreads the suite over pytest-xdist's workers
+pytest_plugins = ["tests.xdist_plan"]
+
 for _name in [n for n in os.environ if n.startswith("NOTI_") and n != "NOTI_TEST_REDIS_URL"]:
     del os.environ[_name]
 # no settings file unless a test names one: never the noti.toml `make run` writes in the checkout
@@ -47,81 +50,6 @@ BASE_ENV = {
     "NOTI_UNACKED_RESTORE_INTERVAL_S": "1",
     "NOTI_PUMP_INTERVAL_S": "0.05",
 }
-
-
-#: Fixtures that start processes of their own (Celery worker subprocesses, ``noti serve``): a test
-#: that uses one, itself or through another fixture, is marked ``slow`` (not in ``make test-fast``).
-PROCESS_FIXTURES = frozenset({"spawn_worker", "api", "deployment"})
-
-#: The longest tests (a minute or more each on 2 busy cores), taken first when the suite runs on
-#: xdist's workers (``make test``), which take the tests in collection order: started last, one
-#: of them would run alone at the end while the other workers idle.
-LONGEST = (
-    "tests/test_bench_smoke.py::",
-    "tests/test_chaos.py::test_the_short_chaos_run",
-    "tests/test_http_schema.py::",
-    "tests/test_sentinel.py::test_workers_beat",
-    "tests/test_run_script.py::test_make_run_at_a_terminal",
-    "tests/test_run_script.py::test_ctrl_c",
-    "tests/test_redis_outage.py::",
-    "tests/test_celery_native.py::test_inspect_lists_notifications_in_flight",
-)
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-        item.add_marker(pytest.mark.slow)
-    if hasattr(item.config, "workerinput"):  # an xdist worker (``--dist loadgroup``)
-        group = _shared_fixture_scope(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _shared_fixture_scope(item: pytest.Item) -> str | None:
-    """The package or module whose tests share a fixture set up once for all of them (an API
-    server, a deployment, a cluster), if the item uses one: under xdist they all run on one
-    worker, or each worker that got some would set it up again. Session fixtures are set up
-    by each worker anyway (its own redis-server)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    module = None
-    for defs in info.name2fixturedefs.values():
-        scope = defs[-1].scope
-        if scope == "package":
-            return defs[-1].baseid.rsplit("/", 1)[-1] or "tests"
-        if scope in ("module", "class"):
-            module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-    return module
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist: the :data:`LONGEST` tests first, then the other ``slow`` ones, then the rest,
-    so the long runs start at once, side by side. The tests of an xdist group keep their order
-    (pytest's, which sets a parametrized module fixture up once per parameter) and move with
-    the first of them."""
-    if not hasattr(config, "workerinput"):
-        return
-
-    def rank(item: pytest.Item) -> int:
-        nodeid = item.nodeid.split("@", 1)[0]
-        for index, prefix in enumerate(LONGEST):
-            if nodeid.startswith(prefix):
-                return index
-        return len(LONGEST) + (0 if item.get_closest_marker("slow") else 1)
-
-    def group(item: pytest.Item) -> str | None:
-        mark = item.get_closest_marker("xdist_group")
-        return None if mark is None else str(mark.args[0])
-
-    ranks = {id(item): rank(item) for item in items}
-    first: dict[str, int] = {}
-    for item in items:
-        name = group(item)
-        if name is not None:
-            first[name] = min(first.get(name, ranks[id(item)]), ranks[id(item)])
-    items.sort(key=lambda item: first.get(group(item) or "", ranks[id(item)]))  # stable
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:

@@ -60,6 +60,8 @@ class SentinelSet:
         directory.mkdir(exist_ok=True)
         command = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)]
         command += ["--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--loglevel", "warning"]
+        # a replica's full sync starts at once, not after Redis's default 5 s wait for more replicas
+        command += ["--repl-diskless-sync-delay", "0"]
         self.procs[port] = subprocess.Popen([*command, *args], stdout=subprocess.DEVNULL)
         _wait_for(self.data(port), self.procs[port], port)
 
@@ -116,17 +118,13 @@ class SentinelSet:
         raise AssertionError(f"the sentinels did not agree on a new primary within {timeout_s} s")
 
     def close(self) -> None:
-        """Stop every process; one that does not stop within 10 s (a primary waiting for its
-        replicas, Redis' shutdown-timeout) is killed, so none outlives the test."""
+        """Kill every process: nothing of them is kept (the directory goes), and a primary asked
+        to stop would wait up to 10 s for its replicas (Redis' shutdown-timeout)."""
         for proc in self.procs.values():
             if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait(10)
+        for proc in self.procs.values():
+            proc.wait(10)
 
 
 def _wait_for(client: redis.Redis, proc: subprocess.Popen[bytes], port: int) -> None:
