@@ -12,7 +12,9 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow
+# beside the rest of the suite (make test's xdist workers) a smoke run can take minutes: the
+# subprocess's own timeout (400 s) ends it, not pytest's default 300 s
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(450)]
 
 
 def test_every_benchmark_scenario_runs_in_smoke_mode() -> None:
