@@ -11,9 +11,9 @@
 #   scripts/test.sh -k priority -x     pytest options: ./.venv only (NOTI_TEST_LOWEST=1: both)
 #   NOTI_TEST_LOWEST=0 scripts/test.sh  the newest only
 #   NOTI_TEST_FAST=1 scripts/test.sh    `make test-fast`: the tests not marked slow, newest only
-#   NOTI_TEST_WORKERS=N                 xdist workers for the newest (default 3 per core, at most
-#                                       8), NOTI_TEST_LOWEST_WORKERS=N for the lowest (3 per 2
-#                                       cores, at most 4); 0: one process, no xdist
+#   NOTI_TEST_WORKERS=N                 xdist workers for the newest (default 3 per core, 4 with
+#                                       NOTI_TEST_FAST, at most 8), NOTI_TEST_LOWEST_WORKERS=N for
+#                                       the lowest (3 per 2 cores, at most 4); 0: one process
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +33,8 @@ fi
 
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 WORKERS=${NOTI_TEST_WORKERS:-$((cores * 3 > 8 ? 8 : cores * 3))}
+# the fast tests mostly wait (no benchmark, no chaos run beside them): more workers pay
+[ "$FAST" = 1 ] && WORKERS=${NOTI_TEST_WORKERS:-$((cores * 4 > 8 ? 8 : cores * 4))}
 LOWEST_WORKERS=${NOTI_TEST_LOWEST_WORKERS:-$(((cores * 3 + 1) / 2 > 4 ? 4 : (cores * 3 + 1) / 2))}
 # one external Redis (NOTI_TEST_REDIS_URL), flushed by every test: one process at a time
 [ -n "${NOTI_TEST_REDIS_URL:-}" ] && WORKERS=0 LOWEST_WORKERS=0
