@@ -11,9 +11,9 @@
 #   scripts/test.sh -k priority -x     pytest options: ./.venv only (NOTI_TEST_LOWEST=1: both)
 #   NOTI_TEST_LOWEST=0 scripts/test.sh  the newest only
 #   NOTI_TEST_FAST=1 scripts/test.sh    `make test-fast`: the tests not marked slow, newest only
-#   NOTI_TEST_WORKERS=N                 xdist workers for the newest (default 3 per core, 4 with
+#   NOTI_TEST_WORKERS=N                 xdist workers for the newest (default 2 per core, 4 with
 #                                       NOTI_TEST_FAST, at most 8), NOTI_TEST_LOWEST_WORKERS=N for
-#                                       the lowest (3 per 2 cores, at most 4); 0: one process
+#                                       the lowest (1 per core, at most 4); 0: one process
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,10 +32,10 @@ if [ "$LOWEST" = 1 ] && ! command -v "$LOWEST_PYTHON" >/dev/null 2>&1; then
 fi
 
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-WORKERS=${NOTI_TEST_WORKERS:-$((cores * 3 > 8 ? 8 : cores * 3))}
+WORKERS=${NOTI_TEST_WORKERS:-$((cores * 2 > 8 ? 8 : cores * 2))}
 # the fast tests mostly wait (no benchmark, no chaos run beside them): more workers pay
 [ "$FAST" = 1 ] && WORKERS=${NOTI_TEST_WORKERS:-$((cores * 4 > 8 ? 8 : cores * 4))}
-LOWEST_WORKERS=${NOTI_TEST_LOWEST_WORKERS:-$(((cores * 3 + 1) / 2 > 4 ? 4 : (cores * 3 + 1) / 2))}
+LOWEST_WORKERS=${NOTI_TEST_LOWEST_WORKERS:-$((cores > 4 ? 4 : cores))}
 # one external Redis (NOTI_TEST_REDIS_URL), flushed by every test: one process at a time
 [ -n "${NOTI_TEST_REDIS_URL:-}" ] && WORKERS=0 LOWEST_WORKERS=0
 # loadgroup: the tests one by one to whichever worker is free, in the order tests/conftest.py
