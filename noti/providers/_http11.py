@@ -68,6 +68,10 @@ MAX_IDLE_PER_DESTINATION = 256
 IDLE_S = 4.0
 #: Share of the timeout that connecting (and the TLS handshake) may take.
 CONNECT_SHARE = 0.9
+#: Share of the timeout that must be left to send at all: a request written with less left
+#: could not get its answer in time, and its outcome would be unknown (the record in doubt)
+#: where not sending is certain (the next provider may try).
+SEND_SHARE = 0.1
 
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
@@ -209,7 +213,7 @@ async def post(
     try:
         connect_s = min(timeout_s * CONNECT_SHARE, deadline - loop.time())
         reader, writer = await _connect(pool, key, destination, server_hostname, connect_s)
-        if loop.time() >= deadline:  # the wait for a slot took it all: send nothing
+        if deadline - loop.time() < timeout_s * SEND_SHARE:  # the wait took it: send nothing
             _release(pool, key, reader, writer, loop.time())
             raise CannotConnect(f"no time left to send within {timeout_s:g} s")
         reusable = False
