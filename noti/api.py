@@ -11,9 +11,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from noti.core.record import Notification
+from noti.errors import InvalidInput
 from noti.sending.notifier import Notifier, Revocation
 
 if TYPE_CHECKING:
+    from noti.recipients.notices import Notice
     from noti.sending.bulk import BulkResult
     from noti.sending.redrive import Redrive
     from noti.sending.sender import SendResult
@@ -29,6 +31,7 @@ __all__ = [
     "clean_done",
     "delete",
     "get",
+    "get_notice",
     "list_notifications",
     "notifier",
     "notify",
@@ -64,7 +67,16 @@ def redrive() -> Redrive:
     return Redrive(current.runtime, current.publisher)
 
 
-def notify(type: str, target: str, *, lv: object = 1, user: str | None = None, **fields: Any) -> str:  # noqa: A002
+def notify(
+    type: str | None = None,  # noqa: A002
+    target: str | None = None,
+    *,
+    lv: object = 1,
+    user: str | None = None,
+    recipient: object = None,
+    template: object = None,
+    **fields: Any,
+) -> str:
     """Queue a notification of ``type`` (sms, weixin, email, webhook, push, chat or an
     installed channel: ``noti channels``) to ``target``; its id.
 
@@ -73,10 +85,41 @@ def notify(type: str, target: str, *, lv: object = 1, user: str | None = None, *
     ``title``, ``data``, ``collapse`` (push); ``text``, ``title``, ``format`` (chat); and for
     every type ``provider`` and ``retry_max``.
 
+    Or notify a person: ``notify(recipient="42", template="order_shipped", data={...},
+    category="orders")`` (with ``channels=[…]`` or ``chain=["push", "sms"]``, ``after_s``,
+    ``locale``, ``idempotency_key``, ``delay`` / ``eta``): the recipient's profile,
+    preferences, quiet hours and locale decide (:mod:`noti.recipients.notices`); the notice's
+    id (``n…``; :func:`get_notice`).
+
     Raises:
         InvalidInput: bad input, nothing stored. StoreUnavailable: Redis is down.
+        NotFound: (a recipient notice) no such recipient, template or category.
     """
+    if recipient is not None or template is not None:
+        if type is not None or target is not None:
+            raise InvalidInput(
+                "notify a recipient with a template, or a type and a target, not both",
+                code="e.cmd.noti.notify.both",
+            )
+        from noti.recipients.api import recipients
+
+        return recipients().notify(recipient=recipient, template=template, lv=lv, user=user, **fields).id
+    if type is None or target is None:
+        raise InvalidInput(
+            "notify needs a type and a target (or a recipient and a template)", code="e.cmd.noti.add.badtype"
+        )
     return notifier().notify(type, target, lv=lv, user=user, **fields)
+
+
+def get_notice(notice_id: str, *, user: str | None = None) -> Notice:
+    """One notice (a ``notify(recipient=…)`` call) and what became of it per channel.
+
+    Raises:
+        NotFound: ``e.cmd.noti.notice.not_found`` (also another user's notice).
+    """
+    from noti.recipients.api import recipients
+
+    return recipients().notice(notice_id, user=user)
 
 
 def notify_sms(

@@ -265,6 +265,15 @@ class Settings(BaseSettings):
     #: The address vendors reach noti's HTTP API at (``https://noti.example.com``): the receipt
     #: URLs noti gives them (Twilio's ``StatusCallback``) and checks their signatures against.
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
+    #: Quiet hours of a recipient whose profile names none (``"22:00-07:00"``, in the
+    #: recipient's own time): a notice due inside them is held until they end. Unset: none.
+    quiet_hours: str | None = Field(default=None, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
+    #: The timezone of a recipient whose profile names none (an IANA name).
+    recipient_timezone: str = "UTC"
+    #: Notices at this level or above are not held by quiet hours (nor is a critical category's).
+    quiet_bypass_level: int = Field(default=100, ge=1, le=1000)
+    #: How long a notice (``notify(recipient=…)``) is kept, and its recipient's log of it.
+    notice_keep_s: float = Field(default=30 * 86400, gt=0, le=400 * 86400)
     #: ``noti serve``: the interface the HTTP API listens on.
     http_bind: str = "127.0.0.1"
     #: ``noti serve``: the port the HTTP API listens on.

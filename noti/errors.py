@@ -18,7 +18,8 @@
     │   │   └── AmbiguousOutcome e.noti.delivery.ambiguous    U: may have been sent; no failover
     │   │       └── UnconfirmedOutcome e.noti.delivery.unconfirmed  U: the vendor could not be asked
     │   ├── PermanentFailure     e.noti.delivery.permanent    P: record invalid (-1) at once
-    │   │   └── RecipientOptedOut e.noti.delivery.optedout    O: invalid, target suppressed
+    │   │   ├── RecipientOptedOut e.noti.delivery.optedout    O: invalid, target suppressed
+    │   │   └── Unsubscribed     e.noti.delivery.unsubscribed P: the recipient's preferences refuse it
     │   └── ProviderMisconfigured e.noti.delivery.config      C: next provider; else failed (0)
     ├── RetriesExhausted         e.cmd.noti.send.reachMaxRetry  record failed (0)
     ├── PoolError                e.noti.pool              sender-number pool (noti.numpool)
@@ -65,6 +66,7 @@ __all__ = [
     "TemporaryFailure",
     "TransitionRefused",
     "Unauthenticated",
+    "Unsubscribed",
     "UnconfirmedOutcome",
 ]
 
@@ -213,6 +215,14 @@ class RecipientOptedOut(PermanentFailure):
     suppressed for the channel, so later notifications to it are refused at add time."""
 
     code = "e.noti.delivery.optedout"
+
+
+class Unsubscribed(PermanentFailure):
+    """The recipient's preferences refused the record when it was claimed for sending (they
+    opted out of its category on its channel after it was made, or were erased): it is made
+    invalid, and nothing else changes (their address is not suppressed for other senders)."""
+
+    code = "e.noti.delivery.unsubscribed"
 
 
 class ProviderMisconfigured(DeliveryError):

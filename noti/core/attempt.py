@@ -59,6 +59,9 @@ class Claim:
     revoke_requested: bool = False
     #: For CLAIMED: an earlier attempt ended without knowing whether it was sent (``_unsure``).
     unsure: bool = False
+    #: For CLAIMED: why the recipient's preferences refuse it now (``optout``, ``erased``;
+    #: :mod:`noti.recipients`), "" when they take it or it has no recipient.
+    unsubscribed: str = ""
 
     @property
     def in_doubt(self) -> bool:
@@ -127,6 +130,7 @@ def claim_from_row(row: list[Any]) -> Claim:
             suppressed=data.get("_suppressed") == "1",
             revoke_requested="noti_revoke_requested" in data,
             unsure=bool(data.get(UNSURE_FIELD)),
+            unsubscribed=data.get("_prefout", ""),
         )
     if state in (ClaimState.LEASED, ClaimState.NOT_DUE):
         return Claim(state, until_ms=int(row[1]))

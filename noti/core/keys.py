@@ -87,6 +87,22 @@ key                             type     holds
 ``noti:tokens``                 ZSET     every token's sha256, score = created ms
 ``noti:sigkeys:<user>``         HASH     a user's webhook signing secrets (:mod:`noti.access.signing`):
                                          key id -> ``<created ms> <secret>``
+``noti:rcpt:<owner>:<id>``      HASH     one recipient of user ``<owner>`` (:mod:`noti.recipients`):
+                                         ``doc`` (the profile, JSON), ``ct``, ``lm``, and
+                                         preferences ``p:<category>:<channel>`` -> ``1`` (in)
+                                         or ``0`` (out), ``*`` for every category or channel;
+                                         read by ``notify.lua`` and by the claim
+``noti:rcpts:<owner>``          ZSET     the recipient ids of ``<owner>``, score = created ms
+``noti:rcpt-log:<owner>:<id>``  ZSET     notices and records made for that recipient, score =
+                                         created ms (its history; what erasure masks)
+``noti:cats``                   HASH     category name -> its declaration (JSON: channels on by
+                                         default, whether recipients may opt out, critical)
+``noti:notice:<id>``            HASH     one ``notify(recipient=…)`` call: recipient, template
+                                         and version, category, locale, and per channel what
+                                         became of it (a record id, held until, suppressed why)
+``noti:notice-idem:<owner>:<key>`` STRING notice id an idempotency key made (TTL)
+``noti:unsub:secret``           STRING   the key unsubscribe links are signed with (random,
+                                         made on first use; :mod:`noti.recipients.unsubscribe`)
 ``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
                                          the plain pool layout; the hash tag
                                          ``{numpool:<pool>}`` puts all its keys in one
@@ -332,3 +348,36 @@ class Keys:
     @property
     def beat_prefix(self) -> str:
         return f"{self.prefix}beat:"
+
+    # --- recipients (noti.recipients) -------------------------------------------------------
+
+    def recipient(self, owner: str, recipient_id: str) -> str:
+        """One recipient's profile and preferences; ``recipient(owner, "")`` is the prefix of
+        ``owner``'s recipients."""
+        return f"{self.prefix}rcpt:{owner}:{recipient_id}"
+
+    def recipients(self, owner: str) -> str:
+        """The ids of ``owner``'s recipients (score: created ms)."""
+        return f"{self.prefix}rcpts:{owner}"
+
+    def recipient_log(self, owner: str, recipient_id: str) -> str:
+        """Notices and records made for one recipient (score: created ms)."""
+        return f"{self.prefix}rcpt-log:{owner}:{recipient_id}"
+
+    @property
+    def categories(self) -> str:
+        """Message categories: name -> declaration (JSON)."""
+        return f"{self.prefix}cats"
+
+    def notice(self, notice_id: str) -> str:
+        """One ``notify(recipient=…)`` call and what became of it per channel."""
+        return f"{self.prefix}notice:{notice_id}"
+
+    def notice_idempotency(self, owner: str, key: str) -> str:
+        """The notice id ``owner`` made under an idempotency key."""
+        return f"{self.prefix}notice-idem:{owner}:{key}"
+
+    @property
+    def unsubscribe_secret(self) -> str:
+        """The secret unsubscribe links are signed with."""
+        return f"{self.prefix}unsub:secret"

@@ -195,6 +195,15 @@ class Notification:
     #: whose status it reports. Set by noti only, never from input: it makes the webhook
     #: provider sign it as a status callback (:data:`noti.access.signing.CALLBACK_ID_PREFIX`).
     status_of: str | None = None
+    #: On a record made by ``notify(recipient=…)`` (:mod:`noti.recipients`): the notice (the
+    #: call) it belongs to, the recipient's id (of the record's creator) and the message
+    #: category; ``preference`` is what the claim checks again before a send (the recipient's
+    #: hash key, the category, the channel and the default: ``"<key> <category> <channel>
+    #: <0|1>"``), set only where a recipient may opt out.
+    parent: str | None = None
+    recipient: str | None = None
+    category: str | None = None
+    preference: str | None = None
 
 
 def _integer(value: str | None, default: int = 0) -> int:
@@ -243,6 +252,10 @@ def to_hash(record: Notification) -> dict[str, str]:
         ("noti_fallback_of", record.fallback_of),
         ("noti_status_cb", record.status_callback),
         ("noti_status_of", record.status_of),
+        ("noti_parent", record.parent),
+        ("noti_rcpt", record.recipient),
+        ("noti_cat", record.category),
+        ("noti_pref", record.preference),
     ):
         if value is not None:
             out[key] = str(value)
@@ -300,6 +313,10 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         fallback_of=data.get("noti_fallback_of") or None,
         status_callback=data.get("noti_status_cb") or None,
         status_of=data.get("noti_status_of") or None,
+        parent=data.get("noti_parent") or None,
+        recipient=data.get("noti_rcpt") or None,
+        category=data.get("noti_cat") or None,
+        preference=data.get("noti_pref") or None,
     )
 
 
@@ -348,6 +365,9 @@ def to_json_dict(record: Notification) -> dict[str, Any]:
     out["noti_fallback_of"] = record.fallback_of
     out["noti_status_cb"] = record.status_callback
     out["noti_status_of"] = record.status_of
+    out["noti_parent"] = record.parent
+    out["noti_rcpt"] = record.recipient
+    out["noti_cat"] = record.category
     return out
 
 

@@ -21,6 +21,7 @@
 -- (which noti does not support).
 -- Returns {popped, claims}: the messages popped, in the order kombu would have taken
 -- them, and one claim per message (the one BRPOP took first), empty when not claiming.
+--#include preference.lua
 --#include claim_record.lua
 
 local function note(raw)

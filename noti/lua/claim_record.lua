@@ -3,7 +3,9 @@
 -- claim_record(key, times, owner, creator, optouts) returns:
 --   {1, field, value, ...}  claimed: the whole hash after the claim, plus "_suppressed" "1"
 --                           when its target opted out of its channel (saves the sender a
---                           round trip before every send)
+--                           round trip before every send), and "_prefout" "<why>" when its
+--                           recipient's preferences refuse it now (preference.lua, which
+--                           the including script includes first)
 --   {2, lease_until_ms}     waiting, but another sender holds its lease
 --   {5, due_ms}             waiting for its time (a delay or a back-off); the delayed set
 --                           holds it, so the caller must leave it alone
@@ -42,9 +44,9 @@ local function plus_one(count)
 end
 
 local function claim_record(key, times, owner, creator, optouts)
-  local st, lease, made_by, holder, kind, target, claims, inflight = unpack(redis.call('HMGET',
+  local st, lease, made_by, holder, kind, target, claims, inflight, pref = unpack(redis.call('HMGET',
     key, 'noti_st', 'noti_timeout_at', 'noti_c', '_owner', 'noti_type', 'noti_target', '_claims',
-    '_inflight'))
+    '_inflight', 'noti_pref'))
   if not st then
     return {0}
   elseif creator ~= '' and made_by ~= creator then
@@ -71,6 +73,13 @@ local function claim_record(key, times, owner, creator, optouts)
   if set and redis.call('SISMEMBER', set, target) == 1 then
     row[#row + 1] = '_suppressed'
     row[#row + 1] = '1'
+  end
+  if pref then
+    local why = record_preference_out(pref)
+    if why then
+      row[#row + 1] = '_prefout'
+      row[#row + 1] = why
+    end
   end
   table.insert(row, 1, 1)
   return row

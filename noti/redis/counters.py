@@ -102,6 +102,17 @@ FAMILIES: Mapping[str, Family] = {
             ("channel", "result"),
             "Fallbacks no longer needed (cancelled by a delivered receipt)",
         ),
+        Family(
+            "suppressed",
+            ("category", "channel", "reason"),
+            "Channels of recipient notices not sent: the recipient opted out (optout) or the "
+            "address is on the suppression list (suppressed); each is an invalid record",
+        ),
+        Family(
+            "held",
+            ("category", "channel"),
+            "Records of recipient notices held until the recipient's quiet hours end",
+        ),
         Family("events_dispatched", (), "Events stored (an idempotent duplicate is not)"),
         Family("events_done", ("result",), "Events processed: ok, error (a listener failed) or poison"),
     )

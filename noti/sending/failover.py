@@ -25,6 +25,7 @@ from noti.errors import (
     ProviderMisconfigured,
     RateLimited,
     RecipientOptedOut,
+    Unsubscribed,
     StaleCredential,
     UnconfirmedOutcome,
 )
@@ -78,7 +79,9 @@ class Failover:
             receipt: Receipt = done.value
             return receipt
 
-    def plan(self, record: Notification, *, suppressed: bool = False, in_doubt: bool = False) -> Plan:
+    def plan(
+        self, record: Notification, *, suppressed: bool = False, in_doubt: bool = False, unsubscribed: str = ""
+    ) -> Plan:
         """The record's providers in failover order (shared/providers.md §0), as a plan.
 
         It yields each ``(provider, message)`` to send and is sent back what happened (a
@@ -106,6 +109,12 @@ class Failover:
         message = Message.from_record(record)
         chain = rt.providers.chain(record.channel, record.provider)
         askable = [p for p in chain if isinstance(p, LookupProvider)] if in_doubt else []
+        if unsubscribed:  # the claim saw the recipient's preferences refuse it (noti.recipients)
+            raise Unsubscribed(
+                f"recipient {record.recipient} refuses {record.category} on {record.channel.value} "
+                f"now ({unsubscribed})",
+                provider=chain[0].name,
+            )
         if suppressed:  # the claim saw the target's opt-out
             raise RecipientOptedOut(
                 f"{mask_target(record.target)} opted out of {record.channel.value} earlier",

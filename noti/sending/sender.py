@@ -203,7 +203,11 @@ class Sender:
                 record = attempt.record
                 policies[i] = self.outcomes.policy(record)
                 plans[i] = self.failover.plan(
-                    record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
+                    record,
+                    suppressed=attempt.claim.suppressed,
+                    in_doubt=attempt.claim.in_doubt,
+                    unsubscribed=attempt.claim.unsubscribed,
+
                 )
                 try:
                     requests[i] = next(plans[i])
@@ -294,7 +298,11 @@ class Sender:
             try:
                 receipt = await self.failover.run_async(
                     self.failover.plan(
-                        record, suppressed=attempt.claim.suppressed, in_doubt=attempt.claim.in_doubt
+                        record,
+                    suppressed=attempt.claim.suppressed,
+                    in_doubt=attempt.claim.in_doubt,
+                    unsubscribed=attempt.claim.unsubscribed,
+
                     ),
                     record,
                     attempt.calls,

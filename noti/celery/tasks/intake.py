@@ -248,6 +248,8 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     from noti.celery.process import process_notifier
 
     runtime = get_runtime()
+    if fields.get("recipient") is not None or fields.get("template") is not None:
+        return _notify_recipient(self, type, target, lv, user, fields)
     if "countdown" in fields and fields.get("delay") is None:
         fields["delay"] = fields.pop("countdown")
     own_key = fields.get("identifier") is not None or fields.get("idempotency_key") is not None
@@ -267,6 +269,36 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
         with translate_errors(runtime.redis):
             runtime.redis.set(runtime.keys.task(self.request.id), record_id, px=ttl_ms)
     return record_id
+
+
+def _notify_recipient(
+    task: Task, type: object, target: object, lv: object, user: Any, fields: dict[str, Any]
+) -> str:  # noqa: A002
+    """``noti.notify`` for a recipient (``notify.delay(recipient="42", template=…, data=…)``):
+    the notice's id. The task id is its idempotency key unless the caller gives one, so a
+    redelivered message makes nothing twice, and the id answers the task's result."""
+    from noti.recipients.api import recipients
+
+    if type is not None or target is not None:
+        raise InvalidInput(
+            "notify a recipient with a template, or a type and a target, not both",
+            code="e.cmd.noti.notify.both",
+        )
+    if "countdown" in fields and fields.get("delay") is None:
+        fields["delay"] = fields.pop("countdown")
+    own_key = fields.get("idempotency_key") is not None
+    if not own_key and task.request.id:
+        fields["task_id"] = task.request.id
+    try:
+        notice = recipients().notify(lv=lv, user=user, **fields)
+    except StoreUnavailable as exc:
+        raise task.retry(exc=exc, countdown=5) from exc
+    if own_key and task.request.id:
+        runtime = get_runtime()
+        ttl_ms = int(runtime.settings.idempotency_ttl_s * 1000)
+        with translate_errors(runtime.redis):
+            runtime.redis.set(runtime.keys.task(task.request.id), notice.id, px=ttl_ms)
+    return notice.id
 
 
 def _shape(
