@@ -1,0 +1,1 @@
+"""Recipients: profiles, preferences, quiet hours, templates and locales (issue 34)."""
