@@ -126,6 +126,9 @@ def test_quiet_hours_pass_through_and_are_values() -> None:
         "on",
         "none",
         "offf",
+        " off",
+        "off\n",
+        "o",
         "22:00-07:00" * 1000,
         "\ud800",
         b"22:00-07:00",
@@ -278,6 +281,20 @@ def test_a_bad_time_zone_is_refused_before_zoneinfo_opens_anything(
     assert opened == []
 
 
+@pytest.mark.parametrize(
+    "value", ["../etc/passwd", "/etc/localtime", "UTC\x00", "Etc/" + "A" * 61], ids=case_id
+)
+def test_a_path_is_refused_even_where_the_database_would_list_it(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the name is checked as text first, whatever the folder zoneinfo reads holds
+    monkeypatch.setattr(quiet_module, "_zone_names", lambda: {value.lower(): value})
+    monkeypatch.setattr(quiet_module, "ZoneInfo", lambda key: pytest.fail(f"ZoneInfo({key!r}) called"))
+    with pytest.raises(InvalidInput) as refused:
+        parse_timezone(value)
+    assert refused.value.code == BAD_TZ
+
+
 def test_a_zone_the_database_lists_but_cannot_load_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(key: str) -> ZoneInfo:
         raise ValueError("Invalid TZif file: magic not found")
@@ -404,15 +421,15 @@ def test_a_night_is_as_long_as_the_clock_says() -> None:
     # 22:00-07:00 is 9 hours of wall clock: 8 real hours the night the clock springs forward,
     # 10 the night it falls back
     quiet = QuietHours(time(22), time(7))
-    for start, hours in [
-        ("2026-03-07T22:00-05:00", 8),
-        ("2026-03-14T22:00-04:00", 9),
-        ("2026-10-31T22:00-04:00", 10),
-        ("2026-03-28T22:00+01:00", 8),
-        ("2026-10-24T22:00+02:00", 10),
+    for zone, start, hours in [
+        (NY, "2026-03-07T22:00-05:00", 8),
+        (NY, "2026-03-14T22:00-04:00", 9),
+        (NY, "2026-10-31T22:00-04:00", 10),
+        (BERLIN, "2026-03-28T22:00+01:00", 8),
+        (BERLIN, "2026-10-24T22:00+02:00", 10),
+        (SHANGHAI, "2026-03-07T22:00+08:00", 9),
     ]:
-        zone = NY if start.endswith(("-05:00", "-04:00")) else BERLIN
-        assert held_until_ms(quiet, zone, ms(start)) == ms(start) + hours * 3_600_000, start
+        assert held_until_ms(quiet, zone, ms(start)) == ms(start) + hours * 3_600_000, (zone, start)
 
 
 def test_the_transitions_the_tables_rely_on() -> None:
