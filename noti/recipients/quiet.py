@@ -144,8 +144,10 @@ def _clock(value: object, name: str) -> time:
 def parse_timezone(value: object) -> str:
     """The tz database name ``value`` stands for, spelt as the database spells it
     (``"asia/shanghai"`` → ``"Asia/Shanghai"``; ``"UTC"`` is one). Aliases (``US/Eastern``)
-    are names of their own and kept. The name is checked as text first, so no path reaches
-    zoneinfo (which would open ``../`` names relative to its folder).
+    are names of their own and kept. The name is checked as text, then looked up in the list
+    of zones, before zoneinfo opens anything: zoneinfo refuses ``..`` and absolute paths itself
+    but opens any other file under its folders (``right/UTC``, ``localtime``), and raises
+    errors of its own.
 
     Raises:
         InvalidInput: ``e.cmd.noti.rcpt.badtz``: not a string, empty, over
