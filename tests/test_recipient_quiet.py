@@ -121,7 +121,8 @@ def test_quiet_hours_pass_through_and_are_values() -> None:
         "22:00-",
         "-07:00",
         "22:00-07:00-08:00",
-        "22:00:00-07:00:00",
+        "22:00:60-07:00",
+        "22:00:5-07:00",
         "10pm-7am",
         "on",
         "none",
@@ -164,11 +165,32 @@ def test_a_bad_window_is_refused_with_its_code(value: object) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("22:00:30-06:59:59", time(22, 0, 30), time(6, 59, 59)),
+        ("22:00:00-07:00:00", time(22), time(7)),
+    ],
+)
+def test_seconds_may_be_given_for_short_windows(text: str, start: time, end: time) -> None:
+    quiet = parse_quiet(text)
+    assert quiet == QuietHours(start, end)
+    assert parse_quiet(str(quiet)) == quiet
+
+
+def test_a_window_of_seconds_ends_on_the_second() -> None:
+    quiet = parse_quiet("12:00:00-12:00:10")
+    assert quiet is not None
+    noon = datetime(2026, 6, 1, 12, 0, 5, tzinfo=UTC)
+    ms = int(noon.timestamp() * 1000)
+    assert held_until_ms(quiet, "UTC", ms) == ms + 5000
+    assert held_until_ms(quiet, "UTC", ms + 5000) is None
+
+
+@pytest.mark.parametrize(
     ("start", "end", "says"),
     [
         (time(1), time(1), "same time"),
-        (time(1, 0, 30), time(2), "whole minutes"),
-        (time(1), time(2, 0, 0, 1), "whole minutes"),
+        (time(1), time(2, 0, 0, 1), "whole seconds"),
         (time(1, tzinfo=UTC), time(2), "local time"),
         ("22:00", time(7), "local time"),
         (None, time(7), "local time"),

@@ -1,7 +1,7 @@
 """Quiet hours: when a recipient must not be woken, on their own clock.
 
-A profile holds a daily window of local wall-clock time (``"22:00-07:00"``, stored in that
-form: ``str(QuietHours)``) and an IANA time zone (``"Asia/Shanghai"``). A notification due
+A profile holds a daily window of local wall-clock time (``"22:00-07:00"``; seconds may be
+given, ``"22:00:00-06:59:30"``; stored in that form: ``str(QuietHours)``) and an IANA time zone (``"Asia/Shanghai"``). A notification due
 inside the window is held and sent when it ends: :func:`held_until_ms` says until when.
 
 **The rule.** A window is a span of instants, not a set of clock readings: it begins when the
@@ -45,8 +45,9 @@ TIMEZONE_MAX_LEN = 64
 
 _BAD_QUIET = "e.cmd.noti.rcpt.badquiet"
 _BAD_TZ = "e.cmd.noti.rcpt.badtz"
-_CLOCK = "([01][0-9]|2[0-3]):([0-5][0-9])"
-#: ``HH:MM``, 24-hour clock, ASCII digits only.
+_CLOCK = "([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9]))?"
+#: ``HH:MM`` or ``HH:MM:SS``, 24-hour clock, ASCII digits only (seconds make a short window:
+#: a demo, a test of the hold).
 _TIME = re.compile(_CLOCK)
 #: ``HH:MM-HH:MM``.
 _WINDOW = re.compile(f"{_CLOCK}-{_CLOCK}")
@@ -73,9 +74,9 @@ class QuietHours:
 
     def __post_init__(self) -> None:
         for name, value in (("start", self.start), ("end", self.end)):
-            if not isinstance(value, time) or value.tzinfo is not None or value.second or value.microsecond:
+            if not isinstance(value, time) or value.tzinfo is not None or value.microsecond:
                 raise InvalidInput(
-                    f"quiet hours' {name} must be a local time in whole minutes, got {shown(value)}",
+                    f"quiet hours' {name} must be a local time in whole seconds, got {shown(value)}",
                     code=_BAD_QUIET,
                 )
         if self.start == self.end:
@@ -89,7 +90,8 @@ class QuietHours:
         return self.start > self.end
 
     def __str__(self) -> str:
-        return f"{self.start:%H:%M}-{self.end:%H:%M}"
+        shape = "%H:%M:%S" if self.start.second or self.end.second else "%H:%M"
+        return f"{self.start.strftime(shape)}-{self.end.strftime(shape)}"
 
 
 def parse_quiet(value: object) -> QuietHours | None:
@@ -115,8 +117,8 @@ def parse_quiet(value: object) -> QuietHours | None:
                 f"got {shown(value)}",
                 code=_BAD_QUIET,
             )
-        start_h, start_m, end_h, end_m = map(int, found.groups())
-        return QuietHours(time(start_h, start_m), time(end_h, end_m))
+        start_h, start_m, start_s, end_h, end_m, end_s = (int(g or 0) for g in found.groups())
+        return QuietHours(time(start_h, start_m, start_s), time(end_h, end_m, end_s))
     if isinstance(value, Mapping):
         if set(value) != {"start", "end"}:
             raise InvalidInput(
@@ -138,7 +140,7 @@ def _clock(value: object, name: str) -> time:
         raise InvalidInput(
             f"quiet hours' {name} must be HH:MM on a 24-hour clock, got {shown(value)}", code=_BAD_QUIET
         )
-    return time(int(found.group(1)), int(found.group(2)))
+    return time(int(found.group(1)), int(found.group(2)), int(found.group(3) or 0))
 
 
 def parse_timezone(value: object) -> str:
@@ -228,7 +230,7 @@ def _window(quiet: QuietHours, day: date, zone: ZoneInfo) -> tuple[int, int]:
 def _instant_ms(day: date, at: time, zone: ZoneInfo) -> int:
     """Epoch ms of the first instant the clock in ``zone`` reaches ``at`` on ``day``: the wall
     time's first occurrence, or the first instant after the gap it falls in."""
-    wall = datetime(day.year, day.month, day.day, at.hour, at.minute)
+    wall = datetime(day.year, day.month, day.day, at.hour, at.minute, at.second)
     seconds = int(wall.replace(tzinfo=zone).timestamp())  # fold=0: the first of two readings
     if _wall(seconds, zone) != wall:
         seconds = _after_gap(wall, zone)
