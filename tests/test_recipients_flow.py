@@ -38,7 +38,10 @@ TEMPLATE = {
             "zh": {"text": "订单 {{ order }} 已发货"},
         },
         "email": {
-            "en": {"subject": "Order {{ order }}", "text": "Hello {{ recipient.attributes.name }}, it shipped."},
+            "en": {
+                "subject": "Order {{ order }}",
+                "text": "Hello {{ recipient.attributes.name }}, it shipped.",
+            },
         },
     },
 }
@@ -78,7 +81,9 @@ def outbox(rt: Any, name: str = "sandbox") -> list[dict[str, Any]]:
 def receipt(rt: Any, record_id: str, state: str) -> None:
     body = json.dumps([{"msgid": f"sandbox-{record_id}", "state": state, "code": state.upper()}]).encode()
     headers = {"x-sandbox-signature": sign_receipt(SECRET, body)}
-    ReceiptIntake(rt).take("pushbox", ReceiptRequest("POST", "http://127.0.0.1/v1/receipts/pushbox", headers, body))
+    ReceiptIntake(rt).take(
+        "pushbox", ReceiptRequest("POST", "http://127.0.0.1/v1/receipts/pushbox", headers, body)
+    )
 
 
 def states(notice: Any) -> dict[str, str]:
@@ -112,10 +117,14 @@ def test_preferences_choose_the_channels_and_a_suppressed_one_is_a_record(rt: An
 
 
 def test_a_category_off_by_default_sends_nothing_there_unless_the_recipient_opted_in(rt: Any) -> None:
-    first = noti.get_notice(noti.notify(recipient="42", template="order_shipped", data={"order": 1}, category="marketing"))
+    first = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, category="marketing")
+    )
     assert states(first)["sms"] == "off" and by(first, "sms").record is None
     recipients.set_preferences("42", {"marketing": {"sms": True}})
-    second = noti.get_notice(noti.notify(recipient="42", template="order_shipped", data={"order": 2}, category="marketing"))
+    second = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 2}, category="marketing")
+    )
     assert states(second)["sms"] == "queued"
 
 
@@ -124,12 +133,16 @@ def by(notice: Any, channel: str) -> Any:
 
 
 def test_the_recipients_locale_falls_back_to_its_language_then_the_default(rt: Any, worker: Any) -> None:
-    notice = noti.get_notice(noti.notify(recipient="42", template="order_shipped", data={"order": 9}, channels=["sms"]))
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 9}, channels=["sms"])
+    )
     assert by(notice, "sms").locale == "zh"  # zh-Hant-TW -> zh-Hant -> zh
     wait_until(lambda: len(outbox(rt)) == 1)
     assert outbox(rt)[0]["fields"]["text"] == "订单 9 已发货"
     recipients.update("42", {"locale": "fr-CA"})
-    notice = noti.get_notice(noti.notify(recipient="42", template="order_shipped", data={"order": 9}, channels=["sms"]))
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 9}, channels=["sms"])
+    )
     assert by(notice, "sms").locale == "en"
     wait_until(lambda: len(outbox(rt)) == 2)
     assert outbox(rt)[1]["fields"]["text"] == "Order 9 shipped"
@@ -147,10 +160,14 @@ def test_quiet_hours_hold_a_notice_until_they_end_while_a_critical_one_goes_now(
     recipients.update("42", {"timezone": "UTC", "quiet_hours": _quiet_now(3)})
     # when
     held = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, category="orders", channels=["sms"])
+        noti.notify(
+            recipient="42", template="order_shipped", data={"order": 1}, category="orders", channels=["sms"]
+        )
     )
     urgent = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 2}, category="security", channels=["sms"])
+        noti.notify(
+            recipient="42", template="order_shipped", data={"order": 2}, category="security", channels=["sms"]
+        )
     )
     # then: the critical one is sent now, the other when the window ends
     assert states(held) == {"sms": "held"} and held.held_until_ms > time.time() * 1000
@@ -166,7 +183,9 @@ def test_quiet_hours_hold_a_notice_until_they_end_while_a_critical_one_goes_now(
 def test_a_level_at_the_bypass_level_is_not_held(rt: Any) -> None:
     recipients.update("42", {"timezone": "UTC", "quiet_hours": _quiet_now(600)})
     notice = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"], lv=100, user="root")
+        noti.notify(
+            recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"], lv=100, user="root"
+        )
     )
     assert notice.held_until_ms == 0 or states(notice) == {"sms": "queued"}
 
@@ -174,7 +193,9 @@ def test_a_level_at_the_bypass_level_is_not_held(rt: Any) -> None:
 def test_an_opt_out_while_quiet_hours_hold_a_notice_stops_it_at_the_claim(rt: Any, worker: Any) -> None:
     recipients.update("42", {"timezone": "UTC", "quiet_hours": _quiet_now(2)})
     held = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, category="orders", channels=["sms"])
+        noti.notify(
+            recipient="42", template="order_shipped", data={"order": 1}, category="orders", channels=["sms"]
+        )
     )
     recipients.set_preferences("42", {"orders": {"*": False}})
     record_id = by(held, "sms").record
@@ -186,7 +207,9 @@ def test_an_opt_out_while_quiet_hours_hold_a_notice_stops_it_at_the_claim(rt: An
 
 def test_a_chain_falls_back_from_push_to_sms_when_no_receipt_comes(rt: Any, worker: Any) -> None:
     notice = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 3}, chain=["push", "sms"], after_s=1.5)
+        noti.notify(
+            recipient="42", template="order_shipped", data={"order": 3}, chain=["push", "sms"], after_s=1.5
+        )
     )
     assert states(notice) == {"push": "queued", "sms": "fallback"}
     push_id, sms_id = by(notice, "push").record, by(notice, "sms").record
@@ -199,7 +222,9 @@ def test_a_chain_falls_back_from_push_to_sms_when_no_receipt_comes(rt: Any, work
 
 def test_a_delivered_push_cancels_the_sms_of_the_chain(rt: Any, worker: Any) -> None:
     notice = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 4}, chain=["push", "sms"], after_s=3)
+        noti.notify(
+            recipient="42", template="order_shipped", data={"order": 4}, chain=["push", "sms"], after_s=3
+        )
     )
     push_id, sms_id = by(notice, "push").record, by(notice, "sms").record
     wait_until(lambda: rt.store.get(push_id).delivery == "accepted")
@@ -212,7 +237,9 @@ def test_a_delivered_push_cancels_the_sms_of_the_chain(rt: Any, worker: Any) -> 
 def test_a_chain_skips_a_channel_the_recipient_opted_out_of(rt: Any) -> None:
     recipients.set_preferences("42", {"*": {"push": False}})
     notice = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 5}, chain=["push", "sms", "email"])
+        noti.notify(
+            recipient="42", template="order_shipped", data={"order": 5}, chain=["push", "sms", "email"]
+        )
     )
     assert states(notice) == {"push": "suppressed", "sms": "queued", "email": "fallback"}
 
@@ -233,7 +260,13 @@ def test_an_opt_out_racing_sends_never_both_never_neither(rt: Any, worker: Any) 
     try:
         for n in range(60):
             made.append(
-                noti.notify(recipient="42", template="order_shipped", data={"order": n}, category="orders", channels=["sms"])
+                noti.notify(
+                    recipient="42",
+                    template="order_shipped",
+                    data={"order": n},
+                    category="orders",
+                    channels=["sms"],
+                )
             )
     finally:
         stop.set()
@@ -279,12 +312,20 @@ def test_a_missing_variable_is_refused_at_notify_time_and_nothing_is_stored(rt: 
         ({"recipient": "42", "template": "order_shipped", "category": "nosuch"}, "e.cmd.noti.cat.not_found"),
         ({"recipient": "../42", "template": "order_shipped"}, "e.cmd.noti.rcpt.badid"),
         ({"recipient": "42", "template": "order_shipped", "data": [1]}, "e.cmd.noti.notify.baddata"),
-        ({"recipient": "42", "template": "order_shipped", "chain": ["push", "push"]}, "e.cmd.noti.notify.badchannels"),
-        ({"recipient": "42", "template": "order_shipped", "channels": ["pager"]}, "e.cmd.noti.notify.badchannels"),
+        (
+            {"recipient": "42", "template": "order_shipped", "chain": ["push", "push"]},
+            "e.cmd.noti.notify.badchannels",
+        ),
+        (
+            {"recipient": "42", "template": "order_shipped", "channels": ["pager"]},
+            "e.cmd.noti.notify.badchannels",
+        ),
         ({"recipient": "42", "template": "order_shipped", "locale": "zz_!!"}, "e.cmd.noti.rcpt.badlocale"),
         ({"recipient": "42", "template": "order_shipped@0"}, "e.cmd.noti.notify.badtemplate"),
-        ({"recipient": "42", "template": "order_shipped", "channels": ["weixin"], "data": {"order": 1}},
-         "e.cmd.noti.notify.nochannel"),
+        (
+            {"recipient": "42", "template": "order_shipped", "channels": ["weixin"], "data": {"order": 1}},
+            "e.cmd.noti.notify.nochannel",
+        ),
     ],
 )
 def test_bad_notices_are_refused_with_nothing_stored(rt: Any, kwargs: dict[str, Any], code: str) -> None:
@@ -314,7 +355,9 @@ def test_erasure_forgets_the_profile_masks_kept_records_and_revokes_waiting_ones
 
 
 def test_notify_delay_through_celery_answers_the_notice_id(rt: Any, worker: Any) -> None:
-    result = noti.tasks.notify.delay(recipient="42", template="order_shipped", data={"order": 8}, channels=["sms"])
+    result = noti.tasks.notify.delay(
+        recipient="42", template="order_shipped", data={"order": 8}, channels=["sms"]
+    )
     notice_id = result.get(timeout=20)
     assert notice_id.startswith("n")
     notice = noti.get_notice(notice_id)

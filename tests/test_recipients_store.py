@@ -83,7 +83,9 @@ def test_a_bad_profile_is_refused_and_nothing_is_stored(rt: Any, rid: str, body:
 
 def test_a_merge_patch_changes_only_what_it_names(rt: Any) -> None:
     recipients.put("42", PROFILE)
-    updated = recipients.update("42", {"locale": "en", "attributes": {"plan": None, "vip": True}, "quiet_hours": None})
+    updated = recipients.update(
+        "42", {"locale": "en", "attributes": {"plan": None, "vip": True}, "quiet_hours": None}
+    )
     assert updated.locale == "en" and updated.timezone == "Asia/Taipei"
     assert updated.attributes == {"name": "Ada", "vip": True}
     assert updated.quiet_hours == "default"
@@ -97,7 +99,9 @@ def test_a_merge_patch_changes_only_what_it_names(rt: Any) -> None:
 
 def test_merging_joins_addresses_keeps_the_first_ones_say_and_removes_the_second(rt: Any) -> None:
     recipients.put("42", {"addresses": {"sms": "+8613912345678"}, "locale": "en"})
-    recipients.put("anon-7", {"addresses": {"sms": "+8613800000000", "email": "a@example.com"}, "locale": "fr"})
+    recipients.put(
+        "anon-7", {"addresses": {"sms": "+8613800000000", "email": "a@example.com"}, "locale": "fr"}
+    )
     recipients.put_category("orders", {})
     recipients.set_preferences("anon-7", {"orders": {"email": False}, "*": {"sms": False}})
     recipients.set_preferences("42", {"*": {"sms": True}})
@@ -187,7 +191,7 @@ def test_users_see_only_their_own_recipients_and_root_may_name_an_owner(rt: Any)
 
 def test_a_bulk_import_stores_good_rows_and_lists_bad_ones(rt: Any) -> None:
     csv_text = "id,sms,email,locale,attr.name,attributes\n" + "".join(
-        f"u{n},+86139{n:08d},u{n}@example.com,en,User {n},\"{{\"\"n\"\": {n}}}\"\n" for n in range(2000)
+        f'u{n},+86139{n:08d},u{n}@example.com,en,User {n},"{{""n"": {n}}}"\n' for n in range(2000)
     )
     csv_text += "bad id,+8613900000000,,,,\nu9999,not-a-phone,,,,\n"
     result = recipients.import_rows(rows_of_csv(io.StringIO(csv_text)))

@@ -34,18 +34,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from noti.core.record import Notification, new_id, now_ms, parse_channel, to_hash
+from noti.core.record import Notification, new_id, now_ms, to_hash
 from noti.errors import InvalidConfig, InvalidInput, NotFound, NotiError
-from noti.inputs import plain_json, shown
-from noti.recipients.categories import GENERAL, Category, category_name
-from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient, recipient_id
-from noti.recipients.quiet import held_until_ms, parse_quiet, parse_timezone
+from noti.inputs import shown
+from noti.recipients.categories import GENERAL, Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
+from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient
+from noti.recipients.quiet import held_until_ms, parse_quiet, parse_timezone
+from noti.recipients.request import NoticeRequest, parse_request
 from noti.recipients.store import NOTICE_MARK, RecipientStore
-from noti.recipients.templates import Template, TemplateStore
+from noti.recipients.templates import TemplateStore
 from noti.recipients.unsubscribe import unsubscribe_url
 from noti.redis.conn import load_script
 from noti.redis.counters import added_field
@@ -54,76 +54,18 @@ from noti.redis.outage import translate_errors
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
-__all__ = ["CHAIN_MAX", "DATA_MAX_BYTES", "BULK_BATCH", "Notice", "NoticeBatch", "NoticeEntry", "Notices"]
-
-#: Largest ``data`` a notice takes (its JSON, UTF-8).
-DATA_MAX_BYTES = 64 * 1024
-#: Notices written per round trip by :meth:`Notices.notify_many`.
-BULK_BATCH = 500
-#: Longest chain or channel list.
-CHAIN_MAX = 8
-#: What became of a channel that got no record: no address in the profile, no variant in
-#: the template (neither a suppression: nothing was asked of the recipient).
-NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
+__all__ = ["BULK_BATCH", "Notice", "NoticeBatch", "NoticeEntry", "Notices"]
 
 
 def _bad(code: str, message: str) -> InvalidInput:
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
-def _template_ref(value: object) -> tuple[str, int | None]:
-    """``name`` or ``name@version``."""
-    if not isinstance(value, str) or not value:
-        raise _bad("badtemplate", f"template is a template name (name or name@version), got {shown(value)}")
-    name, at, version = value.partition("@")
-    if not at:
-        return name, None
-    if not version.isdigit() or not 1 <= int(version) <= 10**9:
-        raise _bad("badtemplate", f"{shown(value)}: a version is a whole number from 1")
-    return name, int(version)
-
-
-def _channel_list(value: object, what: str) -> list[str]:
-    if isinstance(value, str):
-        value = [v for v in value.replace(",", " ").split() if v]
-    if not isinstance(value, Sequence) or not value or len(value) > CHAIN_MAX:
-        raise _bad("badchannels", f"{what} is a list of 1-{CHAIN_MAX} channels, got {shown(value)}")
-    out: list[str] = []
-    for item in value:
-        if not isinstance(item, str):
-            raise _bad("badchannels", f"{what}: {shown(item)} is not a channel")
-        try:
-            name = parse_channel(item).value
-        except NotiError:
-            raise _bad("badchannels", f"{what}: {shown(item)} is not a channel (see `noti channels`)") from None
-        if name in out:
-            raise _bad("badchannels", f"{what} names {name} twice")
-        out.append(name)
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """A notify call's inputs, checked (no I/O yet)."""
-
-    owner: str
-    rid: str
-    template: str
-    version: int | None
-    category: str
-    values: dict[str, Any]
-    wanted: list[str] | None
-    chain: bool
-    after_ms: int
-    locale: str | None
-    lv: object
-    user: str | None
-    delay: float | None
-    eta: datetime | None
-    idempotency_key: str | None
-    task_id: str | None
-    level_cap: int | None
-    providers_allowed: frozenset[str] | None
+#: Notices written per round trip by :meth:`Notices.notify_many`.
+BULK_BATCH = 500
+#: What became of a channel that got no record: no address in the profile, no variant in
+#: the template (neither a suppression: nothing was asked of the recipient).
+NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
 
 
 @dataclass(slots=True)
@@ -183,7 +125,9 @@ class Notices:
         if recipient.quiet_hours == QUIET_OFF:
             return 0
         default_window, default_zone = self._quiet_default()
-        window = default_window if recipient.quiet_hours == QUIET_DEFAULT else parse_quiet(recipient.quiet_hours)
+        window = (
+            default_window if recipient.quiet_hours == QUIET_DEFAULT else parse_quiet(recipient.quiet_hours)
+        )
         if window is None:
             return 0
         return held_until_ms(window, recipient.timezone or default_zone, at_ms) or 0
@@ -205,7 +149,7 @@ class Notices:
             PermissionDenied: ``owner`` names another user and the acting one is no root member.
             StoreUnavailable: Redis cannot be reached.
         """
-        request = self._request(**kwargs)
+        request = parse_request(self.notifier, **kwargs)
         with translate_errors(self.runtime.redis):
             pipe = self.runtime.redis.pipeline(transaction=False)
             self._reads(pipe, request)
@@ -243,13 +187,21 @@ class Notices:
         level_cap: int | None,
         providers_allowed: frozenset[str] | None,
     ) -> None:
-        requests: list[_Request | None] = []
+        requests: list[NoticeRequest | None] = []
         for i, item in enumerate(items):
             try:
                 if not isinstance(item, Mapping):
                     raise _bad("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
                 requests.append(
-                    self._request(**{**item, "user": user, "level_cap": level_cap, "providers_allowed": providers_allowed})
+                    parse_request(
+                        self.notifier,
+                        **{
+                            **item,
+                            "user": user,
+                            "level_cap": level_cap,
+                            "providers_allowed": providers_allowed,
+                        },
+                    )
                 )
             except NotiError as exc:
                 requests.append(None)
@@ -294,74 +246,7 @@ class Notices:
 
     # --- the steps --------------------------------------------------------------------------
 
-    def _request(
-        self,
-        *,
-        recipient: object,
-        template: object,
-        data: object = None,
-        category: object = None,
-        channels: object = None,
-        chain: object = None,
-        after_s: object = None,
-        locale: object = None,
-        lv: object = 1,
-        user: str | None = None,
-        owner: str | None = None,
-        delay: float | None = None,
-        eta: datetime | None = None,
-        idempotency_key: str | None = None,
-        task_id: str | None = None,
-        level_cap: int | None = None,
-        providers_allowed: frozenset[str] | None = None,
-    ) -> _Request:
-        from noti.core.delay import validate_idempotency_key
-        from noti.recipients.locales import parse_locale
-
-        acting = self.notifier.user(user)
-        scoped = acting.scope(owner, code="e.cmd.noti.rcpt.nopvg", action="notify other users' recipients")
-        name, version = _template_ref(template)
-        values: dict[str, Any] = {}
-        if data is not None:
-            values, _ = plain_json(data, what="data", code="e.cmd.noti.notify.baddata", max_bytes=DATA_MAX_BYTES)
-        if channels is not None and chain is not None:
-            raise _bad("badchannels", "give channels or a chain, not both")
-        wanted = None
-        if chain is not None:
-            wanted = _channel_list(chain, "chain")
-        elif channels is not None:
-            wanted = _channel_list(channels, "channels")
-        after_ms = 0
-        if after_s is not None:
-            from noti.delivery.fallback import AFTER_MAX_S
-            from noti.inputs import finite_number
-
-            seconds = finite_number(
-                after_s, what="after_s", code="e.cmd.noti.notify.badafter", above=0, maximum=AFTER_MAX_S
-            )
-            after_ms = int(seconds * 1000)
-        return _Request(
-            owner=scoped or acting.name,
-            rid=recipient_id(recipient),
-            template=name,
-            version=version,
-            category=GENERAL if category is None else category_name(category),
-            values=values,
-            wanted=wanted,
-            chain=chain is not None,
-            after_ms=after_ms,
-            locale=parse_locale(locale) if locale is not None else None,
-            lv=lv,
-            user=user,
-            delay=delay,
-            eta=eta,
-            idempotency_key=validate_idempotency_key(idempotency_key) if idempotency_key is not None else None,
-            task_id=validate_idempotency_key(task_id) if task_id is not None else None,
-            level_cap=level_cap,
-            providers_allowed=providers_allowed,
-        )
-
-    def _reads(self, pipe: Any, request: _Request) -> None:
+    def _reads(self, pipe: Any, request: NoticeRequest) -> None:
         """The reads a notice needs, queued on ``pipe``: the profile, the template's current
         version, the category (one round trip for any number of notices)."""
         k = self.keys
@@ -369,7 +254,9 @@ class Notices:
         pipe.hget(k.template(request.owner, request.template), "current")
         pipe.hget(k.categories, request.category)
 
-    def _prepare(self, request: _Request, doc: str | None, current: str | None, cat_text: str | None) -> _Prepared:
+    def _prepare(
+        self, request: NoticeRequest, doc: str | None, current: str | None, cat_text: str | None
+    ) -> _Prepared:
         """The notice's records built and its ``notify.lua`` call written.
 
         Raises:
@@ -464,7 +351,7 @@ class Notices:
     def _call(
         self,
         notice: Notice,
-        request: _Request,
+        request: NoticeRequest,
         order: list[str],
         entries: dict[str, NoticeEntry],
         locales: dict[str, str],
@@ -478,7 +365,9 @@ class Notices:
         if publisher.shares_store:
             for record, _ in records:
                 if not record.lease_until_ms:
-                    messages[record.id] = publisher.message(record.id, record.channel, record.level, record.parent)
+                    messages[record.id] = publisher.message(
+                        record.id, record.channel, record.level, record.parent
+                    )
         if request.task_id is not None:
             idem_key = k.task(request.task_id)
         elif request.idempotency_key is not None:
@@ -567,7 +456,9 @@ class Notices:
             if state.startswith("suppressed:"):
                 state, reason = "suppressed", state.split(":", 1)[1]
             channel = record.channel.value
-            entries[channel] = NoticeEntry(channel, state, made or None, reason, prepared.locales.get(channel))
+            entries[channel] = NoticeEntry(
+                channel, state, made or None, reason, prepared.locales.get(channel)
+            )
             if state == "queued":
                 queued.append(record)
         publisher = self.notifier.publisher

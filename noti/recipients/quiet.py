@@ -1,8 +1,9 @@
 """Quiet hours: when a recipient must not be woken, on their own clock.
 
 A profile holds a daily window of local wall-clock time (``"22:00-07:00"``; seconds may be
-given, ``"22:00:00-06:59:30"``; stored in that form: ``str(QuietHours)``) and an IANA time zone (``"Asia/Shanghai"``). A notification due
-inside the window is held and sent when it ends: :func:`held_until_ms` says until when.
+given, ``"22:00:00-06:59:30"``; stored in that form: ``str(QuietHours)``) and an IANA time
+zone (``"Asia/Shanghai"``). A notification due inside the window is held and sent when it
+ends: :func:`held_until_ms` says until when.
 
 **The rule.** A window is a span of instants, not a set of clock readings: it begins when the
 recipient's clock first reaches ``start`` on a day and ends when it first reaches ``end`` that
