@@ -165,6 +165,14 @@ def test_bad_targets_are_refused_with_a_clear_message(channel: Channel, target: 
         (Channel.WEIXIN, {"pnb": "a b", "tmpl": "T", "content": {}}, "badfield"),
         (Channel.EMAIL, {"subject": "s"}, "missing"),
         (Channel.EMAIL, {"subject": "two\nlines", "text": "t"}, "badtext"),
+        (Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": "mailto:u@example.com"}, "badfield"),
+        (Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": "https://e.example/a b"}, "badfield"),
+        (Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": "https://e.example/é"}, "badfield"),
+        (
+            Channel.EMAIL,
+            {"subject": "s", "text": "t", "unsubscribe": "https://e.example/" + "u" * 851},
+            "badfield",
+        ),
         (Channel.WEBHOOK, {"content": "3"}, "badcontent"),
     ],
 )
@@ -176,6 +184,11 @@ def test_bad_fields_are_refused(channel: Channel, fields: dict[str, object], cod
 
 def test_fields_at_the_limits_are_accepted() -> None:
     assert validate_fields(Channel.SMS, {"text": "x" * 1000}) == {"text": "x" * 1000}
+    link = "https://e.example/" + "u" * (868 - len("https://e.example/"))
+    assert (
+        validate_fields(Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": link})["unsubscribe"]
+        == link
+    )
     out = validate_fields(
         Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": '{"k": 1}', "url": "https://x.cn/a"}
     )
