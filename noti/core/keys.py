@@ -87,6 +87,12 @@ key                             type     holds
 ``noti:tokens``                 ZSET     every token's sha256, score = created ms
 ``noti:sigkeys:<user>``         HASH     a user's webhook signing secrets (:mod:`noti.access.signing`):
                                          key id -> ``<created ms> <secret>``
+``noti:tmpl:<owner>:<name>``    HASH     one of a user's named templates
+                                         (:mod:`noti.recipients.templates`): ``current`` ->
+                                         the latest version (int as text), ``v<N>`` -> the
+                                         document of version N (JSON, never changed once
+                                         written), ``ct``, ``lm`` (created, modified ms)
+``noti:tmpls:<owner>``          ZSET     a user's template names, score = created ms
 ``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
                                          the plain pool layout; the hash tag
                                          ``{numpool:<pool>}`` puts all its keys in one
@@ -332,3 +338,13 @@ class Keys:
     @property
     def beat_prefix(self) -> str:
         return f"{self.prefix}beat:"
+
+    # --- recipients (noti.recipients) -------------------------------------------------------
+
+    def template(self, owner: str, name: str) -> str:
+        """User ``owner``'s template ``name``: its versions (:mod:`noti.recipients.templates`)."""
+        return f"{self.prefix}tmpl:{owner}:{name}"
+
+    def templates(self, owner: str) -> str:
+        """User ``owner``'s template names, score = created ms."""
+        return f"{self.prefix}tmpls:{owner}"
