@@ -67,7 +67,9 @@ def layer_one_at_a_time(n: int) -> float:
     noti.notify(recipient="u0", template="order_shipped", data={"order": 0}, category="orders")
     started = time.perf_counter()
     for i in range(n):
-        noti.notify(recipient=f"u{i % RECIPIENTS}", template="order_shipped", data={"order": i}, category="orders")
+        noti.notify(
+            recipient=f"u{i % RECIPIENTS}", template="order_shipped", data={"order": i}, category="orders"
+        )
     return n / (time.perf_counter() - started)
 
 
@@ -86,7 +88,12 @@ def layer_bulk(n: int) -> float:
 
     _given()
     items = [
-        {"recipient": f"u{i % RECIPIENTS}", "template": "order_shipped", "data": {"order": i}, "category": "orders"}
+        {
+            "recipient": f"u{i % RECIPIENTS}",
+            "template": "order_shipped",
+            "data": {"order": i},
+            "category": "orders",
+        }
         for i in range(n)
     ]
     api = recipients._api()
@@ -101,7 +108,10 @@ def layer_bulk(n: int) -> float:
 def raw_bulk(n: int) -> float:
     import noti
 
-    items = [{"type": "sms", "to": _phone(i), "text": f"Order {i} shipped, User {i % RECIPIENTS}"} for i in range(n)]
+    items = [
+        {"type": "sms", "to": _phone(i), "text": f"Order {i} shipped, User {i % RECIPIENTS}"}
+        for i in range(n)
+    ]
     started = time.perf_counter()
     result = noti.notify_many(items)
     elapsed = time.perf_counter() - started
