@@ -23,7 +23,7 @@ from noti.errors import InvalidInput, NotFound
 from noti.providers.sandbox import read_outbox, sign_receipt
 from noti.redis.counters import parse
 from noti.sending.intake import ReceiptIntake
-from tests.conftest import wait_until
+from tests.conftest import MEMBER, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +58,9 @@ def rt(configure: Any) -> Any:
         },
         pump_interval_s=0.1,
     )
-    recipients.put_category("orders", {"channels": {"push": True, "sms": True, "email": True}})
-    recipients.put_category("security", {"critical": True})
-    recipients.put_category("marketing", {"channels": {"sms": False}})
+    recipients.put_category("orders", {"channels": {"push": True, "sms": True, "email": True}}, user=MEMBER)
+    recipients.put_category("security", {"critical": True}, user=MEMBER)
+    recipients.put_category("marketing", {"channels": {"sms": False}}, user=MEMBER)
     recipients.put_template("order_shipped", TEMPLATE)
     recipients.put(
         "42",
