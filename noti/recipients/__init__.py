@@ -27,9 +27,9 @@ module                             owns
 :mod:`~noti.recipients.api`        the operations with the permission rules
 =================================  ===========================================================
 
-(``list_categories`` and ``get_notice`` are not named ``categories`` and ``notice``: those are
-submodules, and importing one would replace the function of its name.) The functions below act for ``user`` (default ``NOTI_USER``) on this process's runtime, as
-:mod:`noti.api` does.
+The functions below act for ``user`` (default ``NOTI_USER``) on this process's runtime, as
+:mod:`noti.api` does. (``list_categories`` and ``get_notice`` are not named ``categories``
+and ``notice``: those are submodules, and importing one would replace the function.)
 """
 
 from __future__ import annotations
