@@ -37,13 +37,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from noti.core.record import Notification, new_id, now_ms, to_hash
-from noti.errors import InvalidConfig, InvalidInput, NotFound, NotiError
+from noti.errors import InvalidConfig, InvalidInput, NotFound, NotiError, StoreUnavailable
 from noti.inputs import shown
-from noti.recipients.categories import GENERAL, Category
+from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
 from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient
 from noti.recipients.quiet import held_until_ms, parse_quiet, parse_timezone
 from noti.recipients.request import NoticeRequest, parse_request
+from noti.recipients.snapshot import Snapshot, Snapshots
 from noti.recipients.store import NOTICE_MARK, RecipientStore
 from noti.recipients.templates import TemplateStore
 from noti.recipients.unsubscribe import unsubscribe_url
@@ -61,6 +62,9 @@ def _bad(code: str, message: str) -> InvalidInput:
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
+#: ``notify.lua``'s answer when what a notice was made from changed; and how often a notice
+#: is made again from the fresh values before the call gives up.
+STALE, STALE_TRIES = -2, 5
 #: Notices written per round trip by :meth:`Notices.notify_many`.
 BULK_BATCH = 500
 #: What became of a channel that got no record: no address in the profile, no variant in
@@ -105,6 +109,7 @@ class Notices:
         self.keys = runtime.keys
         self.recipients = RecipientStore(runtime.redis, runtime.keys)
         self.templates = TemplateStore(runtime.redis, runtime.keys)
+        self.snapshots = Snapshots(runtime.keys, self.templates)
         self._script = load_script(runtime.redis, "notify")
 
     def _quiet_default(self) -> tuple[Any, str]:
@@ -150,14 +155,39 @@ class Notices:
             StoreUnavailable: Redis cannot be reached.
         """
         request = parse_request(self.notifier, **kwargs)
+        return self._make(request, self.snapshots.kept(request) or self._read(request))
+
+    def _make(self, request: NoticeRequest, snapshot: Snapshot) -> Notice:
+        """Make the notice from ``snapshot``, again from fresh values while ``notify.lua``
+        finds them changed (up to :data:`STALE_TRIES` times).
+
+        Raises:
+            StoreUnavailable: they kept changing.
+        """
+        for _ in range(STALE_TRIES):
+            prepared = self._prepare(request, snapshot)
+            with translate_errors(self.runtime.redis):
+                answer = self._script(keys=prepared.keys, args=prepared.args)
+            if answer[0] != STALE:
+                return self._finish(prepared, answer)
+            snapshot = self._fresh(request, answer)
+        raise StoreUnavailable(
+            f"recipient {request.rid}, template {request.template} or category {request.category} "
+            f"changed {STALE_TRIES} times while the notice was made: try again"
+        )
+
+    def _read(self, request: NoticeRequest) -> Snapshot:
+        """The snapshot of a request read from Redis (one round trip)."""
         with translate_errors(self.runtime.redis):
             pipe = self.runtime.redis.pipeline(transaction=False)
-            self._reads(pipe, request)
-            doc, current, cat_text = pipe.execute()
-        prepared = self._prepare(request, doc, current, cat_text)
-        with translate_errors(self.runtime.redis):
-            answer = self._script(keys=prepared.keys, args=prepared.args)
-        return self._finish(prepared, answer)
+            self.snapshots.queue_reads(pipe, request)
+            profile, stamp, category = pipe.execute()
+        return self.snapshots.from_reads(request, profile, stamp, category)
+
+    def _fresh(self, request: NoticeRequest, answer: Any) -> Snapshot:
+        """The snapshot from the fresh values ``notify.lua`` answered with (``-2``)."""
+        _, doc, version, current, ct, category = answer
+        return self.snapshots.from_reads(request, (doc, version), (current, ct), category)
 
     def notify_many(
         self,
@@ -210,20 +240,27 @@ class Notices:
                 requests.append(None)
                 result.refused.append((offset + i, "e.cmd.noti.notify.baditem", str(exc)))
         redis_client = self.runtime.redis
-        with translate_errors(redis_client):
-            pipe = redis_client.pipeline(transaction=False)
-            for request in requests:
-                if request is not None:
-                    self._reads(pipe, request)
-            reads = iter(pipe.execute())
+        snapshots: list[Snapshot | None] = [
+            self.snapshots.kept(r) if r is not None else None for r in requests
+        ]
+        missing = [i for i, r in enumerate(requests) if r is not None and snapshots[i] is None]
+        if missing:
+            with translate_errors(redis_client):
+                pipe = redis_client.pipeline(transaction=False)
+                for i in missing:
+                    self.snapshots.queue_reads(pipe, requests[i])  # type: ignore[arg-type]
+                reads = iter(pipe.execute())
         prepared: list[_Prepared | None] = []
         for i, request in enumerate(requests):
             if request is None:
                 prepared.append(None)
                 continue
-            doc, current, cat_text = next(reads), next(reads), next(reads)
             try:
-                prepared.append(self._prepare(request, doc, current, cat_text))
+                snapshot = snapshots[i]
+                if snapshot is None:
+                    profile, stamp, category = next(reads), next(reads), next(reads)
+                    snapshot = self.snapshots.from_reads(request, profile, stamp, category)
+                prepared.append(self._prepare(request, snapshot))
             except NotiError as exc:
                 prepared.append(None)
                 result.refused.append((offset + i, exc.code, exc.message))
@@ -238,7 +275,13 @@ class Notices:
                 result.ids.append(None)
                 continue
             try:
-                result.ids.append(self._finish(p, next(answers)).id)
+                answer = next(answers)
+                if answer[0] == STALE:  # changed since read: this one again, alone
+                    request = requests[i]
+                    assert request is not None
+                    result.ids.append(self._make(request, self._fresh(request, answer)).id)
+                    continue
+                result.ids.append(self._finish(p, answer).id)
             except NotiError as exc:
                 result.ids.append(None)
                 result.refused.append((offset + i, exc.code, exc.message))
@@ -246,35 +289,14 @@ class Notices:
 
     # --- the steps --------------------------------------------------------------------------
 
-    def _reads(self, pipe: Any, request: NoticeRequest) -> None:
-        """The reads a notice needs, queued on ``pipe``: the profile, the template's current
-        version, the category (one round trip for any number of notices)."""
-        k = self.keys
-        pipe.hget(k.recipient(request.owner, request.rid), "doc")
-        pipe.hget(k.template(request.owner, request.template), "current")
-        pipe.hget(k.categories, request.category)
-
-    def _prepare(
-        self, request: NoticeRequest, doc: str | None, current: str | None, cat_text: str | None
-    ) -> _Prepared:
-        """The notice's records built and its ``notify.lua`` call written.
+    def _prepare(self, request: NoticeRequest, snapshot: Snapshot) -> _Prepared:
+        """The notice's records built from ``snapshot`` and its ``notify.lua`` call written.
 
         Raises:
-            NotFound: the recipient, template or category. InvalidInput: rendering, building.
+            InvalidInput: rendering or building a record refused.
         """
-        if doc is None:
-            raise NotFound(f"no recipient {shown(request.rid)}", code="e.cmd.noti.rcpt.not_found")
-        if cat_text is None and request.category != GENERAL:
-            raise NotFound(f"no category {shown(request.category)}", code="e.cmd.noti.cat.not_found")
-        profile = Recipient.from_json(doc)
-        category = Category.from_json(request.category, cat_text)
-        version = request.version or (int(current) if current else None)
-        if version is None:
-            raise NotFound(f"no template {shown(request.template)}", code="e.cmd.noti.tmpl.not_found")
+        profile, category, tmpl = snapshot.profile, snapshot.category, snapshot.template
         owner = request.owner
-        tmpl = self.templates.cached(owner, request.template, version) or self.templates.get(
-            owner, request.template, version
-        )
         settings = self.runtime.settings
         created = now_ms()
         notice_id = NOTICE_MARK + new_id(created)
@@ -346,12 +368,13 @@ class Notices:
             created_ms=created,
             held_until_ms=held,
         )
-        return self._call(notice, request, order, entries, locales, records, after_ms)
+        return self._call(notice, request, snapshot, order, entries, locales, records, after_ms)
 
     def _call(
         self,
         notice: Notice,
         request: NoticeRequest,
+        snapshot: Snapshot,
         order: list[str],
         entries: dict[str, NoticeEntry],
         locales: dict[str, str],
@@ -400,6 +423,8 @@ class Notices:
             k.metrics,
             k.status_index(1),
             k.status_index(-1),
+            k.template(notice.owner, notice.template),
+            k.categories,
         ]
         args: list[Any] = [
             notice.id,
@@ -410,6 +435,9 @@ class Notices:
             "1" if records[0][0].preference else "0",
             after_ms,
             int(settings.notice_keep_s * 1000),
+            snapshot.profile_version,
+            snapshot.template_stamp,
+            snapshot.category_text,
             len(header),
             *[x for pair in header.items() for x in pair],
         ]
