@@ -312,6 +312,11 @@ def create_app(
     from noti.http.suppressions import suppression_routes
 
     app.include_router(suppression_routes(runtime))
+    from noti.http.recipients import recipient_routes
+    from noti.http.unsubscribe import unsubscribe_routes
+
+    app.include_router(recipient_routes(notifier))
+    app.include_router(unsubscribe_routes(runtime))
 
     app.add_middleware(
         BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes
