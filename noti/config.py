@@ -267,7 +267,9 @@ class Settings(BaseSettings):
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
     #: Quiet hours of a recipient whose profile names none (``"22:00-07:00"``, in the
     #: recipient's own time): a notice due inside them is held until they end. Unset: none.
-    quiet_hours: str | None = Field(default=None, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$")
+    quiet_hours: str | None = Field(
+        default=None, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?-([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"
+    )
     #: The timezone of a recipient whose profile names none (an IANA name).
     recipient_timezone: str = "UTC"
     #: Notices at this level or above are not held by quiet hours (nor is a critical category's).

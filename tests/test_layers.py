@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sending path", ("noti.sending",)),
     ("Celery app", ("noti.celery",)),
     # they publish through the Celery app; the workers below run them
-    ("features", ("noti.events", "noti.bridge", "noti.observe")),
+    ("features", ("noti.events", "noti.bridge", "noti.observe", "noti.recipients")),
     (
         "Celery workers",
         ("noti.celery.worker", "noti.celery.steps", "noti.celery.observe", "noti.celery.tasks"),

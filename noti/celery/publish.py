@@ -205,12 +205,21 @@ class Publisher:
         computed as it computes it (``tests/test_publish.py`` compares the two)."""
         return f"gen{os.getpid()}@{socket.gethostname()}"
 
-    def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
+    def message(
+        self, record_id: str, channel: Channel, level: int, parent: str | None = None
+    ) -> tuple[str, str]:
         """The Redis list and the JSON envelope of one delivery message (``before_task_publish``
-        has fired for it when a receiver is connected)."""
+        has fired for it when a receiver is connected). ``parent``: the notice a record of
+        ``notify(recipient=…)`` belongs to, written as the message's ``parent_id`` and
+        ``root_id`` (Flower shows them on the task's page and searches by them)."""
         signals = _celery_signals()
         if signals is not None and signals.before_task_publish.receivers:
-            return self._signalled(signals, record_id, channel, level)
+            return self._signalled(signals, record_id, channel, level, parent)
+        if parent is not None:
+            priority = priority_for_level(level)
+            return queue_key(channel.queue, priority), self._envelope(
+                record_id, channel, priority, task_id=record_id, parent=parent
+            )
         shape = self._shapes.get((channel, level))
         if shape is None:
             shape = self._shape(channel, level)
@@ -226,12 +235,12 @@ class Publisher:
         }
 
     def _signalled(
-        self, signals: ModuleType, record_id: str, channel: Channel, level: int
+        self, signals: ModuleType, record_id: str, channel: Channel, level: int, parent: str | None = None
     ) -> tuple[str, str]:
         """The message built field by field, with ``before_task_publish`` sent for it as
         Celery sends it (its receivers may change the headers before they are written)."""
         priority = priority_for_level(level)
-        envelope = json.loads(self._envelope(record_id, channel, priority, task_id=record_id))
+        envelope = json.loads(self._envelope(record_id, channel, priority, task_id=record_id, parent=parent))
         signals.before_task_publish.send(
             sender=DELIVER_TASK,
             body=([record_id], {}, _EMBED),
@@ -282,7 +291,14 @@ class Publisher:
         return shape
 
     def _envelope(
-        self, record_id: str, channel: Channel, priority: int, *, task_id: str = "", tag: str = ""
+        self,
+        record_id: str,
+        channel: Channel,
+        priority: int,
+        *,
+        task_id: str = "",
+        tag: str = "",
+        parent: str | None = None,
     ) -> str:
         """The envelope built field by field (the reference the template is made from)."""
         task_id = task_id or str(uuid.uuid4())
@@ -302,8 +318,8 @@ class Publisher:
                 "group_index": None,
                 "retries": 0,
                 "timelimit": [None, None],
-                "root_id": task_id,
-                "parent_id": None,
+                "root_id": parent or task_id,
+                "parent_id": parent,
                 "argsrepr": repr([record_id]),
                 "kwargsrepr": "{}",
                 "origin": self._origin,

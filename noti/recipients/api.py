@@ -48,11 +48,15 @@ class Recipients:
     def get(self, rid: str, *, user: str | None = None, owner: str | None = None) -> Recipient:
         return self.store.get(self._owner(user, owner, "read recipients"), rid)
 
-    def update(self, rid: str, patch: object, *, user: str | None = None, owner: str | None = None) -> Recipient:
+    def update(
+        self, rid: str, patch: object, *, user: str | None = None, owner: str | None = None
+    ) -> Recipient:
         """Apply a JSON merge patch to a profile."""
         return self.store.update(self._owner(user, owner, "write recipients"), rid, patch)
 
-    def merge(self, into: str, source: str, *, user: str | None = None, owner: str | None = None) -> Recipient:
+    def merge(
+        self, into: str, source: str, *, user: str | None = None, owner: str | None = None
+    ) -> Recipient:
         """Merge recipient ``source`` into ``into`` (see :meth:`RecipientStore.merge`)."""
         return self.store.merge(self._owner(user, owner, "write recipients"), into, source)
 
@@ -83,7 +87,9 @@ class Recipients:
         """Create or replace many profiles; bad rows are refused one by one."""
         return self.store.import_many(self._owner(user, owner, "write recipients"), rows)
 
-    def history(self, rid: str, *, user: str | None = None, owner: str | None = None, limit: int = 100) -> list[str]:
+    def history(
+        self, rid: str, *, user: str | None = None, owner: str | None = None, limit: int = 100
+    ) -> list[str]:
         """Notice and record ids made for a recipient, newest first."""
         owner_name = self._owner(user, owner, "read recipients")
         self.store.get(owner_name, rid)
@@ -91,7 +97,9 @@ class Recipients:
 
     # --- preferences ------------------------------------------------------------------------
 
-    def preferences(self, rid: str, *, user: str | None = None, owner: str | None = None) -> dict[str, dict[str, bool]]:
+    def preferences(
+        self, rid: str, *, user: str | None = None, owner: str | None = None
+    ) -> dict[str, dict[str, bool]]:
         return self.store.preferences(self._owner(user, owner, "read recipients"), rid)
 
     def set_preferences(
@@ -118,7 +126,9 @@ class Recipients:
 
     # --- templates --------------------------------------------------------------------------
 
-    def put_template(self, name: str, doc: object, *, user: str | None = None, owner: str | None = None) -> int:
+    def put_template(
+        self, name: str, doc: object, *, user: str | None = None, owner: str | None = None
+    ) -> int:
         """Store a new version of a template; its version number."""
         return self.templates.put(self._owner(user, owner, "write templates"), name, doc)
 

@@ -105,7 +105,9 @@ def _profile(columns: list[str], cells: list[str]) -> object:
             except ValueError:
                 return InvalidInput("the attributes cell is not JSON", code="e.cmd.noti.rcpt.badattrs")
             if not isinstance(given, dict):
-                return InvalidInput("the attributes cell is not a JSON object", code="e.cmd.noti.rcpt.badattrs")
+                return InvalidInput(
+                    "the attributes cell is not a JSON object", code="e.cmd.noti.rcpt.badattrs"
+                )
             attributes.update(given)
         elif column.startswith("attr."):
             attributes[column[5:]] = cell

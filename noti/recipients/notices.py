@@ -33,18 +33,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from noti.core.record import Notification, new_id, now_ms, parse_channel, to_hash
+from noti.core.record import Notification, new_id, now_ms, to_hash
 from noti.errors import InvalidConfig, InvalidInput, NotFound, NotiError
-from noti.inputs import plain_json, shown
-from noti.recipients.categories import GENERAL, Category, category_name
-from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient, recipient_id
+from noti.inputs import shown
+from noti.recipients.categories import GENERAL, Category
+from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
+from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient
 from noti.recipients.quiet import held_until_ms, parse_quiet, parse_timezone
+from noti.recipients.request import NoticeRequest, parse_request
 from noti.recipients.store import NOTICE_MARK, RecipientStore
-from noti.recipients.templates import Template, TemplateStore
+from noti.recipients.templates import TemplateStore
 from noti.recipients.unsubscribe import unsubscribe_url
 from noti.redis.conn import load_script
 from noti.redis.counters import added_field
@@ -53,141 +54,45 @@ from noti.redis.outage import translate_errors
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
-__all__ = ["DATA_MAX_BYTES", "CHAIN_MAX", "Notice", "NoticeEntry", "Notices"]
-
-#: Largest ``data`` a notice takes (its JSON, UTF-8).
-DATA_MAX_BYTES = 64 * 1024
-#: Longest chain or channel list.
-CHAIN_MAX = 8
-#: What became of a channel that got no record: no address in the profile, no variant in
-#: the template (neither a suppression: nothing was asked of the recipient).
-NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
+__all__ = ["BULK_BATCH", "Notice", "NoticeBatch", "NoticeEntry", "Notices"]
 
 
 def _bad(code: str, message: str) -> InvalidInput:
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
-@dataclass(frozen=True, slots=True)
-class NoticeEntry:
-    """One channel of a notice: ``queued``, ``held`` (due at the end of quiet hours),
-    ``fallback``, ``suppressed`` (``reason``: ``optout`` or ``suppressed``), ``off`` (the
-    category is off on it for them), ``unused`` (a chain had two already), ``noaddress``,
-    ``notemplate``; the record made, if any."""
-
-    channel: str
-    state: str
-    record: str | None = None
-    reason: str = ""
-    locale: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "channel": self.channel,
-            "state": self.state,
-            "record": self.record,
-            "reason": self.reason or None,
-            "locale": self.locale,
-        }
+#: Notices written per round trip by :meth:`Notices.notify_many`.
+BULK_BATCH = 500
+#: What became of a channel that got no record: no address in the profile, no variant in
+#: the template (neither a suppression: nothing was asked of the recipient).
+NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
 
 
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """One ``notify(recipient=…)`` call and what became of it."""
+@dataclass(slots=True)
+class _Prepared:
+    """A notice ready for ``notify.lua``: its call, and what reading the answer needs."""
 
-    id: str
-    owner: str
-    recipient: str
-    template: str
-    version: int
-    category: str
-    mode: str
-    created_ms: int
-    #: When quiet hours end, if they held the notice (0: not held).
-    held_until_ms: int = 0
-    entries: tuple[NoticeEntry, ...] = ()
-    #: True when an idempotency key named this notice already (nothing new was made).
-    repeated: bool = False
+    notice: Notice
+    keys: list[str]
+    args: list[Any]
+    records: list[Notification]
+    entries: dict[str, NoticeEntry]
+    locales: dict[str, str]
+    messages: dict[str, tuple[str, str]]
+    order: list[str]
+
+
+@dataclass(slots=True)
+class NoticeBatch:
+    """What :meth:`Notices.notify_many` did: ``ids[i]`` is item i's notice id, or None if it
+    was refused (``refused``: index, code, message; nothing of it is stored)."""
+
+    ids: list[str | None] = field(default_factory=list)
+    refused: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
-    def records(self) -> list[str]:
-        return [e.record for e in self.entries if e.record]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "owner": self.owner,
-            "recipient": self.recipient,
-            "template": self.template,
-            "version": self.version,
-            "category": self.category,
-            "mode": self.mode,
-            "created_ms": self.created_ms,
-            "held_until_ms": self.held_until_ms or None,
-            "channels": [e.to_dict() for e in self.entries],
-            "repeated": self.repeated,
-        }
-
-    @classmethod
-    def from_hash(cls, notice_id: str, data: Mapping[str, str], *, repeated: bool = False) -> Notice:
-        entries = []
-        order = json.loads(data.get("order", "[]"))
-        locales = json.loads(data.get("locales", "{}"))
-        for channel in order:
-            value = data.get(f"ch:{channel}", "")
-            state, _, record = value.partition(" ")
-            reason = ""
-            if state.startswith("suppressed:"):
-                state, reason = "suppressed", state.split(":", 1)[1]
-            entries.append(NoticeEntry(channel, state, record or None, reason, locales.get(channel)))
-        return cls(
-            id=notice_id,
-            owner=data.get("owner", ""),
-            recipient=data.get("rcpt", ""),
-            template=data.get("tmpl", ""),
-            version=int(data.get("ver", 0)),
-            category=data.get("cat", ""),
-            mode=data.get("mode", ""),
-            created_ms=int(data.get("ct", 0)),
-            held_until_ms=int(data.get("held", 0)),
-            entries=tuple(entries),
-            repeated=repeated,
-        )
-
-
-def is_notice_id(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(NOTICE_MARK) and 2 <= len(value) <= 40
-
-
-def _template_ref(value: object) -> tuple[str, int | None]:
-    """``name`` or ``name@version``."""
-    if not isinstance(value, str) or not value:
-        raise _bad("badtemplate", f"template is a template name (name or name@version), got {shown(value)}")
-    name, at, version = value.partition("@")
-    if not at:
-        return name, None
-    if not version.isdigit() or not 1 <= int(version) <= 10**9:
-        raise _bad("badtemplate", f"{shown(value)}: a version is a whole number from 1")
-    return name, int(version)
-
-
-def _channel_list(value: object, what: str) -> list[str]:
-    if isinstance(value, str):
-        value = [v for v in value.replace(",", " ").split() if v]
-    if not isinstance(value, Sequence) or not value or len(value) > CHAIN_MAX:
-        raise _bad("badchannels", f"{what} is a list of 1-{CHAIN_MAX} channels, got {shown(value)}")
-    out: list[str] = []
-    for item in value:
-        if not isinstance(item, str):
-            raise _bad("badchannels", f"{what}: {shown(item)} is not a channel")
-        try:
-            name = parse_channel(item).value
-        except NotiError:
-            raise _bad("badchannels", f"{what}: {shown(item)} is not a channel (see `noti channels`)") from None
-        if name in out:
-            raise _bad("badchannels", f"{what} names {name} twice")
-        out.append(name)
-    return out
+    def stored(self) -> int:
+        return sum(1 for i in self.ids if i is not None)
 
 
 class Notices:
@@ -217,36 +122,25 @@ class Notices:
         ``NOTI_QUIET_BYPASS_LEVEL``); else 0."""
         if category.critical or level >= self.runtime.settings.quiet_bypass_level:
             return 0
-        default_window, default_zone = self._quiet_default()
         if recipient.quiet_hours == QUIET_OFF:
             return 0
-        window = default_window if recipient.quiet_hours == QUIET_DEFAULT else parse_quiet(recipient.quiet_hours)
+        default_window, default_zone = self._quiet_default()
+        window = (
+            default_window if recipient.quiet_hours == QUIET_DEFAULT else parse_quiet(recipient.quiet_hours)
+        )
         if window is None:
             return 0
         return held_until_ms(window, recipient.timezone or default_zone, at_ms) or 0
 
-    def notify(
-        self,
-        *,
-        recipient: object,
-        template: object,
-        data: object = None,
-        category: object = None,
-        channels: object = None,
-        chain: object = None,
-        after_s: object = None,
-        locale: object = None,
-        lv: object = 1,
-        user: str | None = None,
-        owner: str | None = None,
-        delay: float | None = None,
-        eta: datetime | None = None,
-        idempotency_key: str | None = None,
-        task_id: str | None = None,
-        level_cap: int | None = None,
-        providers_allowed: frozenset[str] | None = None,
-    ) -> Notice:
+    # --- the calls --------------------------------------------------------------------------
+
+    def notify(self, **kwargs: Any) -> Notice:
         """Notify one recipient from a template (see the module); the notice.
+
+        Keyword arguments: ``recipient``, ``template`` (``name`` or ``name@version``),
+        ``data``, ``category``, ``channels`` or ``chain`` (with ``after_s``), ``locale``,
+        ``lv``, ``user``, ``owner`` (root members: another user's recipient), ``delay`` /
+        ``eta``, ``idempotency_key``, ``task_id``, ``level_cap``, ``providers_allowed``.
 
         Raises:
             InvalidInput: bad input (``e.cmd.noti.notify.*``, the template's
@@ -255,105 +149,141 @@ class Notices:
             PermissionDenied: ``owner`` names another user and the acting one is no root member.
             StoreUnavailable: Redis cannot be reached.
         """
-        from noti.core.delay import validate_idempotency_key
-        from noti.recipients.locales import parse_locale
-
-        acting = self.notifier.user(user)
-        owner = acting.scope(owner, code="e.cmd.noti.rcpt.nopvg", action="notify other users' recipients")
-        owner = owner or acting.name
-        rid = recipient_id(recipient)
-        name, version = _template_ref(template)
-        cat_name = GENERAL if category is None else category_name(category)
-        values: dict[str, Any] = {}
-        if data is not None:
-            values, _ = plain_json(data, what="data", code="e.cmd.noti.notify.baddata", max_bytes=DATA_MAX_BYTES)
-        if channels is not None and chain is not None:
-            raise _bad("badchannels", "give channels or a chain, not both")
-        wanted = _channel_list(chain if chain is not None else channels, "chain" if chain is not None else "channels") if (
-            channels is not None or chain is not None
-        ) else None
-        wanted_locale = parse_locale(locale) if locale is not None else None
-        if idempotency_key is not None:
-            validate_idempotency_key(idempotency_key)
-        if task_id is not None:
-            validate_idempotency_key(task_id)
-        after_ms = 0
-        if after_s is not None:
-            from noti.delivery.fallback import AFTER_MAX_S
-            from noti.inputs import finite_number
-
-            after_ms = int(
-                finite_number(after_s, what="after_s", code="e.cmd.noti.notify.badafter", above=0, maximum=AFTER_MAX_S)
-                * 1000
-            )
-        # one round trip: the profile, the template's current version, the category
-        k = self.keys
+        request = parse_request(self.notifier, **kwargs)
         with translate_errors(self.runtime.redis):
             pipe = self.runtime.redis.pipeline(transaction=False)
-            pipe.hget(k.recipient(owner, rid), "doc")
-            pipe.hget(k.template(owner, name), "current")
-            pipe.hget(k.categories, cat_name)
+            self._reads(pipe, request)
             doc, current, cat_text = pipe.execute()
-        if doc is None:
-            raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
-        if cat_text is None and cat_name != GENERAL:
-            raise NotFound(f"no category {shown(cat_name)}", code="e.cmd.noti.cat.not_found")
-        profile = Recipient.from_json(doc)
-        cat = Category.from_json(cat_name, cat_text)
-        version = version or (int(current) if current else None)
-        if version is None:
-            raise NotFound(f"no template {shown(name)}", code="e.cmd.noti.tmpl.not_found")
-        tmpl = self.templates.cached(owner, name, version) or self.templates.get(owner, name, version)
-        return self._make(
-            acting_user=user,
-            owner=owner,
-            profile=profile,
-            tmpl=tmpl,
-            category=cat,
-            values=values,
-            wanted=wanted,
-            chain=chain is not None,
-            after_ms=after_ms,
-            wanted_locale=wanted_locale,
-            lv=lv,
-            delay=delay,
-            eta=eta,
-            idempotency_key=idempotency_key,
-            task_id=task_id,
-            level_cap=level_cap,
-            providers_allowed=providers_allowed,
-        )
+        prepared = self._prepare(request, doc, current, cat_text)
+        with translate_errors(self.runtime.redis):
+            answer = self._script(keys=prepared.keys, args=prepared.args)
+        return self._finish(prepared, answer)
 
-    def _make(
+    def notify_many(
         self,
+        items: Sequence[object],
         *,
-        acting_user: str | None,
-        owner: str,
-        profile: Recipient,
-        tmpl: Template,
-        category: Category,
-        values: dict[str, Any],
-        wanted: list[str] | None,
-        chain: bool,
-        after_ms: int,
-        wanted_locale: str | None,
-        lv: object,
-        delay: float | None,
-        eta: datetime | None,
-        idempotency_key: str | None,
-        task_id: str | None,
+        user: str | None = None,
+        level_cap: int | None = None,
+        providers_allowed: frozenset[str] | None = None,
+    ) -> NoticeBatch:
+        """Many notices (each item a mapping of :meth:`notify`'s arguments), :data:`BULK_BATCH`
+        per round trip of reads and one of writes; a bad item is refused alone.
+
+        Raises:
+            StoreUnavailable: Redis cannot be reached (the batches written before stay).
+        """
+        result = NoticeBatch()
+        for start in range(0, len(items), BULK_BATCH):
+            self._batch(items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)
+        return result
+
+    def _batch(
+        self,
+        items: Sequence[object],
+        offset: int,
+        result: NoticeBatch,
+        user: str | None,
         level_cap: int | None,
         providers_allowed: frozenset[str] | None,
-    ) -> Notice:
+    ) -> None:
+        requests: list[NoticeRequest | None] = []
+        for i, item in enumerate(items):
+            try:
+                if not isinstance(item, Mapping):
+                    raise _bad("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
+                requests.append(
+                    parse_request(
+                        self.notifier,
+                        **{
+                            **item,
+                            "user": user,
+                            "level_cap": level_cap,
+                            "providers_allowed": providers_allowed,
+                        },
+                    )
+                )
+            except NotiError as exc:
+                requests.append(None)
+                result.refused.append((offset + i, exc.code, exc.message))
+            except TypeError as exc:
+                requests.append(None)
+                result.refused.append((offset + i, "e.cmd.noti.notify.baditem", str(exc)))
+        redis_client = self.runtime.redis
+        with translate_errors(redis_client):
+            pipe = redis_client.pipeline(transaction=False)
+            for request in requests:
+                if request is not None:
+                    self._reads(pipe, request)
+            reads = iter(pipe.execute())
+        prepared: list[_Prepared | None] = []
+        for i, request in enumerate(requests):
+            if request is None:
+                prepared.append(None)
+                continue
+            doc, current, cat_text = next(reads), next(reads), next(reads)
+            try:
+                prepared.append(self._prepare(request, doc, current, cat_text))
+            except NotiError as exc:
+                prepared.append(None)
+                result.refused.append((offset + i, exc.code, exc.message))
+        with translate_errors(redis_client):
+            pipe = redis_client.pipeline(transaction=False)
+            for p in prepared:
+                if p is not None:
+                    self._script(keys=p.keys, args=p.args, client=pipe)
+            answers = iter(pipe.execute())
+        for i, p in enumerate(prepared):
+            if p is None:
+                result.ids.append(None)
+                continue
+            try:
+                result.ids.append(self._finish(p, next(answers)).id)
+            except NotiError as exc:
+                result.ids.append(None)
+                result.refused.append((offset + i, exc.code, exc.message))
+        result.refused.sort()
+
+    # --- the steps --------------------------------------------------------------------------
+
+    def _reads(self, pipe: Any, request: NoticeRequest) -> None:
+        """The reads a notice needs, queued on ``pipe``: the profile, the template's current
+        version, the category (one round trip for any number of notices)."""
+        k = self.keys
+        pipe.hget(k.recipient(request.owner, request.rid), "doc")
+        pipe.hget(k.template(request.owner, request.template), "current")
+        pipe.hget(k.categories, request.category)
+
+    def _prepare(
+        self, request: NoticeRequest, doc: str | None, current: str | None, cat_text: str | None
+    ) -> _Prepared:
+        """The notice's records built and its ``notify.lua`` call written.
+
+        Raises:
+            NotFound: the recipient, template or category. InvalidInput: rendering, building.
+        """
+        if doc is None:
+            raise NotFound(f"no recipient {shown(request.rid)}", code="e.cmd.noti.rcpt.not_found")
+        if cat_text is None and request.category != GENERAL:
+            raise NotFound(f"no category {shown(request.category)}", code="e.cmd.noti.cat.not_found")
+        profile = Recipient.from_json(doc)
+        category = Category.from_json(request.category, cat_text)
+        version = request.version or (int(current) if current else None)
+        if version is None:
+            raise NotFound(f"no template {shown(request.template)}", code="e.cmd.noti.tmpl.not_found")
+        owner = request.owner
+        tmpl = self.templates.cached(owner, request.template, version) or self.templates.get(
+            owner, request.template, version
+        )
         settings = self.runtime.settings
         created = now_ms()
         notice_id = NOTICE_MARK + new_id(created)
-        order = wanted if wanted is not None else list(tmpl.channels)
+        order = request.wanted if request.wanted is not None else list(tmpl.channels)
         entries: dict[str, NoticeEntry] = {}
-        candidates: list[tuple[Notification, str]] = []  # (record, category default '1'/'0')
+        built: list[tuple[Notification, str]] = []
         locales: dict[str, str] = {}
-        base = {**values, "recipient": profile.template_view()}
-        locale_asked = wanted_locale or profile.locale
+        base = {**request.values, "recipient": profile.template_view()}
+        asked = request.locale or profile.locale
         enforced = category.enforced
         rkey = self.keys.recipient(owner, profile.id)
         for channel in order:
@@ -361,7 +291,7 @@ class Notices:
             if address is None:
                 entries[channel] = NoticeEntry(channel, NO_ADDRESS)
                 continue
-            loc = tmpl.locale_for(channel, locale_asked)
+            loc = tmpl.locale_for(channel, asked)
             if loc is None:
                 entries[channel] = NoticeEntry(channel, NO_TEMPLATE)
                 continue
@@ -377,12 +307,12 @@ class Notices:
             record = self.notifier.build(
                 channel,
                 address,
-                lv=lv,
-                user=acting_user,
-                delay=delay,
-                eta=eta,
-                level_cap=level_cap,
-                providers_allowed=providers_allowed,
+                lv=request.lv,
+                user=request.user,
+                delay=request.delay,
+                eta=request.eta,
+                level_cap=request.level_cap,
+                providers_allowed=request.providers_allowed,
                 **fields,
             )
             default = "1" if category.on_by_default(channel) else "0"
@@ -393,92 +323,76 @@ class Notices:
                 category=category.name,
                 preference=f"{rkey} {category.name} {channel} {default}" if enforced else None,
             )
-            candidates.append((record, default))
-        if not candidates:
+            built.append((record, default))
+        if not built:
             raise _bad(
                 "nochannel",
                 f"recipient {profile.id} cannot be reached with template {tmpl.name}: "
                 + ", ".join(f"{e.channel}: {e.state}" for e in entries.values()),
             )
-        level = candidates[0][0].level
-        held = self.held_until(profile, category, level, created)
-        if chain and not after_ms:
-            first = candidates[0][0].channel.value
-            after_ms = int(settings.channel(first).fallback_after_s * 1000)
-        records = []
-        for record, default in candidates:
-            due = max(record.lease_until_ms, held)
-            records.append((replace(record, lease_until_ms=due), default))
-        return self._store(
-            notice_id=notice_id,
+        held = self.held_until(profile, category, built[0][0].level, created)
+        after_ms = request.after_ms
+        if request.chain and not after_ms:
+            after_ms = int(settings.channel(built[0][0].channel.value).fallback_after_s * 1000)
+        records = [(replace(r, lease_until_ms=max(r.lease_until_ms, held)), d) for r, d in built]
+        notice = Notice(
+            id=notice_id,
             owner=owner,
-            profile=profile,
-            tmpl=tmpl,
-            category=category,
-            chain=chain,
-            after_ms=after_ms,
-            order=order,
-            entries=entries,
-            locales=locales,
-            records=records,
-            held=held,
-            created=created,
-            idempotency_key=idempotency_key,
-            task_id=task_id,
+            recipient=profile.id,
+            template=tmpl.name,
+            version=tmpl.version,
+            category=category.name,
+            mode="chain" if request.chain else "all",
+            created_ms=created,
+            held_until_ms=held,
         )
+        return self._call(notice, request, order, entries, locales, records, after_ms)
 
-    def _store(
+    def _call(
         self,
-        *,
-        notice_id: str,
-        owner: str,
-        profile: Recipient,
-        tmpl: Template,
-        category: Category,
-        chain: bool,
-        after_ms: int,
+        notice: Notice,
+        request: NoticeRequest,
         order: list[str],
         entries: dict[str, NoticeEntry],
         locales: dict[str, str],
         records: list[tuple[Notification, str]],
-        held: int,
-        created: int,
-        idempotency_key: str | None,
-        task_id: str | None,
-    ) -> Notice:
+        after_ms: int,
+    ) -> _Prepared:
+        """The ``notify.lua`` call of a notice (see the script for its keys and arguments)."""
         k = self.keys
         publisher = self.notifier.publisher
-        shares = publisher.shares_store
         messages: dict[str, tuple[str, str]] = {}
-        if shares:
+        if publisher.shares_store:
             for record, _ in records:
                 if not record.lease_until_ms:
-                    messages[record.id] = publisher.message(record.id, record.channel, record.level)
-        if task_id is not None:
-            idem_key = k.task(task_id)
-        elif idempotency_key is not None:
-            idem_key = k.notice_idempotency(owner, idempotency_key)
+                    messages[record.id] = publisher.message(
+                        record.id, record.channel, record.level, record.parent
+                    )
+        if request.task_id is not None:
+            idem_key = k.task(request.task_id)
+        elif request.idempotency_key is not None:
+            idem_key = k.notice_idempotency(notice.owner, request.idempotency_key)
         else:
             idem_key = None
-        ttl_ms = int(self.runtime.settings.idempotency_ttl_s * 1000) if idem_key else 0
+        settings = self.runtime.settings
         header = {
-            "owner": owner,
-            "rcpt": profile.id,
-            "tmpl": tmpl.name,
-            "ver": str(tmpl.version),
-            "cat": category.name,
-            "mode": "chain" if chain else "all",
-            "ct": str(created),
-            "held": str(held),
+            "owner": notice.owner,
+            "rcpt": notice.recipient,
+            "tmpl": notice.template,
+            "ver": str(notice.version),
+            "cat": notice.category,
+            "mode": notice.mode,
+            "ct": str(notice.created_ms),
+            "held": str(notice.held_until_ms),
             "order": json.dumps(order),
             "locales": json.dumps(locales),
             **{f"ch:{e.channel}": f"{e.state} " for e in entries.values()},
         }
         keys = [
-            k.recipient(owner, profile.id),
-            k.notice(notice_id),
-            k.recipient_log(owner, profile.id),
-            idem_key or k.notice(notice_id),
+            k.recipient(notice.owner, notice.recipient),
+            k.notice(notice.id),
+            k.recipient_log(notice.owner, notice.recipient),
+            idem_key or k.notice(notice.id),
             k.all_index,
             k.user_index(records[0][0].creator),
             k.waiting_index,
@@ -488,20 +402,24 @@ class Notices:
             k.status_index(-1),
         ]
         args: list[Any] = [
-            notice_id,
-            created,
-            ttl_ms,
-            "chain" if chain else "all",
-            category.name,
-            "1" if category.enforced else "0",
+            notice.id,
+            notice.created_ms,
+            int(settings.idempotency_ttl_s * 1000) if idem_key else 0,
+            notice.mode,
+            notice.category,
+            "1" if records[0][0].preference else "0",
             after_ms,
-            int(self.runtime.settings.notice_keep_s * 1000),
+            int(settings.notice_keep_s * 1000),
             len(header),
             *[x for pair in header.items() for x in pair],
         ]
         for record, default in records:
             message = messages.get(record.id)
-            keys += [k.record(record.id), message[0] if message else k.record(record.id), k.suppressed(record.channel.value)]
+            keys += [
+                k.record(record.id),
+                message[0] if message else k.record(record.id),
+                k.suppressed(record.channel.value),
+            ]
             fields = to_hash(record)
             args += [
                 record.channel.value,
@@ -515,57 +433,61 @@ class Notices:
                 len(fields),
                 *[x for pair in fields.items() for x in pair],
             ]
-        with translate_errors(self.runtime.redis):
-            answer = self._script(keys=keys, args=args)
+        return _Prepared(notice, keys, args, [r for r, _ in records], entries, locales, messages, order)
+
+    def _finish(self, prepared: _Prepared, answer: Any) -> Notice:
+        """The notice ``notify.lua`` answered for; its queued records' messages announced (or
+        published, when the broker is not the store's Redis).
+
+        Raises:
+            NotFound: the recipient was erased meanwhile.
+        """
+        notice = prepared.notice
         if answer[0] == 0:
-            return self.get(str(answer[1]), owner=owner, repeated=True)
+            return self.get(str(answer[1]), owner=notice.owner, repeated=True)
         if answer[0] == -1:
-            raise NotFound(f"no recipient {shown(profile.id)}", code="e.cmd.noti.rcpt.not_found")
+            raise NotFound(f"no recipient {shown(notice.recipient)}", code="e.cmd.noti.rcpt.not_found")
         states = answer[1:]
+        entries = prepared.entries
         queued: list[Notification] = []
-        for i, (record, _) in enumerate(records):
+        for i, record in enumerate(prepared.records):
             state, made = str(states[2 * i]), str(states[2 * i + 1])
             reason = ""
             if state.startswith("suppressed:"):
                 state, reason = "suppressed", state.split(":", 1)[1]
             channel = record.channel.value
-            entries[channel] = NoticeEntry(channel, state, made or None, reason, locales.get(channel))
+            entries[channel] = NoticeEntry(
+                channel, state, made or None, reason, prepared.locales.get(channel)
+            )
             if state == "queued":
                 queued.append(record)
-        if shares:
+        publisher = self.notifier.publisher
+        if publisher.shares_store:
+            messages = prepared.messages
             publisher.published(messages[r.id] for r in queued if r.id in messages)
         elif queued:
             publisher.publish([(r.id, r.channel, r.level) for r in queued])
-        return Notice(
-            id=notice_id,
-            owner=owner,
-            recipient=profile.id,
-            template=tmpl.name,
-            version=tmpl.version,
-            category=category.name,
-            mode="chain" if chain else "all",
-            created_ms=created,
-            held_until_ms=held,
-            entries=tuple(entries[c] for c in order if c in entries),
-        )
+        return replace(notice, entries=tuple(entries[c] for c in prepared.order if c in entries))
 
-    def get(self, notice_id: str, *, owner: str | None = None, user: str | None = None, repeated: bool = False) -> Notice:
+    def get(
+        self, notice_id: str, *, owner: str | None = None, user: str | None = None, repeated: bool = False
+    ) -> Notice:
         """One notice the acting user may see (another user's is answered as a missing one).
 
         Raises:
             NotFound: ``e.cmd.noti.notice.not_found``.
         """
+        missing = NotFound(f"no notice {shown(notice_id)}", code="e.cmd.noti.notice.not_found")
         if not is_notice_id(notice_id):
-            raise NotFound(f"no notice {shown(notice_id)}", code="e.cmd.noti.notice.not_found")
+            raise missing
         with translate_errors(self.runtime.redis):
             data = self.runtime.redis.hgetall(self.keys.notice(notice_id))
         if not data:
-            raise NotFound(f"no notice {shown(notice_id)}", code="e.cmd.noti.notice.not_found")
+            raise missing
         notice = Notice.from_hash(notice_id, data, repeated=repeated)
         if owner is None:
             if not self.notifier.user(user).can_touch(notice.owner):
-                raise NotFound(f"no notice {shown(notice_id)}", code="e.cmd.noti.notice.not_found")
+                raise missing
         elif notice.owner != owner:
-            raise NotFound(f"no notice {shown(notice_id)}", code="e.cmd.noti.notice.not_found")
+            raise missing
         return notice
-

@@ -17,7 +17,6 @@ notices keep the recipient id (the owner's own pseudonymous key).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -148,7 +147,9 @@ class RecipientStore:
                         return updated
                     except redis.WatchError:
                         continue
-        raise InvalidInput(f"recipient {rid} changed 16 times while updated: try again", code="e.cmd.noti.rcpt.busy")
+        raise InvalidInput(
+            f"recipient {rid} changed 16 times while updated: try again", code="e.cmd.noti.rcpt.busy"
+        )
 
     def merge(self, owner: str, into: str, source: str) -> Recipient:
         """Merge recipient ``source`` into ``into`` (one person known under two ids): the
@@ -177,11 +178,7 @@ class RecipientStore:
                 joined = _join(left, right)
                 merged = parse_recipient({**joined, "id": into}, rid=into, now_ms=now_ms())
                 merged = replace(merged, created_ms=min(left.created_ms, right.created_ms))
-                prefs = {
-                    _text(f): _text(v)
-                    for f, v in b.items()
-                    if _text(f).startswith("p:") and f not in a
-                }
+                prefs = {_text(f): _text(v) for f, v in b.items() if _text(f).startswith("p:") and f not in a}
                 history = pipe.zrange(k.recipient_log(owner, source), 0, -1, withscores=True)
                 pipe.multi()
                 pipe.hset(keep, mapping={"doc": merged.to_json(), "lm": merged.updated_ms, **prefs})
@@ -307,7 +304,8 @@ class RecipientStore:
                         channel = None
                     if channel is None:
                         raise InvalidInput(
-                            f"{shown(channel)} is not a channel (see `noti channels`)", code="e.cmd.noti.pref.bad"
+                            f"{shown(channel)} is not a channel (see `noti channels`)",
+                            code="e.cmd.noti.pref.bad",
                         )
                 name = _pref_field(category, channel)
                 if value is None:
@@ -487,4 +485,3 @@ def _join(left: Recipient, right: Recipient) -> dict[str, Any]:
         "attributes": {**dict(right.attributes), **dict(left.attributes)},
     }
     return body
-

@@ -45,8 +45,11 @@ class Publishing(Protocol):
         the store's Redis and the message is written in kombu's wire format)."""
         ...
 
-    def message(self, record_id: str, channel: Channel, level: int) -> tuple[str, str]:
-        """The Redis list and the payload of the delivery message of one record."""
+    def message(
+        self, record_id: str, channel: Channel, level: int, parent: str | None = None
+    ) -> tuple[str, str]:
+        """The Redis list and the payload of the delivery message of one record (``parent``:
+        the notice it belongs to, shown by Flower)."""
         ...
 
     def published(self, messages: Iterable[tuple[str, str]]) -> None:

@@ -1,0 +1,162 @@
+"""A ``notify(recipient=…)`` call's arguments, checked before anything is read or written:
+:func:`parse_request` makes the :class:`NoticeRequest` :mod:`noti.recipients.notices` works
+from (split from it to keep both short)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from noti.core.record import parse_channel
+from noti.errors import InvalidInput, NotiError
+from noti.inputs import plain_json, shown
+from noti.recipients.categories import GENERAL, category_name
+from noti.recipients.profile import recipient_id
+
+if TYPE_CHECKING:
+    from noti.sending.notifier import Notifier
+
+__all__ = ["CHAIN_MAX", "DATA_MAX_BYTES", "NoticeRequest", "parse_request"]
+
+#: Largest ``data`` a notice takes (its JSON, UTF-8).
+DATA_MAX_BYTES = 64 * 1024
+#: Longest chain or channel list.
+CHAIN_MAX = 8
+
+
+def _bad(code: str, message: str) -> InvalidInput:
+    return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
+
+
+def _template_ref(value: object) -> tuple[str, int | None]:
+    """``name`` or ``name@version``."""
+    if not isinstance(value, str) or not value:
+        raise _bad("badtemplate", f"template is a template name (name or name@version), got {shown(value)}")
+    name, at, version = value.partition("@")
+    if not at:
+        return name, None
+    if not version.isdigit() or not 1 <= int(version) <= 10**9:
+        raise _bad("badtemplate", f"{shown(value)}: a version is a whole number from 1")
+    return name, int(version)
+
+
+def _channel_list(value: object, what: str) -> list[str]:
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split() if v]
+    if not isinstance(value, Sequence) or not value or len(value) > CHAIN_MAX:
+        raise _bad("badchannels", f"{what} is a list of 1-{CHAIN_MAX} channels, got {shown(value)}")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise _bad("badchannels", f"{what}: {shown(item)} is not a channel")
+        try:
+            name = parse_channel(item).value
+        except NotiError:
+            raise _bad(
+                "badchannels", f"{what}: {shown(item)} is not a channel (see `noti channels`)"
+            ) from None
+        if name in out:
+            raise _bad("badchannels", f"{what} names {name} twice")
+        out.append(name)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeRequest:
+    """A notify call's inputs, checked (no I/O yet)."""
+
+    owner: str
+    rid: str
+    template: str
+    version: int | None
+    category: str
+    values: dict[str, Any]
+    wanted: list[str] | None
+    chain: bool
+    after_ms: int
+    locale: str | None
+    lv: object
+    user: str | None
+    delay: float | None
+    eta: datetime | None
+    idempotency_key: str | None
+    task_id: str | None
+    level_cap: int | None
+    providers_allowed: frozenset[str] | None
+
+
+def parse_request(
+    notifier: Notifier,
+    *,
+    recipient: object,
+    template: object,
+    data: object = None,
+    category: object = None,
+    channels: object = None,
+    chain: object = None,
+    after_s: object = None,
+    locale: object = None,
+    lv: object = 1,
+    user: str | None = None,
+    owner: str | None = None,
+    delay: float | None = None,
+    eta: datetime | None = None,
+    idempotency_key: str | None = None,
+    task_id: str | None = None,
+    level_cap: int | None = None,
+    providers_allowed: frozenset[str] | None = None,
+) -> NoticeRequest:
+    """A notify call's arguments checked, before anything is read or written (see
+    :meth:`noti.recipients.notices.Notices.notify`).
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.notify.*``, a bad recipient id, locale, category name,
+        data, idempotency key. PermissionDenied: ``owner`` names another user.
+    """
+    from noti.core.delay import validate_idempotency_key
+    from noti.recipients.locales import parse_locale
+
+    acting = notifier.user(user)
+    scoped = acting.scope(owner, code="e.cmd.noti.rcpt.nopvg", action="notify other users' recipients")
+    name, version = _template_ref(template)
+    values: dict[str, Any] = {}
+    if data is not None:
+        values, _ = plain_json(data, what="data", code="e.cmd.noti.notify.baddata", max_bytes=DATA_MAX_BYTES)
+    if channels is not None and chain is not None:
+        raise _bad("badchannels", "give channels or a chain, not both")
+    wanted = None
+    if chain is not None:
+        wanted = _channel_list(chain, "chain")
+    elif channels is not None:
+        wanted = _channel_list(channels, "channels")
+    after_ms = 0
+    if after_s is not None:
+        from noti.delivery.fallback import AFTER_MAX_S
+        from noti.inputs import finite_number
+
+        seconds = finite_number(
+            after_s, what="after_s", code="e.cmd.noti.notify.badafter", above=0, maximum=AFTER_MAX_S
+        )
+        after_ms = int(seconds * 1000)
+    return NoticeRequest(
+        owner=scoped or acting.name,
+        rid=recipient_id(recipient),
+        template=name,
+        version=version,
+        category=GENERAL if category is None else category_name(category),
+        values=values,
+        wanted=wanted,
+        chain=chain is not None,
+        after_ms=after_ms,
+        locale=parse_locale(locale) if locale is not None else None,
+        lv=lv,
+        user=user,
+        delay=delay,
+        eta=eta,
+        idempotency_key=validate_idempotency_key(idempotency_key) if idempotency_key is not None else None,
+        task_id=validate_idempotency_key(task_id) if task_id is not None else None,
+        level_cap=level_cap,
+        providers_allowed=providers_allowed,
+    )
