@@ -25,6 +25,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 16. HTTP API: POST /v1/notifications batched and single, p99 at 200/s  (bench.http_bench)
 17. HTTP under a hostile probe: server RSS growth, another client's p99 (bench.hostile_bench)
 18. the channel registry's cost: scenario 3's drain vs the workers before it (bench.registry_bench)
+19. recipients: notify(recipient, template) vs notify_sms; profile import   (bench.recipients_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
 met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1
@@ -48,6 +49,7 @@ from bench import (
     limits_bench,
     numpool_bench,
     priority_bench,
+    recipients_bench,
     registry_bench,
     replica_bench,
     soak_bench,
@@ -72,6 +74,7 @@ SCENARIOS: dict[int, Scenario] = {
     **http_bench.SCENARIOS,
     **hostile_bench.SCENARIOS,
     **registry_bench.SCENARIOS,
+    **recipients_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

@@ -268,7 +268,8 @@ class Settings(BaseSettings):
     #: Quiet hours of a recipient whose profile names none (``"22:00-07:00"``, in the
     #: recipient's own time): a notice due inside them is held until they end. Unset: none.
     quiet_hours: str | None = Field(
-        default=None, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?-([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$"
+        default=None,
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?-([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$",
     )
     #: The timezone of a recipient whose profile names none (an IANA name).
     recipient_timezone: str = "UTC"

@@ -295,9 +295,13 @@ def by_vendor(cases: dict[SmsVendor, dict[str, tuple[Any, ...]]]) -> list[Any]:
     ]
 
 
-def sms(text: str, target: str = CN_PHONE, record_id: str | None = None) -> Message:
-    """An SMS to send (a new record id unless given)."""
-    return Message(id=record_id or new_id(), channel=Channel.SMS, target=target, fields={"text": text})
+def sms(
+    text: str, target: str = CN_PHONE, record_id: str | None = None, *, template: dict[str, str] | None = None
+) -> Message:
+    """An SMS to send (a new record id unless given), naming its own vendor ``template`` per
+    provider name when given."""
+    fields: dict[str, Any] = {"text": text} if template is None else {"text": text, "template": template}
+    return Message(id=record_id or new_id(), channel=Channel.SMS, target=target, fields=fields)
 
 
 # --- fixtures ------------------------------------------------------------------------------------

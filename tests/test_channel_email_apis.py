@@ -1,8 +1,11 @@
 """E-mail through the APIs teams use (issue 33, point 4): Amazon SES and SendGrid, each
-against its fake (tests/fakes/ses.py, tests/fakes/sendgrid.py), parametrised over both.
+against its fake (tests/fakes/ses.py, tests/fakes/sendgrid.py), parametrised over both; what
+every e-mail provider does alike (the unsubscribe link, issue 34) over SMTP too
+(tests/fakes/smtp.py).
 
 Sending: the request as each vendor wants it, every mapped vendor error, timeouts and
-refused connections; AWS's Signature Version 4 known answers. End to end with a real
+refused connections; AWS's Signature Version 4 known answers; a record's unsubscribe link as
+``List-Unsubscribe`` / ``List-Unsubscribe-Post`` through each of the three. End to end with a real
 ``celery -A noti worker``: delivered, a hard bounce (the address suppressed, the next send
 to it refused with ``e.noti.delivery.optedout``), a complaint (suppressed too) and a transient
 bounce (not suppressed). The receipt readers' refusals are in test_channel_email_receipts.py.
@@ -38,6 +41,7 @@ from tests.fakes import sendgrid as sg
 from tests.fakes import ses
 from tests.fakes._receipts import ReceiptSink
 from tests.fakes._server import FakeServer, Reply
+from tests.fakes.smtp import SmtpFake
 from tests.vendor_env import build_provider, nobody_listening
 
 TO = "ann@example.org"
@@ -54,13 +58,32 @@ class Vendor:
         return OPTIONS[self.kind](self.fake, **changes)
 
 
-OPTIONS: dict[str, Callable[..., dict[str, Any]]] = {"ses": ses.ses_options, "sendgrid": sg.sendgrid_options}
+def smtp_options(fake: SmtpFake, **changes: Any) -> dict[str, Any]:
+    """An SMTP provider's options that reach ``fake`` (plain text, no login: the headers are
+    what these tests look at; TLS and AUTH are tests/test_provider_email.py's)."""
+    return {
+        "kind": "email",
+        "host": fake.host,
+        "port": fake.port,
+        "security": "none",
+        "from_addr": "Noti <noti@example.com>",
+        "helo_name": "noti.test",
+        "timeout_s": 2,
+        **changes,
+    }
+
+
+OPTIONS: dict[str, Callable[..., dict[str, Any]]] = {
+    "ses": ses.ses_options,
+    "sendgrid": sg.sendgrid_options,
+    "smtp": smtp_options,
+}
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, FakeServer]]:
-    with ses.SesFake() as ses_fake, sg.SendGridFake() as sg_fake:
-        yield {"ses": ses_fake, "sendgrid": sg_fake}
+def servers() -> Iterator[dict[str, FakeServer | SmtpFake]]:
+    with ses.SesFake() as ses_fake, sg.SendGridFake() as sg_fake, SmtpFake() as smtp_fake:
+        yield {"ses": ses_fake, "sendgrid": sg_fake, "smtp": smtp_fake}
 
 
 def vendor_of(servers: dict[str, Any], kind: str) -> Vendor:
@@ -71,6 +94,13 @@ def vendor_of(servers: dict[str, Any], kind: str) -> Vendor:
 
 @pytest.fixture(params=["ses", "sendgrid"])
 def vendor(request: pytest.FixtureRequest, servers: dict[str, Any]) -> Vendor:
+    """An e-mail API vendor."""
+    return vendor_of(servers, request.param)
+
+
+@pytest.fixture(params=["smtp", "ses", "sendgrid"])
+def mailer(request: pytest.FixtureRequest, servers: dict[str, Any]) -> Vendor:
+    """Any e-mail provider's vendor: an SMTP server or an API."""
     return vendor_of(servers, request.param)
 
 
@@ -296,10 +326,116 @@ def test_a_success_without_the_vendors_id_is_ambiguous(vendor: Vendor, redis_url
         make(vendor, redis_url).send(email())
 
 
-def test_a_non_ascii_address_is_refused_before_it_is_stored(vendor: Vendor, redis_url: str) -> None:
+def test_a_non_ascii_address_is_refused_before_it_is_stored(mailer: Vendor, redis_url: str) -> None:
     with pytest.raises(NotiError) as info:
-        make(vendor, redis_url).check(email("jörg@example.org"))
+        make(mailer, redis_url).check(email("jörg@example.org"))
     assert info.value.code == "e.cmd.noti.add.badtarget"
+
+
+# --- the unsubscribe link (issue 34): List-Unsubscribe, one-click ----------------------------
+
+ONE_CLICK = {"List-Unsubscribe-Post": "List-Unsubscribe=One-Click"}
+LINK = "https://example.com/u/7f3a?list=orders&sig=a%2Fb~c(1)"
+LONGEST = "https://example.com/u/" + "a" * (868 - len("https://example.com/u/"))
+#: The link given, and the List-* headers the recipient's mail must carry.
+UNSUBSCRIBE = {
+    "https": (LINK, {"List-Unsubscribe": f"<{LINK}>", **ONE_CLICK}),
+    # RFC 8058's one-click POST is for HTTPS only: an http link is a link to open
+    "http": ("http://example.com/u/1", {"List-Unsubscribe": "<http://example.com/u/1>"}),
+    # 868 characters: one header line everywhere (SES: values up to 870 with the brackets)
+    "longest": (LONGEST, {"List-Unsubscribe": f"<{LONGEST}>", **ONE_CLICK}),
+    "none": (None, {}),
+}
+
+
+def _list_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {name: value for name, value in headers.items() if name.lower().startswith("list-")}
+
+
+@pytest.mark.parametrize(("link", "expected"), UNSUBSCRIBE.values(), ids=UNSUBSCRIBE.keys())
+def test_an_unsubscribe_link_reaches_the_mail_as_list_unsubscribe(
+    mailer: Vendor, configure: Callable[..., Any], link: str | None, expected: dict[str, str]
+) -> None:
+    # given the vendor as the e-mail channel's provider
+    rt = configure(providers={"mail": mailer.options()}, channels={"email": {"provider": "mail"}})
+    # when a notification with (or without) an unsubscribe link is added and sent
+    record_id = noti.notify("email", TO, subject="Your order", text="It ships today.", unsubscribe=link)
+    assert rt.redis.hget(rt.keys.record(record_id), "noti_email_unsub") == link
+    [result] = noti.send(record_id)
+    # then the vendor got the headers, as one unfolded line each (SMTP: as the server read it)
+    record = rt.store.get(record_id)
+    assert result.mark == "OK" and record.status is Status.DONE
+    assert _list_headers(mailer.fake.sent_headers(record.msgid)) == expected
+
+
+BAD_LINKS = {
+    "not-a-url": "unsubscribe me",
+    "mailto": "mailto:unsub@example.com",
+    "javascript": "javascript:alert(1)",
+    "no-host": "https:///u/1",
+    "a-space": "https://example.com/u 1",
+    "a-newline": "https://example.com/u/1\r\nBcc: victim@example.org",
+    "a-control-character": "https://example.com/u/\x00",
+    "an-angle-bracket": "https://example.com/u/1>, <https://evil.example",
+    "a-quote": 'https://example.com/u/"1"',
+    "non-ascii": "https://example.com/désabonner",
+    "a-bare-percent": "https://example.com/u/100%",
+    "too-long": LONGEST + "a",
+    "far-too-long": "https://example.com/" + "a" * 3000,
+    "not-a-string": 42,
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("link", BAD_LINKS.values(), ids=BAD_LINKS.keys())
+def test_a_bad_unsubscribe_link_is_refused_at_notify_and_nothing_is_stored(
+    mailer: Vendor, configure: Callable[..., Any], link: object
+) -> None:
+    rt = configure(providers={"mail": mailer.options()}, channels={"email": {"provider": "mail"}})
+    with pytest.raises(NotiError) as info:
+        noti.notify("email", TO, subject="Your order", text="It ships today.", unsubscribe=link)
+    assert info.value.code == "e.cmd.noti.add.badfield"
+    assert "unsubscribe" in info.value.message
+    assert rt.store.count() == 0 and len(mailer.fake.messages) == 0
+
+
+#: Per API vendor: a request's headers it refuses (the body's part), and why.
+REFUSED_HEADERS: list[tuple[str, str, Any]] = [
+    ("ses", "value-over-870", [{"Name": "List-Unsubscribe", "Value": "<" + "a" * 870 + ">"}]),
+    ("ses", "name-with-colon", [{"Name": "List:Unsubscribe", "Value": "<https://e.example/u>"}]),
+    ("ses", "non-ascii-value", [{"Name": "List-Unsubscribe", "Value": "<https://e.example/ü>"}]),
+    ("ses", "twice", [{"Name": "List-Unsubscribe", "Value": "<https://e.example/u>"}] * 2),
+    ("ses", "not-a-list", {"List-Unsubscribe": "<https://e.example/u>"}),
+    ("sendgrid", "reserved-from", {"From": "x@example.org"}),
+    ("sendgrid", "reserved-any-case", {"reply-to": "x@example.org"}),
+    ("sendgrid", "not-a-string", {"List-Unsubscribe": 1}),
+    ("sendgrid", "not-an-object", [["List-Unsubscribe", "<https://e.example/u>"]]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kind", "headers"),
+    [(k, h) for k, _, h in REFUSED_HEADERS],
+    ids=[f"{k}-{c}" for k, c, _ in REFUSED_HEADERS],
+)
+def test_each_api_fake_refuses_the_headers_its_vendor_refuses(
+    servers: dict[str, Any], redis_url: str, kind: str, headers: Any
+) -> None:
+    # given a provider whose request carries headers noti never sends
+    vendor = vendor_of(servers, kind)
+    provider = make(vendor, redis_url)
+    message = email()
+    body = provider.body(message)  # type: ignore[attr-defined]
+    if kind == "ses":
+        body["Content"]["Simple"]["Headers"] = headers
+    else:
+        body["headers"] = headers
+    provider.body = lambda _message: body  # type: ignore[attr-defined]
+    # when it sends, then the fake refuses as its vendor does: nothing sent
+    with pytest.raises(PermanentFailure) as info:
+        provider.send(message)
+    assert info.value.vendor_code == ("BadRequestException" if kind == "ses" else "http.400")
+    assert vendor.fake.messages == {}
 
 
 # --- end to end: a real worker, the vendor's receipts, the suppression list ------------------
@@ -366,9 +502,11 @@ def test_a_worker_sends_and_the_receipts_suppress_bounces_and_complaints(
 
         return wait_until(done, timeout=30)
 
-    # when a worker sends to a good address: delivered, by the vendor's receipt
-    ok = finished(noti.notify("email", TO, subject="Hi", text="Hello"), "delivered")
+    # when a worker sends to a good address: delivered, by the vendor's receipt, with its
+    # unsubscribe link
+    ok = finished(noti.notify("email", TO, subject="Hi", text="Hello", unsubscribe=LINK), "delivered")
     assert ok.status is Status.DONE and ok.msgid in vendor.fake.messages
+    assert _list_headers(vendor.fake.sent_headers(ok.msgid)) == UNSUBSCRIBE["https"][1]
     assert not rt.store.is_suppressed("email", TO)
 
     # a hard bounce: undelivered with the vendor's code, the address suppressed, and why

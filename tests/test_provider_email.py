@@ -109,6 +109,7 @@ def test_each_security_mode_delivers_a_proper_message(configure: Any, certs: Tls
         assert text is not None and text.get_content().strip() == "All grëen."
         assert html is not None and html.get_content().strip() == "<p>All grëen.</p>"
         assert got.content.isascii()  # 7-bit safe for any server
+        assert not any(name.lower().startswith("list-") for name in got.headers)  # no link given
 
 
 @pytest.mark.parametrize("mechanism", ["LOGIN", "PLAIN"])
@@ -325,11 +326,14 @@ def test_the_password_never_shows(mail: Any, fake: SmtpFake) -> None:
 
 def test_a_worker_delivers_an_email(configure: Any, worker: Any, fake: SmtpFake, certs: Tls) -> None:
     rt = configure(providers={"mail": mail_options(fake, certs)}, channels={"email": {"provider": "mail"}})
-    record_id = noti.notify_email(TO, subject="From the worker", text="Delivered.")
+    link = "https://example.com/unsubscribe?u=7f3a"
+    record_id = noti.notify_email(TO, subject="From the worker", text="Delivered.", unsubscribe=link)
     record = wait_until(lambda: (r := rt.store.get(record_id)).status is not Status.WAITING and r)
     assert record.status is Status.DONE and record.msgid == f"<{record_id}@example.com>"
     [got] = fake.messages
     assert got.rcpt_tos == [TO] and got.tls and got.message["Subject"] == "From the worker"
+    assert got.headers["List-Unsubscribe"] == f"<{link}>"
+    assert got.headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
 
 
 def test_a_password_is_never_sent_without_tls_to_a_remote_host(redis_url: str) -> None:

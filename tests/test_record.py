@@ -99,6 +99,16 @@ def test_hash_round_trip_keeps_every_field() -> None:
     assert from_hash(data) == record
 
 
+def test_an_sms_records_own_template_is_kept_as_json() -> None:
+    fields = validate_fields(Channel.SMS, {"text": "{}", "template": '{"ali": "SMS_1", "tc": "1234567"}'})
+    record = Notification(
+        id=new_id(), channel=Channel.SMS, target="+8613912345678", creator="a", fields=fields
+    )
+    data = to_hash(record)
+    assert json.loads(data["noti_sms_tmpl"]) == {"ali": "SMS_1", "tc": "1234567"}
+    assert from_hash(data) == record
+
+
 def test_json_form_uses_seed_names_and_numbers() -> None:
     record = Notification(
         id="x",
@@ -156,6 +166,9 @@ def test_bad_targets_are_refused_with_a_clear_message(channel: Channel, target: 
         (Channel.SMS, {"text": "x" * 1001}, "badtext"),
         (Channel.SMS, {"text": "a\x00b"}, "badtext"),
         (Channel.SMS, {"text": "hi", "tmpl": "T"}, "badfield"),
+        (Channel.SMS, {"text": "hi", "template": {}}, "badtemplate"),
+        (Channel.SMS, {"text": "hi", "template": '{"ali": " "}'}, "badtemplate"),
+        (Channel.SMS, {"text": "hi", "template": ["SMS_1"]}, "badtemplate"),
         (Channel.WEIXIN, {"pnb": "a", "tmpl": "T"}, "missing"),
         (Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": "[1, 2]"}, "badcontent"),
         (Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": "{not json"}, "badcontent"),
@@ -165,6 +178,14 @@ def test_bad_targets_are_refused_with_a_clear_message(channel: Channel, target: 
         (Channel.WEIXIN, {"pnb": "a b", "tmpl": "T", "content": {}}, "badfield"),
         (Channel.EMAIL, {"subject": "s"}, "missing"),
         (Channel.EMAIL, {"subject": "two\nlines", "text": "t"}, "badtext"),
+        (Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": "mailto:u@example.com"}, "badfield"),
+        (Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": "https://e.example/a b"}, "badfield"),
+        (Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": "https://e.example/é"}, "badfield"),
+        (
+            Channel.EMAIL,
+            {"subject": "s", "text": "t", "unsubscribe": "https://e.example/" + "u" * 851},
+            "badfield",
+        ),
         (Channel.WEBHOOK, {"content": "3"}, "badcontent"),
     ],
 )
@@ -176,6 +197,11 @@ def test_bad_fields_are_refused(channel: Channel, fields: dict[str, object], cod
 
 def test_fields_at_the_limits_are_accepted() -> None:
     assert validate_fields(Channel.SMS, {"text": "x" * 1000}) == {"text": "x" * 1000}
+    link = "https://e.example/" + "u" * (868 - len("https://e.example/"))
+    assert (
+        validate_fields(Channel.EMAIL, {"subject": "s", "text": "t", "unsubscribe": link})["unsubscribe"]
+        == link
+    )
     out = validate_fields(
         Channel.WEIXIN, {"pnb": "a", "tmpl": "T", "content": '{"k": 1}', "url": "https://x.cn/a"}
     )

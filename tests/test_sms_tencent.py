@@ -88,6 +88,13 @@ def test_a_json_object_becomes_the_param_set_in_template_order(fake: TencentFake
     assert fake.sent[0].params == ("张三", "20240501", "12.5")
 
 
+def test_a_records_own_template_takes_its_parameters_in_the_objects_order(fake: TencentFake) -> None:
+    # keys that are not all numbers say nothing of {1}, {2}, …: the object's order is the order
+    provider = TENCENT.provider(fake.url, template_params=["code"], text_param=None)
+    provider.send(sms('{"order": "A-7", "name": "Ann", "amount": 12.5}', template={"tc": "2002"}))
+    assert (fake.sent[0].template_id, fake.sent[0].params) == ("2002", ("A-7", "Ann", "12.5"))
+
+
 def test_international_templates_send_e164_without_a_sign(fake: TencentFake) -> None:
     provider = TENCENT.provider(fake.url, template_id="3003", template_scope="international", sign_name=None)
     provider.send(sms("1234", target="+85291234567"))

@@ -1,13 +1,15 @@
 """What the template-SMS providers (Aliyun, Tencent Cloud) do alike, each test run once per
 vendor against its faithful local fake (:mod:`tests.sms_vendors`): what ``check`` refuses,
-each vendor answer's outcome class, what the fakes refuse, clocks, timeouts, endpoints, and a
-notification through noti. What only one vendor does is in tests/test_sms_aliyun.py and
+each vendor answer's outcome class, what the fakes refuse, clocks, timeouts, endpoints, a
+notification through noti, and a record's own template (the ``template`` field; Twilio
+ignores it). What only one vendor does is in tests/test_sms_aliyun.py and
 tests/test_sms_tencent.py."""
 
 # ruff: noqa: F811 - the SMS fixtures (tests/sms_vendors.py) are imported by name
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from typing import Any
@@ -30,11 +32,14 @@ from noti.errors import (
 )
 from noti.providers import load_kind
 from tests.fakes._server import Reply
-from tests.fakes.tencent import TencentFake
+from tests.fakes.aliyun import AliyunTemplate
+from tests.fakes.tencent import TencentFake, TencentTemplate
 from tests.sms_vendors import (  # noqa: F401 - fixtures
     ALIYUN,
     CN_PHONE,
     TENCENT,
+    TWILIO,
+    US_PHONE,
     Clock,
     SmsVendor,
     by_vendor,
@@ -585,3 +590,141 @@ def test_an_account_without_balance_fails_over(configure: Any, fake: Any, vendor
     record_id = noti.notify_sms(CN_PHONE, "4321", provider=f"{vendor.name},backup")
     noti.send(record_id)
     assert rt.store.get(record_id).sent_by == "backup"
+
+
+# --- a record's own template (the template field, issue 34) -------------------------------------
+
+#: Per vendor: a second approved template (its code, as the fake has it), a text of its
+#: parameters given in another order than the template's, and the parameters the vendor gets.
+OWN_TEMPLATE: dict[SmsVendor, tuple[str, Any, str, Any]] = {
+    ALIYUN: (
+        "SMS_200002",
+        AliyunTemplate(("name", "order"), "notice"),
+        '{"order": "A-7", "name": "Ann"}',
+        {"order": "A-7", "name": "Ann"},
+    ),
+    # Tencent's variables are {1}, {2}: keys that are all numbers go in their order
+    TENCENT: ("2002", TencentTemplate(2, "notice"), '{"2": "A-7", "1": "Ann"}', ("Ann", "A-7")),
+}
+
+
+def _with_own_template(vendor: SmsVendor) -> Any:
+    """The vendor's fake with its configured template and :data:`OWN_TEMPLATE`'s."""
+    configured = vendor.fake().templates
+    code, template, _, _ = OWN_TEMPLATE[vendor]
+    return vendor.fake(templates={**configured, code: template})
+
+
+def _sent_template(vendor: SmsVendor, fake: Any) -> tuple[str, Any]:
+    """The template code and parameters of the one message the fake accepted."""
+    [sent] = fake.sent
+    return (sent.template_code, sent.params) if vendor is ALIYUN else (sent.template_id, sent.params)
+
+
+def test_a_records_own_template_goes_out_instead_of_the_configured_one(
+    configure: Any, vendor: SmsVendor
+) -> None:
+    code, _, text, params = OWN_TEMPLATE[vendor]
+    with _with_own_template(vendor) as fake:
+        # given a provider whose configured template takes one parameter, named
+        rt = configure(providers={vendor.name: vendor.options(fake.url, template_params=["code"])})
+        # when a record names its own template for this provider (and another for someone else)
+        mapping = {vendor.name: code, "other-account": "SMS_999"}
+        record_id = noti.notify_sms(CN_PHONE, text, template=mapping, provider=vendor.name)
+        stored = rt.redis.hget(rt.keys.record(record_id), "noti_sms_tmpl")
+        assert json.loads(stored) == mapping
+        [result] = noti.send(record_id)
+        # then the vendor (which checked the signature and the template's variables) sent that
+        # template with the record's parameters: the configured names were not asked for
+        assert result.mark == "OK" and rt.store.get(record_id).status is Status.DONE
+        assert _sent_template(vendor, fake) == (code, params)
+
+
+@pytest.mark.parametrize("keyed_by", ["another-provider", "the-vendor-not-the-name"])
+def test_without_an_entry_for_its_name_a_provider_sends_its_configured_template(
+    configure: Any, vendor: SmsVendor, keyed_by: str
+) -> None:
+    # the key is the provider's name ([providers.ali]), never its kind ("aliyun"): two accounts
+    # of one vendor have templates of their own
+    code = OWN_TEMPLATE[vendor][0]
+    key = "someone-else" if keyed_by == "another-provider" else vendor.id
+    assert key != vendor.name
+    with _with_own_template(vendor) as fake:
+        configure(providers={vendor.name: vendor.options(fake.url)})
+        record_id = noti.notify_sms(CN_PHONE, "4321", template={key: code}, provider=vendor.name)
+        [result] = noti.send(record_id)
+        assert result.mark == "OK"
+        configured = vendor.base.get("template_code") or vendor.base["template_id"]
+        assert _sent_template(vendor, fake)[0] == configured
+
+
+def test_a_records_own_template_takes_a_json_object_of_parameters(configure: Any, vendor: SmsVendor) -> None:
+    # text_param names the configured template's parameter, not the record's own template's
+    code = OWN_TEMPLATE[vendor][0]
+    with _with_own_template(vendor) as fake:
+        rt = configure(providers={vendor.name: vendor.options(fake.url)})
+        with pytest.raises(InvalidInput) as caught:
+            noti.notify_sms(CN_PHONE, "4321", template={vendor.name: code}, provider=vendor.name)
+        assert caught.value.code == BADTEXT and "JSON object" in caught.value.message
+        assert rt.store.count() == 0 and fake.sent == []
+
+
+def test_a_records_own_template_keeps_the_accounts_parameter_length_limit(
+    fake: Any, vendor: SmsVendor
+) -> None:
+    code = OWN_TEMPLATE[vendor][0]
+    provider = vendor.provider(fake.url, param_max_chars=4)
+    with pytest.raises(InvalidInput) as caught:
+        provider.check(sms('{"1": "12345"}', template={vendor.name: code}))
+    assert caught.value.code == BADTEXT
+
+
+BAD_TEMPLATES: dict[str, Any] = {
+    "empty": {},
+    "a-list": ["SMS_1"],
+    "a-string": "SMS_1",
+    "not-json": "{SMS_1",
+    "json-of-a-list": '["SMS_1"]',
+    "seventeen-providers": {f"p{n}": "SMS_1" for n in range(17)},
+    "a-number-as-code": {"ali": 1234},
+    "an-empty-code": {"ali": ""},
+    "a-code-of-65": {"ali": "S" * 65},
+    "a-code-with-a-space": {"ali": "SMS 1"},
+    "a-code-with-a-newline": {"ali": "SMS_1\n"},
+    "a-code-with-a-control-character": {"ali": "SMS_\x001"},
+    "an-object-as-code": {"ali": {"code": "SMS_1"}},
+    "a-name-with-a-space": {"my provider": "SMS_1"},
+    "a-name-starting-with-a-dot": {".ali": "SMS_1"},
+    "a-name-of-65": {"a" * 65: "SMS_1"},
+    "an-empty-name": {"": "SMS_1"},
+}
+
+
+@pytest.mark.parametrize("template", BAD_TEMPLATES.values(), ids=BAD_TEMPLATES.keys())
+def test_a_bad_template_field_is_refused_at_notify_and_nothing_is_stored(
+    configure: Any, fake: Any, vendor: SmsVendor, template: Any
+) -> None:
+    rt = configure(providers={vendor.name: vendor.options(fake.url)})
+    with pytest.raises(InvalidInput) as caught:
+        noti.notify_sms(CN_PHONE, '{"code": "4321"}', template=template, provider=vendor.name)
+    assert caught.value.code == "e.cmd.noti.add.badtemplate" and "template" in caught.value.message
+    assert rt.store.count() == 0 and fake.sent == []
+
+
+def test_the_template_field_at_its_limits_is_taken(configure: Any, fake: Any, vendor: SmsVendor) -> None:
+    # 16 providers, names of 64, codes of 64, given as JSON text (as the CLI and HTTP give it)
+    mapping = {f"{n:02d}" + "p" * 62: "S" * 64 for n in range(16)}
+    rt = configure(providers={vendor.name: vendor.options(fake.url)})
+    record_id = noti.notify_sms(CN_PHONE, "4321", template=json.dumps(mapping), provider=vendor.name)
+    assert rt.store.get(record_id).fields["template"] == mapping
+
+
+def test_twilio_sends_its_text_and_ignores_the_template_field(configure: Any) -> None:
+    with TWILIO.fake() as fake:
+        rt = configure(providers={TWILIO.name: TWILIO.options(fake.url)})
+        template = {TWILIO.name: "HX0123", "ali": "SMS_200002"}
+        record_id = noti.notify_sms(US_PHONE, TWILIO.text, template=template, provider=TWILIO.name)
+        [result] = noti.send(record_id)
+        assert result.mark == "OK" and rt.store.get(record_id).status is Status.DONE
+        [sent] = fake.messages.values()
+        assert sent["body"] == TWILIO.text and "HX0123" not in json.dumps(sent)

@@ -103,6 +103,12 @@ key                             type     holds
 ``noti:notice-idem:<owner>:<key>`` STRING notice id an idempotency key made (TTL)
 ``noti:unsub:secret``           STRING   the key unsubscribe links are signed with (random,
                                          made on first use; :mod:`noti.recipients.unsubscribe`)
+``noti:tmpl:<owner>:<name>``    HASH     one of a user's named templates
+                                         (:mod:`noti.recipients.templates`): ``current`` ->
+                                         the latest version (int as text), ``v<N>`` -> the
+                                         document of version N (JSON, never changed once
+                                         written), ``ct``, ``lm`` (created, modified ms)
+``noti:tmpls:<owner>``          ZSET     a user's template names, score = created ms
 ``noti:{numpool:<pool>}:…``     …        one sender-number pool (:mod:`noti.numpool`), in
                                          the plain pool layout; the hash tag
                                          ``{numpool:<pool>}`` puts all its keys in one
@@ -381,3 +387,11 @@ class Keys:
     def unsubscribe_secret(self) -> str:
         """The secret unsubscribe links are signed with."""
         return f"{self.prefix}unsub:secret"
+
+    def template(self, owner: str, name: str) -> str:
+        """User ``owner``'s template ``name``: its versions (:mod:`noti.recipients.templates`)."""
+        return f"{self.prefix}tmpl:{owner}:{name}"
+
+    def templates(self, owner: str) -> str:
+        """User ``owner``'s template names, score = created ms."""
+        return f"{self.prefix}tmpls:{owner}"

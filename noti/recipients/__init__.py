@@ -88,7 +88,7 @@ def delete(rid: str, **kwargs: Any) -> Any:
 
 
 def list_recipients(**kwargs: Any) -> Any:
-    return _api().list(**kwargs)
+    return _api().list_recipients(**kwargs)
 
 
 def import_rows(rows: Any, **kwargs: Any) -> Any:

@@ -72,14 +72,14 @@ class Recipients:
 
         return self.store.erase(self._owner(user, owner, "erase recipients"), rid, revoke=revoke)
 
-    def list(
+    def list_recipients(
         self, *, user: str | None = None, owner: str | None = None, limit: int = 100, after: str | None = None
     ) -> list[Recipient]:
         from noti.errors import InvalidInput
 
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidInput("limit is a whole number from 1 to 1000", code="e.cmd.noti.rcpt.badlimit")
-        return self.store.list(self._owner(user, owner, "list recipients"), limit=limit, after=after)
+        return self.store.page(self._owner(user, owner, "list recipients"), limit=limit, after=after)
 
     def import_rows(
         self, rows: Iterable[object], *, user: str | None = None, owner: str | None = None

@@ -484,7 +484,7 @@ class Notices:
             data = self.runtime.redis.hgetall(self.keys.notice(notice_id))
         if not data:
             raise missing
-        notice = Notice.from_hash(notice_id, data, repeated=repeated)
+        notice = Notice.from_hash(notice_id, {str(k): str(v) for k, v in data.items()}, repeated=repeated)
         if owner is None:
             if not self.notifier.user(user).can_touch(notice.owner):
                 raise missing

@@ -136,7 +136,7 @@ class RecipientStore:
             for _ in range(16):
                 with self.redis.pipeline(transaction=True) as pipe:
                     try:
-                        pipe.watch(key)
+                        pipe.watch(key)  # type: ignore[no-untyped-call]
                         doc = pipe.hget(key, "doc")
                         if doc is None:
                             raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
@@ -169,7 +169,7 @@ class RecipientStore:
         keep, gone = k.recipient(owner, into), k.recipient(owner, source)
         with translate_errors(self.redis):
             with self.redis.pipeline(transaction=True) as pipe:
-                pipe.watch(keep, gone)
+                pipe.watch(keep, gone)  # type: ignore[no-untyped-call]
                 a, b = pipe.hgetall(keep), pipe.hgetall(gone)
                 for rid, data in ((into, a), (source, b)):
                     if b"doc" not in data and "doc" not in data:
@@ -178,25 +178,27 @@ class RecipientStore:
                 joined = _join(left, right)
                 merged = parse_recipient({**joined, "id": into}, rid=into, now_ms=now_ms())
                 merged = replace(merged, created_ms=min(left.created_ms, right.created_ms))
-                prefs = {_text(f): _text(v) for f, v in b.items() if _text(f).startswith("p:") and f not in a}
+                prefs: dict[Any, Any] = {
+                    _text(f): _text(v) for f, v in b.items() if _text(f).startswith("p:") and f not in a
+                }
                 history = pipe.zrange(k.recipient_log(owner, source), 0, -1, withscores=True)
                 pipe.multi()
                 pipe.hset(keep, mapping={"doc": merged.to_json(), "lm": merged.updated_ms, **prefs})
                 if history:
-                    pipe.zadd(k.recipient_log(owner, into), {_text(m): s for m, s in history})
+                    pipe.zadd(k.recipient_log(owner, into), {_text(m): float(s) for m, s in history})  # type: ignore[str-unpack]
                 pipe.delete(gone, k.recipient_log(owner, source))
                 pipe.zrem(k.recipients(owner), source)
                 pipe.execute()
         return merged
 
-    def list(self, owner: str, *, limit: int = 100, after: str | None = None) -> list[Recipient]:
+    def page(self, owner: str, *, limit: int = 100, after: str | None = None) -> list[Recipient]:
         """``owner``'s recipients, oldest first; ``after`` an id to continue after."""
         k = self.keys
         with translate_errors(self.redis):
             start = 0
             if after is not None:
                 rank = self.redis.zrank(k.recipients(owner), recipient_id(after))
-                start = 0 if rank is None else int(rank) + 1
+                start = 0 if rank is None else int(rank) + 1  # type: ignore[arg-type]
             ids = [_text(i) for i in self.redis.zrange(k.recipients(owner), start, start + limit - 1)]
             pipe = self.redis.pipeline(transaction=False)
             for rid in ids:
@@ -287,7 +289,7 @@ class RecipientStore:
             )
         if len(preferences) > 256:
             raise InvalidInput("at most 256 categories at once", code="e.cmd.noti.pref.bad")
-        sets: dict[str, str] = {}
+        sets: dict[Any, Any] = {}
         removes: list[str] = []
         categories = self.categories_named([c for c in preferences if c != "*"])
         for category, channels in preferences.items():
@@ -326,7 +328,7 @@ class RecipientStore:
         key = self.keys.recipient(owner, rid)
         with translate_errors(self.redis):
             with self.redis.pipeline(transaction=True) as pipe:
-                pipe.watch(key)
+                pipe.watch(key)  # type: ignore[no-untyped-call]
                 if not pipe.hexists(key, "doc"):
                     raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
                 pipe.multi()

@@ -25,9 +25,9 @@ from noti.errors import (
     ProviderMisconfigured,
     RateLimited,
     RecipientOptedOut,
-    Unsubscribed,
     StaleCredential,
     UnconfirmedOutcome,
+    Unsubscribed,
 )
 from noti.providers import Message, Provider, Receipt
 from noti.providers._lookup import LookupProvider
@@ -80,7 +80,12 @@ class Failover:
             return receipt
 
     def plan(
-        self, record: Notification, *, suppressed: bool = False, in_doubt: bool = False, unsubscribed: str = ""
+        self,
+        record: Notification,
+        *,
+        suppressed: bool = False,
+        in_doubt: bool = False,
+        unsubscribed: str = "",
     ) -> Plan:
         """The record's providers in failover order (shared/providers.md §0), as a plan.
 

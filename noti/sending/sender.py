@@ -207,7 +207,6 @@ class Sender:
                     suppressed=attempt.claim.suppressed,
                     in_doubt=attempt.claim.in_doubt,
                     unsubscribed=attempt.claim.unsubscribed,
-
                 )
                 try:
                     requests[i] = next(plans[i])
@@ -299,10 +298,9 @@ class Sender:
                 receipt = await self.failover.run_async(
                     self.failover.plan(
                         record,
-                    suppressed=attempt.claim.suppressed,
-                    in_doubt=attempt.claim.in_doubt,
-                    unsubscribed=attempt.claim.unsubscribed,
-
+                        suppressed=attempt.claim.suppressed,
+                        in_doubt=attempt.claim.in_doubt,
+                        unsubscribed=attempt.claim.unsubscribed,
                     ),
                     record,
                     attempt.calls,

@@ -35,6 +35,14 @@ class MailApiFake(FakeServer):
         self._fates: dict[str, str] = {}
         self._settled: set[str] = set()
 
+    def sent_headers(self, message_id: str) -> dict[str, str]:
+        """The extra header fields the accepted message ``message_id`` asked the vendor for."""
+        return self.headers_of(self.messages[message_id])
+
+    def headers_of(self, body: dict[str, Any]) -> dict[str, str]:
+        """The header fields a request body asks for, by name (the vendor's form)."""
+        raise NotImplementedError
+
     def fate(self, address: str, kind: str) -> None:
         """How the messages to ``address`` end (one of :attr:`FATES`)."""
         assert kind in self.FATES, kind

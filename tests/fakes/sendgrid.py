@@ -12,7 +12,13 @@ a key without the ``mail.send`` scope          403    "access forbidden"
 a body over :attr:`SendGridFake.max_body`      413    (SendGrid: 30 MB)
 a body that is not JSON, no personalizations,  400    ``{"errors": [{"message", "field", "help"}]}``
 no ``to``, an address that is not one, no            naming each field (``personalizations.0.to.0.email``
-subject, no content, no from                         …)
+subject, no content, no from; ``headers`` (of        …)
+the message or a personalization) not an
+object of strings, or naming a header SendGrid
+reserves (x-sg-id, x-sg-eid, received,
+dkim-signature, Content-Type,
+Content-Transfer-Encoding, To, From, Subject,
+Reply-To, CC, BCC: any case)
 a from address no Sender Identity verifies     403    "The from address does not match a verified
                                                       Sender Identity…" (field ``from``)
 =============================================  =====  ===================================================
@@ -62,6 +68,24 @@ FROM = "noti@example.com"
 PATH = "/v3/mail/send"
 HELP = "http://sendgrid.com/docs/API_Reference/Web_API_v3/Mail/errors.html"
 _ADDRESS = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[A-Za-z]{2,}$")
+#: The headers Mail Send's ``headers`` may not set (SendGrid's reference of the field).
+RESERVED_HEADERS = frozenset(
+    h.lower()
+    for h in (
+        "x-sg-id",
+        "x-sg-eid",
+        "received",
+        "dkim-signature",
+        "Content-Type",
+        "Content-Transfer-Encoding",
+        "To",
+        "From",
+        "Subject",
+        "Reply-To",
+        "CC",
+        "BCC",
+    )
+)
 
 
 def error_reply(
@@ -155,6 +179,19 @@ class SendGridFake(MailApiFake):
         def refuse(message: str, field: str) -> None:
             errors.append({"message": message, "field": field, "help": f"{HELP}#message.{field}"})
 
+        def check_headers(headers: object, field: str) -> None:
+            if headers is None:
+                return
+            if not isinstance(headers, dict) or not all(
+                isinstance(k, str) and k and isinstance(v, str) for k, v in headers.items()
+            ):
+                refuse("The headers parameter must be a collection of key/value pairs, both strings.", field)
+                return
+            reserved = sorted(k for k in headers if k.lower() in RESERVED_HEADERS)
+            if reserved:
+                refuse(f"These headers are reserved and cannot be set: {', '.join(reserved)}.", field)
+
+        check_headers(body.get("headers"), "headers")
         people = body.get("personalizations")
         if not isinstance(people, list) or not people:
             refuse(
@@ -163,6 +200,8 @@ class SendGridFake(MailApiFake):
             )
         else:
             for n, person in enumerate(people):
+                if isinstance(person, dict):
+                    check_headers(person.get("headers"), f"personalizations.{n}.headers")
                 to = person.get("to") if isinstance(person, dict) else None
                 if not isinstance(to, list) or not to:
                     refuse(
@@ -205,6 +244,12 @@ class SendGridFake(MailApiFake):
         message_id = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
         self.accept(message_id, received.json())
         return Reply(202, b"", {"X-Message-Id": message_id})
+
+    def headers_of(self, body: dict[str, Any]) -> dict[str, str]:
+        """The message's ``headers``, with the first personalization's over them (SendGrid's
+        order: a personalization's field wins)."""
+        person = body["personalizations"][0]
+        return {**(body.get("headers") or {}), **(person.get("headers") or {})}
 
     # --- Event Webhook ----------------------------------------------------------------------
 

@@ -19,7 +19,11 @@ clock (:attr:`SesFake.clock_offset_s` moves it)               ("Signature expire
 the signature does not match                           403    ``SignatureDoesNotMatch``
 a body that is not JSON, or no FromEmailAddress,       400    ``BadRequestException``
 Destination.ToAddresses, Content.Simple Subject/Body,
-or an address that is not one
+or an address that is not one; Content.Simple.Headers
+not a list of ``{Name, Value}`` (Name 1-126 printable
+ASCII but ``:``, Value 1-870 printable ASCII or space,
+AWS's MessageHeader), or naming twice a field a message
+may hold once (AWS's "Amazon SES header fields" list)
 a From address the account has not verified            400    ``MessageRejected``
 a ``ConfigurationSetName`` the account does not have   404    ``NotFoundException``
 =====================================================  =====  ===================================
@@ -97,6 +101,25 @@ _AUTH = re.compile(
 )
 _ADDRESS = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[A-Za-z]{2,}$")
 _NAMED = re.compile(r"^.*<(?P<addr>[^<>]+)>$")
+#: MessageHeader's Name and Value (SES API v2 reference: their patterns and lengths).
+_HEADER_NAME = re.compile(r"^[!-9;-@A-~]{1,126}$")
+_HEADER_VALUE = re.compile(r"^[ -~]{1,870}$")
+#: The fields "Amazon SES header fields" says cannot appear more than once (lower case).
+_ONCE = frozenset(
+    name.lower()
+    for name in (
+        "Accept-Language acceptLanguage Archived-At Auto-Submitted Bounces-to Comments "
+        "Content-Alternative Content-Base Content-Class Content-Description Content-Disposition "
+        "Content-Duration Content-ID Content-Language Content-Length Content-Location Content-MD5 "
+        "Content-Transfer-Encoding Content-Type Date Delivered-To Disposition-Notification-Options "
+        "Disposition-Notification-To DKIM-Signature DomainKey-Signature Errors-To From Importance "
+        "In-Reply-To Keywords List-Archive List-Help List-Id List-Owner List-Post List-Subscribe "
+        "List-Unsubscribe List-Unsubscribe-Post Message-Context Message-ID MIME-Version Organization "
+        "Original-From Original-Message-ID Original-Recipient Original-Subject Precedence Priority "
+        "References Reply-To Return-Path Return-Receipt-To Sender Solicitation Sensitivity Subject "
+        "Thread-Index Thread-Topic User-Agent VBR-Info"
+    ).split()
+)
 
 
 def error_reply(
@@ -337,6 +360,9 @@ class SesFake(MailApiFake):
             return error_reply(
                 "BadRequestException", "Content.Simple needs a Subject and a Text or Html Body"
             )
+        headers = _headers_problem(simple.get("Headers"))
+        if headers:
+            return error_reply("BadRequestException", headers)
         address = _address(sender)
         if address is None or not all(isinstance(a, str) and _address(a) for a in to):
             return error_reply("BadRequestException", "Illegal address")
@@ -363,6 +389,10 @@ class SesFake(MailApiFake):
         message_id = f"{secrets.token_hex(8)}-{uuid.uuid4()}-000000"
         self.accept(message_id, received.json())
         return Reply(200, {"MessageId": message_id}, {"x-amzn-RequestId": str(uuid.uuid4())})
+
+    def headers_of(self, body: dict[str, Any]) -> dict[str, str]:
+        """``Content.Simple.Headers`` as ``{Name: Value}``."""
+        return {h["Name"]: h["Value"] for h in body["Content"]["Simple"].get("Headers") or []}
 
     # --- SNS ------------------------------------------------------------------------------
 
@@ -494,6 +524,26 @@ class SesFake(MailApiFake):
             "reportingMTA": "dsn; a27-23.smtp-out.eu-west-1.amazonses.com",
         }
         return [{"notificationType": "Bounce", "mail": mail, "bounce": bounce}]
+
+
+def _headers_problem(headers: object) -> str:
+    """What SES would refuse in ``Content.Simple.Headers`` ("" when nothing)."""
+    if headers is None:
+        return ""
+    if not isinstance(headers, list):
+        return "Content.Simple.Headers must be a list"
+    seen: set[str] = set()
+    for n, header in enumerate(headers):
+        name = header.get("Name") if isinstance(header, dict) else None
+        value = header.get("Value") if isinstance(header, dict) else None
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            return f"Content.Simple.Headers.{n}.Name: 1-126 printable ASCII characters but ':'"
+        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
+            return f"Content.Simple.Headers.{n}.Value: 1-870 printable ASCII characters"
+        if name.lower() in _ONCE and name.lower() in seen:
+            return f"Header {name} can't appear more than once"
+        seen.add(name.lower())
+    return ""
 
 
 def _address(value: str) -> str | None:

@@ -13,7 +13,11 @@
   makes the next answer at that stage wait (a DATA that hangs still keeps the message: the
   client cannot know whether it was taken).
 - ``messages`` holds what was accepted (envelope, raw content, TLS, login); ``logins`` every
-  AUTH attempt.
+  AUTH attempt. :meth:`SmtpFake.sent_headers` gives a message's header fields as a mail client
+  reads them off the wire: unfolded but not decoded, so a URL the sender wrapped into RFC 2047
+  encoded words shows as such. A DATA line over 998 characters is refused (aiosmtpd's
+  ``500 Line too long``, RFC 5321 §4.5.3.1.6).
+- ``reset()`` forgets messages, logins, refusals and script (one server for many tests).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
+import re
 import ssl
 import threading
 from collections import defaultdict, deque
@@ -60,6 +65,19 @@ class ReceivedMail:
         parsed = email.message_from_bytes(self.content, policy=email.policy.default)
         assert isinstance(parsed, EmailMessage)
         return parsed
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The header fields as sent, by name: unfolded (RFC 5322 §2.2.3), not decoded; a field
+        named twice is a malformed message here."""
+        head = re.split(rb"\r?\n\r?\n", self.content, maxsplit=1)[0]
+        fields: dict[str, str] = {}
+        for line in re.sub(rb"\r?\n(?=[ \t])", b"", head).splitlines():
+            name, sep, value = line.decode("ascii").partition(":")
+            assert sep and name == name.strip(), f"not a header field: {line[:80]!r}"
+            assert name.lower() not in {n.lower() for n in fields}, f"{name} appears twice"
+            fields[name] = value.strip(" \t")
+        return fields
 
 
 @dataclass(slots=True)
@@ -145,6 +163,21 @@ class SmtpFake:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def reset(self) -> None:
+        """Forget what was sent and scripted (the same server for the next test)."""
+        with self._lock:
+            self.refuse.clear()
+            self.messages.clear()
+            self.logins.clear()
+            self._script = _Script()
+
+    def sent_headers(self, message_id: str) -> dict[str, str]:
+        """The header fields (:attr:`ReceivedMail.headers`) of the message with this
+        ``Message-ID``."""
+        found = [m.headers for m in self.messages if m.headers.get("Message-ID") == message_id]
+        assert len(found) == 1, f"{len(found)} messages have Message-ID {message_id}"
+        return found[0]
 
     def script(self, stage: Stage, *replies: str) -> None:
         """Answer the next commands of ``stage`` with these replies."""

@@ -3,8 +3,10 @@
 One ``POST {base_url}/v3/mail/send`` per attempt (JSON, ``Authorization: Bearer <api_key>``):
 one personalization to the record's address, the subject, a ``text/plain`` part and the
 optional ``text/html`` one, and the custom argument ``noti_id=<record id>`` (SendGrid echoes
-it in every event). SendGrid answers **202** with an empty body and ``X-Message-Id``: the
-receipt's msgid (events name the message as ``<X-Message-Id>.<suffix>``).
+it in every event). A record's unsubscribe link goes in the message's ``headers`` object
+(``List-Unsubscribe``, ``List-Unsubscribe-Post``; neither is one SendGrid reserves).
+SendGrid answers **202** with an empty body and ``X-Message-Id``: the receipt's msgid (events
+name the message as ``<X-Message-Id>.<suffix>``).
 
 Options (``[providers.<name>]`` with ``kind = "sendgrid"``):
 
@@ -57,7 +59,7 @@ import httpx
 import redis
 from pydantic import Field, SecretStr, field_validator
 
-from noti.channels.email import sendgrid_receipts
+from noti.channels.email import sendgrid_receipts, unsubscribe_headers
 from noti.channels.email._api import HTTP_URL, ApiEmailProvider, EmailAddress
 from noti.core.keys import Keys
 from noti.delivery.state import ReceiptBatch, ReceiptRequest
@@ -134,6 +136,9 @@ class SendGridProvider(ApiEmailProvider):
         }
         if self.options.reply_to:
             body["reply_to"] = _person(self.options.reply_to)
+        headers = unsubscribe_headers(message.fields)
+        if headers:
+            body["headers"] = dict(headers)
         return body
 
     def send(self, message: Message) -> Receipt:

@@ -3,8 +3,10 @@
 One ``POST {endpoint}/v2/email/outbound-emails`` per attempt (JSON, a ``Simple`` message: the
 subject, the text and the optional HTML, UTF-8), signed with AWS Signature Version 4
 (:mod:`noti.channels.email._sigv4`, service ``ses``). It carries the tag ``noti_id=<record
-id>`` (``EmailTags``) and, when set, the configuration set. The receipt's msgid is SES's
-``MessageId``.
+id>`` (``EmailTags``) and, when set, the configuration set. A record's unsubscribe link goes
+in the Simple message's ``Headers`` (``List-Unsubscribe``, ``List-Unsubscribe-Post``: a list
+of ``{Name, Value}``, values of at most 870 printable ASCII characters, which the channel's
+limit keeps to). The receipt's msgid is SES's ``MessageId``.
 
 Options (``[providers.<name>]`` with ``kind = "ses"``):
 
@@ -72,7 +74,7 @@ import httpx
 import redis
 from pydantic import Field, SecretStr, field_validator
 
-from noti.channels.email import _sigv4, _sns, ses_receipts
+from noti.channels.email import _sigv4, _sns, ses_receipts, unsubscribe_headers
 from noti.channels.email._api import HTTP_URL, ApiEmailProvider, EmailAddress
 from noti.core.keys import Keys
 from noti.delivery.state import ReceiptBatch, ReceiptReply, ReceiptRequest
@@ -191,15 +193,17 @@ class SesProvider(ApiEmailProvider):
         html = message.fields.get("html")
         if html:
             parts["Html"] = {"Data": str(html), "Charset": "UTF-8"}
+        simple: dict[str, Any] = {
+            "Subject": {"Data": str(message.fields.get("subject", "")), "Charset": "UTF-8"},
+            "Body": parts,
+        }
+        headers = unsubscribe_headers(message.fields)
+        if headers:
+            simple["Headers"] = [{"Name": name, "Value": value} for name, value in headers]
         body: dict[str, Any] = {
             "FromEmailAddress": opts.from_addr,
             "Destination": {"ToAddresses": [message.target]},
-            "Content": {
-                "Simple": {
-                    "Subject": {"Data": str(message.fields.get("subject", "")), "Charset": "UTF-8"},
-                    "Body": parts,
-                }
-            },
+            "Content": {"Simple": simple},
             "EmailTags": [{"Name": ses_receipts.RECORD_TAG, "Value": message.id}],
         }
         if opts.reply_to:

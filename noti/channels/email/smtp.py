@@ -20,7 +20,11 @@ option         default       meaning
 Each send opens a connection, sends one message to the record's one recipient and quits
 (workers run a threads pool, so blocking I/O is fine). The message has a text part, an HTML
 alternative when the record has one, ``Date``, and ``Message-ID: <record id@from domain>`` —
-also the receipt's msgid (``noti_email_msgid``), the handle for matching bounces later.
+also the receipt's msgid (``noti_email_msgid``), the handle for matching bounces later. A
+record's unsubscribe link goes out as ``List-Unsubscribe`` (and ``List-Unsubscribe-Post``
+for https: :func:`noti.channels.email.unsubscribe_headers`), each written as one unfolded
+line: the standard library would fold a long URL into RFC 2047 encoded words, which no mail
+client reads as a link.
 MAIL, RCPT and DATA are sent one by one, so every refusal is seen where it happens (smtplib's
 ``sendmail`` would return a refused recipient instead of raising, §5.2).
 
@@ -61,6 +65,7 @@ from typing import Any, Literal
 import redis
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from noti.channels.email import unsubscribe_headers
 from noti.core.keys import Keys
 from noti.core.privacy import mask_target
 from noti.core.record import Channel
@@ -199,7 +204,7 @@ class EmailProvider(Provider):
                 code="e.cmd.noti.add.badtarget",
             )
         try:
-            self.build(message).as_bytes()
+            self.payload(message)
         except (ValueError, TypeError, IndexError) as exc:
             raise InvalidInput(f"cannot build the e-mail: {exc}", code="e.cmd.noti.add.badfield") from None
 
@@ -219,11 +224,23 @@ class EmailProvider(Provider):
             mail.add_alternative(str(html), subtype="html")
         return mail
 
+    def payload(self, message: Message) -> bytes:
+        """The bytes sent as DATA: the unsubscribe headers, then :meth:`build`'s message.
+
+        The link was checked at ``add`` (ASCII, no white space or line break: see
+        :func:`noti.channels.email.unsubscribe_url`), so each header is one safe line; where
+        the header section holds them does not matter (RFC 5322 §3.6).
+        """
+        lines = b"".join(
+            f"{name}: {value}\r\n".encode("ascii") for name, value in unsubscribe_headers(message.fields)
+        )
+        return lines + self.build(message).as_bytes()
+
     def message_id(self, message: Message) -> str:
         return f"<{message.id}@{self._domain}>"
 
     def send(self, message: Message) -> Receipt:
-        payload = self.build(message).as_bytes()
+        payload = self.payload(message)
         stage: Stage = "connect"
         smtp: smtplib.SMTP | None = None
         try:

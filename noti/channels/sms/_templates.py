@@ -11,6 +11,15 @@ Both vendors send approved templates, never free text. A record's text is either
   those names;
 * plain text: the single parameter named by ``text_param`` (refused when it is unset).
 
+A record may name its own vendor template: its ``template`` field maps provider names to
+template codes (:func:`noti.channels.sms.template_map`), and a provider whose *name* (the
+``<name>`` of ``[providers.<name>]``, not its ``kind``: two accounts of one vendor have
+different templates) has an entry sends that template instead of its configured one
+(:func:`record_template`). ``template_params`` and ``text_param`` describe the configured
+template only, so with a record's own template the text must be a JSON object, taken as it
+is (no check of its names); ``param_max_chars`` still applies. Without an entry for the
+provider the configured template is sent.
+
 ``template_scope`` says which numbers the configured sign and template serve: a mainland
 (国内) template reaches +86 mobiles only, an international (国际/港澳台) one everything else;
 the vendors refuse the other kind, so :meth:`check` refuses it before anything is stored.
@@ -45,6 +54,7 @@ __all__ = [
     "TemplateSmsProvider",
     "destination",
     "mask_number",
+    "record_template",
     "template_values",
 ]
 
@@ -102,15 +112,30 @@ def _as_string(name: str, value: object) -> str:
     )
 
 
-def template_values(text: object, options: TemplateOptions) -> dict[str, str]:
-    """The template parameters of a record's SMS text, by name, in the order to send them.
+def record_template(message: Message, provider: str) -> str | None:
+    """The vendor template code ``message``'s ``template`` field names for the provider called
+    ``provider``; None when it names none (the configured template is sent)."""
+    chosen = message.fields.get("template")
+    code = chosen.get(provider) if isinstance(chosen, dict) else None
+    return code if isinstance(code, str) and code else None
+
+
+def template_values(text: object, options: TemplateOptions, *, own_template: bool = False) -> dict[str, str]:
+    """The template parameters of a record's SMS text, by name, in the order to send them
+    (with ``own_template``, for the record's own template: a JSON object, in its order).
 
     Raises:
         InvalidInput: ``e.cmd.noti.add.badtext``: not valid for the configured template.
     """
     if not isinstance(text, str) or not text.strip():
         raise _bad("badtext", "an SMS needs text: a JSON object of template parameters, or plain text")
-    names = options.param_names()
+    names = None if own_template else options.param_names()
+    if own_template and not text.lstrip().startswith("{"):
+        raise _bad(
+            "badtext",
+            "with its own template (the template field) an SMS text must be a JSON object of "
+            "that template's parameters (text_param names the configured template's)",
+        )
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
@@ -248,6 +273,20 @@ class TemplateSmsProvider(LookupProvider):
         except InvalidInput:
             return None
 
+    def template_of(self, message: Message) -> str | None:
+        """The template the record names for this provider (None: the configured one)."""
+        return record_template(message, self.name)
+
+    def values(self, message: Message) -> dict[str, str]:
+        """The record's template parameters (:func:`template_values`) for the template it goes
+        out with.
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.add.badtext``.
+        """
+        own = self.template_of(message) is not None
+        return template_values(message.fields.get("text"), self.options, own_template=own)
+
     def check(self, message: Message) -> None:
         """Refuse a number or text this sign and template can never send.
 
@@ -255,7 +294,7 @@ class TemplateSmsProvider(LookupProvider):
             InvalidInput: ``e.cmd.noti.add.badtarget`` / ``.badtext``.
         """
         self._number(message.target)
-        template_values(message.fields.get("text"), self.options)
+        self.values(message)
 
     def read_receipt(self, request: ReceiptRequest) -> ReceiptBatch:
         """A pushed receipt, authenticated by the URL's ``key`` and read by :meth:`read_pushed`.

@@ -35,9 +35,11 @@ Delivery receipts (SmsReport pushes, ``QuerySendDetails`` polls) are read by
 :mod:`noti.channels.sms.aliyun_receipts` and :meth:`AliyunSmsProvider.poll_receipts`.
 
 The text becomes ``TemplateParam``, a JSON *string* of string values (see
-:mod:`noti.channels.sms._templates`). Numbers go out as Aliyun wants them: mainland mobiles as 11
-digits, international ones as country code + number without ``+``. ``OutId`` is the record
-id, so receipts and ``QuerySendDetails`` name the record. ``BizId`` is the receipt's msgid.
+:mod:`noti.channels.sms._templates`); ``TemplateCode`` is the record's own template for this
+provider's name when its ``template`` field has one, else ``template_code``. Numbers go out
+as Aliyun wants them: mainland mobiles as 11 digits, international ones as country code +
+number without ``+``. ``OutId`` is the record id, so receipts and ``QuerySendDetails`` name
+the record. ``BizId`` is the receipt's msgid.
 
 A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
 first looked up with ``QuerySendDetails`` (:meth:`AliyunSmsProvider.look_up`): found by its
@@ -96,7 +98,6 @@ from noti.channels.sms._templates import (
     TemplateSmsOptions,
     TemplateSmsProvider,
     template_still_fits,
-    template_values,
 )
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
@@ -291,11 +292,11 @@ class AliyunSmsProvider(TemplateSmsProvider):
             InvalidInput: the message no longer fits the (changed) settings.
         """
         opts = self.options
-        values = template_values(message.fields.get("text"), opts)
+        values = self.values(message)
         params = {
             "PhoneNumbers": self._number(message.target),
             "SignName": message.sender or opts.sign_name or "",
-            "TemplateCode": opts.template_code,
+            "TemplateCode": self.template_of(message) or opts.template_code,
             "OutId": message.id,
         }
         if values:

@@ -33,7 +33,10 @@ Delivery receipts (the status callback, ``PullSmsSendStatus``) are read by
 :mod:`noti.channels.sms.tencent_receipts`.
 
 ``TemplateParamSet`` is the parameter values in ``template_params`` order (see
-:mod:`noti.channels.sms._templates`); numbers are sent in E.164 (``+8613912345678``);
+:mod:`noti.channels.sms._templates`); ``TemplateId`` is the record's own template for this
+provider's name when its ``template`` field has one, else ``template_id`` — its parameters
+then in the JSON object's order, or by number when every key is one (``{"1": …, "2": …}``:
+the template's {1}, {2}, …); numbers are sent in E.164 (``+8613912345678``);
 ``SessionContext`` is the record id. ``SerialNo`` is the receipt's msgid.
 
 A message in doubt (an earlier attempt may have been sent: :mod:`noti.providers._lookup`) is
@@ -84,7 +87,6 @@ from noti.channels.sms._templates import (
     TemplateSmsOptions,
     TemplateSmsProvider,
     template_still_fits,
-    template_values,
 )
 from noti.delivery.state import DeliveryReport, PendingDelivery, ReceiptBatch, ReceiptRequest
 from noti.errors import (
@@ -293,11 +295,15 @@ class TencentSmsProvider(TemplateSmsProvider):
             InvalidInput: the message no longer fits the (changed) settings.
         """
         opts = self.options
+        own = self.template_of(message)
+        values = self.values(message)
+        if own is not None and all(key.isdecimal() for key in values):
+            values = dict(sorted(values.items(), key=lambda item: int(item[0])))
         body: dict[str, Any] = {
             "PhoneNumberSet": [self._number(message.target)],
             "SmsSdkAppId": opts.sdk_app_id,
-            "TemplateId": opts.template_id,
-            "TemplateParamSet": list(template_values(message.fields.get("text"), opts).values()),
+            "TemplateId": own or opts.template_id,
+            "TemplateParamSet": list(values.values()),
             "SessionContext": message.id,
         }
         sign_name, sender_id = opts.sign_name, opts.sender_id
