@@ -356,7 +356,7 @@ def _get_with_notices(ctx: CliContext, ids: tuple[str, ...], out: Output) -> Non
     """``noti get`` of ids some of which are notices (``n…``): each shown in its kind."""
     from noti.api import get_notice
     from noti.cli.recipients import show_notice
-    from noti.recipients.notices import Notice
+    from noti.recipients.notice import Notice
 
     found = [
         get_notice(i, user=ctx.user) if i.startswith("n") else ctx.api.get(i, user=ctx.user) for i in ids

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -24,7 +24,7 @@ from noti.inputs import load_json, shown
 
 if TYPE_CHECKING:
     from noti.recipients.api import Recipients
-    from noti.recipients.notices import Notice
+    from noti.recipients.notice import Notice
     from noti.recipients.profile import Recipient
 
 __all__ = ["api_of", "json_argument", "owner_option", "recipient", "show_notice"]
@@ -102,11 +102,14 @@ def _profile(document: str | None, options: dict[str, Any]) -> dict[str, Any]:
         InvalidInput: ``e.cmd.noti.rcpt.baddoc`` (JSON that is not an object),
         ``e.cmd.noti.rcpt.badattrs`` / ``.badaddr`` (an option without ``=``).
     """
-    doc: Any = {}
+    doc: dict[str, Any] = {}
     if document is not None:
-        doc = json_argument(document, what="the profile", code="e.cmd.noti.rcpt.baddoc")
-        if not isinstance(doc, dict):
-            raise InvalidInput(f"a profile is a JSON object, got {shown(doc)}", code="e.cmd.noti.rcpt.baddoc")
+        given = json_argument(document, what="the profile", code="e.cmd.noti.rcpt.baddoc")
+        if not isinstance(given, dict):
+            raise InvalidInput(
+                f"a profile is a JSON object, got {shown(given)}", code="e.cmd.noti.rcpt.baddoc"
+            )
+        doc = given
     addresses: dict[str, list[str]] = {}
     for channel in ADDRESS_OPTIONS:
         if options[f"addr_{channel}"]:
@@ -114,15 +117,15 @@ def _profile(document: str | None, options: dict[str, Any]) -> dict[str, Any]:
     for channel, address in _pairs(options["addresses"], "-address", "e.cmd.noti.rcpt.badaddr"):
         addresses.setdefault(channel, []).append(address)
     if addresses:
-        given = doc.get("addresses")
-        doc["addresses"] = {**(given if isinstance(given, dict) else {}), **addresses}
+        had = doc.get("addresses")
+        doc["addresses"] = {**(had if isinstance(had, dict) else {}), **addresses}
     for key in ("locale", "timezone", "quiet_hours"):
         if options[key] is not None:
             doc[key] = options[key]
     attrs = dict(_pairs(options["attrs"], "-attr", "e.cmd.noti.rcpt.badattrs"))
     if attrs:
-        given = doc.get("attributes")
-        doc["attributes"] = {**(given if isinstance(given, dict) else {}), **attrs}
+        had = doc.get("attributes")
+        doc["attributes"] = {**(had if isinstance(had, dict) else {}), **attrs}
     return doc
 
 
@@ -277,7 +280,7 @@ def delete(ctx: CliContext, /, rid: str, owner: str | None, out: Output) -> None
 @pass_cli
 def list_(ctx: CliContext, /, limit: int, after: str | None, owner: str | None, out: Output) -> None:
     """List recipients, oldest first (a page: -limit, then -after the last id)."""
-    found = api_of(ctx).list(user=ctx.user, owner=owner, limit=limit, after=after)
+    found = api_of(ctx).list_recipients(user=ctx.user, owner=owner, limit=limit, after=after)
     if out.quiet:
         return
     if out.wants_json:
@@ -369,7 +372,7 @@ def _preferences(settings: tuple[str, ...]) -> dict[str, dict[str, bool | None]]
             raise InvalidInput(
                 f"preferences are a JSON object, got {shown(given)}", code="e.cmd.noti.pref.bad"
             )
-        return given
+        return cast(dict[str, dict[str, bool | None]], given)
     out: dict[str, dict[str, bool | None]] = {}
     for name, value in _pairs(settings, "a preference", "e.cmd.noti.pref.bad"):
         category, dot, channel = name.rpartition(".")

@@ -65,9 +65,10 @@ def put_category(
     if critical:
         doc["critical"] = True
         doc.setdefault("opt_out", False)
-    for key, value in (("opt_out", opt_out), ("description", description)):
-        if value is not None:
-            doc[key] = value
+    if opt_out is not None:
+        doc["opt_out"] = opt_out
+    if description is not None:
+        doc["description"] = description
     made = api_of(ctx).put_category(name, doc, user=ctx.user)
     if out.quiet:
         return

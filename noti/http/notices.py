@@ -8,23 +8,25 @@ HTTP (:mod:`noti.http.recipients` says who sees what; the same rules apply).
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
 from noti.errors import NotFound
-from noti.http.app import IdempotencyKey
 from noti.http.guard import CallerDep
+from noti.http.models import IdempotencyKey
 from noti.http.recipient_models import (
+    ERRORS,
     DeletedOut,
     JsonObject,
     NoticeIn,
     NoticeOut,
+    Owner,
     TemplateOut,
     TemplatesOut,
     TemplateVersionOut,
 )
-from noti.http.recipients import ERRORS, Owner
 from noti.inputs import shown
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ def _template_info(info: TemplateInfo) -> dict[str, Any]:
 
 
 def _templates(router: APIRouter, api: Recipients) -> None:
-    tags = ["templates"]
+    tags: list[str | Enum] = ["templates"]
 
     @router.put(
         "/v1/templates/{name}",
@@ -119,7 +121,7 @@ def _templates(router: APIRouter, api: Recipients) -> None:
 
 
 def _notices(router: APIRouter, api: Recipients) -> None:
-    tags = ["notices"]
+    tags: list[str | Enum] = ["notices"]
 
     @router.post(
         "/v1/notices",

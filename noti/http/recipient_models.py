@@ -9,11 +9,15 @@ the ``to_dict()`` of the Python API's values.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from noti.http.models import ErrorOut
+
 __all__ = [
+    "ERRORS",
     "CategoriesOut",
     "CategoryOut",
     "DeletedOut",
@@ -21,10 +25,12 @@ __all__ = [
     "HistoryOut",
     "ImportOut",
     "ImportRefusal",
+    "JsonObject",
     "MergeIn",
     "NoticeChannelOut",
     "NoticeIn",
     "NoticeOut",
+    "Owner",
     "RecipientOut",
     "RecipientsOut",
     "TemplateInfoOut",
@@ -38,6 +44,22 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 
 #: A JSON object whose keys noti checks itself (see the module docstring).
 JsonObject = dict[str, Any]
+
+#: The error answers of the recipients routes.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "No API token, or an unknown, expired or revoked one"},
+    403: {"model": ErrorOut, "description": "owner= names another user (root members only)"},
+    404: {"model": ErrorOut, "description": "No such recipient, template or notice, or another user's"},
+    413: {"model": ErrorOut, "description": "The body is too large"},
+    422: {"model": ErrorOut, "description": "Refused; nothing stored"},
+    429: {"model": ErrorOut, "description": "The token is over its rate limit (see Retry-After)"},
+    503: {"model": ErrorOut, "description": "Redis did not answer; try again"},
+}
+#: ``?owner=``: a root member acting on another user's recipients and templates.
+Owner = Annotated[
+    str | None,
+    Query(max_length=64, description="Another user's (root members only; default: the token's user)"),
+]
 
 
 class RecipientOut(BaseModel):

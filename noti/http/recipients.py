@@ -1,19 +1,19 @@
-"""``/v1/recipients``, ``/v1/categories``, ``/v1/templates``, ``/v1/notices``: the recipients
-layer over HTTP, under :class:`noti.recipients.api.Recipients`' rules.
+"""``/v1/recipients`` and ``/v1/categories``: the recipients layer over HTTP, under
+:class:`noti.recipients.api.Recipients`' rules (templates and notices: :mod:`noti.http.notices`;
+the unsubscribe links, which take no token: :mod:`noti.http.unsubscribe`).
 
-Recipients and templates are the token user's own: a user reads and writes only theirs, so
-another user's recipient, template or notice is answered exactly as a missing one (404);
-a root member may name another user with ``?owner=`` (``"owner"`` in a notice's body); anyone
-else naming one is refused 403 ``e.cmd.noti.rcpt.nopvg``. Categories are one list: every
-token reads it, root members write it (403 ``e.cmd.noti.cat.nopvg``).
+Recipients, templates and notices are the token user's own: a user reads and writes only
+theirs, so another user's is answered exactly as a missing one (404); a root member may name
+another user with ``?owner=`` (``"owner"`` in a notice's body); anyone else naming one is
+refused 403 ``e.cmd.noti.rcpt.nopvg``. Categories are one list: every token reads it, root
+members write it (403 ``e.cmd.noti.cat.nopvg``).
 
 Bodies are JSON objects that :mod:`noti.recipients` checks (the same codes as the Python API
 and the CLI); a body that is not an object is refused 422 ``e.noti.http.badrequest``. An
 import (``POST /v1/recipients/import``, also ``/v1/recipients:import``) takes CSV
 (``text/csv``), JSON lines (``application/x-ndjson``) or a JSON array of profiles, bounded
-by ``NOTI_HTTP_BODY_MAX_BYTES``. ``POST /v1/notices`` applies the token's level cap and
-providers as ``POST /v1/notifications`` does. The one-click unsubscribe pages, which take no
-token, are :mod:`noti.http.unsubscribe`.
+by ``NOTI_HTTP_BODY_MAX_BYTES``; its bad rows are refused one by one, and a body all of whose
+rows are refused is answered 422 ``e.cmd.noti.rcpt.import`` with each row's refusal.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -30,6 +31,7 @@ from noti.errors import InvalidInput, NotFound
 from noti.http.guard import CallerDep
 from noti.http.models import ErrorOut
 from noti.http.recipient_models import (
+    ERRORS,
     CategoriesOut,
     CategoryOut,
     DeletedOut,
@@ -38,6 +40,7 @@ from noti.http.recipient_models import (
     ImportOut,
     JsonObject,
     MergeIn,
+    Owner,
     RecipientOut,
     RecipientsOut,
 )
@@ -46,9 +49,8 @@ from noti.inputs import shown
 
 if TYPE_CHECKING:
     from noti.recipients.api import Recipients
-    from noti.sending.notifier import Notifier
 
-__all__ = ["ERRORS", "IMPORT_TYPES", "Owner", "recipient_routes"]
+__all__ = ["IMPORT_TYPES", "recipient_routes"]
 
 #: The content types an import takes, and the rows each is read as.
 IMPORT_TYPES = {
@@ -58,21 +60,8 @@ IMPORT_TYPES = {
     "application/json": "json",
 }
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "No API token, or an unknown, expired or revoked one"},
-    403: {"model": ErrorOut, "description": "owner= names another user (root members only)"},
-    404: {"model": ErrorOut, "description": "No such recipient, template or notice, or another user's"},
-    413: {"model": ErrorOut, "description": "The body is too large"},
-    422: {"model": ErrorOut, "description": "Refused; nothing stored"},
-    429: {"model": ErrorOut, "description": "The token is over its rate limit (see Retry-After)"},
-    503: {"model": ErrorOut, "description": "Redis did not answer; try again"},
-}
 _ROOT_ONLY = {**ERRORS, 403: {"model": ErrorOut, "description": "Only root members write categories"}}
 
-Owner = Annotated[
-    str | None,
-    Query(max_length=64, description="Another user's (root members only; default: the token's user)"),
-]
 _PROFILE = {"addresses": {"sms": ["+8613912345678"], "email": ["ada@example.com"]}, "locale": "en-GB"}
 _PROFILE_EXAMPLES: dict[str, Any] = {"profile": {"summary": "A profile", "value": _PROFILE}}
 _PATCH = {
@@ -95,21 +84,16 @@ _IMPORT = {
 }
 
 
-def recipient_routes(notifier: Notifier) -> APIRouter:
-    """The routes of the recipients layer over ``notifier``."""
-    from noti.http.notices import notice_routes
-    from noti.recipients.api import Recipients
-
-    api = Recipients(notifier)
+def recipient_routes(api: Recipients) -> APIRouter:
+    """The recipient and category routes over ``api``."""
     router = APIRouter()
     _recipients(router, api)
     _categories(router, api)
-    router.include_router(notice_routes(api))
     return router
 
 
 def _recipients(router: APIRouter, api: Recipients) -> None:
-    tags = ["recipients"]
+    tags: list[str | Enum] = ["recipients"]
 
     @router.put(
         "/v1/recipients/{rid}",
@@ -186,7 +170,7 @@ def _recipients(router: APIRouter, api: Recipients) -> None:
         ] = None,
         owner: Owner = None,
     ) -> dict[str, Any]:
-        found = api.list(user=who.user, owner=owner, limit=limit, after=after)
+        found = api.list_recipients(user=who.user, owner=owner, limit=limit, after=after)
         return {
             "recipients": [r.to_dict() for r in found],
             "next": found[-1].id if len(found) == limit else None,
@@ -310,7 +294,7 @@ def _rows(body: bytes, kind: str) -> Iterator[object]:
 
 
 def _categories(router: APIRouter, api: Recipients) -> None:
-    tags = ["categories"]
+    tags: list[str | Enum] = ["categories"]
 
     @router.get(
         "/v1/categories", response_model=CategoriesOut, responses=ERRORS, tags=tags, summary="Every category"
