@@ -330,7 +330,7 @@ def list_(
 def get(ctx: CliContext, /, record_ids: tuple[str, ...], out: Output) -> None:
     """Show notifications by id (yours; root members: anyone's): every field, or -json. A
     notice id (n…, from noti notify) shows the notice: each channel's state and record."""
-    if any(record_id.startswith("n") for record_id in record_ids):
+    if any(_notice_shaped(record_id) for record_id in record_ids):
         _get_with_notices(ctx, record_ids, out)
         return
     records = [ctx.api.get(record_id, user=ctx.user) for record_id in record_ids]
@@ -352,6 +352,12 @@ def _show_records(records: list[Any]) -> None:
                 click.echo(f"{name:26} {shown}")
 
 
+def _notice_shaped(value: str) -> bool:
+    """A notice id is ``n`` and a record id (26 letters and digits, the first a digit); only
+    those load the recipients layer (reading records stays light: tests/test_fast_cli.py)."""
+    return len(value) == 27 and value[0] == "n" and value[1].isdigit() and value[1:].isalnum()
+
+
 def _get_with_notices(ctx: CliContext, ids: tuple[str, ...], out: Output) -> None:
     """``noti get`` of ids some of which are notices (``n…``): each shown in its kind."""
     from noti.api import get_notice
@@ -359,7 +365,7 @@ def _get_with_notices(ctx: CliContext, ids: tuple[str, ...], out: Output) -> Non
     from noti.recipients.notice import Notice
 
     found = [
-        get_notice(i, user=ctx.user) if i.startswith("n") else ctx.api.get(i, user=ctx.user) for i in ids
+        get_notice(i, user=ctx.user) if _notice_shaped(i) else ctx.api.get(i, user=ctx.user) for i in ids
     ]
     if out.quiet:
         return
