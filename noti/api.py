@@ -95,7 +95,7 @@ def notify(
         InvalidInput: bad input, nothing stored. StoreUnavailable: Redis is down.
         NotFound: (a recipient notice) no such recipient, template or category.
     """
-    if recipient is not None or template is not None:
+    if recipient is not None:
         if type is not None or target is not None:
             raise InvalidInput(
                 "notify a recipient with a template, or a type and a target, not both",
@@ -108,6 +108,8 @@ def notify(
         raise InvalidInput(
             "notify needs a type and a target (or a recipient and a template)", code="e.cmd.noti.add.badtype"
         )
+    if template is not None:  # a channel's own field (an SMS's vendor template codes)
+        fields["template"] = template
     return notifier().notify(type, target, lv=lv, user=user, **fields)
 
 

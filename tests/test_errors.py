@@ -32,6 +32,7 @@ def test_every_error_descends_from_noti_error_with_its_code() -> None:
         "MalformedMessage": (errors.BridgeError, "e.noti.bridge.malformed"),
         "ReceiptRejected": (errors.NotiError, "e.noti.receipt"),
         "Unauthenticated": (errors.NotiError, "e.noti.auth"),
+        "Unsubscribed": (errors.PermanentFailure, "e.noti.delivery.unsubscribed"),
         "RateLimitExceeded": (errors.NotiError, "e.noti.auth.rate"),
     }
     assert sorted(errors.__all__) == sorted([*expected, "NotiError"])
@@ -75,6 +76,7 @@ def test_public_api_is_pinned() -> None:
             "configure",
             "delete",
             "get",
+            "get_notice",
             "list_notifications",
             "notify",
             "notify_chat",

@@ -23,7 +23,7 @@ from noti.errors import InvalidInput, NotFound
 from noti.providers.sandbox import read_outbox, sign_receipt
 from noti.redis.counters import parse
 from noti.sending.intake import ReceiptIntake
-from tests.conftest import wait_until
+from tests.conftest import ALICE, MEMBER, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +58,9 @@ def rt(configure: Any) -> Any:
         },
         pump_interval_s=0.1,
     )
-    recipients.put_category("orders", {"channels": {"push": True, "sms": True, "email": True}})
-    recipients.put_category("security", {"critical": True})
-    recipients.put_category("marketing", {"channels": {"sms": False}})
+    recipients.put_category("orders", {"channels": {"push": True, "sms": True, "email": True}}, user=MEMBER)
+    recipients.put_category("security", {"critical": True}, user=MEMBER)
+    recipients.put_category("marketing", {"channels": {"sms": False}}, user=MEMBER)
     recipients.put_template("order_shipped", TEMPLATE)
     recipients.put(
         "42",
@@ -182,12 +182,26 @@ def test_quiet_hours_hold_a_notice_until_they_end_while_a_critical_one_goes_now(
 
 def test_a_level_at_the_bypass_level_is_not_held(rt: Any) -> None:
     recipients.update("42", {"timezone": "UTC", "quiet_hours": _quiet_now(600)})
+    # a root member (level cap 100) notifying alice's recipient at level 100: not held
     notice = noti.get_notice(
         noti.notify(
-            recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"], lv=100, user="root"
-        )
+            recipient="42",
+            template="order_shipped",
+            data={"order": 1},
+            channels=["sms"],
+            lv=100,
+            user=MEMBER,
+            owner=ALICE,
+        ),
+        user=MEMBER,
     )
-    assert notice.held_until_ms == 0 or states(notice) == {"sms": "queued"}
+    assert notice.held_until_ms == 0 and states(notice) == {"sms": "queued"}
+    assert rt.store.get(by(notice, "sms").record).level == 100
+    # the same from alice, whose level is capped to 1: held
+    held = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"], lv=100)
+    )
+    assert states(held) == {"sms": "held"}
 
 
 def test_an_opt_out_while_quiet_hours_hold_a_notice_stops_it_at_the_claim(rt: Any, worker: Any) -> None:

@@ -14,6 +14,7 @@ from noti import recipients
 from noti.errors import InvalidInput, NotFound, PermissionDenied
 from noti.recipients.importing import rows_of_csv, rows_of_jsonl
 from noti.recipients.profile import ADDRESSES_MAX
+from tests.conftest import MEMBER
 
 PROFILE = {
     "addresses": {"sms": ["+8613912345678", "13800000000"], "email": "ada@example.com"},
@@ -26,7 +27,7 @@ PROFILE = {
 
 @pytest.fixture
 def rt(configure: Any) -> Any:
-    return configure(root_members=["root", "ops"])
+    return configure()
 
 
 def test_a_profile_is_stored_normalised_and_read_back(rt: Any) -> None:
@@ -102,7 +103,7 @@ def test_merging_joins_addresses_keeps_the_first_ones_say_and_removes_the_second
     recipients.put(
         "anon-7", {"addresses": {"sms": "+8613800000000", "email": "a@example.com"}, "locale": "fr"}
     )
-    recipients.put_category("orders", {})
+    recipients.put_category("orders", {}, user=MEMBER)
     recipients.set_preferences("anon-7", {"orders": {"email": False}, "*": {"sms": False}})
     recipients.set_preferences("42", {"*": {"sms": True}})
     merged = recipients.merge("42", "anon-7")
@@ -117,9 +118,9 @@ def test_merging_joins_addresses_keeps_the_first_ones_say_and_removes_the_second
 
 def test_preferences_are_set_cleared_and_locked_for_categories_that_forbid_opting_out(rt: Any) -> None:
     recipients.put("42", PROFILE)
-    recipients.put_category("security", {"critical": True})
-    recipients.put_category("billing", {"opt_out": False})
-    recipients.put_category("news", {"channels": {"sms": False}})
+    recipients.put_category("security", {"critical": True}, user=MEMBER)
+    recipients.put_category("billing", {"opt_out": False}, user=MEMBER)
+    recipients.put_category("news", {"channels": {"sms": False}}, user=MEMBER)
     assert recipients.set_preferences("42", {"news": {"email": False, "*": True}}) == {
         "news": {"email": False, "*": True}
     }
@@ -145,7 +146,7 @@ def test_preferences_are_set_cleared_and_locked_for_categories_that_forbid_optin
 )
 def test_bad_preferences_are_refused_and_nothing_changes(rt: Any, prefs: Any, code: str) -> None:
     recipients.put("42", PROFILE)
-    recipients.put_category("news", {})
+    recipients.put_category("news", {}, user=MEMBER)
     with pytest.raises((InvalidInput, NotFound)) as caught:
         recipients.set_preferences("42", prefs)
     assert caught.value.code == code
@@ -165,9 +166,9 @@ def test_bad_preferences_are_refused_and_nothing_changes(rt: Any, prefs: Any, co
 )
 def test_bad_categories_are_refused(rt: Any, name: str, declaration: Any, code: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        recipients.put_category(name, declaration)
+        recipients.put_category(name, declaration, user=MEMBER)
     assert caught.value.code == code
-    assert [c.name for c in recipients.categories()] == ["general"]
+    assert [c.name for c in recipients.list_categories()] == ["general"]
 
 
 def test_only_root_members_declare_categories(rt: Any) -> None:
@@ -175,7 +176,7 @@ def test_only_root_members_declare_categories(rt: Any) -> None:
         recipients.put_category("orders", {}, user="alice")
     assert caught.value.code == "e.cmd.noti.cat.nopvg"
     recipients.put_category("orders", {"critical": True}, user="ops")
-    assert recipients.categories()[1].to_dict()["critical"] is True
+    assert recipients.list_categories()[1].to_dict()["critical"] is True
 
 
 def test_users_see_only_their_own_recipients_and_root_may_name_an_owner(rt: Any) -> None:

@@ -21,10 +21,10 @@ from noti.core.record import (
     parse_channel,
     parse_level,
     to_hash,
-    to_json_dict,
     validate_fields,
     validate_target,
 )
+from noti.core.record_json import to_json_dict
 from noti.errors import InvalidInput
 from noti.redis.entropy import hex64
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from noti.core.record import Notification, Status, to_json_dict
+from noti.core.record import Notification, Status
+from noti.core.record_json import to_json_dict
 
 __all__ = ["JsonStyle", "dumps", "print_records_table", "print_table", "rm_line", "when"]
 

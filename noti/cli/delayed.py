@@ -6,7 +6,8 @@ import click
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, pass_cli
 from noti.cli._output import print_table, rm_line, when
-from noti.core.record import now_ms, to_json_dict
+from noti.core.record import now_ms
+from noti.core.record_json import to_json_dict
 
 __all__ = ["delayed"]
 

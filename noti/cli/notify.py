@@ -14,7 +14,8 @@ import click
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
 from noti.cli._output import print_records_table, records_json, rm_line, when
 from noti.core.channel import BUILTIN, Channel, fields_by_name
-from noti.core.record import parse_channel, to_json_dict
+from noti.core.record import parse_channel
+from noti.core.record_json import to_json_dict
 from noti.errors import InvalidInput
 from noti.inputs import load_json, shown
 

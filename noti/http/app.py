@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Body, FastAPI, Query, Response
 from fastapi.responses import PlainTextResponse
 
-from noti.core.record import to_json_dict
+from noti.core.record_json import to_json_dict
 from noti.errors import InvalidInput
 from noti.http.guard import BodyLimit, CallerDep
 from noti.http.models import (

@@ -28,7 +28,8 @@ module                             owns
 =================================  ===========================================================
 
 The functions below act for ``user`` (default ``NOTI_USER``) on this process's runtime, as
-:mod:`noti.api` does.
+:mod:`noti.api` does. (``list_categories`` and ``get_notice`` are not named ``categories``
+and ``notice``: those are submodules, and importing one would replace the function.)
 """
 
 from __future__ import annotations
@@ -36,18 +37,18 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "categories",
     "delete",
     "delete_category",
     "delete_template",
     "get",
     "get_template",
     "history",
+    "get_notice",
     "import_rows",
+    "list_categories",
     "list_recipients",
     "list_templates",
     "merge",
-    "notice",
     "notify",
     "preferences",
     "put",
@@ -107,7 +108,7 @@ def set_preferences(rid: str, prefs: object, **kwargs: Any) -> Any:
     return _api().set_preferences(rid, prefs, **kwargs)
 
 
-def categories() -> Any:
+def list_categories() -> Any:
     return _api().categories()
 
 
@@ -140,5 +141,5 @@ def notify(**kwargs: Any) -> Any:
     return _api().notify(**kwargs)
 
 
-def notice(notice_id: str, **kwargs: Any) -> Any:
+def get_notice(notice_id: str, **kwargs: Any) -> Any:
     return _api().notice(notice_id, **kwargs)

@@ -248,7 +248,7 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     from noti.celery.process import process_notifier
 
     runtime = get_runtime()
-    if fields.get("recipient") is not None or fields.get("template") is not None:
+    if fields.get("recipient") is not None:
         return _notify_recipient(self, type, target, lv, user, fields)
     if "countdown" in fields and fields.get("delay") is None:
         fields["delay"] = fields.pop("countdown")
