@@ -70,7 +70,14 @@ def _pairs(given: tuple[str, ...], option: str, code: str) -> list[tuple[str, st
 
 def _profile_options(command: Any) -> Any:
     options = [
-        click.option(f"-{c}", f"--{c}", f"addr_{c}", multiple=True, metavar="ADDRESS", help=f"A {c} address.")
+        click.option(
+            f"-{c}",
+            f"--{c}",
+            f"addr_{c}",
+            multiple=True,
+            metavar="ADDRESS",
+            help=f"An address of the {c} channel (again for more; the first is the primary).",
+        )
         for c in ADDRESS_OPTIONS
     ]
     decorators = [
