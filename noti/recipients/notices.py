@@ -32,12 +32,11 @@ Notice ids are ``n`` + a record-style id (record ids start with a time digit, ne
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from noti.core.record import Notification, new_id, now_ms, to_hash
-from noti.errors import InvalidConfig, InvalidInput, NotFound, NotiError, StoreUnavailable
+from noti.errors import InvalidConfig, InvalidInput, NotFound, StoreUnavailable
 from noti.inputs import shown
 from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
@@ -55,7 +54,7 @@ from noti.redis.outage import translate_errors
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
-__all__ = ["BULK_BATCH", "Notice", "NoticeBatch", "NoticeEntry", "Notices"]
+__all__ = ["Notice", "NoticeEntry", "Notices"]
 
 
 def _bad(code: str, message: str) -> InvalidInput:
@@ -65,8 +64,6 @@ def _bad(code: str, message: str) -> InvalidInput:
 #: ``notify.lua``'s answer when what a notice was made from changed; and how often a notice
 #: is made again from the fresh values before the call gives up.
 STALE, STALE_TRIES = -2, 5
-#: Notices written per round trip by :meth:`Notices.notify_many`.
-BULK_BATCH = 500
 #: What became of a channel that got no record: no address in the profile, no variant in
 #: the template (neither a suppression: nothing was asked of the recipient).
 NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
@@ -84,19 +81,6 @@ class _Prepared:
     locales: dict[str, str]
     messages: dict[str, tuple[str, str]]
     order: list[str]
-
-
-@dataclass(slots=True)
-class NoticeBatch:
-    """What :meth:`Notices.notify_many` did: ``ids[i]`` is item i's notice id, or None if it
-    was refused (``refused``: index, code, message; nothing of it is stored)."""
-
-    ids: list[str | None] = field(default_factory=list)
-    refused: list[tuple[int, str, str]] = field(default_factory=list)
-
-    @property
-    def stored(self) -> int:
-        return sum(1 for i in self.ids if i is not None)
 
 
 class Notices:
@@ -188,104 +172,6 @@ class Notices:
         """The snapshot from the fresh values ``notify.lua`` answered with (``-2``)."""
         _, doc, version, current, ct, category = answer
         return self.snapshots.from_reads(request, (doc, version), (current, ct), category)
-
-    def notify_many(
-        self,
-        items: Sequence[object],
-        *,
-        user: str | None = None,
-        level_cap: int | None = None,
-        providers_allowed: frozenset[str] | None = None,
-    ) -> NoticeBatch:
-        """Many notices (each item a mapping of :meth:`notify`'s arguments), :data:`BULK_BATCH`
-        per round trip of reads and one of writes; a bad item is refused alone.
-
-        Raises:
-            StoreUnavailable: Redis cannot be reached (the batches written before stay).
-        """
-        result = NoticeBatch()
-        for start in range(0, len(items), BULK_BATCH):
-            self._batch(items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)
-        return result
-
-    def _batch(
-        self,
-        items: Sequence[object],
-        offset: int,
-        result: NoticeBatch,
-        user: str | None,
-        level_cap: int | None,
-        providers_allowed: frozenset[str] | None,
-    ) -> None:
-        requests: list[NoticeRequest | None] = []
-        for i, item in enumerate(items):
-            try:
-                if not isinstance(item, Mapping):
-                    raise _bad("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
-                requests.append(
-                    parse_request(
-                        self.notifier,
-                        **{
-                            **item,
-                            "user": user,
-                            "level_cap": level_cap,
-                            "providers_allowed": providers_allowed,
-                        },
-                    )
-                )
-            except NotiError as exc:
-                requests.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-            except TypeError as exc:
-                requests.append(None)
-                result.refused.append((offset + i, "e.cmd.noti.notify.baditem", str(exc)))
-        redis_client = self.runtime.redis
-        snapshots: list[Snapshot | None] = [
-            self.snapshots.kept(r) if r is not None else None for r in requests
-        ]
-        missing = [i for i, r in enumerate(requests) if r is not None and snapshots[i] is None]
-        if missing:
-            with translate_errors(redis_client):
-                pipe = redis_client.pipeline(transaction=False)
-                for i in missing:
-                    self.snapshots.queue_reads(pipe, requests[i])  # type: ignore[arg-type]
-                reads = iter(pipe.execute())
-        prepared: list[_Prepared | None] = []
-        for i, request in enumerate(requests):
-            if request is None:
-                prepared.append(None)
-                continue
-            try:
-                snapshot = snapshots[i]
-                if snapshot is None:
-                    profile, stamp, category = next(reads), next(reads), next(reads)
-                    snapshot = self.snapshots.from_reads(request, profile, stamp, category)
-                prepared.append(self._prepare(request, snapshot))
-            except NotiError as exc:
-                prepared.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-        with translate_errors(redis_client):
-            pipe = redis_client.pipeline(transaction=False)
-            for p in prepared:
-                if p is not None:
-                    self._script(keys=p.keys, args=p.args, client=pipe)
-            answers = iter(pipe.execute())
-        for i, p in enumerate(prepared):
-            if p is None:
-                result.ids.append(None)
-                continue
-            try:
-                answer = next(answers)
-                if answer[0] == STALE:  # changed since read: this one again, alone
-                    request = requests[i]
-                    assert request is not None
-                    result.ids.append(self._make(request, self._fresh(request, answer)).id)
-                    continue
-                result.ids.append(self._finish(p, answer).id)
-            except NotiError as exc:
-                result.ids.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-        result.refused.sort()
 
     # --- the steps --------------------------------------------------------------------------
 
