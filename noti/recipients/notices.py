@@ -35,7 +35,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from noti.core.record import Notification, new_id, now_ms, to_hash
+from noti.core.record import Notification, new_id, now_ms, parse_level, to_hash
 from noti.errors import InvalidConfig, InvalidInput, NotFound, StoreUnavailable
 from noti.inputs import shown
 from noti.recipients.categories import Category
@@ -94,16 +94,26 @@ class Notices:
         self.recipients = RecipientStore(runtime.redis, runtime.keys)
         self.templates = TemplateStore(runtime.redis, runtime.keys)
         self.snapshots = Snapshots(runtime.keys, self.templates)
+        self._quiet: tuple[Any, str] | None = None
         self._script = load_script(runtime.redis, "notify")
 
     def _quiet_default(self) -> tuple[Any, str]:
+        """The operator's quiet hours and timezone (checked once: settings never change under
+        a runtime).
+
+        Raises:
+            InvalidConfig: ``NOTI_QUIET_HOURS`` or ``NOTI_RECIPIENT_TIMEZONE`` is bad.
+        """
+        if self._quiet is not None:
+            return self._quiet
         settings = self.runtime.settings
         try:
             window = parse_quiet(settings.quiet_hours) if settings.quiet_hours else None
             zone = parse_timezone(settings.recipient_timezone)
         except InvalidInput as exc:
             raise InvalidConfig(f"NOTI_QUIET_HOURS / NOTI_RECIPIENT_TIMEZONE: {exc.message}") from None
-        return window, zone
+        self._quiet = (window, zone)
+        return self._quiet
 
     def held_until(self, recipient: Recipient, category: Category, level: int, at_ms: int) -> int:
         """When the recipient's quiet hours end if ``at_ms`` falls inside them and nothing
@@ -194,6 +204,10 @@ class Notices:
         asked = request.locale or profile.locale
         enforced = category.enforced
         rkey = self.keys.recipient(owner, profile.id)
+        level = self.notifier.user(request.user).cap_level(parse_level(request.lv))
+        if request.level_cap is not None:
+            level = min(level, request.level_cap)
+        held = self.held_until(profile, category, level, created)
         for channel in order:
             address = profile.primary(channel)
             if address is None:
@@ -230,6 +244,7 @@ class Notices:
                 recipient=profile.id,
                 category=category.name,
                 preference=f"{rkey} {category.name} {channel} {default}" if enforced else None,
+                lease_until_ms=max(record.lease_until_ms, held),
             )
             built.append((record, default))
         if not built:
@@ -238,11 +253,10 @@ class Notices:
                 f"recipient {profile.id} cannot be reached with template {tmpl.name}: "
                 + ", ".join(f"{e.channel}: {e.state}" for e in entries.values()),
             )
-        held = self.held_until(profile, category, built[0][0].level, created)
         after_ms = request.after_ms
         if request.chain and not after_ms:
             after_ms = int(settings.channel(built[0][0].channel.value).fallback_after_s * 1000)
-        records = [(replace(r, lease_until_ms=max(r.lease_until_ms, held)), d) for r, d in built]
+        records = built
         notice = Notice(
             id=notice_id,
             owner=owner,
@@ -285,17 +299,22 @@ class Notices:
             idem_key = None
         settings = self.runtime.settings
         header = {
-            "owner": notice.owner,
-            "rcpt": notice.recipient,
-            "tmpl": notice.template,
-            "ver": str(notice.version),
-            "cat": notice.category,
-            "mode": notice.mode,
-            "ct": str(notice.created_ms),
-            "held": str(notice.held_until_ms),
-            "order": json.dumps(order),
-            "locales": json.dumps(locales),
-            **{f"ch:{e.channel}": f"{e.state} " for e in entries.values()},
+            "doc": json.dumps(
+                {
+                    "owner": notice.owner,
+                    "rcpt": notice.recipient,
+                    "tmpl": notice.template,
+                    "ver": notice.version,
+                    "cat": notice.category,
+                    "mode": notice.mode,
+                    "ct": notice.created_ms,
+                    "held": notice.held_until_ms,
+                    "order": order,
+                    "locales": locales,
+                    "skipped": {e.channel: e.state for e in entries.values()},
+                },
+                separators=(",", ":"),
+            )
         }
         keys = [
             k.recipient(notice.owner, notice.recipient),
