@@ -75,10 +75,11 @@ _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 _TASK_ID, _TAG, _RECORD_ID, _BODY = "@@TASKID@@", "@@TAG@@", "@@RECORD@@", "@@BODY@@"
+_PARENT = "@@PARENT@@"
 _SAFE_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
 _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _EMBED]).split("@"))
 
-_FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body"}
+_FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body", _PARENT: "parent"}
 
 Item = tuple[str, Channel, int]
 
@@ -215,23 +216,21 @@ class Publisher:
         signals = _celery_signals()
         if signals is not None and signals.before_task_publish.receivers:
             return self._signalled(signals, record_id, channel, level, parent)
-        if parent is not None:
-            priority = priority_for_level(level)
-            return queue_key(channel.queue, priority), self._envelope(
-                record_id, channel, priority, task_id=record_id, parent=parent
-            )
-        shape = self._shapes.get((channel, level))
+        with_parent = parent is not None
+        shape = self._shapes.get((channel, level, with_parent))
         if shape is None:
-            shape = self._shape(channel, level)
-        if not _SAFE_ID.match(record_id):  # ids noti makes always match; anything else the slow way
+            shape = self._shape(channel, level, with_parent)
+        if not _SAFE_ID.match(record_id) or (with_parent and not _SAFE_ID.match(parent or "")):
+            # ids noti makes always match; anything else the slow way
             priority = priority_for_level(level)
-            return shape[0], self._envelope(record_id, channel, priority, task_id=record_id)
+            return shape[0], self._envelope(record_id, channel, priority, task_id=record_id, parent=parent)
         h = hex64()  # the delivery tag
         return shape[0], shape[1] % {
             "task": record_id,
             "tag": f"{h[32:40]}-{h[40:44]}-4{h[45:48]}-{_VARIANT[h[48]]}{h[49:52]}-{h[52:]}",
             "record": record_id,
             "body": base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
+            "parent": parent,
         }
 
     def _signalled(
@@ -271,15 +270,17 @@ class Publisher:
             )
 
     @cached_property
-    def _shapes(self) -> dict[tuple[Channel, int], tuple[str, str]]:
-        """Per channel and level: the queue list and the envelope as a %-format."""
+    def _shapes(self) -> dict[tuple[Channel, int, bool], tuple[str, str]]:
+        """Per channel, level and whether it names a parent: the queue list and the envelope
+        as a %-format."""
         return {}
 
-    def _shape(self, channel: Channel, level: int) -> tuple[str, str]:
+    def _shape(self, channel: Channel, level: int, with_parent: bool = False) -> tuple[str, str]:
         """The queue list and the envelope as a %-format, rendered once per queue and
-        priority step with placeholders for the ids and the body."""
+        priority step with placeholders for the ids, the body (and the parent notice)."""
         priority = priority_for_level(level)
-        text = self._envelope(_RECORD_ID, channel, priority, task_id=_TASK_ID, tag=_TAG)
+        parent = _PARENT if with_parent else None
+        text = self._envelope(_RECORD_ID, channel, priority, task_id=_TASK_ID, tag=_TAG, parent=parent)
         body_start = text.index('"body": "') + len('"body": "')
         body_end = text.index('"', body_start)
         text = (text[:body_start] + _BODY + text[body_end:]).replace("%", "%%")
@@ -287,7 +288,7 @@ class Publisher:
             text = text.replace(placeholder, f"%({name})s")
         shape = (queue_key(channel.queue, priority), text)
         if len(self._shapes) < 4096:  # levels are few; an unbounded range must not grow this
-            self._shapes[(channel, level)] = shape
+            self._shapes[(channel, level, with_parent)] = shape
         return shape
 
     def _envelope(

@@ -52,6 +52,10 @@ COMMANDS: dict[str, str] = {
     "token": "noti.cli.tokens:token",
     "signing-key": "noti.cli.signing:signing_key",
     "serve": "noti.cli.serve:serve",
+    "recipient": "noti.cli.recipients:recipient",
+    "category": "noti.cli.templates:category",
+    "template": "noti.cli.templates:template",
+    "notify": "noti.cli.templates:notify",
 }
 
 

@@ -329,13 +329,21 @@ def list_(
 @json_options
 @pass_cli
 def get(ctx: CliContext, /, record_ids: tuple[str, ...], out: Output) -> None:
-    """Show notifications by id (yours; root members: anyone's): every field, or -json."""
+    """Show notifications by id (yours; root members: anyone's): every field, or -json. A
+    notice id (n…, from noti notify) shows the notice: each channel's state and record."""
+    if any(_notice_shaped(record_id) for record_id in record_ids):
+        _get_with_notices(ctx, record_ids, out)
+        return
     records = [ctx.api.get(record_id, user=ctx.user) for record_id in record_ids]
     if out.quiet:
         return
     if out.wants_json:
         out.json(records_json(records) if len(records) > 1 else to_json_dict(records[0]))
         return
+    _show_records(records)
+
+
+def _show_records(records: list[Any]) -> None:
     for n, record in enumerate(records):
         if n:
             click.echo()
@@ -343,6 +351,36 @@ def get(ctx: CliContext, /, record_ids: tuple[str, ...], out: Output) -> None:
             if value is not None:
                 shown = when(value) + f" ({value})" if name in ("ct", "lm", "expi", "noti_dlv_at") else value
                 click.echo(f"{name:26} {shown}")
+
+
+def _notice_shaped(value: str) -> bool:
+    """A notice id is ``n`` and a record id (26 letters and digits, the first a digit); only
+    those load the recipients layer (reading records stays light: tests/test_fast_cli.py)."""
+    return len(value) == 27 and value[0] == "n" and value[1].isdigit() and value[1:].isalnum()
+
+
+def _get_with_notices(ctx: CliContext, ids: tuple[str, ...], out: Output) -> None:
+    """``noti get`` of ids some of which are notices (``n…``): each shown in its kind."""
+    from noti.api import get_notice
+    from noti.cli.recipients import show_notice
+    from noti.recipients.notice import Notice
+
+    found = [
+        get_notice(i, user=ctx.user) if _notice_shaped(i) else ctx.api.get(i, user=ctx.user) for i in ids
+    ]
+    if out.quiet:
+        return
+    if out.wants_json:
+        shown = [f.to_dict() if isinstance(f, Notice) else to_json_dict(f) for f in found]
+        out.json(shown if len(shown) > 1 else shown[0])
+        return
+    for n, item in enumerate(found):
+        if n:
+            click.echo()
+        if isinstance(item, Notice):
+            show_notice(item, out)
+        else:
+            _show_records([item])
 
 
 @click.command("del")

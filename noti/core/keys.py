@@ -88,7 +88,8 @@ key                             type     holds
 ``noti:sigkeys:<user>``         HASH     a user's webhook signing secrets (:mod:`noti.access.signing`):
                                          key id -> ``<created ms> <secret>``
 ``noti:rcpt:<owner>:<id>``      HASH     one recipient of user ``<owner>`` (:mod:`noti.recipients`):
-                                         ``doc`` (the profile, JSON), ``ct``, ``lm``, and
+                                         ``doc`` (the profile, JSON), ``ct``, ``lm``, ``v``
+                                         (its version: bumped by every profile write), and
                                          preferences ``p:<category>:<channel>`` -> ``1`` (in)
                                          or ``0`` (out), ``*`` for every category or channel;
                                          read by ``notify.lua`` and by the claim

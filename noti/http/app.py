@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, Header, Query, Response
+from fastapi import Body, FastAPI, Query, Response
 from fastapi.responses import PlainTextResponse
 
 from noti.core.record_json import to_json_dict
@@ -28,6 +28,7 @@ from noti.http.models import (
     EventIn,
     EventOut,
     Health,
+    IdempotencyKey,
     NotificationIn,
     NotificationsOut,
     RecordOut,
@@ -50,9 +51,6 @@ log = logging.getLogger(__name__)
 
 #: The most records ``GET /v1/notifications`` returns.
 LIST_MAX = 1000
-#: Characters an ``Idempotency-Key`` header may have (a batch's items get ``<key>#<index>``,
-#: within the 200 an idempotency key may have).
-KEY_MAX = 190
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut, "description": text}
@@ -85,16 +83,6 @@ _EXAMPLES: dict[str, Any] = {
 _EVENT_EXAMPLES: dict[str, Any] = {
     "paid": {"summary": "An order was paid", "value": {"name": "order.paid", "payload": {"id": 42}}}
 }
-
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        max_length=KEY_MAX,
-        description="The same key again (same user, within NOTI_IDEMPOTENCY_TTL_S) stores nothing "
-        "and answers the first call's ids",
-    ),
-]
 
 
 def create_app(
@@ -312,6 +300,15 @@ def create_app(
     from noti.http.suppressions import suppression_routes
 
     app.include_router(suppression_routes(runtime))
+    from noti.http.notices import notice_routes
+    from noti.http.recipients import recipient_routes
+    from noti.http.unsubscribe import unsubscribe_routes
+    from noti.recipients.api import Recipients
+
+    people = Recipients(notifier)
+    app.include_router(recipient_routes(people))
+    app.include_router(notice_routes(people))
+    app.include_router(unsubscribe_routes(runtime))
 
     app.add_middleware(
         BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes

@@ -34,8 +34,9 @@ __all__ = ["BUSY", "PUBLIC_PREFIXES", "BodyLimit", "CallerDep", "caller"]
 
 #: The code of a request refused because the process is at one of its limits (HTTP 503).
 BUSY = "e.noti.http.busy"
-#: Paths whose requests carry no API token (their vendors authenticate by signature or key).
-PUBLIC_PREFIXES = ("/v1/receipts/",)
+#: Paths whose requests carry no API token: vendors' receipts (they authenticate by signature or
+#: key) and unsubscribe links (the link's own signed token).
+PUBLIC_PREFIXES = ("/v1/receipts/", "/v1/unsubscribe/")
 #: The scope key under which :class:`BodyLimit` leaves the caller it authenticated.
 CALLER_KEY = "noti.caller"
 

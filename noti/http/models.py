@@ -9,8 +9,9 @@ means and whether its value is acceptable is then checked by noti itself (the co
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from fastapi import Header
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from noti.core.channel import BUILTIN, Channel, fields_by_name
@@ -24,6 +25,8 @@ __all__ = [
     "EventIn",
     "EventOut",
     "Health",
+    "IdempotencyKey",
+    "KEY_MAX",
     "NotificationBase",
     "NotificationIn",
     "NotificationsOut",
@@ -39,6 +42,21 @@ log = logging.getLogger(__name__)
 BATCH_MAX = 1000
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+
+#: Characters an ``Idempotency-Key`` header may have (a batch's items get ``<key>#<index>``,
+#: within the 200 an idempotency key may have).
+KEY_MAX = 190
+
+#: The ``Idempotency-Key`` header of the routes that store (notifications, events, notices).
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=KEY_MAX,
+        description="The same key again (same user, within NOTI_IDEMPOTENCY_TTL_S) stores nothing "
+        "and answers the first call's ids",
+    ),
+]
 
 
 class NotificationBase(BaseModel):

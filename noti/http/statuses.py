@@ -12,6 +12,7 @@ error                      status  when
 ``RateLimitExceeded``      429     the token's rate limit (``Retry-After``)
 ``StoreUnavailable``       503     Redis did not answer (``Retry-After``); try again
 ``ReceiptRejected``        400     ``.signature`` 403, ``.provider`` 404, ``.malformed`` 400
+  ``…unsub.badtoken``      400     an unsubscribe link that is malformed, altered or forged
 ``InvalidConfig``          500     noti's settings are wrong (an operator's problem)
 anything else              500     a bug (``e.noti.internal``; the traceback is logged)
 =========================  ======  ==========================================================
@@ -41,6 +42,7 @@ from noti.errors import (
 )
 
 __all__ = [
+    "BAD_REQUEST_CODES",
     "CONFLICT_CODES",
     "TOO_LARGE",
     "BatchRefused",
@@ -55,6 +57,8 @@ log = logging.getLogger(__name__)
 TOO_LARGE = "e.noti.http.toolarge"
 #: Codes of requests that conflict with the record's state (HTTP 409).
 CONFLICT_CODES = frozenset({"e.cmd.noti.revoke.final", "e.cmd.noti.cancel.queued"})
+#: Codes of requests whose URL itself is bad (HTTP 400): a forged or broken link.
+BAD_REQUEST_CODES = frozenset({"e.cmd.noti.unsub.badtoken"})
 _RECEIPT = {"e.noti.receipt.signature": 403, "e.noti.receipt.provider": 404, "e.noti.receipt.malformed": 400}
 _BY_CLASS: tuple[tuple[type[NotiError], int], ...] = (
     (Unauthenticated, 401),
@@ -73,6 +77,8 @@ def status_of(error: NotiError) -> int:
         return 413
     if error.code in CONFLICT_CODES:
         return 409
+    if error.code in BAD_REQUEST_CODES:
+        return 400
     if isinstance(error, ReceiptRejected):
         return _RECEIPT.get(error.code, 400)
     for cls, status in _BY_CLASS:

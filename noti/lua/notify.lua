@@ -4,19 +4,24 @@
 -- checks again before the send: preference.lua): never both, never neither.
 -- KEYS: 1 the recipient's hash, 2 the notice's hash, 3 the recipient's log, 4 the notice's
 -- idempotency key (the notice key again when none), 5 all index, 6 creator index, 7 waiting
--- index, 8 delayed set, 9 counters hash, 10 status index 1, 11 status index -1; then per
--- candidate c (from 0): 12+3c its record, 13+3c the queue list of its message (any key when
--- it has none), 14+3c the suppression set of its channel.
+-- index, 8 delayed set, 9 counters hash, 10 status index 1, 11 status index -1, 12 the
+-- template's hash, 13 the categories hash; then per candidate c (from 0): 14+3c its record,
+-- 15+3c the queue list of its message (any key when it has none), 16+3c the suppression set
+-- of its channel.
 -- ARGV: 1 notice id, 2 now ms, 3 the idempotency key's time-to-live in ms (0 = none), 4 mode
 -- ('all': every channel the preferences allow; 'chain': the first allowed, the next one its
 -- fallback), 5 category, 6 '1' when the recipient's preferences apply, 7 the fallback's wait
--- in ms (chain), 8 how long the notice is kept (ms; the log drops older entries), 9 h, then
--- h field, value pairs of the notice; then per candidate from offset
+-- in ms (chain), 8 how long the notice is kept (ms; the log drops older entries), 9 the
+-- profile's version the records were made from, 10 the template's stamp ("<current> <ct>";
+-- "\0": a version the caller named, not checked), 11 the category's text ("" = none stored),
+-- 12 h, then h field, value pairs of the notice; then per candidate from offset
 -- a: a+1 channel, +2 record id, +3 target, +4 the category's default on the channel ('1' on,
 -- '0' off), +5 level, +6 due ms (0 = now), +7 its delivery message ("" = none), +8 its
 -- "added" counter field, +9 n, then its n hash field, value pairs (next: a + 9 + 2n).
 -- Returns {0, notice id} when the idempotency key names a notice already; {-1} when the
--- recipient is gone; else {1, then per candidate: its state, its record id or ""}. States:
+-- recipient is gone; {-2, doc, version, current, ct, category text} when the profile, the
+-- template or the category changed since they were read (nothing written: the caller makes
+-- the notice again from these); else {1, then per candidate: its state, its record id or ""}. States:
 -- queued, held (due later), fallback (stands by for the one before it), suppressed:<why>
 -- (optout: their preference; suppressed: the channel's suppression list; a record made
 -- invalid), off (the category is off on the channel for them: no record), unused (the
@@ -30,15 +35,27 @@ if ARGV[3] ~= '0' then
     return {0, existing}
   end
 end
-if redis.call('HEXISTS', KEYS[1], 'doc') == 0 then
+local doc, version = unpack(redis.call('HMGET', KEYS[1], 'doc', 'v'))
+if not doc then
   return {-1}
+end
+local stale = (version or '0') ~= ARGV[9]
+local current, ct = false, false
+if ARGV[10] ~= '\0' then
+  current, ct = unpack(redis.call('HMGET', KEYS[12], 'current', 'ct'))
+  stale = stale or ((current or '') .. ' ' .. (ct or '')) ~= ARGV[10]
+end
+local declared = redis.call('HGET', KEYS[13], ARGV[5])
+stale = stale or (declared or '') ~= ARGV[11]
+if stale then
+  return {-2, doc, version or '0', current or false, ct or false, declared or false}
 end
 local chain, category, enforced = ARGV[4] == 'chain', ARGV[5], ARGV[6] == '1'
 local after = tonumber(ARGV[7])
 local keep = tonumber(ARGV[8])
-local h = tonumber(ARGV[9])
-local a = 9 + 2 * h
-local counts, out, log = {}, {1}, {now, notice_id}
+local h = tonumber(ARGV[12])
+local a = 12 + 2 * h
+local counts, out, log, made_of = {}, {1}, {now, notice_id}, {}
 local picked, primary_key, primary_id, primary_due = 0, nil, nil, 0
 
 local function store(r, key, id, n, waiting, due, message, errmsg)
@@ -54,7 +71,7 @@ local function store(r, key, id, n, waiting, due, message, errmsg)
       redis.call('HSET', key, 'noti_timeout_at', string.format('%d', due))
       redis.call('ZADD', KEYS[8], due, id)
     elseif message ~= '' then
-      redis.call('LPUSH', KEYS[13 + 3 * r], message)
+      redis.call('LPUSH', KEYS[15 + 3 * r], message)
     end
     count(counts, ARGV[a + 8])
   else
@@ -63,12 +80,12 @@ local function store(r, key, id, n, waiting, due, message, errmsg)
   end
 end
 
-for r = 0, (#KEYS - 11) / 3 - 1 do
-  local key, channel, id, target = KEYS[12 + 3 * r], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+for r = 0, (#KEYS - 13) / 3 - 1 do
+  local key, channel, id, target = KEYS[14 + 3 * r], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local n = tonumber(ARGV[a + 9])
   local due = tonumber(ARGV[a + 6])
   local why = nil
-  if redis.call('SISMEMBER', KEYS[14 + 3 * r], target) == 1 then
+  if redis.call('SISMEMBER', KEYS[16 + 3 * r], target) == 1 then
     why = 'suppressed'
   elseif enforced then
     why = preference_out(KEYS[1], category, channel, ARGV[a + 4])
@@ -102,14 +119,16 @@ for r = 0, (#KEYS - 11) / 3 - 1 do
     primary_key, primary_id, primary_due = key, id, due
     state, made = due > 0 and 'held' or 'queued', id
   end
-  redis.call('HSET', KEYS[2], 'ch:' .. channel, state .. ' ' .. made)
+  made_of[#made_of + 1] = 'ch:' .. channel
+  made_of[#made_of + 1] = state .. ' ' .. made
   out[#out + 1] = state
   out[#out + 1] = made
   a = a + 9 + 2 * n
 end
-if h > 0 then
-  redis.call('HSET', KEYS[2], unpack(ARGV, 10, 9 + 2 * h))
+for i = 13, 12 + 2 * h do
+  made_of[#made_of + 1] = ARGV[i]
 end
+redis.call('HSET', KEYS[2], unpack(made_of))
 redis.call('PEXPIRE', KEYS[2], keep)
 redis.call('ZADD', KEYS[3], unpack(log))
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. string.format('%d', now - keep))

@@ -32,18 +32,18 @@ Notice ids are ``n`` + a record-style id (record ids start with a time digit, ne
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from noti.core.record import Notification, new_id, now_ms, to_hash
-from noti.errors import InvalidConfig, InvalidInput, NotFound, NotiError
+from noti.core.record import Notification, new_id, now_ms, parse_level, to_hash
+from noti.errors import InvalidConfig, InvalidInput, NotFound, StoreUnavailable
 from noti.inputs import shown
-from noti.recipients.categories import GENERAL, Category
+from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
 from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient
 from noti.recipients.quiet import held_until_ms, parse_quiet, parse_timezone
 from noti.recipients.request import NoticeRequest, parse_request
+from noti.recipients.snapshot import Snapshot, Snapshots
 from noti.recipients.store import NOTICE_MARK, RecipientStore
 from noti.recipients.templates import TemplateStore
 from noti.recipients.unsubscribe import unsubscribe_url
@@ -54,15 +54,16 @@ from noti.redis.outage import translate_errors
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
-__all__ = ["BULK_BATCH", "Notice", "NoticeBatch", "NoticeEntry", "Notices"]
+__all__ = ["Notice", "NoticeEntry", "Notices"]
 
 
 def _bad(code: str, message: str) -> InvalidInput:
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
-#: Notices written per round trip by :meth:`Notices.notify_many`.
-BULK_BATCH = 500
+#: ``notify.lua``'s answer when what a notice was made from changed; and how often a notice
+#: is made again from the fresh values before the call gives up.
+STALE, STALE_TRIES = -2, 5
 #: What became of a channel that got no record: no address in the profile, no variant in
 #: the template (neither a suppression: nothing was asked of the recipient).
 NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
@@ -82,19 +83,6 @@ class _Prepared:
     order: list[str]
 
 
-@dataclass(slots=True)
-class NoticeBatch:
-    """What :meth:`Notices.notify_many` did: ``ids[i]`` is item i's notice id, or None if it
-    was refused (``refused``: index, code, message; nothing of it is stored)."""
-
-    ids: list[str | None] = field(default_factory=list)
-    refused: list[tuple[int, str, str]] = field(default_factory=list)
-
-    @property
-    def stored(self) -> int:
-        return sum(1 for i in self.ids if i is not None)
-
-
 class Notices:
     """Notify recipients through one notifier (its runtime, builder and publisher)."""
 
@@ -105,16 +93,27 @@ class Notices:
         self.keys = runtime.keys
         self.recipients = RecipientStore(runtime.redis, runtime.keys)
         self.templates = TemplateStore(runtime.redis, runtime.keys)
+        self.snapshots = Snapshots(runtime.keys, self.templates)
+        self._quiet: tuple[Any, str] | None = None
         self._script = load_script(runtime.redis, "notify")
 
     def _quiet_default(self) -> tuple[Any, str]:
+        """The operator's quiet hours and timezone (checked once: settings never change under
+        a runtime).
+
+        Raises:
+            InvalidConfig: ``NOTI_QUIET_HOURS`` or ``NOTI_RECIPIENT_TIMEZONE`` is bad.
+        """
+        if self._quiet is not None:
+            return self._quiet
         settings = self.runtime.settings
         try:
             window = parse_quiet(settings.quiet_hours) if settings.quiet_hours else None
             zone = parse_timezone(settings.recipient_timezone)
         except InvalidInput as exc:
             raise InvalidConfig(f"NOTI_QUIET_HOURS / NOTI_RECIPIENT_TIMEZONE: {exc.message}") from None
-        return window, zone
+        self._quiet = (window, zone)
+        return self._quiet
 
     def held_until(self, recipient: Recipient, category: Category, level: int, at_ms: int) -> int:
         """When the recipient's quiet hours end if ``at_ms`` falls inside them and nothing
@@ -150,131 +149,50 @@ class Notices:
             StoreUnavailable: Redis cannot be reached.
         """
         request = parse_request(self.notifier, **kwargs)
-        with translate_errors(self.runtime.redis):
-            pipe = self.runtime.redis.pipeline(transaction=False)
-            self._reads(pipe, request)
-            doc, current, cat_text = pipe.execute()
-        prepared = self._prepare(request, doc, current, cat_text)
-        with translate_errors(self.runtime.redis):
-            answer = self._script(keys=prepared.keys, args=prepared.args)
-        return self._finish(prepared, answer)
+        return self._make(request, self.snapshots.kept(request) or self._read(request))
 
-    def notify_many(
-        self,
-        items: Sequence[object],
-        *,
-        user: str | None = None,
-        level_cap: int | None = None,
-        providers_allowed: frozenset[str] | None = None,
-    ) -> NoticeBatch:
-        """Many notices (each item a mapping of :meth:`notify`'s arguments), :data:`BULK_BATCH`
-        per round trip of reads and one of writes; a bad item is refused alone.
+    def _make(self, request: NoticeRequest, snapshot: Snapshot) -> Notice:
+        """Make the notice from ``snapshot``, again from fresh values while ``notify.lua``
+        finds them changed (up to :data:`STALE_TRIES` times).
 
         Raises:
-            StoreUnavailable: Redis cannot be reached (the batches written before stay).
+            StoreUnavailable: they kept changing.
         """
-        result = NoticeBatch()
-        for start in range(0, len(items), BULK_BATCH):
-            self._batch(items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)
-        return result
+        for _ in range(STALE_TRIES):
+            prepared = self._prepare(request, snapshot)
+            with translate_errors(self.runtime.redis):
+                answer = self._script(keys=prepared.keys, args=prepared.args)
+            if answer[0] != STALE:
+                return self._finish(prepared, answer)
+            snapshot = self._fresh(request, answer)
+        raise StoreUnavailable(
+            f"recipient {request.rid}, template {request.template} or category {request.category} "
+            f"changed {STALE_TRIES} times while the notice was made: try again"
+        )
 
-    def _batch(
-        self,
-        items: Sequence[object],
-        offset: int,
-        result: NoticeBatch,
-        user: str | None,
-        level_cap: int | None,
-        providers_allowed: frozenset[str] | None,
-    ) -> None:
-        requests: list[NoticeRequest | None] = []
-        for i, item in enumerate(items):
-            try:
-                if not isinstance(item, Mapping):
-                    raise _bad("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
-                requests.append(
-                    parse_request(
-                        self.notifier,
-                        **{
-                            **item,
-                            "user": user,
-                            "level_cap": level_cap,
-                            "providers_allowed": providers_allowed,
-                        },
-                    )
-                )
-            except NotiError as exc:
-                requests.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-            except TypeError as exc:
-                requests.append(None)
-                result.refused.append((offset + i, "e.cmd.noti.notify.baditem", str(exc)))
-        redis_client = self.runtime.redis
-        with translate_errors(redis_client):
-            pipe = redis_client.pipeline(transaction=False)
-            for request in requests:
-                if request is not None:
-                    self._reads(pipe, request)
-            reads = iter(pipe.execute())
-        prepared: list[_Prepared | None] = []
-        for i, request in enumerate(requests):
-            if request is None:
-                prepared.append(None)
-                continue
-            doc, current, cat_text = next(reads), next(reads), next(reads)
-            try:
-                prepared.append(self._prepare(request, doc, current, cat_text))
-            except NotiError as exc:
-                prepared.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-        with translate_errors(redis_client):
-            pipe = redis_client.pipeline(transaction=False)
-            for p in prepared:
-                if p is not None:
-                    self._script(keys=p.keys, args=p.args, client=pipe)
-            answers = iter(pipe.execute())
-        for i, p in enumerate(prepared):
-            if p is None:
-                result.ids.append(None)
-                continue
-            try:
-                result.ids.append(self._finish(p, next(answers)).id)
-            except NotiError as exc:
-                result.ids.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-        result.refused.sort()
+    def _read(self, request: NoticeRequest) -> Snapshot:
+        """The snapshot of a request read from Redis (one round trip)."""
+        with translate_errors(self.runtime.redis):
+            pipe = self.runtime.redis.pipeline(transaction=False)
+            self.snapshots.queue_reads(pipe, request)
+            profile, stamp, category = pipe.execute()
+        return self.snapshots.from_reads(request, profile, stamp, category)
+
+    def _fresh(self, request: NoticeRequest, answer: Any) -> Snapshot:
+        """The snapshot from the fresh values ``notify.lua`` answered with (``-2``)."""
+        _, doc, version, current, ct, category = answer
+        return self.snapshots.from_reads(request, (doc, version), (current, ct), category)
 
     # --- the steps --------------------------------------------------------------------------
 
-    def _reads(self, pipe: Any, request: NoticeRequest) -> None:
-        """The reads a notice needs, queued on ``pipe``: the profile, the template's current
-        version, the category (one round trip for any number of notices)."""
-        k = self.keys
-        pipe.hget(k.recipient(request.owner, request.rid), "doc")
-        pipe.hget(k.template(request.owner, request.template), "current")
-        pipe.hget(k.categories, request.category)
-
-    def _prepare(
-        self, request: NoticeRequest, doc: str | None, current: str | None, cat_text: str | None
-    ) -> _Prepared:
-        """The notice's records built and its ``notify.lua`` call written.
+    def _prepare(self, request: NoticeRequest, snapshot: Snapshot) -> _Prepared:
+        """The notice's records built from ``snapshot`` and its ``notify.lua`` call written.
 
         Raises:
-            NotFound: the recipient, template or category. InvalidInput: rendering, building.
+            InvalidInput: rendering or building a record refused.
         """
-        if doc is None:
-            raise NotFound(f"no recipient {shown(request.rid)}", code="e.cmd.noti.rcpt.not_found")
-        if cat_text is None and request.category != GENERAL:
-            raise NotFound(f"no category {shown(request.category)}", code="e.cmd.noti.cat.not_found")
-        profile = Recipient.from_json(doc)
-        category = Category.from_json(request.category, cat_text)
-        version = request.version or (int(current) if current else None)
-        if version is None:
-            raise NotFound(f"no template {shown(request.template)}", code="e.cmd.noti.tmpl.not_found")
+        profile, category, tmpl = snapshot.profile, snapshot.category, snapshot.template
         owner = request.owner
-        tmpl = self.templates.cached(owner, request.template, version) or self.templates.get(
-            owner, request.template, version
-        )
         settings = self.runtime.settings
         created = now_ms()
         notice_id = NOTICE_MARK + new_id(created)
@@ -286,6 +204,10 @@ class Notices:
         asked = request.locale or profile.locale
         enforced = category.enforced
         rkey = self.keys.recipient(owner, profile.id)
+        level = self.notifier.user(request.user).cap_level(parse_level(request.lv))
+        if request.level_cap is not None:
+            level = min(level, request.level_cap)
+        held = self.held_until(profile, category, level, created)
         for channel in order:
             address = profile.primary(channel)
             if address is None:
@@ -322,6 +244,7 @@ class Notices:
                 recipient=profile.id,
                 category=category.name,
                 preference=f"{rkey} {category.name} {channel} {default}" if enforced else None,
+                lease_until_ms=max(record.lease_until_ms, held),
             )
             built.append((record, default))
         if not built:
@@ -330,11 +253,10 @@ class Notices:
                 f"recipient {profile.id} cannot be reached with template {tmpl.name}: "
                 + ", ".join(f"{e.channel}: {e.state}" for e in entries.values()),
             )
-        held = self.held_until(profile, category, built[0][0].level, created)
         after_ms = request.after_ms
         if request.chain and not after_ms:
             after_ms = int(settings.channel(built[0][0].channel.value).fallback_after_s * 1000)
-        records = [(replace(r, lease_until_ms=max(r.lease_until_ms, held)), d) for r, d in built]
+        records = built
         notice = Notice(
             id=notice_id,
             owner=owner,
@@ -346,12 +268,13 @@ class Notices:
             created_ms=created,
             held_until_ms=held,
         )
-        return self._call(notice, request, order, entries, locales, records, after_ms)
+        return self._call(notice, request, snapshot, order, entries, locales, records, after_ms)
 
     def _call(
         self,
         notice: Notice,
         request: NoticeRequest,
+        snapshot: Snapshot,
         order: list[str],
         entries: dict[str, NoticeEntry],
         locales: dict[str, str],
@@ -376,17 +299,22 @@ class Notices:
             idem_key = None
         settings = self.runtime.settings
         header = {
-            "owner": notice.owner,
-            "rcpt": notice.recipient,
-            "tmpl": notice.template,
-            "ver": str(notice.version),
-            "cat": notice.category,
-            "mode": notice.mode,
-            "ct": str(notice.created_ms),
-            "held": str(notice.held_until_ms),
-            "order": json.dumps(order),
-            "locales": json.dumps(locales),
-            **{f"ch:{e.channel}": f"{e.state} " for e in entries.values()},
+            "doc": json.dumps(
+                {
+                    "owner": notice.owner,
+                    "rcpt": notice.recipient,
+                    "tmpl": notice.template,
+                    "ver": notice.version,
+                    "cat": notice.category,
+                    "mode": notice.mode,
+                    "ct": notice.created_ms,
+                    "held": notice.held_until_ms,
+                    "order": order,
+                    "locales": locales,
+                    "skipped": {e.channel: e.state for e in entries.values()},
+                },
+                separators=(",", ":"),
+            )
         }
         keys = [
             k.recipient(notice.owner, notice.recipient),
@@ -400,6 +328,8 @@ class Notices:
             k.metrics,
             k.status_index(1),
             k.status_index(-1),
+            k.template(notice.owner, notice.template),
+            k.categories,
         ]
         args: list[Any] = [
             notice.id,
@@ -410,6 +340,9 @@ class Notices:
             "1" if records[0][0].preference else "0",
             after_ms,
             int(settings.notice_keep_s * 1000),
+            snapshot.profile_version,
+            snapshot.template_stamp,
+            snapshot.category_text,
             len(header),
             *[x for pair in header.items() for x in pair],
         ]

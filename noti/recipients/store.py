@@ -1,11 +1,12 @@
 """Recipients in Redis: profiles, preferences, categories, bulk import and erasure.
 
 One hash per recipient (``noti:rcpt:<owner>:<id>``, :mod:`noti.core.keys`) holds the profile
-(``doc``, JSON), ``ct`` / ``lm`` and the preferences as fields ``p:<category>:<channel>`` ->
-``1`` / ``0`` (``*`` for every category or channel), so the one script that decides a send
-(``notify.lua``) and the claim before it (``preference.lua``) read a recipient's whole say in
-one ``HMGET``. A zset per owner lists the ids; a zset per recipient logs the notices and
-records made for them (what erasure masks).
+(``doc``, JSON), ``ct`` / ``lm``, ``v`` (bumped by every profile write: what
+:mod:`noti.recipients.snapshot` checks a kept profile against) and the preferences as fields
+``p:<category>:<channel>`` -> ``1`` / ``0`` (``*`` for every category or channel), so the one
+script that decides a send (``notify.lua``) and the claim before it (``preference.lua``) read
+a recipient's whole say in one ``HMGET``. A zset per owner lists the ids; a zset per
+recipient logs the notices and records made for them (what erasure masks).
 
 Erasure (:meth:`RecipientStore.erase`, "the right to be forgotten"): the hash and the log go;
 waiting records made for the recipient are revoked (never sent); every record kept afterwards
@@ -119,6 +120,7 @@ class RecipientStore:
             created, ct = pipe.execute()
             recipient = replace(recipient, created_ms=int(ct or now))
             pipe.hset(key, mapping={"doc": recipient.to_json(), "lm": now})
+            pipe.hincrby(key, "v", 1)
             pipe.zadd(self.keys.recipients(owner), {recipient.id: recipient.created_ms}, nx=True)
             pipe.execute()
         return recipient, bool(created)
@@ -143,6 +145,7 @@ class RecipientStore:
                         updated = merge_patch(Recipient.from_json(doc), patch, now_ms=now_ms())
                         pipe.multi()
                         pipe.hset(key, mapping={"doc": updated.to_json(), "lm": updated.updated_ms})
+                        pipe.hincrby(key, "v", 1)
                         pipe.execute()
                         return updated
                     except redis.WatchError:
@@ -184,6 +187,7 @@ class RecipientStore:
                 history = pipe.zrange(k.recipient_log(owner, source), 0, -1, withscores=True)
                 pipe.multi()
                 pipe.hset(keep, mapping={"doc": merged.to_json(), "lm": merged.updated_ms, **prefs})
+                pipe.hincrby(keep, "v", 1)
                 if history:
                     pipe.zadd(k.recipient_log(owner, into), {_text(m): float(s) for m, s in history})  # type: ignore[str-unpack]
                 pipe.delete(gone, k.recipient_log(owner, source))
@@ -198,7 +202,12 @@ class RecipientStore:
             start = 0
             if after is not None:
                 rank = self.redis.zrank(k.recipients(owner), recipient_id(after))
-                start = 0 if rank is None else int(rank) + 1  # type: ignore[arg-type]
+                if rank is None:  # starting over would loop a client paging past a deleted id
+                    raise NotFound(
+                        f"no recipient {shown(after)} to list after (deleted meanwhile?)",
+                        code="e.cmd.noti.rcpt.not_found",
+                    )
+                start = int(rank) + 1  # type: ignore[arg-type]
             ids = [_text(i) for i in self.redis.zrange(k.recipients(owner), start, start + limit - 1)]
             pipe = self.redis.pipeline(transaction=False)
             for rid in ids:
@@ -243,9 +252,10 @@ class RecipientStore:
                 key = k.recipient(owner, p.id)
                 pipe.hsetnx(key, "ct", p.created_ms)
                 pipe.hset(key, mapping={"doc": p.to_json(), "lm": p.updated_ms})
+                pipe.hincrby(key, "v", 1)
             pipe.zadd(k.recipients(owner), {p.id: p.created_ms for p in profiles}, nx=True)
             answers = pipe.execute()
-        made = sum(1 for flag in answers[0:-1:2] if flag)
+        made = sum(1 for flag in answers[0:-1:3] if flag)
         result.created += made
         result.updated += len(profiles) - made
 

@@ -1,0 +1,251 @@
+"""The bodies of the recipients routes (:mod:`noti.http.recipients`): what the OpenAPI schema
+shows of them.
+
+Profiles, patches, preferences, category declarations and template documents are free-form
+JSON objects here: :mod:`noti.recipients` checks them (one set of rules and error codes for
+the Python API, the CLI and HTTP), so these models only say "an object". The answers mirror
+the ``to_dict()`` of the Python API's values.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from noti.http.models import ErrorOut
+
+__all__ = [
+    "ERRORS",
+    "CategoriesOut",
+    "CategoryOut",
+    "DeletedOut",
+    "ErasureOut",
+    "HistoryOut",
+    "ImportOut",
+    "ImportRefusal",
+    "JsonObject",
+    "MergeIn",
+    "NoticeChannelOut",
+    "NoticeIn",
+    "NoticeOut",
+    "Owner",
+    "RecipientOut",
+    "RecipientsOut",
+    "TemplateInfoOut",
+    "TemplateOut",
+    "TemplatesOut",
+    "TemplateVersionOut",
+    "UnsubscribedOut",
+]
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+#: A JSON object whose keys noti checks itself (see the module docstring).
+JsonObject = dict[str, Any]
+
+#: The error answers of the recipients routes.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "No API token, or an unknown, expired or revoked one"},
+    403: {"model": ErrorOut, "description": "owner= names another user (root members only)"},
+    404: {"model": ErrorOut, "description": "No such recipient, template or notice, or another user's"},
+    413: {"model": ErrorOut, "description": "The body is too large"},
+    422: {"model": ErrorOut, "description": "Refused; nothing stored"},
+    429: {"model": ErrorOut, "description": "The token is over its rate limit (see Retry-After)"},
+    503: {"model": ErrorOut, "description": "Redis did not answer; try again"},
+}
+#: ``?owner=``: a root member acting on another user's recipients and templates.
+Owner = Annotated[
+    str | None,
+    Query(max_length=64, description="Another user's (root members only; default: the token's user)"),
+]
+
+
+class RecipientOut(BaseModel):
+    """One recipient's profile (:class:`noti.recipients.profile.Recipient`)."""
+
+    id: str
+    addresses: dict[str, list[str]] = Field(description="Channel -> addresses, the primary first")
+    locale: str | None
+    timezone: str | None
+    quiet_hours: str = Field(description='"HH:MM-HH:MM", "off", or "default" (the operator\'s)')
+    attributes: dict[str, Any]
+    created_ms: int
+    updated_ms: int
+
+
+class RecipientsOut(BaseModel):
+    """A page of recipients, oldest first; ``next``: pass it as ``after`` for the next page
+    (null: this was the last)."""
+
+    recipients: list[RecipientOut]
+    next: str | None
+
+
+class MergeIn(BaseModel):
+    """``POST /v1/recipients/{id}/merge``: the recipient merged into ``{id}`` (and removed)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False)
+
+    from_: str = Field(alias="from", description="The id of the recipient merged in (and removed)")
+
+
+class ErasureOut(BaseModel):
+    """What erasing a recipient did: waiting records revoked, kept records masked, notices
+    that named them."""
+
+    recipient: str
+    revoked: int
+    masked: int
+    notices: int
+
+
+class ImportRefusal(BaseModel):
+    """A row of an import that was refused (rows count from 1, the CSV header aside)."""
+
+    row: int
+    code: str
+    message: str
+
+
+class ImportOut(BaseModel):
+    """What an import did: profiles created, replaced, and the rows refused."""
+
+    created: int
+    updated: int
+    refused: list[ImportRefusal]
+
+
+class HistoryOut(BaseModel):
+    """Notice ids (``n…``) and record ids made for a recipient, newest first."""
+
+    recipient: str
+    history: list[str]
+
+
+class CategoryOut(BaseModel):
+    """A message category (:mod:`noti.recipients.categories`)."""
+
+    name: str
+    channels: dict[str, bool] = Field(description="Channel -> on by default (a channel not named: on)")
+    opt_out: bool
+    critical: bool
+    description: str
+
+
+class CategoriesOut(BaseModel):
+    categories: list[CategoryOut]
+
+
+class DeletedOut(BaseModel):
+    """A category or template removed."""
+
+    name: str
+    deleted: bool
+
+
+class TemplateVersionOut(BaseModel):
+    """A template version stored."""
+
+    name: str
+    version: int
+
+
+class TemplateOut(BaseModel):
+    """One version of a template: its document as stored."""
+
+    name: str
+    version: int
+    default_locale: str
+    channels: list[str]
+    description: str
+    created_ms: int
+    document: dict[str, Any]
+
+
+class TemplateInfoOut(BaseModel):
+    """A template as listed: its current version's channels and locales."""
+
+    name: str
+    version: int
+    channels: list[str]
+    locales: list[str]
+    default_locale: str
+    description: str
+    created_ms: int
+    modified_ms: int
+
+
+class TemplatesOut(BaseModel):
+    templates: list[TemplateInfoOut]
+
+
+class NoticeIn(BaseModel):
+    """``POST /v1/notices``: notify one recipient from a template (the arguments of
+    ``noti.notify(recipient=…, template=…)``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"recipient": "42", "template": "order_shipped", "data": {"order": 7}, "category": "orders"}
+            ]
+        },
+    )
+
+    recipient: str | int = Field(description="The recipient's id (the token user's recipient)")
+    template: str = Field(description="A template name, or name@version")
+    data: dict[str, Any] | None = Field(default=None, description="The template's variables")
+    category: str | None = Field(default=None, description="The message category (default: general)")
+    channels: list[str] | str | None = Field(
+        default=None,
+        description="Only these channels, a list or comma-separated (default: the template's)",
+    )
+    chain: list[str] | str | None = Field(
+        default=None, description="A fallback chain instead: the first channel allowed, then the next"
+    )
+    after_s: float | None = Field(
+        default=None, description="A chain's fallback goes after this many seconds without a receipt"
+    )
+    locale: str | None = Field(default=None, description="This locale instead of the recipient's")
+    lv: int | None = Field(
+        default=None, description="Level 1-1000 (lowered to the role's and the token's cap)"
+    )
+    delay: float | None = Field(default=None, description="Send after this many seconds")
+    owner: str | None = Field(default=None, description="Another user's recipient (root members only)")
+
+
+class NoticeChannelOut(BaseModel):
+    """What became of one channel of a notice."""
+
+    channel: str
+    state: str = Field(description="queued, held, fallback, suppressed, off, unused, noaddress or notemplate")
+    record: str | None = Field(description="The record made for it, if any")
+    reason: str | None = Field(description="Why it was suppressed: optout or suppressed")
+    locale: str | None
+
+
+class NoticeOut(BaseModel):
+    """One ``notify(recipient=…)`` call and what became of it (``noti get <notice id>``)."""
+
+    id: str
+    owner: str
+    recipient: str
+    template: str
+    version: int
+    category: str
+    mode: str = Field(description="all (every channel allowed) or chain")
+    created_ms: int
+    held_until_ms: int | None = Field(description="When quiet hours end, if they held it")
+    channels: list[NoticeChannelOut]
+    repeated: bool = Field(description="An Idempotency-Key named this notice already: nothing new was made")
+
+
+class UnsubscribedOut(BaseModel):
+    """An unsubscribe link followed: the recipient no longer gets ``category`` on ``channel``."""
+
+    unsubscribed: bool
+    category: str
+    channel: str
