@@ -104,5 +104,6 @@ class Notice:
             repeated=repeated,
         )
 
+
 def is_notice_id(value: object) -> bool:
     return isinstance(value, str) and value.startswith(NOTICE_MARK) and 2 <= len(value) <= 40
