@@ -263,7 +263,8 @@ class Settings(BaseSettings):
     #: How long such a receipt is kept for its send to be recorded.
     receipt_early_ttl_s: float = Field(default=600.0, gt=0, le=30 * 86400)
     #: The address vendors reach noti's HTTP API at (``https://noti.example.com``): the receipt
-    #: URLs noti gives them (Twilio's ``StatusCallback``) and checks their signatures against.
+    #: URLs noti gives them (Twilio's ``StatusCallback``) and checks their signatures against,
+    #: and the one-click unsubscribe links of recipient notices (``/v1/unsubscribe/…``).
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
     #: Quiet hours of a recipient whose profile names none (``"22:00-07:00"``, in the
     #: recipient's own time): a notice due inside them is held until they end. Unset: none.

@@ -423,7 +423,7 @@ def test_notify_prints_the_notice_and_get_shows_it(rt: Any, orders: Path) -> Non
                             "--chain", "sms,email", "--after", "5m", "--delay", "1h", "--locale", "en",
                             "-json", stdin='{"order": 8}').stdout)  # fmt: skip
     assert [(c["channel"], c["state"], c["locale"]) for c in chained["channels"]] == [
-        ("sms", "held", "en"), ("email", "fallback", "en")]  # fmt: skip
+        ("sms", "scheduled", "en"), ("email", "fallback", "en")]  # fmt: skip
     record = rt.store.get(chained["channels"][0]["record"])
     assert (
         record.fields["text"] == "Order 8 shipped" and record.lease_until_ms > record.created_ms + 3_000_000

@@ -734,3 +734,30 @@ def test_a_toml_file_with_what_json_cannot_hold_is_refused_when_put(
     name, doc = load_file(tmp_path / "dated.toml")
     assert code_of(lambda: store.put(ALICE, name, doc)) == f"{TMPL}.baddoc"
     assert stored_keys(store) == []
+
+
+def test_values_printed_in_an_email_html_body_are_escaped_and_the_text_is_not(store: TemplateStore) -> None:
+    doc = {
+        "default_locale": "en",
+        "channels": {
+            "email": {
+                "en": {
+                    "subject": "Hi {{ name }}",
+                    "text": "Hi {{ name }}",
+                    "html": "<p>Hi {{ name }}</p>{{ banner | safe }}",
+                }
+            }
+        },
+    }
+    store.put(ALICE, "hello", doc)
+    fields = store.get(ALICE, "hello").render("email", "en", {"name": "<script>x</script>", "banner": "<hr>"})
+    assert fields["html"] == "<p>Hi &lt;script&gt;x&lt;/script&gt;</p><hr>"
+    assert fields["text"] == fields["subject"] == "Hi <script>x</script>"
+    # the escaping cannot be closed from inside the template
+    broken = {
+        **doc,
+        "channels": {
+            "email": {"en": {**doc["channels"]["email"]["en"], "html": "{% endautoescape %}{{ name }}"}}
+        },
+    }
+    assert code_of(lambda: store.put(ALICE, "broken", broken)) == "e.cmd.noti.tmpl.badsyntax"

@@ -442,3 +442,27 @@ def test_notify_many_makes_each_good_notice_and_refuses_each_bad_one_alone(rt: A
     assert [states(n)["sms"] for n in made] == ["queued", "queued"]
     wait_until(lambda: len(outbox(rt)) == 2)
     assert sorted(e["fields"]["text"] for e in outbox(rt)) == ["Order 3 shipped", "订单 1 已发货"]
+
+
+def test_a_merged_away_recipients_held_notice_is_sent_to_the_one_it_joined(rt: Any, worker: Any) -> None:
+    # given: anon-7 has a notice held by quiet hours for 2 more seconds
+    recipients.put(
+        "anon-7", {"addresses": {"sms": "+8613800000007"}, "timezone": "UTC", "quiet_hours": _quiet_now(2)}
+    )
+    held = noti.get_notice(
+        noti.notify(
+            recipient="anon-7",
+            template="order_shipped",
+            data={"order": 1},
+            category="orders",
+            channels=["sms"],
+        )
+    )
+    assert states(held) == {"sms": "held"}
+    # when: anon-7 turns out to be 42
+    recipients.merge("42", "anon-7")
+    # then: the held record is 42's now, checked against 42's preferences, and sent
+    record_id = by(held, "sms").record
+    record = wait_until(lambda: (r := rt.store.get(record_id)).status is not Status.WAITING and r, timeout=20)
+    assert record.status is Status.DONE, record.errmsg
+    assert record_id in recipients.history("42")

@@ -14,7 +14,8 @@
 -- in ms (chain), 8 how long the notice is kept (ms; the log drops older entries), 9 the
 -- profile's version the records were made from, 10 the template's stamp ("<current> <ct>";
 -- "\0": a version the caller named, not checked), 11 the category's text ("" = none stored),
--- 12 h, then h field, value pairs of the notice; then per candidate from offset
+-- 12 '1' when quiet hours hold the notice (its records are due when they end), 13 h, then h
+-- field, value pairs of the notice; then per candidate from offset
 -- a: a+1 channel, +2 record id, +3 target, +4 the category's default on the channel ('1' on,
 -- '0' off), +5 level, +6 due ms (0 = now), +7 its delivery message ("" = none), +8 its
 -- "added" counter field, +9 n, then its n hash field, value pairs (next: a + 9 + 2n).
@@ -22,7 +23,8 @@
 -- recipient is gone; {-2, doc, version, current, ct, category text} when the profile, the
 -- template or the category changed since they were read (nothing written: the caller makes
 -- the notice again from these); else {1, then per candidate: its state, its record id or ""}. States:
--- queued, held (due later), fallback (stands by for the one before it), suppressed:<why>
+-- queued, held (due when quiet hours end), scheduled (a delay or an eta), fallback (stands by
+-- for the one before it), suppressed:<why>
 -- (optout: their preference; suppressed: the channel's suppression list; a record made
 -- invalid), off (the category is off on the channel for them: no record), unused (the
 -- chain had two already: no record).
@@ -53,8 +55,9 @@ end
 local chain, category, enforced = ARGV[4] == 'chain', ARGV[5], ARGV[6] == '1'
 local after = tonumber(ARGV[7])
 local keep = tonumber(ARGV[8])
-local h = tonumber(ARGV[12])
-local a = 12 + 2 * h
+local quiet = ARGV[12] == '1'
+local h = tonumber(ARGV[13])
+local a = 13 + 2 * h
 local counts, out, log, made_of = {}, {1}, {now, notice_id}, {}
 local picked, primary_key, primary_id, primary_due = 0, nil, nil, 0
 
@@ -85,7 +88,9 @@ for r = 0, (#KEYS - 13) / 3 - 1 do
   local n = tonumber(ARGV[a + 9])
   local due = tonumber(ARGV[a + 6])
   local why = nil
-  if redis.call('SISMEMBER', KEYS[16 + 3 * r], target) == 1 then
+  if chain and picked >= 2 then
+    why = 'unused'
+  elseif redis.call('SISMEMBER', KEYS[16 + 3 * r], target) == 1 then
     why = 'suppressed'
   elseif enforced then
     why = preference_out(KEYS[1], category, channel, ARGV[a + 4])
@@ -100,9 +105,7 @@ for r = 0, (#KEYS - 13) / 3 - 1 do
     count(counts, 'suppressed|' .. category .. '|' .. channel .. '|' .. why)
     state, made = 'suppressed:' .. why, id
   elseif why then
-    state = 'off'
-  elseif chain and picked >= 2 then
-    state = 'unused'
+    state = why
   elseif chain and picked == 1 then
     local at = math.max(primary_due, now) + after
     store(r, key, id, n, true, at, '', '')
@@ -112,12 +115,12 @@ for r = 0, (#KEYS - 13) / 3 - 1 do
     state, made = 'fallback', id
   else
     store(r, key, id, n, true, due, ARGV[a + 7], '')
-    if due > 0 then
+    if quiet then
       count(counts, 'held|' .. category .. '|' .. channel)
     end
     picked = picked + 1
     primary_key, primary_id, primary_due = key, id, due
-    state, made = due > 0 and 'held' or 'queued', id
+    state, made = (quiet and 'held') or (due > 0 and 'scheduled') or 'queued', id
   end
   made_of[#made_of + 1] = 'ch:' .. channel
   made_of[#made_of + 1] = state .. ' ' .. made
@@ -125,7 +128,7 @@ for r = 0, (#KEYS - 13) / 3 - 1 do
   out[#out + 1] = made
   a = a + 9 + 2 * n
 end
-for i = 13, 12 + 2 * h do
+for i = 14, 13 + 2 * h do
   made_of[#made_of + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[2], unpack(made_of))

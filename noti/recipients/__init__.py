@@ -50,6 +50,7 @@ __all__ = [
     "list_templates",
     "merge",
     "notify",
+    "notify_many",
     "preferences",
     "put",
     "put_category",
@@ -134,6 +135,11 @@ def list_templates(**kwargs: Any) -> Any:
 
 def delete_template(name: str, **kwargs: Any) -> Any:
     return _api().delete_template(name, **kwargs)
+
+
+def notify_many(items: Any, **kwargs: Any) -> Any:
+    """Many notices, each refused alone: a :class:`~noti.recipients.bulk.NoticeBatch`."""
+    return _api().notify_many(items, **kwargs)
 
 
 def notify(**kwargs: Any) -> Any:

@@ -207,7 +207,7 @@ def _variant(channel: Channel, locale: str, value: object) -> Variant:
                 raise _baddoc(f"{at}: a JSON object, got {type(item).__name__}")
             fields[key] = compile_tree(item, at)
         else:
-            fields[key] = compile_text(item, at)
+            fields[key] = compile_text(item, at, html=key == "html")
     variables = tree_variables(fields) | (tree_variables(params) if params else frozenset())
     variant = Variant(channel.value, locale, fields, params, plain, variables)
     constant = {k: v for k, v in variant.constant_fields().items() if k in spec.fields}

@@ -16,6 +16,7 @@ __all__ = ["Notice", "NoticeEntry", "is_notice_id"]
 @dataclass(frozen=True, slots=True)
 class NoticeEntry:
     """One channel of a notice: ``queued``, ``held`` (due at the end of quiet hours),
+    ``scheduled`` (due at the call's delay or eta),
     ``fallback``, ``suppressed`` (``reason``: ``optout`` or ``suppressed``), ``off`` (the
     category is off on it for them), ``unused`` (a chain had two already), ``noaddress``,
     ``notemplate``; the record made, if any."""

@@ -35,6 +35,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from noti.core.delay import due_ms
 from noti.core.record import Notification, new_id, now_ms, parse_level, to_hash
 from noti.errors import InvalidConfig, InvalidInput, NotFound, StoreUnavailable
 from noti.inputs import shown
@@ -207,7 +208,9 @@ class Notices:
         level = self.notifier.user(request.user).cap_level(parse_level(request.lv))
         if request.level_cap is not None:
             level = min(level, request.level_cap)
-        held = self.held_until(profile, category, level, created)
+        # quiet hours are read at the time the notice is due (a delay or an eta may land in them)
+        due = due_ms(delay=request.delay, eta=request.eta, now_ms=created)
+        held = self.held_until(profile, category, level, max(due, created))
         for channel in order:
             address = profile.primary(channel)
             if address is None:
@@ -245,6 +248,8 @@ class Notices:
                 category=category.name,
                 preference=f"{rkey} {category.name} {channel} {default}" if enforced else None,
                 lease_until_ms=max(record.lease_until_ms, held),
+                # a root member notifying another user's recipient: the records are the owner's
+                creator=owner,
             )
             built.append((record, default))
         if not built:
@@ -339,10 +344,12 @@ class Notices:
             notice.category,
             "1" if records[0][0].preference else "0",
             after_ms,
-            int(settings.notice_keep_s * 1000),
+            # a notice outlives the idempotency key that names it
+            int(max(settings.notice_keep_s, settings.idempotency_ttl_s if idem_key else 0) * 1000),
             snapshot.profile_version,
             snapshot.template_stamp,
             snapshot.category_text,
+            "1" if notice.held_until_ms else "0",
             len(header),
             *[x for pair in header.items() for x in pair],
         ]

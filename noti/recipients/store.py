@@ -8,12 +8,8 @@ script that decides a send (``notify.lua``) and the claim before it (``preferenc
 a recipient's whole say in one ``HMGET``. A zset per owner lists the ids; a zset per
 recipient logs the notices and records made for them (what erasure masks).
 
-Erasure (:meth:`RecipientStore.erase`, "the right to be forgotten"): the hash and the log go;
-waiting records made for the recipient are revoked (never sent); every record kept afterwards
-has its target masked (``+86139****5678``) and its content fields removed, and carries
-``noti_erased`` (when). What is *not* erased, on purpose: an address on a channel's
-suppression list stays there (an opt-out or a hard bounce must outlive the profile), and the
-notices keep the recipient id (the owner's own pseudonymous key).
+Erasure (:meth:`RecipientStore.erase`, "the right to be forgotten") is
+:mod:`noti.recipients.erasure`'s.
 """
 
 from __future__ import annotations
@@ -25,20 +21,18 @@ from typing import Any
 import redis
 
 from noti.core.keys import Keys
-from noti.core.privacy import mask_target
-from noti.core.record import Channel, now_ms, parse_channel
+from noti.core.record import now_ms, parse_channel
 from noti.errors import InvalidInput, NotFound, NotiError
 from noti.inputs import shown
 from noti.recipients.categories import GENERAL, Category, category_name, parse_category
+from noti.recipients.erasure import NOTICE_MARK, Erasure, erase, repoint
 from noti.recipients.profile import Recipient, merge_patch, parse_recipient, recipient_id
 from noti.redis.outage import translate_errors
 
-__all__ = ["Erasure", "ImportResult", "RecipientStore"]
+__all__ = ["NOTICE_MARK", "Erasure", "ImportResult", "RecipientStore"]
 
 #: Profiles written per round trip by :meth:`RecipientStore.import_many`.
 IMPORT_BATCH = 1000
-#: Records masked per round trip by :meth:`RecipientStore.erase`.
-ERASE_BATCH = 500
 
 
 @dataclass(slots=True)
@@ -56,18 +50,6 @@ class ImportResult:
             "updated": self.updated,
             "refused": [{"row": n, "code": c, "message": m} for n, c, m in self.refused],
         }
-
-
-@dataclass(frozen=True, slots=True)
-class Erasure:
-    """What erasing a recipient did."""
-
-    recipient: str
-    #: Waiting records revoked (never sent).
-    revoked: int
-    #: Records kept whose target was masked and content removed.
-    masked: int
-    notices: int
 
 
 def _pref_field(category: str, channel: str) -> str:
@@ -91,10 +73,10 @@ class RecipientStore:
         """
         rid = recipient_id(rid)
         with translate_errors(self.redis):
-            doc = self.redis.hget(self.keys.recipient(owner, rid), "doc")
+            doc, ct = self.redis.hmget(self.keys.recipient(owner, rid), ["doc", "ct"])
         if doc is None:
             raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
-        return Recipient.from_json(doc)
+        return _created(Recipient.from_json(doc), ct)
 
     def exists(self, owner: str, rid: str) -> bool:
         with translate_errors(self.redis):
@@ -193,6 +175,10 @@ class RecipientStore:
                 pipe.delete(gone, k.recipient_log(owner, source))
                 pipe.zrem(k.recipients(owner), source)
                 pipe.execute()
+        # the records made for ``source`` and not sent yet are ``into``'s now: the claim checks
+        # their preference against ``into`` (else it would find ``source`` gone: "erased")
+        moved = [_text(m) for m, _ in history if not _text(m).startswith(NOTICE_MARK)]  # type: ignore[str-unpack]
+        repoint(self.redis, self.keys, moved, gone, keep)
         return merged
 
     def page(self, owner: str, *, limit: int = 100, after: str | None = None) -> list[Recipient]:
@@ -211,9 +197,9 @@ class RecipientStore:
             ids = [_text(i) for i in self.redis.zrange(k.recipients(owner), start, start + limit - 1)]
             pipe = self.redis.pipeline(transaction=False)
             for rid in ids:
-                pipe.hget(k.recipient(owner, rid), "doc")
-            docs = pipe.execute() if ids else []
-        return [Recipient.from_json(d) for d in docs if d is not None]
+                pipe.hmget(k.recipient(owner, rid), ["doc", "ct"])
+            rows = pipe.execute() if ids else []
+        return [_created(Recipient.from_json(doc), ct) for doc, ct in rows if doc is not None]
 
     def count(self, owner: str) -> int:
         with translate_errors(self.redis):
@@ -415,69 +401,26 @@ class RecipientStore:
         return [_text(i) for i in ids]
 
     def erase(self, owner: str, rid: str, *, revoke: Any) -> Erasure:
-        """Forget a recipient (see the module): ``revoke(ids)`` revokes their waiting records
-        (the record store's, passed in so this module stays below the sending path).
+        """Forget a recipient (see :mod:`noti.recipients.erasure`): ``revoke(ids)`` revokes
+        their waiting records (the record store's, passed in so this module stays below the
+        sending path).
 
         Raises:
             NotFound: ``e.cmd.noti.rcpt.not_found``.
         """
-        rid = recipient_id(rid)
-        k = self.keys
-        key, log = k.recipient(owner, rid), k.recipient_log(owner, rid)
-        with translate_errors(self.redis):
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hexists(key, "doc")
-            pipe.zrange(log, 0, -1)
-            pipe.delete(key)
-            pipe.zrem(k.recipients(owner), rid)
-            exists, logged, _, _ = pipe.execute()
-        if not exists:
-            raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
-        ids = [_text(i) for i in logged]
-        records = [i for i in ids if not i.startswith(NOTICE_MARK)]
-        notices = len(ids) - len(records)
-        revoked = sum(1 for done in revoke(records) if done) if records else 0
-        masked = 0
-        for start in range(0, len(records), ERASE_BATCH):
-            masked += self._mask(records[start : start + ERASE_BATCH])
-        with translate_errors(self.redis):
-            self.redis.delete(log)
-        return Erasure(rid, revoked, masked, notices)
-
-    def _mask(self, record_ids: list[str]) -> int:
-        k = self.keys
-        with translate_errors(self.redis):
-            pipe = self.redis.pipeline(transaction=False)
-            for rid in record_ids:
-                pipe.hmget(k.record(rid), "noti_type", "noti_target", "noti_erased")
-            rows = pipe.execute()
-            pipe = self.redis.pipeline(transaction=False)
-            masked = 0
-            now = now_ms()
-            for record_id, (kind, target, erased) in zip(record_ids, rows, strict=True):
-                if kind is None or erased is not None:
-                    continue
-                try:
-                    spec = Channel(_text(kind)).spec
-                    content = list(spec.fields.values())
-                except (ValueError, NotiError):
-                    content = []
-                key = k.record(record_id)
-                pipe.hset(key, mapping={"noti_target": mask_target(_text(target or "")), "noti_erased": now})
-                if content:
-                    pipe.hdel(key, *content)
-                masked += 1
-            if masked:
-                pipe.execute()
-        return masked
-
-
-#: Notice ids in a recipient's log start with this (record ids never do).
-NOTICE_MARK = "n"
+        return erase(self.redis, self.keys, owner, recipient_id(rid), revoke=revoke)
 
 
 def data_doc(data: Mapping[Any, Any]) -> Any:
     return data.get(b"doc", data.get("doc"))
+
+
+def _created(recipient: Recipient, ct: Any) -> Recipient:
+    """``recipient`` with the time it was first written (``ct``: a profile an import replaced
+    carries the import's time in its document)."""
+    if ct is None or not str(ct).isdigit() or int(ct) == recipient.created_ms:
+        return recipient
+    return replace(recipient, created_ms=int(ct))
 
 
 def _text(value: Any) -> str:

@@ -48,7 +48,7 @@ from noti.celery.tasks.calls import bind_call
 from noti.core.delay import due_ms
 from noti.core.privacy import mask_target
 from noti.core.record import now_ms, parse_level
-from noti.errors import InvalidInput, NotiError, StoreUnavailable
+from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied, StoreUnavailable
 from noti.inputs import finite_number, shown
 from noti.redis.outage import translate_errors
 from noti.sending.runtime import get_runtime
@@ -57,8 +57,9 @@ __all__ = ["IntakeTask", "call_options", "masked_reprs", "notify"]
 
 #: Celery call options that ``.delay()`` also takes as keywords (no channel field has these names).
 _OPTION_KEYWORDS = ("countdown", "expires", "priority")
-#: Fields shown as their length only: message bodies and links that may carry personal data.
-_BODY_FIELDS = frozenset({"text", "html", "subject", "content", "url"})
+#: Fields shown as their length only: message bodies, links and a notice's template ``data``
+#: (each may carry personal data).
+_BODY_FIELDS = frozenset({"text", "html", "subject", "content", "url", "body", "title", "data"})
 _REPR_MAX = 1024
 
 
@@ -225,7 +226,7 @@ class IntakeTask(Task):
     bind=True,
     acks_late=True,
     ignore_result=False,
-    throws=(InvalidInput,),
+    throws=(InvalidInput, NotFound, PermissionDenied),
     max_retries=12,
 )
 def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
