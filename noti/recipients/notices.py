@@ -203,6 +203,8 @@ class Notices:
         Raises:
             StoreUnavailable: Redis cannot be reached (the batches written before stay).
         """
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+            raise _bad("baditem", f"notify_many takes a list of items, got {shown(items)}")
         result = NoticeBatch()
         for start in range(0, len(items), BULK_BATCH):
             self._batch(items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)

@@ -2,11 +2,11 @@
 
 One hash per recipient (``noti:rcpt:<owner>:<id>``, :mod:`noti.core.keys`) holds the profile
 (``doc``, JSON), ``ct`` / ``lm``, ``v`` (bumped by every profile write: what
-:mod:`noti.recipients.snapshot` checks a kept profile against) and the preferences as fields ``p:<category>:<channel>`` ->
-``1`` / ``0`` (``*`` for every category or channel), so the one script that decides a send
-(``notify.lua``) and the claim before it (``preference.lua``) read a recipient's whole say in
-one ``HMGET``. A zset per owner lists the ids; a zset per recipient logs the notices and
-records made for them (what erasure masks).
+:mod:`noti.recipients.snapshot` checks a kept profile against) and the preferences as fields
+``p:<category>:<channel>`` -> ``1`` / ``0`` (``*`` for every category or channel), so the one
+script that decides a send (``notify.lua``) and the claim before it (``preference.lua``) read a
+recipient's whole say in one ``HMGET``. A zset per owner lists the ids; a zset per recipient
+logs the notices and records made for them (what erasure masks).
 
 Erasure (:meth:`RecipientStore.erase`, "the right to be forgotten"): the hash and the log go;
 waiting records made for the recipient are revoked (never sent); every record kept afterwards
@@ -306,14 +306,15 @@ class RecipientStore:
             for channel, value in channels.items():
                 if channel != "*":
                     try:
-                        channel = parse_channel(channel).value if isinstance(channel, str) else None
+                        parsed = parse_channel(channel).value if isinstance(channel, str) else None
                     except NotiError:
-                        channel = None
-                    if channel is None:
+                        parsed = None
+                    if parsed is None:
                         raise InvalidInput(
                             f"{shown(channel)} is not a channel (see `noti channels`)",
                             code="e.cmd.noti.pref.bad",
                         )
+                    channel = parsed
                 name = _pref_field(category, channel)
                 if value is None:
                     removes.append(name)
