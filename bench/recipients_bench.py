@@ -98,7 +98,7 @@ def layer_bulk(n: int) -> float:
     ]
     api = recipients._api()
     started = time.perf_counter()
-    result = api.notices.notify_many(items)
+    result = api.notify_many(items)
     elapsed = time.perf_counter() - started
     if result.stored != n:
         raise AssertionError(f"stored {result.stored} of {n}: {result.refused[:3]}")

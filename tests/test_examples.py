@@ -13,6 +13,7 @@ current and default apps, so the other test modules see none of it.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -26,8 +27,9 @@ import redis
 from celery import Celery
 
 import noti
+from noti import recipients
 from noti.core.record import Status
-from tests.conftest import BASE_ENV, ROOT, sandbox_outbox, wait_until
+from tests.conftest import BASE_ENV, MEMBER, ROOT, sandbox_outbox, wait_until
 from tests.servers import CeleryProcess
 
 pytestmark = pytest.mark.integration
@@ -234,6 +236,116 @@ def test_django_shipped_view_answers_400_for_a_phone_noti_refuses(orders_client:
     assert response.status_code == 400
     assert response.json()["error"] == "e.cmd.noti.add.badtarget"
     assert noti.list_notifications() == []
+
+
+@contextlib.contextmanager
+def _intake_task_ids() -> Iterator[list[str]]:
+    """The ids of the ``noti.notify`` tasks published while the block runs."""
+    from celery import signals
+
+    ids: list[str] = []
+
+    def published(sender: Any = None, headers: Any = None, **kwargs: Any) -> None:
+        if sender == "noti.notify":
+            ids.append(headers["id"])
+
+    signals.after_task_publish.connect(published, weak=False)
+    try:
+        yield ids
+    finally:
+        signals.after_task_publish.disconnect(published)
+
+
+def test_django_a_customers_shipped_order_notifies_them_through_their_profile_and_a_template(
+    orders_client: Any, rt: Any, worker: Any
+) -> None:
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from orders.models import Order
+
+    from noti.celery.app import app
+
+    # given: the deploy step put the project's templates, the operator declared the category
+    call_command("noti_templates", stdout=io.StringIO())
+    assert recipients.get_template("order_shipped").version == 1
+    out = io.StringIO()
+    call_command("noti_templates", stdout=out)  # an unchanged file makes no new version
+    assert out.getvalue() == "order_shipped: unchanged\n"
+    assert recipients.get_template("order_shipped").version == 1
+    recipients.put_category("orders", {"channels": {"email": True, "sms": True}}, user=MEMBER)
+
+    # when: a customer signs up, then changes their e-mail address
+    get_user_model().objects.filter(username="ada").delete()  # left by an interrupted run
+    user = get_user_model().objects.create_user("ada", email="ada@example.com", first_name="Ada")
+    rid = str(user.pk)
+    # then: the post_save signal made their profile, and keeps it in step
+    profile = recipients.get(rid)
+    assert profile.addresses == {"email": ("ada@example.com",)}
+    assert profile.attributes == {"name": "Ada"}
+    recipients.update(rid, {"addresses": {"push": "fcm-token-42"}})  # set by another system
+    user.email = "ada@example.org"
+    user.save()
+    assert recipients.get(rid).addresses == {"email": ("ada@example.org",), "push": ("fcm-token-42",)}
+
+    # when: their order is marked shipped through the view
+    order = Order.objects.create(user=user, item="blue teapot")
+    with _intake_task_ids() as tasks:
+        response = orders_client.post(f"/orders/{order.pk}/shipped/")
+        assert response.status_code == 200 and response.json() == {"order": order.pk, "notified": "recipient"}
+        # and saved (still shipped) once more: the same idempotency key, no second notice
+        order.refresh_from_db()
+        assert order.shipped
+        order.save()
+    # then: noti's worker rendered the template for them and sent one e-mail
+    notice_ids = [app.AsyncResult(task_id).get(timeout=20) for task_id in tasks]
+    assert len(notice_ids) == 2 and notice_ids[0] == notice_ids[1]
+    notice = noti.get_notice(notice_ids[0])
+    assert {e.channel: e.state for e in notice.entries} == {"email": "queued", "sms": "noaddress"}
+    assert (notice.recipient, notice.template, notice.category) == (rid, "order_shipped", "orders")
+    [email] = _delivered(rt, 1)
+    assert (email["type"], email["target"]) == ("email", "ada@example.org")
+    assert email["fields"]["subject"] == f"Order {order.pk} has shipped"
+    assert email["fields"]["text"] == f"Hello Ada,\n\nyour blue teapot (order {order.pk}) is on its way."
+    assert rt.store.get(email["id"]).parent == notice.id
+
+    # when: the customer is deleted
+    user.delete()
+    # then: the post_delete signal erased the profile; the sent record is kept, masked
+    with pytest.raises(noti.NotFound):
+        recipients.get(rid)
+    record = rt.store.get(email["id"])
+    assert record.target != "ada@example.org" and record.fields == {}
+
+
+def test_django_a_bad_template_file_or_an_address_noti_refuses_stores_nothing(
+    orders_client: Any,
+    rt: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from django.contrib.auth import get_user_model
+    from django.core.management import CommandError, call_command
+    from orders.management.commands import noti_templates  # type: ignore[import-not-found]
+
+    # a template file the sandbox cannot compile: the deploy step fails, naming it and the code
+    (tmp_path / "order_shipped.toml").write_text(
+        'default_locale = "en"\n[channels.sms.en]\ntext = "{{ order"\n'
+    )
+    monkeypatch.setattr(noti_templates, "TEMPLATES", tmp_path)
+    with pytest.raises(CommandError, match=r"order_shipped.toml: e\.cmd\.noti\.tmpl\.badsyntax"):
+        call_command("noti_templates", stdout=io.StringIO())
+    assert recipients.list_templates() == []
+
+    # a user whose address noti refuses: Django saves them, noti keeps no profile, the log says why
+    get_user_model().objects.filter(username="bob").delete()
+    user = get_user_model().objects.create_user("bob", email="bob@")
+    assert get_user_model().objects.filter(pk=user.pk).exists()
+    with pytest.raises(noti.NotFound):
+        recipients.get(str(user.pk))
+    assert "e.cmd.noti.rcpt.badaddr" in caplog.text
+    assert rt.redis.keys("noti:rcpt*") == []
+    user.delete()
 
 
 @pytest.mark.slow

@@ -94,6 +94,10 @@ class Scenario:
     records: dict[str, Notification | None]
     #: Record ids the sandbox providers delivered.
     delivered_ids: set[str]
+    #: A notice to a recipient (``notify(recipient=…)``) and the id of its one record.
+    notice: tuple[str, str] = ("", "")
+    #: That record once final.
+    notice_record: Notification | None = None
 
     def flower_tasks_naming(self, record_id: str) -> list[dict[str, Any]]:
         """Flower's tasks for a record: its uuid is the record id, or its args name it."""
@@ -139,6 +143,15 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         # a broadcast (fire and forget: collecting replies with revoke(reply=True) once hung in
         # the full suite until pytest's timeout); the worker logs what it flagged
         app.control.revoke(ids["revoked"])
+        # a notice to a recipient: its delivery names the notice as its parent
+        from noti import recipients
+
+        recipients.put("42", {"addresses": {"sms": PHONE}}, user=ADMIN)
+        recipients.put_template(
+            "hello", {"channels": {"sms": {"en": {"text": "hi"}}}, "default_locale": "en"}, user=ADMIN
+        )
+        notice = recipients.get_notice(noti.notify(recipient="42", template="hello", user=ADMIN), user=ADMIN)
+        notice_record = notice.records[0]
         wait_until(lambda: f"flagged as revoked: {ids['revoked']}" in worker.output(), timeout=15)
         took = time.monotonic() - sent_at
         assert took < REVOKE_DELAY_S, f"the revoke reached the worker {took:.1f} s after the send: too late"
@@ -146,6 +159,7 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         store = rt.store
         settled = [name for name in CASES if name != "revoked"]
         wait_until(lambda: all(_final(store.find(ids[name])) for name in settled), timeout=30)
+        wait_until(lambda: _final(store.find(notice_record)), timeout=30)
         # the revoked one: final in the store (today: delivered once due), or REVOKED in Flower
         deadline = time.monotonic() + REVOKE_DELAY_S + 15
         while time.monotonic() < deadline:
@@ -158,7 +172,16 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         flower.wait_settled()  # the events of those outcomes have reached Flower
         records = {name: store.find(record_id) for name, record_id in ids.items()}
         delivered = {e["id"] for name in ("sandbox", "flaky") for e in sandbox_outbox(rt, name)}
-        yield Scenario(flower, worker, workdir, ids, records, delivered)
+        yield Scenario(
+            flower,
+            worker,
+            workdir,
+            ids,
+            records,
+            delivered,
+            (notice.id, notice_record),
+            store.find(notice_record),
+        )
     finally:
         if worker is not None:
             worker.stop()
@@ -222,6 +245,15 @@ def test_flower_shows_a_delivered_notification_as_success(scenario: Scenario, tm
     print(f"Flower tasks page: {shot}")
 
 
+def test_flower_shows_the_notice_a_delivery_belongs_to(scenario: Scenario) -> None:
+    notice_id, record_id = scenario.notice
+    assert notice_id.startswith("n") and record_id
+    tasks = wait_until(lambda: scenario.flower_tasks_naming(record_id), timeout=FLOWER_LAG_S)
+    assert [(t["name"], t["state"]) for t in tasks] == [("noti.deliver", "SUCCESS")], _describe(tasks)
+    info = scenario.flower.task_info(tasks[0]["uuid"])
+    assert info is not None and info["parent_id"] == notice_id and info["root_id"] == notice_id, info
+
+
 # --- the target: truthful events, task id = record id ----------------------------------------
 
 
@@ -279,6 +311,7 @@ def test_flower_shows_each_notification_in_its_true_state(scenario: Scenario, tm
     # the revoked one is never attempted: as in Celery's own strategy, a message whose id is
     # revoked gets task-revoked without a task-received
     sent = [r for name, r in records.items() if name != "revoked" and r is not None]
+    sent.append(scenario.notice_record)  # the notice's delivery counts too
     truth = {
         "task-received": sum(_attempts(r) for r in sent),
         "task-succeeded": sum(r.status is Status.DONE for r in sent),

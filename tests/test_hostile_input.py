@@ -349,7 +349,7 @@ API: dict[str, Callable[..., Any]] = {
         rows_of_csv(io.StringIO(text, newline="")), **kw
     ),
     "rcpt.import_jsonl": lambda lines, **kw: noti.recipients.import_rows(rows_of_jsonl(lines), **kw),
-    "rcpt.notify_many": lambda *a, **kw: noti.recipients.api.recipients().notices.notify_many(*a, **kw),
+    "rcpt.notify_many": lambda *a, **kw: noti.recipients.api.recipients().notify_many(*a, **kw),
     "category.put": noti.recipients.put_category,
     "category.delete": noti.recipients.delete_category,
     "get_notice": noti.get_notice,

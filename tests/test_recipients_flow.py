@@ -416,3 +416,29 @@ def test_a_notice_is_never_made_from_a_stale_profile_template_or_category(rt: An
         )
     )
     assert states(notice) == {"sms": "queued"}  # critical now: preferences no longer apply
+
+
+def test_notify_many_makes_each_good_notice_and_refuses_each_bad_one_alone(rt: Any, worker: Any) -> None:
+    from noti.recipients.api import recipients as api
+
+    recipients.put("43", {"addresses": {"sms": "+8613800000043"}, "locale": "en"})
+    items: list[Any] = [
+        {"recipient": "42", "template": "order_shipped", "data": {"order": 1}, "channels": ["sms"]},
+        {"recipient": "nobody", "template": "order_shipped", "data": {"order": 2}},
+        "not an object",
+        {"recipient": "43", "template": "order_shipped", "data": {"order": 3}},
+        {"recipient": "43", "template": "order_shipped", "data": [3]},
+        {"recipient": "43", "template": "order_shipped", "data": {}},
+    ]
+    batch = api().notify_many(items)
+    assert [i is not None for i in batch.ids] == [True, False, False, True, False, False]
+    assert [(i, code) for i, code, _ in batch.refused] == [
+        (1, "e.cmd.noti.rcpt.not_found"),
+        (2, "e.cmd.noti.notify.baditem"),
+        (4, "e.cmd.noti.notify.baddata"),
+        (5, "e.cmd.noti.tmpl.missingvar"),
+    ]
+    made = [noti.get_notice(i) for i in batch.ids if i]
+    assert [states(n)["sms"] for n in made] == ["queued", "queued"]
+    wait_until(lambda: len(outbox(rt)) == 2)
+    assert sorted(e["fields"]["text"] for e in outbox(rt)) == ["Order 3 shipped", "订单 1 已发货"]

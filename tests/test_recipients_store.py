@@ -72,6 +72,9 @@ def _too_many() -> dict[str, Any]:
         ("42", {"attributes": [1]}, "e.cmd.noti.rcpt.badattrs"),
         ("42", {"attributes": {"x": float("nan")}}, "e.cmd.noti.rcpt.badattrs"),
         ("42", {"attributes": {"big": "x" * 20_000}}, "e.cmd.noti.rcpt.badattrs"),
+        ("42", {"attributes": {"a\u0000": 1}}, "e.cmd.noti.rcpt.badattrs"),
+        ("42", {"attributes": {"x": [{"line\nbreak": 1}]}}, "e.cmd.noti.rcpt.badattrs"),
+        ("42", {"attributes": {"": 1}}, "e.cmd.noti.rcpt.badattrs"),
         ("42", "x" * 70_000, "e.cmd.noti.rcpt.toobig"),
     ],
 )
@@ -187,6 +190,10 @@ def test_users_see_only_their_own_recipients_and_root_may_name_an_owner(rt: Any)
         recipients.get("42", user="bob", owner="alice")
     assert recipients.get("42", user="ops", owner="alice").locale == "zh-Hant-TW"
     assert [r.id for r in recipients.list_recipients(user="alice")] == ["42"]
+    recipients.put("43", PROFILE, user="alice")
+    assert [r.id for r in recipients.list_recipients(user="alice", after="42")] == ["43"]
+    with pytest.raises(NotFound):  # paging after a deleted id: no silent restart from the top
+        recipients.list_recipients(user="alice", after="41")
     assert recipients.list_recipients(user="bob") == []
 
 

@@ -31,7 +31,6 @@ from noti.http.recipient_models import UnsubscribedOut
 from noti.http.statuses import error_response, status_of
 from noti.recipients.store import RecipientStore
 from noti.recipients.unsubscribe import TOKEN_MAX, Unsubscribe, read_token
-from noti.redis.outage import translate_errors
 from noti.sending.runtime import Runtime
 
 __all__ = ["unsubscribe_routes"]
@@ -88,9 +87,6 @@ def _what(runtime: Runtime, token: str) -> Unsubscribe:
     bad = InvalidInput("this unsubscribe link is not valid", code="e.cmd.noti.unsub.badtoken")
     if len(token) > TOKEN_MAX or token.count(".") != 1:
         raise bad
-    with translate_errors(runtime.redis):
-        if not runtime.redis.exists(runtime.keys.unsubscribe_secret):
-            raise bad  # no link was ever made
     return read_token(runtime, token)
 
 

@@ -55,7 +55,7 @@ local after = tonumber(ARGV[7])
 local keep = tonumber(ARGV[8])
 local h = tonumber(ARGV[12])
 local a = 12 + 2 * h
-local counts, out, log = {}, {1}, {now, notice_id}
+local counts, out, log, made_of = {}, {1}, {now, notice_id}, {}
 local picked, primary_key, primary_id, primary_due = 0, nil, nil, 0
 
 local function store(r, key, id, n, waiting, due, message, errmsg)
@@ -119,14 +119,16 @@ for r = 0, (#KEYS - 13) / 3 - 1 do
     primary_key, primary_id, primary_due = key, id, due
     state, made = due > 0 and 'held' or 'queued', id
   end
-  redis.call('HSET', KEYS[2], 'ch:' .. channel, state .. ' ' .. made)
+  made_of[#made_of + 1] = 'ch:' .. channel
+  made_of[#made_of + 1] = state .. ' ' .. made
   out[#out + 1] = state
   out[#out + 1] = made
   a = a + 9 + 2 * n
 end
-if h > 0 then
-  redis.call('HSET', KEYS[2], unpack(ARGV, 13, 12 + 2 * h))
+for i = 13, 12 + 2 * h do
+  made_of[#made_of + 1] = ARGV[i]
 end
+redis.call('HSET', KEYS[2], unpack(made_of))
 redis.call('PEXPIRE', KEYS[2], keep)
 redis.call('ZADD', KEYS[3], unpack(log))
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. string.format('%d', now - keep))

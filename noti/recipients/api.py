@@ -8,9 +8,10 @@ everyone: anyone reads them, root members write them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from noti.recipients.bulk import NoticeBatch, notify_many
 from noti.recipients.categories import Category
 from noti.recipients.notices import Notice, Notices
 from noti.recipients.profile import Recipient
@@ -161,6 +162,10 @@ class Recipients:
     def notify(self, **kwargs: Any) -> Notice:
         """See :meth:`noti.recipients.notices.Notices.notify`."""
         return self.notices.notify(**kwargs)
+
+    def notify_many(self, items: Sequence[object], **kwargs: Any) -> NoticeBatch:
+        """Many notices, each refused alone (see :func:`noti.recipients.bulk.notify_many`)."""
+        return notify_many(self.notices, items, **kwargs)
 
     def notice(self, notice_id: str, *, user: str | None = None) -> Notice:
         return self.notices.get(notice_id, user=user)

@@ -76,26 +76,31 @@ class Notice:
 
     @classmethod
     def from_hash(cls, notice_id: str, data: Mapping[str, str], *, repeated: bool = False) -> Notice:
+        """A notice from its hash: ``doc`` (what the call was: JSON) and ``ch:<channel>`` (what
+        ``notify.lua`` made of each channel: ``<state> <record id>``)."""
+        doc = json.loads(data.get("doc", "{}"))
+        skipped = doc.get("skipped", {})
+        locales = doc.get("locales", {})
         entries = []
-        order = json.loads(data.get("order", "[]"))
-        locales = json.loads(data.get("locales", "{}"))
-        for channel in order:
-            value = data.get(f"ch:{channel}", "")
-            state, _, record = value.partition(" ")
+        for channel in doc.get("order", []):
+            if channel in skipped:
+                entries.append(NoticeEntry(channel, skipped[channel]))
+                continue
+            state, _, record = data.get(f"ch:{channel}", "").partition(" ")
             reason = ""
             if state.startswith("suppressed:"):
                 state, reason = "suppressed", state.split(":", 1)[1]
             entries.append(NoticeEntry(channel, state, record or None, reason, locales.get(channel)))
         return cls(
             id=notice_id,
-            owner=data.get("owner", ""),
-            recipient=data.get("rcpt", ""),
-            template=data.get("tmpl", ""),
-            version=int(data.get("ver", 0)),
-            category=data.get("cat", ""),
-            mode=data.get("mode", ""),
-            created_ms=int(data.get("ct", 0)),
-            held_until_ms=int(data.get("held", 0)),
+            owner=doc.get("owner", ""),
+            recipient=doc.get("rcpt", ""),
+            template=doc.get("tmpl", ""),
+            version=int(doc.get("ver", 0)),
+            category=doc.get("cat", ""),
+            mode=doc.get("mode", ""),
+            created_ms=int(doc.get("ct", 0)),
+            held_until_ms=int(doc.get("held", 0)),
             entries=tuple(entries),
             repeated=repeated,
         )

@@ -32,12 +32,11 @@ Notice ids are ``n`` + a record-style id (record ids start with a time digit, ne
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from noti.core.record import Notification, new_id, now_ms, to_hash
-from noti.errors import InvalidConfig, InvalidInput, NotFound, NotiError, StoreUnavailable
+from noti.core.record import Notification, new_id, now_ms, parse_level, to_hash
+from noti.errors import InvalidConfig, InvalidInput, NotFound, StoreUnavailable
 from noti.inputs import shown
 from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
@@ -55,7 +54,7 @@ from noti.redis.outage import translate_errors
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
-__all__ = ["BULK_BATCH", "Notice", "NoticeBatch", "NoticeEntry", "Notices"]
+__all__ = ["Notice", "NoticeEntry", "Notices"]
 
 
 def _bad(code: str, message: str) -> InvalidInput:
@@ -65,8 +64,6 @@ def _bad(code: str, message: str) -> InvalidInput:
 #: ``notify.lua``'s answer when what a notice was made from changed; and how often a notice
 #: is made again from the fresh values before the call gives up.
 STALE, STALE_TRIES = -2, 5
-#: Notices written per round trip by :meth:`Notices.notify_many`.
-BULK_BATCH = 500
 #: What became of a channel that got no record: no address in the profile, no variant in
 #: the template (neither a suppression: nothing was asked of the recipient).
 NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
@@ -86,19 +83,6 @@ class _Prepared:
     order: list[str]
 
 
-@dataclass(slots=True)
-class NoticeBatch:
-    """What :meth:`Notices.notify_many` did: ``ids[i]`` is item i's notice id, or None if it
-    was refused (``refused``: index, code, message; nothing of it is stored)."""
-
-    ids: list[str | None] = field(default_factory=list)
-    refused: list[tuple[int, str, str]] = field(default_factory=list)
-
-    @property
-    def stored(self) -> int:
-        return sum(1 for i in self.ids if i is not None)
-
-
 class Notices:
     """Notify recipients through one notifier (its runtime, builder and publisher)."""
 
@@ -110,16 +94,26 @@ class Notices:
         self.recipients = RecipientStore(runtime.redis, runtime.keys)
         self.templates = TemplateStore(runtime.redis, runtime.keys)
         self.snapshots = Snapshots(runtime.keys, self.templates)
+        self._quiet: tuple[Any, str] | None = None
         self._script = load_script(runtime.redis, "notify")
 
     def _quiet_default(self) -> tuple[Any, str]:
+        """The operator's quiet hours and timezone (checked once: settings never change under
+        a runtime).
+
+        Raises:
+            InvalidConfig: ``NOTI_QUIET_HOURS`` or ``NOTI_RECIPIENT_TIMEZONE`` is bad.
+        """
+        if self._quiet is not None:
+            return self._quiet
         settings = self.runtime.settings
         try:
             window = parse_quiet(settings.quiet_hours) if settings.quiet_hours else None
             zone = parse_timezone(settings.recipient_timezone)
         except InvalidInput as exc:
             raise InvalidConfig(f"NOTI_QUIET_HOURS / NOTI_RECIPIENT_TIMEZONE: {exc.message}") from None
-        return window, zone
+        self._quiet = (window, zone)
+        return self._quiet
 
     def held_until(self, recipient: Recipient, category: Category, level: int, at_ms: int) -> int:
         """When the recipient's quiet hours end if ``at_ms`` falls inside them and nothing
@@ -189,106 +183,6 @@ class Notices:
         _, doc, version, current, ct, category = answer
         return self.snapshots.from_reads(request, (doc, version), (current, ct), category)
 
-    def notify_many(
-        self,
-        items: Sequence[object],
-        *,
-        user: str | None = None,
-        level_cap: int | None = None,
-        providers_allowed: frozenset[str] | None = None,
-    ) -> NoticeBatch:
-        """Many notices (each item a mapping of :meth:`notify`'s arguments), :data:`BULK_BATCH`
-        per round trip of reads and one of writes; a bad item is refused alone.
-
-        Raises:
-            StoreUnavailable: Redis cannot be reached (the batches written before stay).
-        """
-        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
-            raise _bad("baditem", f"notify_many takes a list of items, got {shown(items)}")
-        result = NoticeBatch()
-        for start in range(0, len(items), BULK_BATCH):
-            self._batch(items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)
-        return result
-
-    def _batch(
-        self,
-        items: Sequence[object],
-        offset: int,
-        result: NoticeBatch,
-        user: str | None,
-        level_cap: int | None,
-        providers_allowed: frozenset[str] | None,
-    ) -> None:
-        requests: list[NoticeRequest | None] = []
-        for i, item in enumerate(items):
-            try:
-                if not isinstance(item, Mapping):
-                    raise _bad("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
-                requests.append(
-                    parse_request(
-                        self.notifier,
-                        **{
-                            **item,
-                            "user": user,
-                            "level_cap": level_cap,
-                            "providers_allowed": providers_allowed,
-                        },
-                    )
-                )
-            except NotiError as exc:
-                requests.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-            except TypeError as exc:
-                requests.append(None)
-                result.refused.append((offset + i, "e.cmd.noti.notify.baditem", str(exc)))
-        redis_client = self.runtime.redis
-        snapshots: list[Snapshot | None] = [
-            self.snapshots.kept(r) if r is not None else None for r in requests
-        ]
-        missing = [i for i, r in enumerate(requests) if r is not None and snapshots[i] is None]
-        if missing:
-            with translate_errors(redis_client):
-                pipe = redis_client.pipeline(transaction=False)
-                for i in missing:
-                    self.snapshots.queue_reads(pipe, requests[i])  # type: ignore[arg-type]
-                reads = iter(pipe.execute())
-        prepared: list[_Prepared | None] = []
-        for i, request in enumerate(requests):
-            if request is None:
-                prepared.append(None)
-                continue
-            try:
-                snapshot = snapshots[i]
-                if snapshot is None:
-                    profile, stamp, category = next(reads), next(reads), next(reads)
-                    snapshot = self.snapshots.from_reads(request, profile, stamp, category)
-                prepared.append(self._prepare(request, snapshot))
-            except NotiError as exc:
-                prepared.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-        with translate_errors(redis_client):
-            pipe = redis_client.pipeline(transaction=False)
-            for p in prepared:
-                if p is not None:
-                    self._script(keys=p.keys, args=p.args, client=pipe)
-            answers = iter(pipe.execute())
-        for i, p in enumerate(prepared):
-            if p is None:
-                result.ids.append(None)
-                continue
-            try:
-                answer = next(answers)
-                if answer[0] == STALE:  # changed since read: this one again, alone
-                    request = requests[i]
-                    assert request is not None
-                    result.ids.append(self._make(request, self._fresh(request, answer)).id)
-                    continue
-                result.ids.append(self._finish(p, answer).id)
-            except NotiError as exc:
-                result.ids.append(None)
-                result.refused.append((offset + i, exc.code, exc.message))
-        result.refused.sort()
-
     # --- the steps --------------------------------------------------------------------------
 
     def _prepare(self, request: NoticeRequest, snapshot: Snapshot) -> _Prepared:
@@ -310,6 +204,10 @@ class Notices:
         asked = request.locale or profile.locale
         enforced = category.enforced
         rkey = self.keys.recipient(owner, profile.id)
+        level = self.notifier.user(request.user).cap_level(parse_level(request.lv))
+        if request.level_cap is not None:
+            level = min(level, request.level_cap)
+        held = self.held_until(profile, category, level, created)
         for channel in order:
             address = profile.primary(channel)
             if address is None:
@@ -346,6 +244,7 @@ class Notices:
                 recipient=profile.id,
                 category=category.name,
                 preference=f"{rkey} {category.name} {channel} {default}" if enforced else None,
+                lease_until_ms=max(record.lease_until_ms, held),
             )
             built.append((record, default))
         if not built:
@@ -354,11 +253,10 @@ class Notices:
                 f"recipient {profile.id} cannot be reached with template {tmpl.name}: "
                 + ", ".join(f"{e.channel}: {e.state}" for e in entries.values()),
             )
-        held = self.held_until(profile, category, built[0][0].level, created)
         after_ms = request.after_ms
         if request.chain and not after_ms:
             after_ms = int(settings.channel(built[0][0].channel.value).fallback_after_s * 1000)
-        records = [(replace(r, lease_until_ms=max(r.lease_until_ms, held)), d) for r, d in built]
+        records = built
         notice = Notice(
             id=notice_id,
             owner=owner,
@@ -401,17 +299,22 @@ class Notices:
             idem_key = None
         settings = self.runtime.settings
         header = {
-            "owner": notice.owner,
-            "rcpt": notice.recipient,
-            "tmpl": notice.template,
-            "ver": str(notice.version),
-            "cat": notice.category,
-            "mode": notice.mode,
-            "ct": str(notice.created_ms),
-            "held": str(notice.held_until_ms),
-            "order": json.dumps(order),
-            "locales": json.dumps(locales),
-            **{f"ch:{e.channel}": f"{e.state} " for e in entries.values()},
+            "doc": json.dumps(
+                {
+                    "owner": notice.owner,
+                    "rcpt": notice.recipient,
+                    "tmpl": notice.template,
+                    "ver": notice.version,
+                    "cat": notice.category,
+                    "mode": notice.mode,
+                    "ct": notice.created_ms,
+                    "held": notice.held_until_ms,
+                    "order": order,
+                    "locales": locales,
+                    "skipped": {e.channel: e.state for e in entries.values()},
+                },
+                separators=(",", ":"),
+            )
         }
         keys = [
             k.recipient(notice.owner, notice.recipient),

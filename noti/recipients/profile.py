@@ -29,7 +29,7 @@ from typing import Any
 
 from noti.core.record import parse_channel, validate_target
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import load_json, plain_json, shown
+from noti.inputs import bad_character, load_json, plain_json, shown
 from noti.recipients.locales import parse_locale
 from noti.recipients.quiet import parse_quiet, parse_timezone
 
@@ -216,6 +216,7 @@ def parse_recipient(value: object, *, rid: str | None = None, now_ms: int = 0) -
         attrs, _ = plain_json(
             attributes, what="attributes", code="e.cmd.noti.rcpt.badattrs", max_bytes=ATTRIBUTES_MAX_BYTES
         )
+        _check_keys(attrs)
     recipient = Recipient(
         id=rid,
         addresses=_addresses(value.get("addresses")),
@@ -229,6 +230,30 @@ def parse_recipient(value: object, *, rid: str | None = None, now_ms: int = 0) -
     if len(recipient.to_json().encode()) > PROFILE_MAX_BYTES:
         raise _bad("toobig", f"a profile is at most {PROFILE_MAX_BYTES} bytes as JSON")
     return recipient
+
+
+def _check_keys(value: Any) -> None:
+    """Refuse attribute keys (at any depth) that are empty, over 128 characters, or hold a
+    control character, a line break or a lone surrogate: templates name them, logs show them.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.rcpt.badattrs``.
+    """
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = (
+                "empty"
+                if not key
+                else "over 128 characters"
+                if len(key) > 128
+                else bad_character(key, one_line=True)
+            )
+            if problem is not None:
+                raise _bad("badattrs", f"an attribute key {shown(key)} is not allowed: {problem}")
+            _check_keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_keys(item)
 
 
 def merge_patch(current: Recipient, patch: object, *, now_ms: int) -> Recipient:

@@ -29,9 +29,9 @@ CHAIN_MAX = 8
 
 def _bad(code: str, message: str) -> InvalidInput:
     """The refusal ``e.cmd.noti.notify.`` + ``code``: ``e.cmd.noti.notify.badtemplate``,
-    ``e.cmd.noti.notify.badchannels`` here, ``e.cmd.noti.notify.nochannel`` and
-    ``e.cmd.noti.notify.baditem`` in :mod:`noti.recipients.notices` (written out so the
-    error reference lists them)."""
+    ``e.cmd.noti.notify.badchannels`` here, ``e.cmd.noti.notify.nochannel`` in
+    :mod:`noti.recipients.notices`, ``e.cmd.noti.notify.baditem`` in
+    :mod:`noti.recipients.bulk` (written out so the error reference lists them)."""
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 

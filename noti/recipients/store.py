@@ -4,9 +4,9 @@ One hash per recipient (``noti:rcpt:<owner>:<id>``, :mod:`noti.core.keys`) holds
 (``doc``, JSON), ``ct`` / ``lm``, ``v`` (bumped by every profile write: what
 :mod:`noti.recipients.snapshot` checks a kept profile against) and the preferences as fields
 ``p:<category>:<channel>`` -> ``1`` / ``0`` (``*`` for every category or channel), so the one
-script that decides a send (``notify.lua``) and the claim before it (``preference.lua``) read a
-recipient's whole say in one ``HMGET``. A zset per owner lists the ids; a zset per recipient
-logs the notices and records made for them (what erasure masks).
+script that decides a send (``notify.lua``) and the claim before it (``preference.lua``) read
+a recipient's whole say in one ``HMGET``. A zset per owner lists the ids; a zset per
+recipient logs the notices and records made for them (what erasure masks).
 
 Erasure (:meth:`RecipientStore.erase`, "the right to be forgotten"): the hash and the log go;
 waiting records made for the recipient are revoked (never sent); every record kept afterwards
@@ -202,7 +202,12 @@ class RecipientStore:
             start = 0
             if after is not None:
                 rank = self.redis.zrank(k.recipients(owner), recipient_id(after))
-                start = 0 if rank is None else int(rank) + 1  # type: ignore[arg-type]
+                if rank is None:  # starting over would loop a client paging past a deleted id
+                    raise NotFound(
+                        f"no recipient {shown(after)} to list after (deleted meanwhile?)",
+                        code="e.cmd.noti.rcpt.not_found",
+                    )
+                start = int(rank) + 1  # type: ignore[arg-type]
             ids = [_text(i) for i in self.redis.zrange(k.recipients(owner), start, start + limit - 1)]
             pipe = self.redis.pipeline(transaction=False)
             for rid in ids:

@@ -178,7 +178,7 @@ class Template:
 
         Raises:
             InvalidInput: ``e.cmd.noti.tmpl.nochannel`` / ``.nolocale`` (no such variant),
-            ``.missingvar`` (naming the variable), ``.unsafe``, ``.toobig``, ``.error``.
+                ``.missingvar`` (naming the variable), ``.unsafe``, ``.toobig``, ``.error``.
         """
         variants = self.variants.get(str(channel))
         if variants is None:
@@ -390,8 +390,8 @@ def load_file(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
 
     Raises:
         InvalidInput: ``e.cmd.noti.tmpl.badname`` (the file's name), ``.toobig`` (over
-        :data:`FILE_MAX_BYTES`), ``.baddoc`` (another suffix, unreadable, not JSON or TOML,
-        not an object).
+            :data:`FILE_MAX_BYTES`), ``.baddoc`` (another suffix, unreadable, not JSON or TOML,
+            not an object).
     """
     file = Path(path)
     suffix = file.suffix.lower()

@@ -48,14 +48,20 @@ class Unsubscribe:
     channel: str
 
 
-def _secret(runtime: Runtime) -> bytes:
+def _secret(runtime: Runtime, *, create: bool = True, fresh: bool = False) -> bytes | None:
+    """The signing secret: kept per runtime once read, made on first use when ``create``
+    (links are made), only read otherwise (links are checked: a refused request writes
+    nothing). ``fresh`` reads it again (the key may have been replaced since it was kept)."""
     cached = getattr(runtime, "_unsubscribe_secret", None)
-    if cached is not None:
+    if cached is not None and not fresh:
         return bytes(cached)
     key = runtime.keys.unsubscribe_secret
     with translate_errors(runtime.redis):
-        runtime.redis.set(key, secrets.token_hex(32), nx=True)
+        if create:
+            runtime.redis.set(key, secrets.token_hex(32), nx=True)
         value = runtime.redis.get(key)
+    if value is None:
+        return None
     secret = bytes.fromhex(str(value))
     runtime._unsubscribe_secret = secret  # type: ignore[attr-defined]
     return secret
@@ -71,7 +77,9 @@ def _unb64(text: str) -> bytes:
 
 def make_token(runtime: Runtime, what: Unsubscribe) -> str:
     body = _SEP.join((what.owner, what.recipient, what.category, what.channel)).encode()
-    mac = hmac.new(_secret(runtime), body, hashlib.sha256).digest()[:_MAC_BYTES]
+    secret = _secret(runtime)
+    assert secret is not None  # made above when missing
+    mac = hmac.new(secret, body, hashlib.sha256).digest()[:_MAC_BYTES]
     return f"{_b64(body)}.{_b64(mac)}"
 
 
@@ -82,7 +90,8 @@ def unsubscribe_url(runtime: Runtime, owner: str, recipient: str, category: str,
 
 
 def read_token(runtime: Runtime, token: object) -> Unsubscribe:
-    """What a token opts out, once its MAC is checked.
+    """What a token opts out, once its MAC is checked (nothing is written, even when no link
+    was ever made).
 
     Raises:
         InvalidInput: ``e.cmd.noti.unsub.badtoken``: malformed, altered or forged.
@@ -95,8 +104,13 @@ def read_token(runtime: Runtime, token: object) -> Unsubscribe:
         body, mac = _unb64(body_text), _unb64(mac_text)
     except (ValueError, TypeError):
         raise bad from None
-    expected = hmac.new(_secret(runtime), body, hashlib.sha256).digest()[:_MAC_BYTES]
-    if not hmac.compare_digest(mac, expected):
+    for fresh in (False, True):  # a kept secret may be stale: the key was replaced since
+        secret = _secret(runtime, create=False, fresh=fresh)
+        if secret is None:
+            raise bad  # no link was ever made
+        if hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()[:_MAC_BYTES]):
+            break
+    else:
         raise bad
     parts = body.decode("utf-8", "replace").split(_SEP)
     if len(parts) != 4:

@@ -2,6 +2,8 @@
 
 ``place_order`` sends noti's Celery task once the order is committed; ``mark_shipped`` calls
 noti's Python API, which validates and stores the notification at once and returns its id.
+A customer's order (one with a ``user``) is notified by a signal instead, through the
+customer's noti recipient profile and a template (``signals.py``).
 """
 
 from django.db import transaction
@@ -38,7 +40,9 @@ def place_order(request: HttpRequest) -> JsonResponse:
 def mark_shipped(request: HttpRequest, pk: int) -> JsonResponse:
     order = get_object_or_404(Order, pk=pk)
     order.shipped = True
-    order.save(update_fields=["shipped"])
+    order.save(update_fields=["shipped"])  # a customer's order: signals.order_saved notifies them
+    if order.user_id is not None:
+        return JsonResponse({"order": order.pk, "notified": "recipient"})
     try:
         record_id = noti.notify_sms(
             order.phone,

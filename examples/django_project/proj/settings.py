@@ -10,7 +10,7 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "example-only-not-a-secret")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 
-INSTALLED_APPS = ["orders"]
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "orders"]
 MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
 ROOT_URLCONF = "proj.urls"
 WSGI_APPLICATION = "proj.wsgi.application"
