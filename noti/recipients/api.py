@@ -8,7 +8,7 @@ everyone: anyone reads them, root members write them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from noti.recipients.bulk import NoticeBatch, notify_many
@@ -85,7 +85,20 @@ class Recipients:
     def import_rows(
         self, rows: Iterable[object], *, user: str | None = None, owner: str | None = None
     ) -> ImportResult:
-        """Create or replace many profiles; bad rows are refused one by one."""
+        """Create or replace many profiles; bad rows are refused one by one.
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.rcpt.baddoc``: ``rows`` is not a list or iterable of
+            rows (a string, a mapping, a number …); nothing stored.
+        """
+        from noti.errors import InvalidInput
+        from noti.inputs import shown
+
+        if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
+            raise InvalidInput(
+                f"an import takes a list or iterable of profiles, got {shown(rows)}",
+                code="e.cmd.noti.rcpt.baddoc",
+            )
         return self.store.import_many(self._owner(user, owner, "write recipients"), rows)
 
     def history(

@@ -55,8 +55,12 @@ def notify_many(
     per round trip of reads and one of writes; a bad item is refused alone.
 
     Raises:
+        InvalidInput: ``e.cmd.noti.notify.baditem``: ``items`` is not a list (a number, None, a
+        string, a mapping); nothing stored.
         StoreUnavailable: Redis cannot be reached (the batches written before stay).
     """
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+        raise _bad("baditem", f"notify_many takes a list of items, got {shown(items)}")
     result = NoticeBatch()
     for start in range(0, len(items), BULK_BATCH):
         _batch(notices, items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)

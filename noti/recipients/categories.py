@@ -29,7 +29,7 @@ from typing import Any
 
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import check_text, shown
+from noti.inputs import check_text, load_json, shown
 
 __all__ = ["GENERAL", "Category", "category_name", "parse_category"]
 
@@ -122,10 +122,7 @@ def parse_category(name: object, value: object) -> Category:
     if isinstance(value, (str, bytes)):
         if len(value) > 16 * 1024:
             raise _bad("a category is at most 16 KiB of JSON")
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise _bad("a category is a JSON object") from None
+        value = load_json(value, what="the category", code="e.cmd.noti.cat.bad")
     if value is None:
         value = {}
     if not isinstance(value, Mapping):

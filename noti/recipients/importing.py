@@ -11,13 +11,12 @@ and stores the rest (:meth:`noti.recipients.store.RecipientStore.import_many`).
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import shown
+from noti.inputs import load_json, shown
 
 __all__ = ["rows_of_csv", "rows_of_jsonl", "rows_of_file"]
 
@@ -32,10 +31,12 @@ def rows_of_jsonl(lines: Iterable[str]) -> Iterator[object]:
     for line in lines:
         if not line.strip():
             continue
+        row: object
         try:
-            yield json.loads(line)
-        except ValueError as exc:
-            yield InvalidInput(f"not JSON: {exc}", code="e.cmd.noti.rcpt.baddoc")
+            row = load_json(line, what="the line", code="e.cmd.noti.rcpt.baddoc")
+        except InvalidInput as exc:  # not JSON, NaN, nested too deeply for the parser
+            row = exc
+        yield row
 
 
 def _column(name: str) -> str:
@@ -101,9 +102,9 @@ def _profile(columns: list[str], cells: list[str]) -> object:
             profile[column] = cell
         elif column == "attributes":
             try:
-                given = json.loads(cell)
-            except ValueError:
-                return InvalidInput("the attributes cell is not JSON", code="e.cmd.noti.rcpt.badattrs")
+                given = load_json(cell, what="the attributes cell", code="e.cmd.noti.rcpt.badattrs")
+            except InvalidInput as exc:  # not JSON, NaN, nested too deeply for the parser
+                return exc
             if not isinstance(given, dict):
                 return InvalidInput(
                     "the attributes cell is not a JSON object", code="e.cmd.noti.rcpt.badattrs"

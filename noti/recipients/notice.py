@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from noti.inputs import could_be_id
 from noti.recipients.store import NOTICE_MARK
 
 __all__ = ["Notice", "NoticeEntry", "is_notice_id"]
@@ -107,4 +108,6 @@ class Notice:
 
 
 def is_notice_id(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(NOTICE_MARK) and 2 <= len(value) <= 40
+    """Whether ``value`` could be a notice id (asked before Redis is: a lone surrogate cannot
+    even be sent to it)."""
+    return could_be_id(value, 40) and isinstance(value, str) and len(value) >= 2 and value[0] == NOTICE_MARK

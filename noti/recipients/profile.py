@@ -29,7 +29,7 @@ from typing import Any
 
 from noti.core.record import parse_channel, validate_target
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import bad_character, plain_json, shown
+from noti.inputs import bad_character, load_json, plain_json, shown
 from noti.recipients.locales import parse_locale
 from noti.recipients.quiet import parse_quiet, parse_timezone
 
@@ -57,6 +57,9 @@ _KEYS = frozenset({"id", "addresses", "locale", "timezone", "quiet_hours", "attr
 
 
 def _bad(code: str, message: str) -> InvalidInput:
+    """The refusal ``e.cmd.noti.rcpt.`` + ``code``: ``e.cmd.noti.rcpt.badid``,
+    ``e.cmd.noti.rcpt.badaddr``, ``e.cmd.noti.rcpt.baddoc``, ``e.cmd.noti.rcpt.toobig``
+    (written out so the error reference lists them)."""
     return InvalidInput(message, code=f"e.cmd.noti.rcpt.{code}")
 
 
@@ -183,10 +186,7 @@ def parse_recipient(value: object, *, rid: str | None = None, now_ms: int = 0) -
     if isinstance(value, (str, bytes)):
         if len(value) > PROFILE_MAX_BYTES:
             raise _bad("toobig", f"a profile is at most {PROFILE_MAX_BYTES} bytes")
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise _bad("baddoc", "a profile is a JSON object") from None
+        value = load_json(value, what="the profile", code="e.cmd.noti.rcpt.baddoc")
     if not isinstance(value, Mapping):
         raise _bad("baddoc", f"a profile is an object, got {shown(value)}")
     unknown = sorted(str(k) for k in value if k not in _KEYS)
@@ -268,10 +268,7 @@ def merge_patch(current: Recipient, patch: object, *, now_ms: int) -> Recipient:
     if isinstance(patch, (str, bytes)):
         if len(patch) > PROFILE_MAX_BYTES:
             raise _bad("toobig", f"a profile is at most {PROFILE_MAX_BYTES} bytes")
-        try:
-            patch = json.loads(patch)
-        except ValueError:
-            raise _bad("baddoc", "a profile patch is a JSON object") from None
+        patch = load_json(patch, what="the profile patch", code="e.cmd.noti.rcpt.baddoc")
     if not isinstance(patch, Mapping):
         raise _bad("baddoc", f"a profile patch is an object, got {shown(patch)}")
     base = current.to_dict()

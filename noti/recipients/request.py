@@ -14,6 +14,7 @@ from noti.errors import InvalidInput, NotiError
 from noti.inputs import plain_json, shown
 from noti.recipients.categories import GENERAL, category_name
 from noti.recipients.profile import recipient_id
+from noti.recipients.templates import TEMPLATE_NAME
 
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
@@ -27,17 +28,27 @@ CHAIN_MAX = 8
 
 
 def _bad(code: str, message: str) -> InvalidInput:
+    """The refusal ``e.cmd.noti.notify.`` + ``code``: ``e.cmd.noti.notify.badtemplate``,
+    ``e.cmd.noti.notify.badchannels`` here, ``e.cmd.noti.notify.nochannel`` in
+    :mod:`noti.recipients.notices`, ``e.cmd.noti.notify.baditem`` in
+    :mod:`noti.recipients.bulk` (written out so the error reference lists them)."""
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
 def _template_ref(value: object) -> tuple[str, int | None]:
-    """``name`` or ``name@version``."""
+    """``name`` or ``name@version``: the name a template name (checked before it names a key:
+    a lone surrogate cannot even be sent to Redis), the version ASCII digits, 1 to 10**9."""
     if not isinstance(value, str) or not value:
         raise _bad("badtemplate", f"template is a template name (name or name@version), got {shown(value)}")
     name, at, version = value.partition("@")
+    if not TEMPLATE_NAME.fullmatch(name):
+        raise _bad(
+            "badtemplate",
+            f"{shown(value)}: a template name is a letter or digit then up to 127 of A-Z a-z 0-9 _ . -",
+        )
     if not at:
         return name, None
-    if not version.isdigit() or not 1 <= int(version) <= 10**9:
+    if not (version.isascii() and version.isdigit() and len(version) <= 10) or not 1 <= int(version) <= 10**9:
         raise _bad("badtemplate", f"{shown(value)}: a version is a whole number from 1")
     return name, int(version)
 
@@ -90,8 +101,8 @@ class NoticeRequest:
 def parse_request(
     notifier: Notifier,
     *,
-    recipient: object,
-    template: object,
+    recipient: object = None,
+    template: object = None,
     data: object = None,
     category: object = None,
     channels: object = None,
@@ -107,19 +118,28 @@ def parse_request(
     task_id: str | None = None,
     level_cap: int | None = None,
     providers_allowed: frozenset[str] | None = None,
+    **unknown: object,
 ) -> NoticeRequest:
     """A notify call's arguments checked, before anything is read or written (see
     :meth:`noti.recipients.notices.Notices.notify`).
 
     Raises:
         InvalidInput: ``e.cmd.noti.notify.*``, a bad recipient id, locale, category name,
-        data, idempotency key. PermissionDenied: ``owner`` names another user.
+        data, idempotency key; ``e.cmd.noti.notify.badfield``: an argument notify does not
+        take (a channel's field such as ``text`` or ``provider``: the template gives those).
+        PermissionDenied: ``owner`` names another user.
     """
     from noti.core.delay import validate_idempotency_key
     from noti.recipients.locales import parse_locale
 
+    if unknown:
+        raise InvalidInput(
+            f"notify(recipient=…) does not take {', '.join(shown(k) for k in sorted(unknown)[:5])} "
+            "(the template gives the channels' fields)",
+            code="e.cmd.noti.notify.badfield",
+        )
     acting = notifier.user(user)
-    scoped = acting.scope(owner, code="e.cmd.noti.rcpt.nopvg", action="notify other users' recipients")
+    scoped = acting.scope(owner, code="e.cmd.noti.rcpt.nopvg", action="notify recipients")
     name, version = _template_ref(template)
     values: dict[str, Any] = {}
     if data is not None:

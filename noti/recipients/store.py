@@ -297,14 +297,15 @@ class RecipientStore:
             for channel, value in channels.items():
                 if channel != "*":
                     try:
-                        channel = parse_channel(channel).value if isinstance(channel, str) else None
+                        parsed = parse_channel(channel).value if isinstance(channel, str) else None
                     except NotiError:
-                        channel = None
-                    if channel is None:
+                        parsed = None
+                    if parsed is None:
                         raise InvalidInput(
                             f"{shown(channel)} is not a channel (see `noti channels`)",
                             code="e.cmd.noti.pref.bad",
                         )
+                    channel = parsed
                 name = _pref_field(category, channel)
                 if value is None:
                     removes.append(name)

@@ -10,8 +10,10 @@ database is unchanged.
 Surfaces:
 
 ========== ======================================================================================
-``api``    a call of the Python API (``noti.notify`` …, ``noti.events``, ``noti.numpool``) raising
-``bulk``   ``notify_many`` / ``schedule_many``: the call returns, every item refused with its code
+``api``    a call of the Python API (``noti.notify`` …, ``noti.events``, ``noti.numpool``,
+           ``noti.recipients``) raising
+``bulk``   ``notify_many`` / ``schedule_many``, the recipients' ``notify_many`` and imports: the
+           call returns, every item (row) refused with its code
 ``cli``    ``noti`` run in this process (arguments, standard input, ``-f`` files)
 ``proc``   ``python -m noti`` as a real process: raw bytes in ``argv``, standard input and files
 ``task``   ``noti.tasks.notify.delay`` / ``apply_async`` / ``app.send_task("noti.notify")`` and
@@ -22,6 +24,9 @@ Surfaces:
 ``config`` the TOML file (``NOTI_CONFIG``) and ``NOTI_*`` variables
 ========== ======================================================================================
 
+The recipients cases (issue 34) stand on data the test seeds from :data:`RCPT_SEED` (alice's
+recipients and templates, the categories, bob's recipient, template and notice).
+
 Values that must be built when the case runs are markers: :class:`Ref` (an id of the seeded
 data: another user's record, a webman dead letter …), :class:`Big` (a long string: ten
 megabytes are not kept in memory for every case) and :class:`Deep` (nested JSON).
@@ -30,6 +35,7 @@ megabytes are not kept in memory for every case) and :class:`Deep` (nested JSON)
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -52,11 +58,12 @@ class Ref:
 
 @dataclass(frozen=True)
 class Big:
-    """``prefix`` followed by ``size`` copies of ``char``, made when the case runs."""
+    """``prefix``, ``size`` copies of ``char``, then ``suffix``, made when the case runs."""
 
     size: int
     char: str = "x"
     prefix: str = ""
+    suffix: str = ""
 
 
 @dataclass(frozen=True)
@@ -1681,6 +1688,1269 @@ config("env-user-colon", "NOTI_USER", NOTI_USER="a:b")
 config("env-mask-maybe", "NOTI_MASK_IN_CELERY", NOTI_MASK_IN_CELERY="maybe")
 config("env-nested-typo", "did you mean 'provider'", NOTI_CHANNELS__SMS__PROVIDR="sandbox")
 config("env-config-directory", "not a file", NOTI_CONFIG="/")
+
+# --- recipients (issue 34): profiles, preferences, categories, templates, notices ---------------------
+
+RCPT = "42"  # alice's recipient (RCPT_SEED)
+
+
+def rcpt(code: str) -> str:
+    return f"e.cmd.noti.rcpt.{code}"
+
+
+def tmpl(code: str) -> str:
+    return f"e.cmd.noti.tmpl.{code}"
+
+
+def notice(code: str) -> str:
+    return f"e.cmd.noti.notify.{code}"
+
+
+ORDER_TEMPLATE = {
+    "default_locale": "en",
+    "channels": {
+        "sms": {"en": {"text": "Order {{ order }} shipped"}, "zh": {"text": "订单 {{ order }} 已发货"}},
+        "email": {"en": {"subject": "Order {{ order }}", "text": "Hello {{ recipient.attributes.name }}"}},
+    },
+}
+
+
+def _sms_template(text: str) -> dict[str, Any]:
+    return {"default_locale": "en", "channels": {"sms": {"en": {"text": text}}}}
+
+
+#: Templates whose source passes when put (nothing in it is refused by itself) and whose
+#: rendering is refused at notify time: name -> (template, data, code).
+RENDER_TRAPS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
+    "trap-format": (_sms_template("{{ '{0.__class__}'.format(order) }}"), {"order": "7"}, tmpl("unsafe")),
+    "trap-repeat": (_sms_template("{{ order * 100000000 }}"), {"order": "7"}, tmpl("unsafe")),
+    "trap-range": (_sms_template("{% for i in range(n) %}x{% endfor %}"), {"n": 10**9}, tmpl("unsafe")),
+    "trap-power": (_sms_template("{{ n ** n }}"), {"n": 10**6}, tmpl("unsafe")),
+    "trap-center": (_sms_template("{{ order|center(n) }}"), {"order": "7", "n": 10**8}, tmpl("unsafe")),
+    "trap-join": (
+        _sms_template("{{ items|join(sep) }}"),
+        {"items": list(range(1000)), "sep": "x" * 60000},
+        tmpl("unsafe"),
+    ),
+    "trap-loops": (
+        _sms_template(
+            "{% for a in i %}{% for b in i %}{% for c in i %}x{% endfor %}{% endfor %}{% endfor %}"
+        ),
+        {"i": list(range(1000))},
+        tmpl("toobig"),
+    ),
+    "trap-output": (
+        {"default_locale": "en", "channels": {"webhook": {"en": {"content": {"a": "{{ d }}" * 2000}}}}},
+        {"d": "x" * 60000},
+        tmpl("toobig"),
+    ),
+    "trap-config": (_sms_template("{{ config }}"), {"order": 7}, tmpl("missingvar")),
+    "trap-request": (_sms_template("{{ request.environ }}"), {"order": 7}, tmpl("missingvar")),
+    "trap-addresses": (_sms_template("{{ recipient.addresses }}"), {}, tmpl("missingvar")),  # never shown
+    "trap-divide": (_sms_template("{{ 1 / n }}"), {"n": 0}, tmpl("error")),
+}
+#: What the recipients cases stand on (the test's seed puts it): categories (by a root member),
+#: alice's recipients and templates, bob's recipient and template (and a notice to it, waiting
+#: an hour: ``Ref("bob_notice")``).
+RCPT_SEED: dict[str, Any] = {
+    "categories": {
+        "orders": {"channels": {"sms": True, "email": True}},
+        "security": {"critical": True},
+        "billing": {"opt_out": False},
+    },
+    "recipients": {
+        RCPT: {
+            "addresses": {"sms": PHONE, "email": EMAIL, "webhook": URL},
+            "locale": "zh-Hant-TW",
+            "timezone": "Asia/Taipei",
+            "attributes": {"name": "Ada"},
+        },
+        "43": {"addresses": {"sms": "+8613912345679"}},
+    },
+    "templates": {"order_shipped": ORDER_TEMPLATE, **{n: t for n, (t, _, _) in RENDER_TRAPS.items()}},
+    "bob": {"recipient": ("7", {"addresses": {"sms": PHONE}}), "template": ("bob_tmpl", ORDER_TEMPLATE)},
+}
+NOTICE = {"recipient": RCPT, "template": "order_shipped", "data": {"order": 7}}
+
+
+def put(profile: Any, rid: Any = "50", **kwargs: Any) -> Api:
+    return Api("rcpt.put", (rid, profile), kwargs)
+
+
+def tell(**changes: Any) -> Api:
+    """``noti.notify(recipient=…)`` with ``changes`` over a good call."""
+    return Api("notify", (), {**NOTICE, **changes})
+
+
+_ADDR = {"sms": PHONE}
+# api: a profile's locale, timezone and quiet hours
+for _name, _locale in {
+    "control": "en\x07",
+    "nul": "en\x00",
+    "lf": "en\n",
+    "36-chars": "en-" + "a" * 33,
+    "dotdot": "../en",
+    "cyrillic-e": "\u0435n",  # Cyrillic е, a Latin e's look-alike
+    "fullwidth": "ｅｎ",
+    "surrogate": "e\udcffn",
+    "empty": "",
+    "space": "en US",
+    "trailing-dash": "zh-Hant-TW-",
+    "private-use": "x-klingon",
+    "extension": "en-u-ca-gregory",
+    "variant-twice": "de-1996-1996",
+    "10mb": Big(MB10, "e"),
+    "int": 5,
+    "bool": True,
+    "list": ["en"],
+    "dict": {"tag": "en"},
+}.items():
+    case("api", f"rcpt-locale-{_name}", rcpt("badlocale"), put({"addresses": _ADDR, "locale": _locale}))
+for _name, _zone in {
+    "absolute-path": "/etc/passwd",
+    "dotdot": "../../etc/passwd",
+    "nul": "Asia/Shang\x00hai",
+    "lf": "UTC\n",
+    "10mb": Big(MB10, "A"),
+    "65-chars": "A" * 65,
+    "empty": "",
+    "localtime": "localtime",
+    "posixrules": "posixrules",
+    "right-utc": "right/UTC",
+    "backslash": "Asia\\Shanghai",
+    "double-slash": "Asia//Shanghai",
+    "offset": "+08:00",
+    "unknown": "Mars/Olympus",
+    "surrogate": "Asia/\udcff",
+    "int": 8,
+    "dict": {"zone": "UTC"},
+}.items():
+    case("api", f"rcpt-timezone-{_name}", rcpt("badtz"), put({"addresses": _ADDR, "timezone": _zone}))
+for _name, _quiet in {
+    "25h": "25:00-07:00",
+    "24h": "24:00-01:00",
+    "60s": "22:00:60-07:00",
+    "same": "22:00-22:00",
+    "word": "night",
+    "nul": "22:00\x00-07:00",
+    "leading-space": " 22:00-07:00",
+    "fullwidth": "２２:00-07:00",
+    "10mb": Big(MB10, "2"),
+    "int": 5,
+    "float": 1.5,
+    "bool": True,
+    "list": ["22:00", "07:00"],
+    "object-extra-key": {"start": "22:00", "end": "07:00", "x": 1},
+    "object-numbers": {"start": 22, "end": 7},
+}.items():
+    case("api", f"rcpt-quiet-{_name}", rcpt("badquiet"), put({"addresses": _ADDR, "quiet_hours": _quiet}))
+# api: huge profiles
+for _name, (_attrs, _code) in {
+    "10mb-string": ({"bio": Big(MB10)}, "badattrs"),
+    "17k": ({"bio": Big(17 * 1024)}, "badattrs"),
+    "100000-keys": ({f"k{_i}": _i for _i in range(100_000)}, "badattrs"),
+    "deep-5000": (Deep(5000), "badattrs"),
+    "deep-65": (Deep(65), "badattrs"),
+    "nan": ({"a": math.nan}, "badattrs"),
+    "inf": ({"a": math.inf}, "badattrs"),
+    "surrogate-key": ({"\udcff": 1}, "badattrs"),
+    "int-key": ({1: 2}, "badattrs"),
+    "set": ({"a": {1, 2}}, "badattrs"),
+    "bytes": ({"a": b"x"}, "badattrs"),
+    "huge-int": ({"a": 10**5000}, "badattrs"),
+    "list": ([1, 2], "badattrs"),
+    "text": ("not json", "badattrs"),
+}.items():
+    case("api", f"rcpt-attributes-{_name}", rcpt(_code), put({"addresses": _ADDR, "attributes": _attrs}))
+for _name, (_profile, _code) in {
+    "10mb-json-text": (Big(MB10, "x", '{"attributes": {"bio": "', '"}}'), "toobig"),
+    "deep-json-text": (Deep(5000, text=True), "baddoc"),  # ~30 KB, under the size limit
+    "deep-array-text": ("[" * 20000 + "]" * 20000, "baddoc"),
+    "nan-text": ('{"attributes": {"a": NaN}}', "baddoc"),
+    "invalid-utf8-bytes": (b'{"attributes": {"a": "\xff"}}', "baddoc"),
+    "not-json": ("{oops", "baddoc"),
+    "array": ([1, 2], "baddoc"),
+    "int": (5, "baddoc"),
+    "none": (None, "baddoc"),
+    "unknown-key": ({"addresses": _ADDR, "colour": "red"}, "baddoc"),
+    "1000-addresses": ({"addresses": {"sms": [f"+86139{_i:08d}" for _i in range(1000)]}}, "badaddr"),
+    "9-addresses": ({"addresses": {"email": [f"a{_i}@example.com" for _i in range(9)]}}, "badaddr"),
+    "1000-channels": ({"addresses": {f"c{_i}": "x" for _i in range(1000)}}, "badaddr"),
+    "addresses-text": ({"addresses": "+8613912345678"}, "badaddr"),
+    "addresses-list": ({"addresses": [PHONE]}, "badaddr"),
+    "channel-fax": ({"addresses": {"fax": "+8613912345678"}}, "badaddr"),
+    "channel-upper": ({"addresses": {"SMS": PHONE}}, "badaddr"),
+    "channel-int": ({"addresses": {5: PHONE}}, "badaddr"),
+    "address-dict": ({"addresses": {"sms": {"primary": PHONE}}}, "badaddr"),
+    "address-nested-list": ({"addresses": {"sms": [[PHONE]]}}, "badaddr"),
+    "address-int": ({"addresses": {"sms": [8613912345678]}}, "badaddr"),
+    "id-disagrees": ({"id": "51", "addresses": _ADDR}, "badid"),
+}.items():
+    case("api", f"rcpt-profile-{_name}", rcpt(_code), put(_profile))
+case(
+    "api",
+    "rcpt-profile-70k-json-bytes",
+    rcpt("toobig"),
+    put(b'{"attributes": {"a": "' + b"x" * 70000 + b'"}}'),
+)
+for _channel, _targets in BAD_TARGETS.items():
+    for _name, _target in _targets.items():
+        case(
+            "api",
+            f"rcpt-address-{_channel}-{_name}",
+            rcpt("badaddr"),
+            put({"addresses": {_channel: [_target]}}),
+        )
+# api: recipient ids
+BAD_RIDS: dict[str, Any] = {
+    "dotdot": "../42",
+    "slash": "a/b",
+    "colon": "alice:42",
+    "star": "*",
+    "brace": "a{b}c",
+    "nul": "4\x002",
+    "space": "4 2",
+    "lf": "42\n",
+    "leading-dot": ".42",
+    "129": Big(129, "a"),
+    "10mb": Big(MB10, "a"),
+    "fullwidth": "４２",
+    "surrogate": "4\udcff",
+    "empty": "",
+    "negative": -1,
+    "float": 4.2,
+    "bool": True,
+    "none": None,
+    "bytes": b"42",
+    "list": ["42"],
+    "dict": {"id": "42"},
+}
+for _name, _rid in BAD_RIDS.items():
+    case("api", f"rcpt-id-{_name}", rcpt("badid"), put({"addresses": _ADDR}, rid=_rid))
+for _name in ("dotdot", "nul", "surrogate", "10mb", "dict"):
+    _rid = BAD_RIDS[_name]
+    case("api", f"rcpt-get-id-{_name}", rcpt("badid"), Api("rcpt.get", (_rid,)))
+    case("api", f"rcpt-update-id-{_name}", rcpt("badid"), Api("rcpt.update", (_rid, {"locale": "en"})))
+    case("api", f"rcpt-delete-id-{_name}", rcpt("badid"), Api("rcpt.delete", (_rid,)))
+    case("api", f"notify-recipient-{_name}", rcpt("badid"), tell(recipient=_rid))
+case("api", "rcpt-profile-id-none-anywhere", rcpt("badid"), put({"addresses": _ADDR}, rid=None))
+case("api", "rcpt-profile-id-in-body-bool", rcpt("badid"), put({"id": True, "addresses": _ADDR}, rid=None))
+# api: reading, changing, merging and erasing: unknown, other users', not yours to name
+for _fn, _args in {
+    "get": ("nobody",),
+    "update": ("nobody", {"locale": "en"}),
+    "delete": ("nobody",),
+    "history": ("nobody",),
+    "preferences": ("nobody",),
+    "set_preferences": ("nobody", {"orders": {"sms": False}}),
+}.items():
+    case("api", f"rcpt-{_fn}-unknown", rcpt("not_found"), Api(f"rcpt.{_fn}", _args))
+    case("api", f"rcpt-{_fn}-others", rcpt("not_found"), Api(f"rcpt.{_fn}", ("7", *_args[1:])))
+    case(
+        "api", f"rcpt-{_fn}-owner-bob", rcpt("nopvg"), Api(f"rcpt.{_fn}", ("7", *_args[1:]), {"owner": "bob"})
+    )
+for _name, _owner in {"nobody-such": "no-such-user", "space": "a b", "surrogate": "\udcff"}.items():
+    _code = rcpt("nopvg") if _name == "nobody-such" else "e.cmd.noti.baduser"
+    case("api", f"rcpt-put-owner-{_name}", _code, put({"addresses": _ADDR}, owner=_owner))
+case("api", "rcpt-put-user-lf", "e.cmd.noti.baduser", put({"addresses": _ADDR}, user="alice\n"))
+case(
+    "api",
+    "rcpt-put-owner-space-root",
+    "e.cmd.noti.baduser",
+    put({"addresses": _ADDR}, owner="a b", user="ops"),
+)
+case("api", "rcpt-merge-self", rcpt("badmerge"), Api("rcpt.merge", (RCPT, RCPT)))
+case("api", "rcpt-merge-unknown", rcpt("not_found"), Api("rcpt.merge", (RCPT, "nobody")))
+case("api", "rcpt-merge-into-unknown", rcpt("not_found"), Api("rcpt.merge", ("nobody", RCPT)))
+case("api", "rcpt-merge-others", rcpt("not_found"), Api("rcpt.merge", (RCPT, "7")))
+case("api", "rcpt-merge-bad-id", rcpt("badid"), Api("rcpt.merge", (RCPT, "../43")))
+case("api", "rcpt-merge-owner-bob", rcpt("nopvg"), Api("rcpt.merge", ("7", "8"), {"owner": "bob"}))
+for _name, (_limit, _after) in {
+    "limit-zero": (0, None),
+    "limit-1001": (1001, None),
+    "limit-text": ("5", None),
+    "limit-bool": (True, None),
+    "limit-nan": (math.nan, None),
+}.items():
+    case(
+        "api",
+        f"rcpt-list-{_name}",
+        rcpt("badlimit"),
+        Api("rcpt.list", (), {"limit": _limit, "after": _after}),
+    )
+case("api", "rcpt-list-after-surrogate", rcpt("badid"), Api("rcpt.list", (), {"after": "\udcff"}))
+case("api", "rcpt-list-owner-bob", rcpt("nopvg"), Api("rcpt.list", (), {"owner": "bob"}))
+# api: merge patches
+for _name, (_patch, _code) in {
+    "deep-json-text": (Deep(5000, text=True), "baddoc"),
+    "10mb-json-text": (Big(MB10, "x", '{"attributes": {"bio": "', '"}}'), "toobig"),
+    "nan-text": ('{"attributes": {"a": NaN}}', "baddoc"),
+    "empty-text": ("", "baddoc"),
+    "array": ([1], "baddoc"),
+    "none": (None, "baddoc"),
+    "changes-id": ({"id": "99"}, "badid"),
+    "locale": ({"locale": "zh-Hant-TW-"}, "badlocale"),
+    "timezone": ({"timezone": "../etc/localtime"}, "badtz"),
+    "quiet": ({"quiet_hours": "07:00-07:00"}, "badquiet"),
+    "address": ({"addresses": {"sms": "call me"}}, "badaddr"),
+    "1000-addresses": ({"addresses": {"email": [f"a{_i}@example.com" for _i in range(1000)]}}, "badaddr"),
+    "attributes-10mb": ({"attributes": {"bio": Big(MB10)}}, "badattrs"),
+    "attributes-deep": ({"attributes": {"a": Deep(100)}}, "badattrs"),
+    "unknown-key": ({"colour": "red"}, "baddoc"),
+}.items():
+    case("api", f"rcpt-update-{_name}", rcpt(_code), Api("rcpt.update", (RCPT, _patch)))
+# api: preferences (locked categories among them)
+for _name, (_prefs, _code) in {
+    "critical": ({"security": {"sms": False}}, "e.cmd.noti.pref.locked"),
+    "critical-every-channel": ({"security": {"*": False}}, "e.cmd.noti.pref.locked"),
+    "no-opt-out": ({"billing": {"email": False}}, "e.cmd.noti.pref.locked"),
+    "locked-after-a-good-one": (
+        {"orders": {"sms": False}, "security": {"email": False}},
+        "e.cmd.noti.pref.locked",
+    ),
+    "unknown-category": ({"nope": {"sms": False}}, "e.cmd.noti.cat.not_found"),
+    "category-upper": ({"Orders": {"sms": False}}, "e.cmd.noti.cat.badname"),
+    "category-colon": ({"a:b": {"sms": False}}, "e.cmd.noti.cat.badname"),
+    "category-surrogate": ({"\udcff": {"sms": False}}, "e.cmd.noti.cat.badname"),
+    "category-65": ({"a" * 65: {"sms": True}}, "e.cmd.noti.cat.badname"),
+    "category-int": ({5: {"sms": True}}, "e.cmd.noti.cat.badname"),
+    "257-categories": ({f"c{_i}": {"sms": True} for _i in range(257)}, "e.cmd.noti.pref.bad"),
+    "channel-fax": ({"orders": {"fax": False}}, "e.cmd.noti.pref.bad"),
+    "channel-int": ({"orders": {5: False}}, "e.cmd.noti.pref.bad"),
+    "channel-surrogate": ({"orders": {"\udcff": False}}, "e.cmd.noti.pref.bad"),
+    "value-text": ({"orders": {"sms": "no"}}, "e.cmd.noti.pref.bad"),
+    "value-int": ({"orders": {"sms": 0}}, "e.cmd.noti.pref.bad"),
+    "value-nan": ({"orders": {"sms": math.nan}}, "e.cmd.noti.pref.bad"),
+    "channels-list": ({"orders": ["sms"]}, "e.cmd.noti.pref.bad"),
+    "channels-empty": ({"orders": {}}, "e.cmd.noti.pref.bad"),
+    "empty": ({}, "e.cmd.noti.pref.bad"),
+    "text": ('{"orders": {"sms": false}}', "e.cmd.noti.pref.bad"),
+    "list": ([["orders", "sms", False]], "e.cmd.noti.pref.bad"),
+    "none": (None, "e.cmd.noti.pref.bad"),
+}.items():
+    case("api", f"rcpt-prefs-{_name}", _code, Api("rcpt.set_preferences", (RCPT, _prefs)))
+case(
+    "api",
+    "rcpt-prefs-bad-id",
+    rcpt("badid"),
+    Api("rcpt.set_preferences", ("a b", {"orders": {"sms": False}})),
+)
+# api: categories
+for _name, _cat in {
+    "upper": "Orders",
+    "space": "my cat",
+    "colon": "a:b",
+    "star": "*",
+    "dotdot": "../x",
+    "leading-dash": "-x",
+    "65": "a" * 65,
+    "nul": "a\x00",
+    "lf": "a\n",
+    "surrogate": "\udcff",
+    "fullwidth": "ｏrders",
+    "empty": "",
+    "int": 5,
+    "none": None,
+}.items():
+    case(
+        "api",
+        f"category-name-{_name}",
+        "e.cmd.noti.cat.badname",
+        Api("category.put", (_cat, {}), {"user": "ops"}),
+    )
+for _name, _decl in {
+    "array": [1],
+    "int": 5,
+    "not-json": "{oops",
+    "nan-text": '{"channels": {"sms": NaN}}',
+    "deep-text": "[" * 8000 + "]" * 8000,  # under the 16 KiB limit
+    "17k-text": Big(17 * 1024, "x", '{"description": "', '"}'),
+    "10mb-text": Big(MB10, "x", '{"description": "', '"}'),
+    "invalid-utf8-bytes": b'{"description": "\xff"}',
+    "unknown-key": {"colour": "red"},
+    "channels-list": {"channels": ["sms"]},
+    "channel-fax": {"channels": {"fax": True}},
+    "channel-int-key": {"channels": {5: True}},
+    "channel-value-text": {"channels": {"sms": "yes"}},
+    "critical-text": {"critical": "yes"},
+    "critical-with-opt-out": {"critical": True, "opt_out": True},
+    "opt-out-int": {"opt_out": 1},
+    "description-nul": {"description": "a\x00b"},
+    "description-escape": {"description": "\x1b[31mred"},
+    "description-501": {"description": "x" * 501},
+    "description-10mb": {"description": Big(MB10)},
+    "description-int": {"description": 5},
+}.items():
+    case(
+        "api",
+        f"category-declaration-{_name}",
+        "e.cmd.noti.cat.bad",
+        Api("category.put", ("newcat", _decl), {"user": "ops"}),
+    )
+case("api", "category-put-not-root", "e.cmd.noti.cat.nopvg", Api("category.put", ("newcat", {})))
+case(
+    "api",
+    "category-redeclare-not-root",
+    "e.cmd.noti.cat.nopvg",
+    Api("category.put", ("security", {"critical": False})),
+)
+case("api", "category-delete-not-root", "e.cmd.noti.cat.nopvg", Api("category.delete", ("orders",)))
+case(
+    "api",
+    "category-delete-bad-name",
+    "e.cmd.noti.cat.badname",
+    Api("category.delete", ("a b",), {"user": "ops"}),
+)
+case(
+    "api",
+    "category-put-user-lf",
+    "e.cmd.noti.baduser",
+    Api("category.put", ("newcat", {}), {"user": "ops\n"}),
+)
+# api: templates: injection and sandbox escapes refused when put
+for _name, (_text, _code) in {
+    "mro": ("{{ ''.__class__.__mro__ }}", "unsafe"),
+    "subclasses": ("{{ ''.__class__.__base__.__subclasses__() }}", "unsafe"),
+    "globals": ("{{ lipsum.__globals__ }}", "unsafe"),
+    "cycler": ("{{ cycler.__init__.__globals__.os }}", "unsafe"),
+    "attr-filter": ("{{ ''|attr('__class__') }}", "unsafe"),
+    "format-filter": ("{{ '%s'|format(''.__class__) }}", "unsafe"),
+    "set-block": ("{% set x = ''.__class__ %}{{ x }}", "unsafe"),
+    "item-dunder": ("{{ recipient['__class__'] }}", "unsafe"),
+    "self-private": ("{{ self._TemplateReference__context }}", "unsafe"),
+    "namespace": ("{% set ns = namespace(a=1) %}{{ ns.__class__ }}", "unsafe"),
+    "include": ("{% include '/etc/passwd' %}", "unsafe"),
+    "import": ("{% import 'os' as os %}", "unsafe"),
+    "from-import": ("{% from 'x' import y %}", "unsafe"),
+    "extends": ("{% extends 'base.html' %}", "unsafe"),
+    "macro": ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "unsafe"),
+    "lipsum": ("{{ lipsum(10**6) }}", "unsafe"),
+    "repeat": ("{{ 'x' * 10**9 }}", "unsafe"),
+    "range": ("{% for i in range(10**9) %}x{% endfor %}", "unsafe"),
+    "nested-range": (
+        "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}",
+        "unsafe",
+    ),
+    "join-range": ("{{ range(10**7)|join(',') }}", "unsafe"),
+    "power": ("{{ 2**100000 }}", "unsafe"),
+    "unclosed": ("{{ order ", "badsyntax"),
+    "unknown-filter": ("{{ order|shell }}", "badsyntax"),
+    "nested-if-150": ("{% if a %}" * 150 + "x" + "{% endif %}" * 150, "badsyntax"),
+    "nested-for-25": ("{% for a in b %}" * 25 + "x" + "{% endfor %}" * 25, "badsyntax"),
+    "nested-parens-1000": ("{{ " + "(" * 1000 + "1" + ")" * 1000 + " }}", "badsyntax"),
+    "nested-lists-500": ("{{ " + "[" * 500 + "]" * 500 + " }}", "badsyntax"),
+    "source-16k": (Big(16 * 1024 + 1), "toobig"),
+    "nul": ("a\x00b", "baddoc"),
+    "escape-constant": ("\x1b[2J", "baddoc"),
+    "surrogate": ("a\udcffb", "baddoc"),
+    "raw-unclosed": ("{% raw %}", "baddoc"),  # renders to nothing: an empty SMS text
+    "int": (5, "baddoc"),
+    "list": (["a"], "baddoc"),
+    "none": (None, "baddoc"),
+}.items():
+    case("api", f"template-{_name}", tmpl(_code), Api("rcpt.put_template", ("inj", _sms_template(_text))))
+_G = _sms_template("hi")
+for _name, (_doc, _code) in {
+    "channel-unknown": ({"default_locale": "en", "channels": {"fax": {"en": {"text": "x"}}}}, "baddoc"),
+    "channel-upper": ({"default_locale": "en", "channels": {"SMS ": {"en": {"text": "x"}}}}, "baddoc"),
+    "field-unknown": (
+        {"default_locale": "en", "channels": {"sms": {"en": {"text": "x", "colour": "r"}}}},
+        "baddoc",
+    ),
+    "field-of-another-channel": (
+        {"default_locale": "en", "channels": {"sms": {"en": {"subject": "x"}}}},
+        "baddoc",
+    ),
+    "field-missing": ({"default_locale": "en", "channels": {"email": {"en": {"text": "x"}}}}, "baddoc"),
+    "top-key-unknown": ({**_G, "colour": 1}, "baddoc"),
+    "no-default-locale": ({"channels": _G["channels"]}, "baddoc"),
+    "default-locale-bad": ({**_G, "default_locale": "../en"}, "baddoc"),
+    "default-locale-int": ({**_G, "default_locale": 5}, "baddoc"),
+    "variant-locale-trailing-dash": (
+        {"default_locale": "en", "channels": {"sms": {"zh-Hant-TW-": {"text": "x"}}}},
+        "baddoc",
+    ),
+    "variant-locale-twice": (
+        {"default_locale": "en", "channels": {"sms": {"en": {"text": "x"}, "EN": {"text": "y"}}}},
+        "baddoc",
+    ),
+    "channels-list": ({"default_locale": "en", "channels": ["sms"]}, "baddoc"),
+    "channels-empty": ({"default_locale": "en", "channels": {}}, "baddoc"),
+    "variant-empty": ({"default_locale": "en", "channels": {"sms": {"en": {}}}}, "baddoc"),
+    "variant-list": ({"default_locale": "en", "channels": {"sms": {"en": ["x"]}}}, "baddoc"),
+    "params-and-text": (
+        {"default_locale": "en", "channels": {"sms": {"en": {"text": "x", "params": {"a": "b"}}}}},
+        "baddoc",
+    ),
+    "params-bad-name": (
+        {"default_locale": "en", "channels": {"sms": {"en": {"params": {"a b": "x"}}}}},
+        "baddoc",
+    ),
+    "params-33": (
+        {
+            "default_locale": "en",
+            "channels": {"sms": {"en": {"params": {f"p{_i}": "x" for _i in range(33)}}}},
+        },
+        "baddoc",
+    ),
+    "vendor-code-with-space": (
+        {"default_locale": "en", "channels": {"sms": {"en": {"text": "x", "template": {"aliyun": "SMS 1"}}}}},
+        "baddoc",
+    ),
+    "vendor-name-with-comma": (
+        {
+            "default_locale": "en",
+            "channels": {"sms": {"en": {"text": "x", "template": {"ali,yun": "SMS_1"}}}},
+        },
+        "baddoc",
+    ),
+    "weixin-tmpl-space": (
+        {
+            "default_locale": "en",
+            "channels": {
+                "weixin": {"en": {"tmpl": "T 1", "pnb": "acct", "content": {"first": {"value": "x"}}}}
+            },
+        },
+        "baddoc",
+    ),
+    "weixin-url-javascript": (
+        {
+            "default_locale": "en",
+            "channels": {
+                "weixin": {
+                    "en": {
+                        "tmpl": "T1",
+                        "pnb": "acct",
+                        "content": {"first": {"value": "x"}},
+                        "url": "javascript:alert(1)",
+                    }
+                }
+            },
+        },
+        "baddoc",
+    ),
+    "email-subject-header-injection": (
+        {
+            "default_locale": "en",
+            "channels": {"email": {"en": {"subject": "a\nBcc: x@evil.example", "text": "t"}}},
+        },
+        "baddoc",
+    ),
+    "webhook-content-list": (
+        {"default_locale": "en", "channels": {"webhook": {"en": {"content": [1]}}}},
+        "baddoc",
+    ),
+    "webhook-content-nan": (
+        {"default_locale": "en", "channels": {"webhook": {"en": {"content": {"a": math.nan}}}}},
+        "baddoc",
+    ),
+    "webhook-content-deep": (
+        {"default_locale": "en", "channels": {"webhook": {"en": {"content": Deep(100)}}}},
+        "baddoc",
+    ),
+    "webhook-content-deep-5000": (
+        {"default_locale": "en", "channels": {"webhook": {"en": {"content": Deep(5000)}}}},
+        "baddoc",
+    ),
+    "webhook-content-int-key": (
+        {"default_locale": "en", "channels": {"webhook": {"en": {"content": {1: "x"}}}}},
+        "baddoc",
+    ),
+    "webhook-content-set": (
+        {"default_locale": "en", "channels": {"webhook": {"en": {"content": {"a": {1, 2}}}}}},
+        "baddoc",
+    ),
+    "description-datetime": ({**_G, "description": dt.datetime(2026, 1, 1)}, "baddoc"),
+    "description-nul": ({**_G, "description": "a\x00"}, "baddoc"),
+    "description-1001": ({**_G, "description": "x" * 1001}, "baddoc"),
+    "deep-json-text": (
+        '{"default_locale": "en", "channels": {"webhook": {"en": {"content": '
+        + '{"a":' * 5000
+        + "1"
+        + "}" * 5000
+        + "}}}}",
+        "baddoc",
+    ),
+    "nan-text": ('{"default_locale": "en", "channels": {"sms": {"en": {"text": NaN}}}}', "baddoc"),
+    "invalid-utf8-bytes": (b'{"default_locale": "\xff"}', "baddoc"),
+    "not-json": ("{oops", "baddoc"),
+    "array-text": ("[1]", "baddoc"),
+    "array": ([1], "baddoc"),
+    "int": (5, "baddoc"),
+    "none": (None, "baddoc"),
+    "300kb": (
+        {
+            "default_locale": "en",
+            "channels": {
+                "email": {
+                    f"en-{chr(65 + _i // 26)}{chr(65 + _i % 26)}": {"subject": "s", "text": "x" * 16000}
+                    for _i in range(20)
+                }
+            },
+        },
+        "toobig",
+    ),
+    "100-locales": (
+        {
+            "default_locale": "en",
+            "channels": {
+                "sms": {f"en-{chr(65 + _i // 26)}{chr(65 + _i % 26)}": {"text": "x"} for _i in range(100)}
+            },
+        },
+        "toobig",
+    ),
+    "65-locales": (
+        {
+            "default_locale": "en",
+            "channels": {
+                "sms": {f"en-{chr(65 + _i // 26)}{chr(65 + _i % 26)}": {"text": "x"} for _i in range(65)}
+            },
+        },
+        "toobig",
+    ),
+    "2049-strings": (
+        {
+            "default_locale": "en",
+            "channels": {"webhook": {"en": {"content": {"a": [f"s{_i}" for _i in range(2049)]}}}},
+        },
+        "toobig",
+    ),
+    "10mb": (_sms_template(Big(MB10)), "toobig"),
+    "10mb-text": (Big(MB10, "x", '{"description": "', '"}'), "toobig"),
+}.items():
+    case("api", f"template-document-{_name}", tmpl(_code), Api("rcpt.put_template", ("shape", _doc)))
+for _name, _tname in {
+    "space": "a b",
+    "dotdot": "../x",
+    "slash": "a/b",
+    "colon": "a:b",
+    "at": "x@1",
+    "star": "*",
+    "brace": "a{b}",
+    "leading-dot": ".x",
+    "129": Big(129, "t"),
+    "nul": "a\x00",
+    "lf": "a\n",
+    "surrogate": "\udcff",
+    "fullwidth": "ｘ",
+    "empty": "",
+    "int": 5,
+    "none": None,
+}.items():
+    case("api", f"template-name-{_name}", tmpl("badname"), Api("rcpt.put_template", (_tname, _G)))
+case("api", "template-put-owner-bob", rcpt("nopvg"), Api("rcpt.put_template", ("x", _G), {"owner": "bob"}))
+case(
+    "api",
+    "template-put-owner-space",
+    "e.cmd.noti.baduser",
+    Api("rcpt.put_template", ("x", _G), {"owner": "a b", "user": "ops"}),
+)
+for _name, (_tname, _version) in {
+    "unknown": ("nope", None),
+    "others": ("bob_tmpl", None),
+    "bad-name": ("../x", None),
+    "surrogate": ("\udcff", None),
+    "version-0": ("order_shipped", 0),
+    "version-99": ("order_shipped", 99),
+    "version-text": ("order_shipped", "x"),
+    "version-nan": ("order_shipped", math.nan),
+    "version-huge": ("order_shipped", 10**30),
+}.items():
+    case(
+        "api",
+        f"template-get-{_name}",
+        tmpl("not_found"),
+        Api("rcpt.get_template", (_tname,), {"version": _version}),
+    )
+case(
+    "api", "template-get-owner-bob", rcpt("nopvg"), Api("rcpt.get_template", ("bob_tmpl",), {"owner": "bob"})
+)
+case(
+    "api",
+    "template-delete-owner-bob",
+    rcpt("nopvg"),
+    Api("rcpt.delete_template", ("bob_tmpl",), {"owner": "bob"}),
+)
+# api: notify(recipient=…, template=…)
+for _name, _template in {
+    "version-0": "order_shipped@0",
+    "version-empty": "order_shipped@",
+    "version-negative": "order_shipped@-1",
+    "version-exponent": "order_shipped@1e3",
+    "version-10-digits": "order_shipped@9999999999",
+    "version-5000-digits": "order_shipped@" + "9" * 5000,
+    "version-fullwidth": "order_shipped@１",
+    "version-twice": "order_shipped@1@2",
+    "no-name": "@1",
+    "dotdot": "../x",
+    "space": "a b",
+    "nul": "a\x00",
+    "surrogate": "\udcff",
+    "10mb": Big(MB10, "t"),
+    "empty": "",
+    "none": None,
+    "int": 5,
+    "dict": {"name": "order_shipped"},
+}.items():
+    case("api", f"notify-template-{_name}", notice("badtemplate"), tell(template=_template))
+case("api", "notify-template-unknown", tmpl("not_found"), tell(template="nope"))
+case("api", "notify-template-others", tmpl("not_found"), tell(template="bob_tmpl"))
+case("api", "notify-template-version-99", tmpl("not_found"), tell(template="order_shipped@99"))
+case("api", "notify-recipient-unknown", rcpt("not_found"), tell(recipient="nobody"))
+case("api", "notify-recipient-others", rcpt("not_found"), tell(recipient="7"))
+for _name, (_data, _code) in {
+    "array": ([1], "baddata"),
+    "int": (5, "baddata"),
+    "nan": ({"order": math.nan}, "baddata"),
+    "inf": ({"order": math.inf}, "baddata"),
+    "nan-text": ('{"order": NaN}', "baddata"),
+    "deep-5000": (Deep(5000), "baddata"),
+    "deep-65": (Deep(65), "baddata"),
+    "deep-text": (Deep(5000, text=True), "baddata"),
+    "deep-array-text": (Deep(100000, text=True, array=True), "baddata"),
+    "10mb": ({"order": Big(MB10)}, "baddata"),
+    "65k": ({"order": Big(65 * 1024)}, "baddata"),
+    "surrogate": ({"order": "\udcff"}, "baddata"),
+    "int-key": ({1: 2}, "baddata"),
+    "set": ({"order": {1}}, "baddata"),
+    "bytes": ({"order": b"7"}, "baddata"),
+    "huge-int": ({"order": 10**5000}, "baddata"),
+}.items():
+    case("api", f"notify-data-{_name}", notice(_code), tell(data=_data))
+case("api", "notify-data-missing-variable", tmpl("missingvar"), tell(data={}))
+case("api", "notify-data-none", tmpl("missingvar"), tell(data=None))
+case("api", "notify-data-renders-escape", add("badtext"), tell(data={"order": "\x1b[2J"}, channels=["sms"]))
+case("api", "notify-data-renders-nul", add("badtext"), tell(data={"order": "a\x00b"}, channels=["sms"]))
+case(
+    "api", "notify-data-renders-too-long", add("badtext"), tell(data={"order": "x" * 2000}, channels=["sms"])
+)
+case(
+    "api",
+    "notify-data-renders-subject-header",
+    add("badtext"),
+    tell(data={"order": "1\nBcc: x@evil.example"}, channels=["email"]),
+)
+for _name, (_template, _data, _code) in RENDER_TRAPS.items():
+    case("api", f"notify-render-{_name}", _code, tell(template=_name, data=_data))
+for _name, _changes in {
+    "channels-fax": {"channels": ["fax"]},
+    "channels-text-with-fax": {"channels": "sms,fax"},
+    "channels-empty": {"channels": []},
+    "channels-9": {"channels": ["sms"] * 9},
+    "channels-twice": {"channels": ["sms", "sms"]},
+    "channels-int": {"channels": 5},
+    "channels-dict": {"channels": {"sms": True}},
+    "channels-set": {"channels": {"sms"}},
+    "channels-bytes": {"channels": b"sms"},
+    "channels-int-item": {"channels": [5]},
+    "channels-and-chain": {"channels": ["sms"], "chain": ["sms"]},
+    "chain-fax": {"chain": ["sms", "fax"]},
+    "chain-empty": {"chain": []},
+    "chain-blank-text": {"chain": " , "},
+    "chain-nested": {"chain": [["sms"]]},
+    "chain-none-item": {"chain": [None]},
+    "chain-10mb": {"chain": Big(MB10, "s")},
+}.items():
+    case("api", f"notify-{_name}", notice("badchannels"), tell(**_changes))
+case("api", "notify-channels-unreachable", notice("nochannel"), tell(channels=["weixin"]))
+case("api", "notify-channels-no-variant", notice("nochannel"), tell(channels=["webhook"]))
+for _name, _after in {
+    "nan": math.nan,
+    "inf": math.inf,
+    "negative": -1,
+    "zero": 0,
+    "text": "5",
+    "bool": True,
+    "huge": 10**9,
+}.items():
+    case("api", f"notify-after-{_name}", notice("badafter"), tell(chain=["sms", "email"], after_s=_after))
+for _name, _locale in {
+    "trailing-dash": "zh-Hant-TW-",
+    "dotdot": "../en",
+    "empty": "",
+    "int": 5,
+    "nul": "en\x00",
+}.items():
+    case("api", f"notify-locale-{_name}", rcpt("badlocale"), tell(locale=_locale))
+for _name, _category in {"upper": "Orders", "star": "*", "nul": "a\x00", "int": 5, "65": "c" * 65}.items():
+    case("api", f"notify-category-{_name}", "e.cmd.noti.cat.badname", tell(category=_category))
+case("api", "notify-category-unknown", "e.cmd.noti.cat.not_found", tell(category="nope"))
+for _name, _key in {
+    "empty": "",
+    "nul": "k\x00",
+    "lf": "a\nb",
+    "surrogate": "\udcff",
+    "201": Big(201, "k"),
+    "int": 5,
+    "list": ["k"],
+}.items():
+    case("api", f"notify-idempotency-key-{_name}", add("badkey"), tell(idempotency_key=_key))
+for _name, (_changes, _code) in {
+    "lv-nan": ({"lv": math.nan}, "badlv"),
+    "lv-5000-digits": ({"lv": "9" * 5000}, "badlv"),
+    "lv-zero": ({"lv": 0}, "badlv"),
+    "delay-nan": ({"delay": math.nan}, "baddelay"),
+    "delay-negative": ({"delay": -1}, "baddelay"),
+    "eta-text": ({"eta": "tomorrow"}, "baddelay"),
+    "eta-year-1": ({"eta": dt.datetime(1, 1, 1)}, "baddelay"),
+    "delay-and-eta": ({"delay": 5, "eta": dt.datetime.now(dt.UTC)}, "baddelay"),
+}.items():
+    case("api", f"notify-{_name}", add(_code), tell(**_changes))
+for _name, _field in {
+    "text": "text",
+    "provider": "provider",
+    "retry-max": "retry_max",
+    "identifier": "identifier",
+    "colour": "colour",
+}.items():
+    case("api", f"notify-field-{_name}", notice("badfield"), tell(**{_field: "x"}))
+case("api", "notify-recipient-and-type", notice("both"), Api("notify", ("sms", PHONE), NOTICE))
+case("api", "notify-recipient-and-target-keyword", notice("both"), tell(target=PHONE))
+case("api", "notify-owner-bob", rcpt("nopvg"), tell(recipient="7", template="bob_tmpl", owner="bob"))
+case("api", "notify-owner-nobody-such", rcpt("nopvg"), tell(owner="no-such-user"))
+case("api", "notify-owner-space", "e.cmd.noti.baduser", tell(owner="a b"))
+case("api", "notify-user-lf", "e.cmd.noti.baduser", tell(user="alice\n"))
+# api: notices
+for _name, _id in {
+    "unknown": "n" + UNKNOWN_ID,
+    "a-record-id": UNKNOWN_ID,
+    "others": Ref("bob_notice"),
+    "surrogate": "n\udcff",
+    "nul": "n0\x00",
+    "glob": "n*",
+    "10mb": Big(MB10, "0", "n"),
+    "empty": "",
+    "int": 5,
+    "none": None,
+    "list": [Ref("bob_notice")],
+}.items():
+    case("api", f"get-notice-{_name}", "e.cmd.noti.notice.not_found", Api("get_notice", (_id,)))
+case(
+    "api",
+    "get-notice-user-space",
+    "e.cmd.noti.baduser",
+    Api("get_notice", (Ref("bob_notice"),), {"user": "a b"}),
+)
+# api: imports: a CSV header the importer cannot read refuses the whole file
+for _name, _csv in {
+    "unknown-column": "id,sms,colour\n1,+8613912345678,red\n",
+    "no-id": "sms\n+8613912345678\n",
+    "column-twice": "id,sms,sms\n1,+8613912345678,+8613912345679\n",
+    "attributes-twice": "id,attributes,attributes\n1,{},{}\n",
+    "empty-file": "",
+    "blank-line": "\n",
+    "channel-fax": "id,fax\n1,x\n",
+    "upper-case": "ID,SMS\n1,+8613912345678\n",
+    "attr-no-name": "id,attr.\n1,x\n",
+    "attr-65-name": "id,attr." + "a" * 65 + "\n1,x\n",
+    "nul": "id,s\x00ms\n1,x\n",
+    "surrogate": "id,\udcff\n1,x\n",
+    "bom-not-stripped": "\ufeffid,sms\n1,+8613912345678\n",
+    "formula": "id,=cmd|' /C calc'!A0\n1,x\n",
+    "dotdot": "id,../sms\n1,x\n",
+    "internal-prefix": "id,addr:sms\n1,+8613912345678\n",
+    "quote-unclosed": 'id,"sms\n1,x\n',
+    "lf-inside-quotes": 'id,"s\nms"\n1,x\n',
+    "70k-column": "id," + "a" * 70000 + "\n1,x\n",
+}.items():
+    case("api", f"import-csv-header-{_name}", rcpt("badcsv"), Api("rcpt.import_csv", (_csv,)))
+case("api", "import-owner-bob", rcpt("nopvg"), Api("rcpt.import_rows", ([{"id": "1"}],), {"owner": "bob"}))
+for _name, _rows in {"int": 5, "none": None, "text": "abc", "mapping": {"id": "1"}, "bytes": b"id"}.items():
+    case("api", f"import-rows-{_name}", rcpt("baddoc"), Api("rcpt.import_rows", (_rows,)))
+for _name, _items in {"int": 5, "none": None, "text": "abc", "mapping": NOTICE}.items():
+    case("api", f"notice-many-{_name}", notice("baditem"), Api("rcpt.notify_many", (_items,)))
+
+# bulk: the recipients' notify_many and the imports refuse each bad item (row) alone
+case(
+    "bulk",
+    "notices-mixed-bad-items",
+    None,
+    Bulk(
+        "rcpt.notify_many",
+        (
+            [
+                5,
+                None,
+                "text",
+                {1: 2},
+                {**NOTICE, "recipient": "../42"},
+                {**NOTICE, "recipient": "nobody"},
+                {**NOTICE, "template": "order_shipped@0"},
+                {**NOTICE, "template": "order_shipped@" + "9" * 5000},
+                {**NOTICE, "template": "\udcff"},
+                {**NOTICE, "template": "nope"},
+                {**NOTICE, "data": {"a": math.nan}},
+                {**NOTICE, "data": Deep(5000)},
+                {**NOTICE, "data": {}},
+                {**NOTICE, "locale": "zh-Hant-TW-"},
+                {**NOTICE, "category": "nope"},
+                {**NOTICE, "category": "Orders"},
+                {**NOTICE, "channels": ["fax"]},
+                {**NOTICE, "chain": ["sms"], "after_s": math.nan},
+                {**NOTICE, "idempotency_key": "a\nb"},
+                {**NOTICE, "owner": "bob"},
+                {**NOTICE, "lv": "9" * 5000},
+                {**NOTICE, "delay": math.inf},
+                {**NOTICE, "colour": "red"},
+                {**NOTICE, "text": "hi"},
+                {"template": "order_shipped"},
+                {**NOTICE, "template": "trap-format", "data": {"order": "7"}},
+                {**NOTICE, "template": "trap-output", "data": {"d": "x" * 60000}},
+                {**NOTICE, "data": {"order": "\x1b[2J"}, "channels": ["sms"]},
+            ],
+        ),
+        {},
+        (
+            notice("baditem"),
+            notice("baditem"),
+            notice("baditem"),
+            notice("baditem"),
+            rcpt("badid"),
+            rcpt("not_found"),
+            notice("badtemplate"),
+            notice("badtemplate"),
+            notice("badtemplate"),
+            tmpl("not_found"),
+            notice("baddata"),
+            notice("baddata"),
+            tmpl("missingvar"),
+            rcpt("badlocale"),
+            "e.cmd.noti.cat.not_found",
+            "e.cmd.noti.cat.badname",
+            notice("badchannels"),
+            notice("badafter"),
+            add("badkey"),
+            rcpt("nopvg"),
+            add("badlv"),
+            add("baddelay"),
+            notice("badfield"),
+            notice("badfield"),
+            rcpt("badid"),
+            tmpl("unsafe"),
+            tmpl("toobig"),
+            add("badtext"),
+        ),
+    ),
+)
+case(
+    "bulk",
+    "notices-user-with-newline",
+    None,
+    Bulk("rcpt.notify_many", ([NOTICE] * 3,), {"user": "alice\n"}, ("e.cmd.noti.baduser",) * 3),
+)
+case(
+    "bulk",
+    "import-rows-mixed",
+    None,
+    Bulk(
+        "rcpt.import_rows",
+        (
+            [
+                5,
+                None,
+                "text",
+                [1, 2],
+                {"id": "../1"},
+                {"addresses": _ADDR},
+                {"id": "1", "colour": "red"},
+                {"id": "1", "locale": "zh-Hant-TW-"},
+                {"id": "1", "timezone": "/etc/passwd"},
+                {"id": "1", "quiet_hours": "25:00-07:00"},
+                {"id": "1", "addresses": {"sms": "call me"}},
+                {"id": "1", "addresses": {"sms": [f"+86139{_i:08d}" for _i in range(1000)]}},
+                {"id": "1", "attributes": {"bio": Big(MB10)}},
+                {"id": "1", "attributes": Deep(5000)},
+                Deep(5000, text=True),
+                Big(MB10, "x", '{"id": "1", "attributes": {"bio": "', '"}}'),
+            ],
+        ),
+        {},
+        (
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("badid"),
+            rcpt("badid"),
+            rcpt("baddoc"),
+            rcpt("badlocale"),
+            rcpt("badtz"),
+            rcpt("badquiet"),
+            rcpt("badaddr"),
+            rcpt("badaddr"),
+            rcpt("badattrs"),
+            rcpt("badattrs"),
+            rcpt("baddoc"),
+            rcpt("toobig"),
+        ),
+    ),
+)
+case(
+    "bulk",
+    "import-csv-bad-rows",
+    None,
+    Bulk(
+        "rcpt.import_csv",
+        (
+            "id,sms,locale,timezone,quiet_hours,attributes,attr.bio\n"
+            "../1,+8613912345678,,,,,\n"
+            "2,call me,,,,,\n"
+            "3,,zh-Hant-TW-,,,,\n"
+            "4,,,/etc/passwd,,,\n"
+            "5,,,,25:00-07:00,,\n"
+            '6,,,,,"{""a"": NaN}",\n'
+            '7,,,,,"' + '{""a"":' * 3000 + "1" + "}" * 3000 + '",\n'
+            "8,,,,,[1],\n"
+            "9,,,,,," + "x" * 17000 + "\n"
+            "10," + ";".join(f"+86139{_i:08d}" for _i in range(9)) + ",,,,,\n"
+            "11,+8613912345678\n"
+            "12,,,,,," + "x" * 70000 + "\n",
+        ),
+        {},
+        (
+            rcpt("badid"),
+            rcpt("badaddr"),
+            rcpt("badlocale"),
+            rcpt("badtz"),
+            rcpt("badquiet"),
+            rcpt("badattrs"),
+            rcpt("badattrs"),
+            rcpt("badattrs"),
+            rcpt("badattrs"),
+            rcpt("badaddr"),
+            rcpt("badcsv"),
+            rcpt("badcsv"),
+        ),
+    ),
+)
+case(
+    "bulk",
+    "import-jsonl-bad-lines",
+    None,
+    Bulk(
+        "rcpt.import_jsonl",
+        (
+            [
+                "{oops",
+                '{"id": "1", "attributes": {"a": NaN}}',
+                Deep(100000, text=True, array=True),
+                Big(5000, '{"a":', '{"id": "1", "attributes": ', "1" + "}" * 5001),
+                "[1]",
+                "5",
+                "null",
+                '"text"',
+                '{"id": "../1"}',
+                '{"id": "1", "addresses": {"sms": "call me"}}',
+                Big(MB10, "x", '{"id": "1", "attributes": {"bio": "', '"}}'),
+            ],
+        ),
+        {},
+        (
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("baddoc"),
+            rcpt("badid"),
+            rcpt("badaddr"),
+            rcpt("badattrs"),
+        ),
+    ),
+)
+
+# cli: noti recipient / category / template / notify
+_NOTIFY = ("notify", "-recipient", RCPT, "-template", "order_shipped")
+_DATA = ("-data", '{"order": 7}')
+for _name, (_argv, _code) in {
+    "put-locale": (("put", "50", "-sms", PHONE, "-locale", "zh-Hant-TW-"), "badlocale"),
+    "put-locale-nul": (("put", "50", "-sms", PHONE, "-locale", "en\x00"), "badlocale"),
+    "put-timezone-path": (("put", "50", "-timezone", "../../etc/passwd"), "badtz"),
+    "put-quiet-hours": (("put", "50", "-quiet-hours", "25:00-07:00"), "badquiet"),
+    "put-id-dotdot": (("put", "../42", "-sms", PHONE), "badid"),
+    "put-id-surrogate": (("put", "4\udcff", "-sms", PHONE), "badid"),
+    "put-sms": (("put", "50", "-sms", "call me"), "badaddr"),
+    "put-address-without-channel": (("put", "50", "-address", "sms"), "badaddr"),
+    "put-address-fax": (("put", "50", "-address", "fax=1"), "badaddr"),
+    "put-attr-without-value": (("put", "50", "-attr", "x"), "badattrs"),
+    "put-json-deep": (("put", "50", BAD_JSON["deep-text-5000"]), "baddoc"),
+    "put-json-nan": (("put", "50", '{"attributes": {"a": NaN}}'), "baddoc"),
+    "put-json-array": (("put", "50", "[1]"), "baddoc"),
+    "put-attr-10mb": (("put", "50", "-attr", Big(MB10, "x", "bio=")), "badattrs"),
+    "put-owner-bob": (("put", "50", "-sms", PHONE, "-owner", "bob"), "nopvg"),
+    "update-nothing": (("update", RCPT), "baddoc"),
+    "get-others": (("get", "7"), "not_found"),
+    "del-unknown": (("del", "nobody"), "not_found"),
+    "merge-self": (("merge", RCPT, RCPT), "badmerge"),
+    "list-limit-zero": (("list", "-limit", "0"), "badlimit"),
+    "history-unknown": (("history", "nobody"), "not_found"),
+    "import-unknown-column": (("import", "{columns.csv}"), "badcsv"),
+    "import-not-utf8": (("import", "{latin1.csv}"), "badformat"),
+    "import-suffix": (("import", "/nonexistent/people.txt"), "badformat"),
+}.items():
+    _files = {}
+    if _name == "import-unknown-column":
+        _files = {"columns.csv": b"id,sms,colour\n1,+8613912345678,red\n"}
+    if _name == "import-not-utf8":
+        _files = {"latin1.csv": b"id,sms\n1,\xff\n"}
+    cli(f"recipient-{_name}", rcpt(_code), "recipient", *_argv, files=_files)
+cli(
+    "recipient-import-bad-rows",
+    rcpt("badid"),
+    "recipient",
+    "import",
+    "{rows}",
+    "-format",
+    "jsonl",
+    files={
+        "rows": b'{"id": "../1"}\n'
+        + b'{"id": "1", "attributes": '
+        + b'{"a":' * 5000
+        + b"1"
+        + b"}" * 5001
+        + b"\n"
+    },
+)
+cli("recipient-prefs-locked", "e.cmd.noti.pref.locked", "recipient", "prefs", RCPT, "security.sms=off")
+cli("recipient-prefs-value", "e.cmd.noti.pref.bad", "recipient", "prefs", RCPT, "orders.sms=maybe")
+cli("recipient-prefs-channel", "e.cmd.noti.pref.bad", "recipient", "prefs", RCPT, "orders.fax=off")
+cli(
+    "recipient-prefs-json-deep", "e.cmd.noti.pref.bad", "recipient", "prefs", RCPT, BAD_JSON["deep-text-5000"]
+)
+cli("recipient-list-limit-word", None, "recipient", "list", "-limit", "many")
+cli("category-put-not-root", "e.cmd.noti.cat.nopvg", "category", "put", "newcat")
+cli("category-put-name", "e.cmd.noti.cat.badname", "category", "put", "New Cat", user="ops")
+cli(
+    "category-put-channel",
+    "e.cmd.noti.cat.bad",
+    "category",
+    "put",
+    "newcat",
+    "-channel",
+    "fax=on",
+    user="ops",
+)
+cli(
+    "category-put-json-nan", "e.cmd.noti.cat.bad", "category", "put", "newcat", '{"opt_out": NaN}', user="ops"
+)
+cli(
+    "category-put-critical-opt-out",
+    "e.cmd.noti.cat.bad",
+    "category",
+    "put",
+    "newcat",
+    "-critical",
+    "--opt-out",
+    user="ops",
+)
+cli("category-del-unknown", "e.cmd.noti.cat.not_found", "category", "del", "nope", user="ops")
+_TMPL_FILES: dict[str, tuple[bytes, str]] = {
+    "mro.json": (
+        b'{"default_locale": "en", "channels": {"sms": {"en": {"text": "{{ \'\'.__class__.__mro__ }}"}}}}',
+        "unsafe",
+    ),
+    "include.json": (
+        b'{"default_locale": "en", "channels": {"sms": {"en": {"text": "{% include \'/etc/passwd\' %}"}}}}',
+        "unsafe",
+    ),
+    "nested.json": (
+        b'{"default_locale": "en", "channels": {"sms": {"en": {"text": "'
+        + b"{% if a %}" * 150
+        + b"x"
+        + b"{% endif %}" * 150
+        + b'"}}}}',
+        "badsyntax",
+    ),
+    "fax.json": (b'{"default_locale": "en", "channels": {"fax": {"en": {"text": "x"}}}}', "baddoc"),
+    "nan.json": (b'{"default_locale": "en", "channels": {"sms": {"en": {"text": NaN}}}}', "baddoc"),
+    "bad.toml": (b"default_locale = \n", "baddoc"),
+    "a b.json": (b"{}", "badname"),
+    "big.json": (b'{"description": "' + b"x" * (1024 * 1024) + b'"}', "toobig"),
+}
+for _file, (_data, _code) in _TMPL_FILES.items():
+    cli(f"template-put-{_file}", tmpl(_code), "template", "put", f"{{{_file}}}", files={_file: _data})
+cli(
+    "template-put-name-dotdot", tmpl("badname"), "template", "put", "../x", "-", stdin=json.dumps(_G).encode()
+)
+cli(
+    "template-put-stdin-deep",
+    tmpl("baddoc"),
+    "template",
+    "put",
+    "x",
+    "-",
+    stdin=b'{"a":' * 5000 + b"1" + b"}" * 5000,
+)
+cli("template-put-stdin-without-name", None, "template", "put", "-", stdin=b"{}")
+cli("template-get-unknown", tmpl("not_found"), "template", "get", "nope")
+cli("template-del-others", tmpl("not_found"), "template", "del", "bob_tmpl")
+cli("template-list-owner-bob", rcpt("nopvg"), "template", "list", "-owner", "bob")
+for _name, (_argv, _code) in {
+    "recipient-dotdot": (
+        ("notify", "-recipient", "../42", "-template", "order_shipped", *_DATA),
+        rcpt("badid"),
+    ),
+    "template-version-0": (
+        ("notify", "-recipient", RCPT, "-template", "order_shipped@0", *_DATA),
+        notice("badtemplate"),
+    ),
+    "template-surrogate": (
+        ("notify", "-recipient", RCPT, "-template", "\udcff", *_DATA),
+        notice("badtemplate"),
+    ),
+    "template-5000-digits": (
+        ("notify", "-recipient", RCPT, "-template", "order_shipped@" + "9" * 5000, *_DATA),
+        notice("badtemplate"),
+    ),
+    "data-nan": ((*_NOTIFY, "-data", '{"order": NaN}'), notice("baddata")),
+    "data-deep": ((*_NOTIFY, "-data", BAD_JSON["deep-text-5000"]), notice("baddata")),
+    "data-array": ((*_NOTIFY, "-data", "[1]"), notice("baddata")),
+    "missing-variable": (_NOTIFY, tmpl("missingvar")),
+    "render-injection": (
+        ("notify", "-recipient", RCPT, "-template", "trap-format", "-data", '{"order": "7"}'),
+        tmpl("unsafe"),
+    ),
+    "channels-fax": ((*_NOTIFY, *_DATA, "-channels", "sms,fax"), notice("badchannels")),
+    "after-nan": ((*_NOTIFY, *_DATA, "-chain", "sms,email", "-after", "nan"), notice("badafter")),
+    "delay-weeks": ((*_NOTIFY, *_DATA, "-delay", "3weeks"), notice("baddelay")),
+    "locale": ((*_NOTIFY, *_DATA, "-locale", "zh-Hant-TW-"), rcpt("badlocale")),
+    "key-lf": ((*_NOTIFY, *_DATA, "-idempotency-key", "a\nb"), add("badkey")),
+    "category-unknown": ((*_NOTIFY, *_DATA, "-category", "nope"), "e.cmd.noti.cat.not_found"),
+    "owner-bob": (
+        ("notify", "-recipient", "7", "-template", "bob_tmpl", *_DATA, "-owner", "bob"),
+        rcpt("nopvg"),
+    ),
+}.items():
+    cli(f"notify-{_name}", _code, *_argv)
+cli("notify-no-recipient", None, "notify", "-template", "order_shipped")
+cli("get-notice-others", "e.cmd.noti.notice.not_found", "get", Ref("bob_notice"))
+cli("get-notice-unknown", "e.cmd.noti.notice.not_found", "get", "n" + UNKNOWN_ID)
+
+# task: noti.tasks.notify.delay(recipient=…, template=…), refused by a real worker (a few: slow)
+_RCPT_KW = {"recipient": RCPT, "template": "order_shipped", "data": {"order": 7}}
+task("recipient-dotdot", rcpt("badid"), "delay", kwargs={**_RCPT_KW, "recipient": "../42"})
+task("recipient-unknown", rcpt("not_found"), "delay", kwargs={**_RCPT_KW, "recipient": "nobody"})
+task(
+    "recipient-template-version-0",
+    notice("badtemplate"),
+    "delay",
+    kwargs={**_RCPT_KW, "template": "order_shipped@0"},
+)
+task("recipient-missing-variable", tmpl("missingvar"), "delay", kwargs={**_RCPT_KW, "data": {}})
+task("recipient-data-nan", notice("baddata"), "delay", kwargs={**_RCPT_KW, "data": {"order": math.nan}})
+task("recipient-render-injection", tmpl("unsafe"), "delay", kwargs={**_RCPT_KW, "template": "trap-format"})
+task("recipient-channel-field", notice("badfield"), "delay", kwargs={**_RCPT_KW, "text": "hi"})
+task("recipient-and-type", notice("both"), "send_task", kwargs={**_RCPT_KW, "type": "sms"})
+task("recipient-owner-bob", rcpt("nopvg"), "delay", kwargs={**_RCPT_KW, "recipient": "7", "owner": "bob"})
+task(
+    "recipient-data-set",
+    add("baditem"),
+    "delay",
+    kwargs={**_RCPT_KW, "data": {"order": {1, 2}}},
+    at_call=True,
+)
 
 _counts = Counter(c.id for c in CASES)
 assert not [i for i, n in _counts.items() if n > 1], [i for i, n in _counts.items() if n > 1]
