@@ -37,6 +37,7 @@ LONGEST = (
     "tests/test_bench_smoke.py::",
     "tests/test_chaos.py::test_the_short_chaos_run",
     "tests/test_http_schema.py::",
+    "tests/test_hostile_input.py::",
     "tests/test_sentinel.py::test_workers_beat",
     "tests/test_run_script.py::test_make_run_at_a_terminal",
     "tests/test_run_script.py::test_ctrl_c",
