@@ -466,3 +466,18 @@ def test_a_merged_away_recipients_held_notice_is_sent_to_the_one_it_joined(rt: A
     record = wait_until(lambda: (r := rt.store.get(record_id)).status is not Status.WAITING and r, timeout=20)
     assert record.status is Status.DONE, record.errmsg
     assert record_id in recipients.history("42")
+
+
+def test_a_held_records_message_names_its_notice_when_the_pump_publishes_it(rt: Any) -> None:
+    recipients.update("42", {"timezone": "UTC", "quiet_hours": _quiet_now(1)})
+    held = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
+    )
+    published: list[Any] = []
+
+    def publish(items: Any) -> int:
+        published.extend(items)
+        return len(published)
+
+    wait_until(lambda: rt.delayed.pump_once(publish) or published, timeout=10)
+    assert [(i[0], i[3]) for i in published] == [(by(held, "sms").record, held.id)]

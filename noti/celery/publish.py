@@ -48,6 +48,7 @@ from noti.celery.queues import (
     queue_key,
     transport_options,
 )
+from noti.core.delay import PublishItem
 from noti.core.record import Channel
 from noti.errors import StoreUnavailable
 from noti.redis.conn import connect
@@ -81,7 +82,7 @@ _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _
 
 _FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body", _PARENT: "parent"}
 
-Item = tuple[str, Channel, int]
+Item = PublishItem
 
 
 @functools.cache
@@ -366,11 +367,15 @@ class Publisher:
         count = 0
         try:
             with self._app.producer_or_acquire() as producer:
-                for record_id, channel, level in items:
+                for item in items:
+                    record_id, channel, level = item[0], item[1], item[2]
+                    parent = item[3] if len(item) > 3 else None
                     self._app.send_task(
                         DELIVER_TASK,
                         args=[record_id],
                         task_id=record_id,
+                        parent_id=parent,
+                        root_id=parent,
                         queue=channel.queue,
                         routing_key=channel.queue,
                         priority=priority_for_level(level),

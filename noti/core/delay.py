@@ -101,7 +101,10 @@ def validate_identifier(identifier: object) -> str:
 
 log = logging.getLogger(__name__)
 
-PublishFn = Callable[[Iterable[tuple[str, Channel, int]]], int]
+#: What a delivery message is published for: ``(record id, channel, level)``, and for a record
+#: of a notice (:mod:`noti.recipients`) the notice's id, which the message names as its parent.
+PublishItem = tuple[str, Channel, int] | tuple[str, Channel, int, str]
+PublishFn = Callable[[Iterable[PublishItem]], int]
 
 
 class DelayedQueue:
@@ -159,11 +162,13 @@ class DelayedQueue:
                 return 0
             pipe = self.redis.pipeline(transaction=False)
             for record_id in ids:
-                pipe.hmget(self.keys.record(record_id), "noti_type", "noti_lv", "noti_st")
+                pipe.hmget(self.keys.record(record_id), "noti_type", "noti_lv", "noti_st", "noti_parent")
             rows = pipe.execute()
-        items = [
-            (record_id, Channel(kind), int(level))
-            for record_id, (kind, level, status) in zip(ids, rows, strict=True)
+        items: list[PublishItem] = [
+            (record_id, Channel(kind), int(level), parent)
+            if parent
+            else (record_id, Channel(kind), int(level))
+            for record_id, (kind, level, status, parent) in zip(ids, rows, strict=True)
             if status == "1" and Channel.known(kind)
         ]
         if items:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from noti.core.attempt import Revoked
-from noti.core.delay import validate_idempotency_key
+from noti.core.delay import PublishItem, validate_idempotency_key
 from noti.core.record import (
     DELIVERY_STATES,
     Channel,
@@ -56,7 +56,7 @@ class Publishing(Protocol):
         """Tell the publisher that ``messages`` (of :meth:`message`) were written."""
         ...
 
-    def publish(self, items: Iterable[tuple[str, Channel, int]]) -> int:
+    def publish(self, items: Iterable[PublishItem]) -> int:
         """Publish the delivery message of each ``(record id, channel, level)``; how many."""
         ...
 

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol, cast
 
+from noti.core.delay import PublishItem
 from noti.core.record import Channel, now_ms
 from noti.redis.outage import translate_errors
 from noti.sending.runtime import Runtime
@@ -25,7 +26,7 @@ class Requeuing(Protocol):
         """The channels whose queue holds no delivery message (none when not known)."""
         ...
 
-    def publish(self, items: Iterable[tuple[str, Channel, int]]) -> int:
+    def publish(self, items: Iterable[PublishItem]) -> int:
         """Publish the delivery message of each ``(record id, channel, level)``; how many."""
         ...
 
