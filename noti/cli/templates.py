@@ -161,15 +161,7 @@ def get_template(ctx: CliContext, /, name: str, version: int | None, owner: str 
     found = api_of(ctx).get_template(name, version=version, user=ctx.user, owner=owner)
     if out.quiet:
         return
-    shown_doc = {
-        "name": found.name,
-        "version": found.version,
-        "default_locale": found.default_locale,
-        "channels": list(found.channels),
-        "description": found.description,
-        "created_ms": found.created_ms,
-        "document": found.document(),
-    }
+    shown_doc = found.to_dict()
     if out.wants_json:
         out.json(shown_doc)
         return

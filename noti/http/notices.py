@@ -45,15 +45,7 @@ def notice_routes(api: Recipients) -> APIRouter:
 
 
 def _template_out(found: Template) -> dict[str, Any]:
-    return {
-        "name": found.name,
-        "version": found.version,
-        "default_locale": found.default_locale,
-        "channels": list(found.channels),
-        "description": found.description,
-        "created_ms": found.created_ms,
-        "document": found.document(),
-    }
+    return found.to_dict()
 
 
 def _template_info(info: TemplateInfo) -> dict[str, Any]:

@@ -210,6 +210,18 @@ class Template:
         """The stored document (a fresh copy)."""
         return cast(dict[str, Any], json.loads(self.source))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The template as JSON shows it (``noti template get -json``, the HTTP API)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "default_locale": self.default_locale,
+            "channels": list(self.channels),
+            "description": self.description,
+            "created_ms": self.created_ms,
+            "document": self.document(),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class TemplateInfo:
