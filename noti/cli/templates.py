@@ -31,7 +31,13 @@ def category() -> None:
 @click.option(
     "-channel", "--channel", "channels", multiple=True, metavar="CHANNEL=on|off", help="On or off by default."
 )
-@click.option("--opt-out/--no-opt-out", "opt_out", default=None, help="Whether recipients may opt out.")
+@click.option(
+    "-opt-out/-no-opt-out",
+    "--opt-out/--no-opt-out",
+    "opt_out",
+    default=None,
+    help="Whether recipients may opt out.",
+)
 @click.option("-critical", "--critical", is_flag=True, default=None, help="Never suppressed (no opt-out).")
 @click.option("-description", "--description", help="What it is for.")
 @json_options
