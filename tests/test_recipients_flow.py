@@ -429,14 +429,16 @@ def test_notify_many_makes_each_good_notice_and_refuses_each_bad_one_alone(rt: A
         {"recipient": "43", "template": "order_shipped", "data": {"order": 3}},
         {"recipient": "43", "template": "order_shipped", "data": [3]},
         {"recipient": "43", "template": "order_shipped", "data": {}},
+        {"recipient": "43", "template": "order_shipped", "data": {"order": 4}, "user": "ops"},
     ]
     batch = api().notify_many(items)
-    assert [i is not None for i in batch.ids] == [True, False, False, True, False, False]
+    assert [i is not None for i in batch.ids] == [True, False, False, True, False, False, False]
     assert [(i, code) for i, code, _ in batch.refused] == [
         (1, "e.cmd.noti.rcpt.not_found"),
         (2, "e.cmd.noti.notify.baditem"),
         (4, "e.cmd.noti.notify.baddata"),
         (5, "e.cmd.noti.tmpl.missingvar"),
+        (6, "e.cmd.noti.notify.badfield"),
     ]
     made = [noti.get_notice(i) for i in batch.ids if i]
     assert [states(n)["sms"] for n in made] == ["queued", "queued"]

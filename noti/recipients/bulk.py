@@ -22,6 +22,9 @@ __all__ = ["BULK_BATCH", "NoticeBatch", "notify_many"]
 
 #: Notices written per round trip.
 BULK_BATCH = 500
+#: What the call sets for every item (the acting user, an API token's limits) and what noti
+#: sets itself (the Celery task id): an item naming one is refused.
+_CALL_ONLY = frozenset({"user", "level_cap", "providers_allowed", "task_id"})
 #: ``notify.lua``'s answer when what a notice was made from changed.
 STALE = -2
 
@@ -81,6 +84,9 @@ def _batch(
         try:
             if not isinstance(item, Mapping):
                 raise _bad("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
+            given = sorted(str(k) for k in _CALL_ONLY.intersection(item))
+            if given:  # the call's (an API token's) own: an item may not set them
+                raise _bad("badfield", f"an item cannot set {', '.join(given)}: the call does")
             requests.append(
                 parse_request(
                     notices.notifier,
