@@ -93,7 +93,7 @@ for r = 0, (#KEYS - 13) / 3 - 1 do
   elseif redis.call('SISMEMBER', KEYS[16 + 3 * r], target) == 1 then
     why = 'suppressed'
   elseif enforced then
-    why = preference_out(KEYS[1], category, channel, ARGV[a + 4])
+    why = preference_out(KEYS[1], category, channel, ARGV[a + 4], true)
   elseif ARGV[a + 4] == '0' then
     why = 'off'
   end
@@ -134,7 +134,9 @@ end
 redis.call('HSET', KEYS[2], unpack(made_of))
 redis.call('PEXPIRE', KEYS[2], keep)
 redis.call('ZADD', KEYS[3], unpack(log))
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. string.format('%d', now - keep))
+if string.sub(notice_id, -1) == '0' then -- one notice in 32 trims the log (ids end randomly)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. string.format('%d', now - keep))
+end
 if ARGV[3] ~= '0' then
   redis.call('SET', KEYS[4], notice_id, 'PX', ARGV[3])
 end

@@ -6,11 +6,12 @@
 -- preference_out(key, category, channel, default) returns nil when the recipient takes it, or
 -- why not: 'optout' (their own choice: the most specific of p:<category>:<channel>,
 -- p:<category>:*, p:*:<channel>, p:*:* that is set is '0'), 'off' (none is set and the
--- category's default, '1' or '0', is off), 'erased' (the recipient was deleted).
-local function preference_out(key, category, channel, default)
-  local doc, exact, whole, everywhere, all = unpack(redis.call('HMGET', key, 'doc',
+-- category's default, '1' or '0', is off), 'erased' (the recipient was deleted). known: the
+-- caller has just seen the recipient exists (the profile is not read again).
+local function preference_out(key, category, channel, default, known)
+  local doc, exact, whole, everywhere, all = unpack(redis.call('HMGET', key, known and 'v' or 'doc',
     'p:' .. category .. ':' .. channel, 'p:' .. category .. ':*', 'p:*:' .. channel, 'p:*:*'))
-  if not doc then
+  if not doc and not known then
     return 'erased'
   end
   local value = exact or whole or everywhere or all

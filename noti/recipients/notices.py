@@ -229,6 +229,7 @@ class Notices:
             fields = tmpl.render(channel, loc, view)
             if channel == "email" and url is not None and "unsubscribe" not in fields:
                 fields["unsubscribe"] = url
+            default = "1" if category.on_by_default(channel) else "0"
             record = self.notifier.build(
                 channel,
                 address,
@@ -238,18 +239,16 @@ class Notices:
                 eta=request.eta,
                 level_cap=request.level_cap,
                 providers_allowed=request.providers_allowed,
+                not_before_ms=held,
+                record_extra={
+                    "parent": notice_id,
+                    "recipient": profile.id,
+                    "category": category.name,
+                    "preference": f"{rkey} {category.name} {channel} {default}" if enforced else None,
+                    # a root member notifying another user's recipient: the records are the owner's
+                    "creator": owner,
+                },
                 **fields,
-            )
-            default = "1" if category.on_by_default(channel) else "0"
-            record = replace(
-                record,
-                parent=notice_id,
-                recipient=profile.id,
-                category=category.name,
-                preference=f"{rkey} {category.name} {channel} {default}" if enforced else None,
-                lease_until_ms=max(record.lease_until_ms, held),
-                # a root member notifying another user's recipient: the records are the owner's
-                creator=owner,
             )
             built.append((record, default))
         if not built:

@@ -8,6 +8,7 @@ say per user, channel and chain is worked out once per runtime). Split from
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,8 @@ class RecordBuilder:
         level_cap: int | None = None,
         status_callback: str | None = None,
         providers_allowed: frozenset[str] | None = None,
+        not_before_ms: int = 0,
+        record_extra: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> Notification:
         """A validated, not yet stored record.
@@ -84,10 +87,12 @@ class RecordBuilder:
         ``delay`` (seconds) or ``eta`` (a datetime; naive means local time) postpone it;
         ``identifier`` names it for replacement and cancelling (see :meth:`add`);
         ``status_callback`` is an http(s) URL each of its status changes is posted to (a
-        signed webhook, :mod:`noti.sending.callbacks`). The level is lowered to the user's
-        role cap, and to ``level_cap`` when given (an API token's). The providers it goes
-        through must be ones the user may use (:mod:`noti.access.grants`), and among
-        ``providers_allowed`` when given (an API token's).
+        signed webhook, :mod:`noti.sending.callbacks`). ``not_before_ms``: due no sooner
+        (quiet hours); ``record_extra``: attributes noti sets itself (a notice's parent,
+        recipient, category, preference, owner: :mod:`noti.recipients.notices`), never input.
+        The level is lowered to the user's role cap, and to ``level_cap`` when given (an API
+        token's). The providers it goes through must be ones the user may use
+        (:mod:`noti.access.grants`), and among ``providers_allowed`` when given (an API token's).
 
         Raises:
             InvalidInput: any field is missing or malformed (nothing is stored).
@@ -122,22 +127,27 @@ class RecordBuilder:
         if identifier is not None:
             identifier = validate_identifier(identifier)
             due = max(due, created)  # an identified record always passes through the delayed set
-        record = Notification(
-            id=new_id(created),
-            channel=channel,
-            target=clean_target,
-            creator=acting.name,
-            level=level,
-            retry_max=retry_max,
-            created_ms=created,
-            modified_ms=created,
-            lease_until_ms=due,
-            fields=clean_fields,
-            provider=provider.strip() if provider else None,
-            retry_policy=retry_policy.strip() if retry_policy else None,
-            identifier=identifier,
-            status_callback=status_callback,
-        )
+        if not_before_ms > due:
+            due = not_before_ms
+        made: dict[str, Any] = {
+            "id": new_id(created),
+            "channel": channel,
+            "target": clean_target,
+            "creator": acting.name,
+            "level": level,
+            "retry_max": retry_max,
+            "created_ms": created,
+            "modified_ms": created,
+            "lease_until_ms": due,
+            "fields": clean_fields,
+            "provider": provider.strip() if provider else None,
+            "retry_policy": retry_policy.strip() if retry_policy else None,
+            "identifier": identifier,
+            "status_callback": status_callback,
+        }
+        if record_extra:
+            made.update(record_extra)
+        record = Notification(**made)
         if (acting.name, channel, record.provider, providers_allowed) not in self._authorized:
             self._authorize(acting, channel, record.provider, providers_allowed)
         checking = self._checking.get((channel, record.provider))
