@@ -224,3 +224,29 @@ def test_a_csv_file_with_a_bad_header_is_refused_whole(rt: Any, text: str) -> No
         recipients.import_rows(rows_of_csv(io.StringIO(text)))
     assert caught.value.code == "e.cmd.noti.rcpt.badcsv"
     assert rt.redis.keys("noti:rcpt*") == []
+
+
+def test_concurrent_writes_to_one_recipient_are_retried_never_lost_or_refused(rt: Any) -> None:
+    import threading
+
+    recipients.put("42", PROFILE)
+    recipients.put_category("news", {}, user=MEMBER)
+    failures: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(15):
+                recipients.update("42", {"attributes": {f"t{n}": i}})
+                recipients.set_preferences("42", {"news": {"sms": i % 2 == 0}})
+        except BaseException as exc:  # noqa: BLE001 - the test reports any
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert {k: v for k, v in recipients.get("42").attributes.items() if k.startswith("t")} == {
+        f"t{n}": 14 for n in range(6)
+    }

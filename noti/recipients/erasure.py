@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
@@ -45,10 +44,6 @@ class Erasure:
     notices: int
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def erase(
     client: redis.Redis, keys: Keys, owner: str, rid: str, *, revoke: Callable[[list[str]], Sequence[bool]]
 ) -> Erasure:
@@ -68,7 +63,7 @@ def erase(
         exists, logged, _, _ = pipe.execute()
     if not exists:
         raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
-    ids = [_text(i) for i in logged]
+    ids = [str(i) for i in logged]
     records = [i for i in ids if not i.startswith(NOTICE_MARK)]
     notices = len(ids) - len(records)
     revoked = sum(1 for done in revoke(records) if done) if records else 0
@@ -94,11 +89,11 @@ def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> int:
             if kind is None or erased is not None:
                 continue
             try:
-                content = list(Channel(_text(kind)).spec.fields.values())
+                content = list(Channel(str(kind)).spec.fields.values())
             except (ValueError, NotiError):
                 content = []
             key = keys.record(record_id)
-            pipe.hset(key, mapping={"noti_target": mask_target(_text(target or "")), "noti_erased": now})
+            pipe.hset(key, mapping={"noti_target": mask_target(str(target or "")), "noti_erased": now})
             if content:
                 pipe.hdel(key, *content)
             masked += 1
@@ -119,6 +114,6 @@ def repoint(client: redis.Redis, keys: Keys, record_ids: list[str], old_key: str
             prefs = pipe.execute()
             pipe = client.pipeline(transaction=False)
             for record_id, pref in zip(batch, prefs, strict=True):
-                if pref is not None and _text(pref).startswith(old_key + " "):
-                    pipe.hset(keys.record(record_id), "noti_pref", new_key + _text(pref)[len(old_key) :])
+                if pref is not None and str(pref).startswith(old_key + " "):
+                    pipe.hset(keys.record(record_id), "noti_pref", new_key + str(pref)[len(old_key) :])
             pipe.execute()

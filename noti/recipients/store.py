@@ -1,6 +1,7 @@
 """Recipients in Redis: profiles, preferences, categories, bulk import and erasure.
 
-One hash per recipient (``noti:rcpt:<owner>:<id>``, :mod:`noti.core.keys`) holds the profile
+The client is noti's (``decode_responses``: replies are text). One hash per recipient
+(``noti:rcpt:<owner>:<id>``, :mod:`noti.core.keys`) holds the profile
 (``doc``, JSON), ``ct`` / ``lm``, ``v`` (bumped by every profile write: what
 :mod:`noti.recipients.snapshot` checks a kept profile against) and the preferences as fields
 ``p:<category>:<channel>`` -> ``1`` / ``0`` (``*`` for every category or channel), so the one
@@ -14,9 +15,9 @@ Erasure (:meth:`RecipientStore.erase`, "the right to be forgotten") is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -93,19 +94,26 @@ class RecipientStore:
         return self._write(owner, recipient)
 
     def _write(self, owner: str, recipient: Recipient) -> tuple[Recipient, bool]:
+        """Write a profile in one MULTI; its ``created_ms`` is the hash's ``ct`` (the first
+        write's: readers take it from there, :func:`_created`)."""
         key = self.keys.recipient(owner, recipient.id)
         now = recipient.updated_ms
         with translate_errors(self.redis):
             pipe = self.redis.pipeline(transaction=True)
             pipe.hsetnx(key, "ct", now)
             pipe.hget(key, "ct")
-            created, ct = pipe.execute()
-            recipient = replace(recipient, created_ms=int(ct or now))
             pipe.hset(key, mapping={"doc": recipient.to_json(), "lm": now})
             pipe.hincrby(key, "v", 1)
-            pipe.zadd(self.keys.recipients(owner), {recipient.id: recipient.created_ms}, nx=True)
-            pipe.execute()
-        return recipient, bool(created)
+            pipe.zadd(self.keys.recipients(owner), {recipient.id: now}, nx=True)
+            created, ct = pipe.execute()[:2]
+        return _created(recipient, ct), bool(created)
+
+    def _transaction(self, write: Callable[[Any], Any], *watched: str) -> Any:
+        """``write(pipe)`` (reads, then ``pipe.multi()`` and the writes) under WATCH of
+        ``watched``, run again when another client wrote one of them meanwhile: redis-py's
+        ``Redis.transaction``; what ``write`` returns."""
+        with translate_errors(self.redis):
+            return self.redis.transaction(write, *watched, value_from_callable=True)
 
     def update(self, owner: str, rid: str, patch: object) -> Recipient:
         """Apply a JSON merge patch (RFC 7396) to a profile, atomically against other writers
@@ -116,25 +124,18 @@ class RecipientStore:
         """
         rid = recipient_id(rid)
         key = self.keys.recipient(owner, rid)
-        with translate_errors(self.redis):
-            for _ in range(16):
-                with self.redis.pipeline(transaction=True) as pipe:
-                    try:
-                        pipe.watch(key)  # type: ignore[no-untyped-call]
-                        doc = pipe.hget(key, "doc")
-                        if doc is None:
-                            raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
-                        updated = merge_patch(Recipient.from_json(doc), patch, now_ms=now_ms())
-                        pipe.multi()
-                        pipe.hset(key, mapping={"doc": updated.to_json(), "lm": updated.updated_ms})
-                        pipe.hincrby(key, "v", 1)
-                        pipe.execute()
-                        return updated
-                    except redis.WatchError:
-                        continue
-        raise InvalidInput(
-            f"recipient {rid} changed 16 times while updated: try again", code="e.cmd.noti.rcpt.busy"
-        )
+
+        def write(pipe: Any) -> Recipient:
+            doc = pipe.hget(key, "doc")
+            if doc is None:
+                raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
+            updated = merge_patch(Recipient.from_json(doc), patch, now_ms=now_ms())
+            pipe.multi()
+            pipe.hset(key, mapping={"doc": updated.to_json(), "lm": updated.updated_ms})
+            pipe.hincrby(key, "v", 1)
+            return updated
+
+        return cast(Recipient, self._transaction(write, key))
 
     def merge(self, owner: str, into: str, source: str) -> Recipient:
         """Merge recipient ``source`` into ``into`` (one person known under two ids): the
@@ -152,32 +153,32 @@ class RecipientStore:
             raise InvalidInput("a recipient cannot be merged into itself", code="e.cmd.noti.rcpt.badmerge")
         k = self.keys
         keep, gone = k.recipient(owner, into), k.recipient(owner, source)
-        with translate_errors(self.redis):
-            with self.redis.pipeline(transaction=True) as pipe:
-                pipe.watch(keep, gone)  # type: ignore[no-untyped-call]
-                a, b = pipe.hgetall(keep), pipe.hgetall(gone)
-                for rid, data in ((into, a), (source, b)):
-                    if b"doc" not in data and "doc" not in data:
-                        raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
-                left, right = Recipient.from_json(_text(data_doc(a))), Recipient.from_json(_text(data_doc(b)))
-                joined = _join(left, right)
-                merged = parse_recipient({**joined, "id": into}, rid=into, now_ms=now_ms())
-                merged = replace(merged, created_ms=min(left.created_ms, right.created_ms))
-                prefs: dict[Any, Any] = {
-                    _text(f): _text(v) for f, v in b.items() if _text(f).startswith("p:") and f not in a
-                }
-                history = pipe.zrange(k.recipient_log(owner, source), 0, -1, withscores=True)
-                pipe.multi()
-                pipe.hset(keep, mapping={"doc": merged.to_json(), "lm": merged.updated_ms, **prefs})
-                pipe.hincrby(keep, "v", 1)
-                if history:
-                    pipe.zadd(k.recipient_log(owner, into), {_text(m): float(s) for m, s in history})  # type: ignore[str-unpack]
-                pipe.delete(gone, k.recipient_log(owner, source))
-                pipe.zrem(k.recipients(owner), source)
-                pipe.execute()
+
+        def write(pipe: Any) -> tuple[Recipient, list[tuple[str, float]]]:
+            a, b = pipe.hgetall(keep), pipe.hgetall(gone)
+            for rid, data in ((into, a), (source, b)):
+                if "doc" not in data:
+                    raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
+            left, right = Recipient.from_json(a["doc"]), Recipient.from_json(b["doc"])
+            merged = parse_recipient({**_join(left, right), "id": into}, rid=into, now_ms=now_ms())
+            merged = replace(merged, created_ms=min(left.created_ms, right.created_ms))
+            prefs = {f: v for f, v in b.items() if f.startswith("p:") and f not in a}
+            history = pipe.zrange(k.recipient_log(owner, source), 0, -1, withscores=True)
+            pipe.multi()
+            pipe.hset(keep, mapping={"doc": merged.to_json(), "lm": merged.updated_ms, **prefs})
+            pipe.hincrby(keep, "v", 1)
+            if history:
+                pipe.zadd(k.recipient_log(owner, into), dict(history))
+            pipe.delete(gone, k.recipient_log(owner, source))
+            pipe.zrem(k.recipients(owner), source)
+            return merged, history
+
+        merged, history = cast(
+            tuple[Recipient, list[tuple[str, float]]], self._transaction(write, keep, gone)
+        )
         # the records made for ``source`` and not sent yet are ``into``'s now: the claim checks
         # their preference against ``into`` (else it would find ``source`` gone: "erased")
-        moved = [_text(m) for m, _ in history if not _text(m).startswith(NOTICE_MARK)]  # type: ignore[str-unpack]
+        moved = [m for m, _ in history if not m.startswith(NOTICE_MARK)]
         repoint(self.redis, self.keys, moved, gone, keep)
         return merged
 
@@ -194,7 +195,7 @@ class RecipientStore:
                         code="e.cmd.noti.rcpt.not_found",
                     )
                 start = int(rank) + 1  # type: ignore[arg-type]
-            ids = [_text(i) for i in self.redis.zrange(k.recipients(owner), start, start + limit - 1)]
+            ids = [str(i) for i in self.redis.zrange(k.recipients(owner), start, start + limit - 1)]
             pipe = self.redis.pipeline(transaction=False)
             for rid in ids:
                 pipe.hmget(k.recipient(owner, rid), ["doc", "ct"])
@@ -257,14 +258,14 @@ class RecipientStore:
         rid = recipient_id(rid)
         with translate_errors(self.redis):
             data = self.redis.hgetall(self.keys.recipient(owner, rid))
-        if not data or not any(_text(f) == "doc" for f in data):
+        if "doc" not in data:
             raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
         out: dict[str, dict[str, bool]] = {}
         for f, v in data.items():
-            name = _text(f)
+            name = str(f)
             if name.startswith("p:"):
                 _, category, channel = name.split(":", 2)
-                out.setdefault(category, {})[channel] = _text(v) == "1"
+                out.setdefault(category, {})[channel] = str(v) == "1"
         return out
 
     def set_preferences(self, owner: str, rid: str, preferences: object) -> dict[str, dict[str, bool]]:
@@ -323,17 +324,17 @@ class RecipientStore:
                         f"a preference is true, false or null, got {shown(value)}", code="e.cmd.noti.pref.bad"
                     )
         key = self.keys.recipient(owner, rid)
-        with translate_errors(self.redis):
-            with self.redis.pipeline(transaction=True) as pipe:
-                pipe.watch(key)  # type: ignore[no-untyped-call]
-                if not pipe.hexists(key, "doc"):
-                    raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
-                pipe.multi()
-                if sets:
-                    pipe.hset(key, mapping=sets)
-                if removes:
-                    pipe.hdel(key, *removes)
-                pipe.execute()
+
+        def write(pipe: Any) -> None:
+            if not pipe.hexists(key, "doc"):  # never a preference for a recipient erased meanwhile
+                raise NotFound(f"no recipient {shown(rid)}", code="e.cmd.noti.rcpt.not_found")
+            pipe.multi()
+            if sets:
+                pipe.hset(key, mapping=sets)
+            if removes:
+                pipe.hdel(key, *removes)
+
+        self._transaction(write, key)
         return self.preferences(owner, rid)
 
     # --- categories -------------------------------------------------------------------------
@@ -372,7 +373,7 @@ class RecipientStore:
     def categories(self) -> list[Category]:
         with translate_errors(self.redis):
             data = self.redis.hgetall(self.keys.categories)
-        found = {_text(n): Category.from_json(_text(n), v) for n, v in data.items()}
+        found = {str(n): Category.from_json(str(n), v) for n, v in data.items()}
         found.setdefault(GENERAL, Category(GENERAL))
         return [found[n] for n in sorted(found)]
 
@@ -399,7 +400,7 @@ class RecipientStore:
         """Notice and record ids made for a recipient, newest first."""
         with translate_errors(self.redis):
             ids = self.redis.zrevrange(self.keys.recipient_log(owner, recipient_id(rid)), 0, limit - 1)
-        return [_text(i) for i in ids]
+        return [str(i) for i in ids]
 
     def erase(self, owner: str, rid: str, *, revoke: Any) -> Erasure:
         """Forget a recipient (see :mod:`noti.recipients.erasure`): ``revoke(ids)`` revokes
@@ -412,20 +413,12 @@ class RecipientStore:
         return erase(self.redis, self.keys, owner, recipient_id(rid), revoke=revoke)
 
 
-def data_doc(data: Mapping[Any, Any]) -> Any:
-    return data.get(b"doc", data.get("doc"))
-
-
 def _created(recipient: Recipient, ct: Any) -> Recipient:
     """``recipient`` with the time it was first written (``ct``: a profile an import replaced
     carries the import's time in its document)."""
     if ct is None or not str(ct).isdigit() or int(ct) == recipient.created_ms:
         return recipient
     return replace(recipient, created_ms=int(ct))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _join(left: Recipient, right: Recipient) -> dict[str, Any]:

@@ -34,7 +34,7 @@ masked in the task's failure message.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -230,7 +230,9 @@ class IntakeTask(Task):
     max_retries=12,
 )
 def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
-    """Validate, store and queue one notification; the new record id.
+    """Validate, store and queue one notification; the new record id. Or, called with
+    ``recipient=`` (``notify.delay(recipient="42", template=…, data=…)``), make a notice
+    (:mod:`noti.recipients`); its id.
 
     Called as ``notify(type, target, lv=1, user=None, **fields)``; a message of another
     shape (no ``type``, a ``type`` given twice, extra positional arguments: what a producer
@@ -246,18 +248,29 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     an outage loses no notification; the task id keeps a retry from storing it twice.
     """
     type, target, lv, user, fields = _call(args, kwargs)  # noqa: A001
-    from noti.celery.process import process_notifier
-
     runtime = get_runtime()
-    if fields.get("recipient") is not None:
-        return _notify_recipient(self, type, target, lv, user, fields)
     if "countdown" in fields and fields.get("delay") is None:
         fields["delay"] = fields.pop("countdown")
-    own_key = fields.get("identifier") is not None or fields.get("idempotency_key") is not None
+    make: Callable[[dict[str, Any]], str]
+    if fields.get("recipient") is not None:  # a notice: notify.delay(recipient=…, template=…)
+        if type is not None or target is not None:
+            raise InvalidInput(
+                "notify a recipient with a template, or a type and a target, not both",
+                code="e.cmd.noti.notify.both",
+            )
+        from noti.recipients.api import recipients
+
+        own_key = fields.get("idempotency_key") is not None
+        make = lambda given: recipients().notify(lv=lv, user=user, **given).id  # noqa: E731
+    else:
+        from noti.celery.process import process_notifier
+
+        own_key = fields.get("identifier") is not None or fields.get("idempotency_key") is not None
+        make = lambda given: process_notifier().notify(type, target, lv=lv, user=user, **given)  # noqa: E731
     if not own_key:
         fields["task_id"] = self.request.id
     try:
-        record_id = process_notifier().notify(type, target, lv=lv, user=user, **fields)
+        made = make(fields)
     except StoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=5) from exc
     except NotiError as exc:
@@ -265,41 +278,11 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
             _mask_in_message(exc, target)
         raise
     if own_key and self.request.id:
-        # the record was keyed by the caller's key: name it for the task's result too
+        # made under the caller's key: name it for the task's result too
         ttl_ms = int(runtime.settings.idempotency_ttl_s * 1000)
         with translate_errors(runtime.redis):
-            runtime.redis.set(runtime.keys.task(self.request.id), record_id, px=ttl_ms)
-    return record_id
-
-
-def _notify_recipient(
-    task: Task, type: object, target: object, lv: object, user: Any, fields: dict[str, Any]
-) -> str:  # noqa: A002
-    """``noti.notify`` for a recipient (``notify.delay(recipient="42", template=…, data=…)``):
-    the notice's id. The task id is its idempotency key unless the caller gives one, so a
-    redelivered message makes nothing twice, and the id answers the task's result."""
-    from noti.recipients.api import recipients
-
-    if type is not None or target is not None:
-        raise InvalidInput(
-            "notify a recipient with a template, or a type and a target, not both",
-            code="e.cmd.noti.notify.both",
-        )
-    if "countdown" in fields and fields.get("delay") is None:
-        fields["delay"] = fields.pop("countdown")
-    own_key = fields.get("idempotency_key") is not None
-    if not own_key and task.request.id:
-        fields["task_id"] = task.request.id
-    try:
-        notice = recipients().notify(lv=lv, user=user, **fields)
-    except StoreUnavailable as exc:
-        raise task.retry(exc=exc, countdown=5) from exc
-    if own_key and task.request.id:
-        runtime = get_runtime()
-        ttl_ms = int(runtime.settings.idempotency_ttl_s * 1000)
-        with translate_errors(runtime.redis):
-            runtime.redis.set(runtime.keys.task(task.request.id), notice.id, px=ttl_ms)
-    return notice.id
+            runtime.redis.set(runtime.keys.task(self.request.id), made, px=ttl_ms)
+    return made
 
 
 def _shape(
