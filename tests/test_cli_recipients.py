@@ -5,6 +5,7 @@ n…``: every command, its text and JSON output, its errors (``code: message`` o
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -428,6 +429,16 @@ def test_notify_prints_the_notice_and_get_shows_it(rt: Any, orders: Path) -> Non
     assert (
         record.fields["text"] == "Order 8 shipped" and record.lease_until_ms > record.created_ms + 3_000_000
     )
+    # -at: a time (as noti add -at takes it); a bad one refused, nothing stored
+    when = (datetime.now(UTC) + timedelta(days=30)).replace(microsecond=0)
+    at = json.loads(
+        ok(
+            "notify", *TO_42, "-data", '{"order": 9}', "-channels", "sms", "-at", when.isoformat(), "-json"
+        ).stdout
+    )
+    assert [c["state"] for c in at["channels"]] == ["scheduled"]
+    assert rt.store.get(at["channels"][0]["record"]).lease_until_ms == int(when.timestamp() * 1000)
+    refused("e.cmd.noti.add.baddelay", "notify", *TO_42, "-data", '{"order": 9}', "-at", "tomorrow")
     # another user's notice is not found, as a missing one
     refused("e.cmd.noti.notice.not_found", "get", notice_id, user=BOB)
     refused("e.cmd.noti.notice.not_found", "get", "n" + "0" * 26)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -464,6 +465,14 @@ def test_a_notice_is_made_read_and_repeated_by_its_idempotency_key(
     before = stored(raw)
     again = ok(alice.post("/v1/notices", json=body, headers={"Idempotency-Key": "order-7"}), 201)
     assert again["id"] == notice["id"] and again["repeated"] is True
+    assert stored(raw) == before
+    # an eta, as POST /v1/notifications takes it; a bad one refused, nothing stored
+    in_a_month = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    at = ok(alice.post("/v1/notices", json={**body, "channels": ["sms"], "eta": in_a_month}), 201)
+    assert [c["state"] for c in at["channels"]] == ["scheduled"]
+    before = stored(raw)
+    bad = alice.post("/v1/notices", json={**body, "eta": "tomorrow"})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "e.cmd.noti.add.baddelay"
     assert stored(raw) == before
     # a chain: the first channel allowed, the next one standing by
     chained = ok(alice.post("/v1/notices", json={**body, "channels": None, "chain": "sms,email",

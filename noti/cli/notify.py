@@ -14,6 +14,7 @@ import click
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
 from noti.cli._output import print_records_table, records_json, rm_line, when
 from noti.core.channel import BUILTIN, Channel, fields_by_name
+from noti.core.delay import iso_time
 from noti.core.record import parse_channel
 from noti.core.record_json import to_json_dict
 from noti.errors import InvalidInput
@@ -160,13 +161,7 @@ def parse_time(text: str) -> datetime:
     Raises:
         InvalidInput: ``e.cmd.noti.add.baddelay``.
     """
-    try:
-        return datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidInput(
-            f"-at {text!r} is not an ISO 8601 time such as 2026-11-22T10:00 or 2026-11-22T10:00+08:00",
-            code="e.cmd.noti.add.baddelay",
-        ) from None
+    return iso_time(text, what="-at")
 
 
 def _add_file(ctx: CliContext, file: BinaryIO, *, default_type: str | None, level: str, quiet: bool) -> None:

@@ -11,6 +11,7 @@ import click
 from noti.cli._options import CliContext, Output, json_options, parse_duration, pass_cli
 from noti.cli._output import print_table, when
 from noti.cli.recipients import api_of, json_argument, owner_option, show_notice
+from noti.core.delay import iso_time
 from noti.errors import InvalidInput
 from noti.inputs import shown
 
@@ -248,6 +249,7 @@ def delete_template(ctx: CliContext, /, name: str, owner: str | None) -> None:
 @click.option("-locale", "--locale", help="This locale instead of the recipient's.")
 @click.option("-lv", "--lv", "--level", "level", default="1", help="Priority level 1-1000 (capped by role).")
 @click.option("-delay", "--delay", metavar="DURATION", help="Send after this long: 30s, 5m, 2h, 1day.")
+@click.option("-at", "--at", "at", help="Send at this time (ISO 8601; without a zone: local time).")
 @click.option("-idempotency-key", "--idempotency-key", "key", help="The same key again makes nothing new.")
 @owner_option
 @json_options
@@ -265,6 +267,7 @@ def notify(
     locale: str | None,
     level: str,
     delay: str | None,
+    at: str | None,
     key: str | None,
     owner: str | None,
     out: Output,
@@ -285,6 +288,7 @@ def notify(
         locale=locale,
         lv=level,
         delay=parse_duration(delay, code="e.cmd.noti.notify.baddelay", what="-delay") if delay else None,
+        eta=iso_time(at, what="-at") if at is not None else None,
         idempotency_key=key,
         user=ctx.user,
         owner=owner,

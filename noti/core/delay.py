@@ -41,6 +41,23 @@ MAX_DELAY_S = 366 * 86400
 IDENTIFIER_MAX = 200
 
 
+def iso_time(text: str, *, what: str = "eta") -> datetime:
+    """The time an ISO 8601 text names (``2026-11-22T10:00``, ``2026-11-22 10:00:00+08:00``;
+    without a zone: local time, as :func:`due_ms` reads a naive datetime).
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.add.baddelay``.
+    """
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidInput(
+            f"{what} {shown(text)} is not an ISO 8601 time "
+            "such as 2026-11-22T10:00 or 2026-11-22T10:00+08:00",
+            code="e.cmd.noti.add.baddelay",
+        ) from None
+
+
 def due_ms(*, delay: object = None, eta: object = None, now_ms: int) -> int:
     """When a record with this ``delay`` (seconds) or ``eta`` (datetime) is due; 0 = now.
 

@@ -214,6 +214,9 @@ class NoticeIn(BaseModel):
         default=None, description="Level 1-1000 (lowered to the role's and the token's cap)"
     )
     delay: float | None = Field(default=None, description="Send after this many seconds")
+    eta: str | None = Field(
+        default=None, description="Send at this time (ISO 8601), as POST /v1/notifications"
+    )
     owner: str | None = Field(default=None, description="Another user's recipient (root members only)")
 
 

@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from noti.errors import InvalidInput, NotiError
+from noti.errors import NotiError
 from noti.inputs import shown
-from noti.recipients.request import NoticeRequest, parse_request
+from noti.recipients.notices import STALE
+from noti.recipients.request import NoticeRequest, parse_request, refused
 from noti.recipients.snapshot import Snapshot
 from noti.redis.outage import translate_errors
 
@@ -25,12 +26,6 @@ BULK_BATCH = 500
 #: What the call sets for every item (the acting user, an API token's limits) and what noti
 #: sets itself (the Celery task id): an item naming one is refused.
 _CALL_ONLY = frozenset({"user", "level_cap", "providers_allowed", "task_id"})
-#: ``notify.lua``'s answer when what a notice was made from changed.
-STALE = -2
-
-
-def _bad(code: str, message: str) -> InvalidInput:
-    return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
 @dataclass(slots=True)
@@ -63,7 +58,7 @@ def notify_many(
         StoreUnavailable: Redis cannot be reached (the batches written before stay).
     """
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
-        raise _bad("baditem", f"notify_many takes a list of items, got {shown(items)}")
+        raise refused("baditem", f"notify_many takes a list of items, got {shown(items)}")
     result = NoticeBatch()
     for start in range(0, len(items), BULK_BATCH):
         _batch(notices, items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)
@@ -83,10 +78,10 @@ def _batch(
     for i, item in enumerate(items):
         try:
             if not isinstance(item, Mapping):
-                raise _bad("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
+                raise refused("baditem", f"an item is an object of notify's arguments, got {shown(item)}")
             given = sorted(str(k) for k in _CALL_ONLY.intersection(item))
             if given:  # the call's (an API token's) own: an item may not set them
-                raise _bad("badfield", f"an item cannot set {', '.join(given)}: the call does")
+                raise refused("badfield", f"an item cannot set {', '.join(given)}: the call does")
             requests.append(
                 parse_request(
                     notices.notifier,

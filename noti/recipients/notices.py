@@ -43,7 +43,7 @@ from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
 from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient
 from noti.recipients.quiet import held_until_ms, parse_quiet, parse_timezone
-from noti.recipients.request import NoticeRequest, parse_request
+from noti.recipients.request import NoticeRequest, parse_request, refused
 from noti.recipients.snapshot import Snapshot, Snapshots
 from noti.recipients.store import NOTICE_MARK, RecipientStore
 from noti.recipients.templates import TemplateStore
@@ -56,10 +56,6 @@ if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
 __all__ = ["Notice", "NoticeEntry", "Notices"]
-
-
-def _bad(code: str, message: str) -> InvalidInput:
-    return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
 #: ``notify.lua``'s answer when what a notice was made from changed; and how often a notice
@@ -252,7 +248,7 @@ class Notices:
             )
             built.append((record, default))
         if not built:
-            raise _bad(
+            raise refused(
                 "nochannel",
                 f"recipient {profile.id} cannot be reached with template {tmpl.name}: "
                 + ", ".join(f"{e.channel}: {e.state}" for e in entries.values()),
@@ -341,7 +337,7 @@ class Notices:
             int(settings.idempotency_ttl_s * 1000) if idem_key else 0,
             notice.mode,
             notice.category,
-            "1" if records[0][0].preference else "0",
+            "1" if snapshot.category.enforced else "0",
             after_ms,
             # a notice outlives the idempotency key that names it
             int(max(settings.notice_keep_s, settings.idempotency_ttl_s if idem_key else 0) * 1000),

@@ -19,7 +19,7 @@ from noti.recipients.templates import TEMPLATE_NAME
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
-__all__ = ["CHAIN_MAX", "DATA_MAX_BYTES", "NoticeRequest", "parse_request"]
+__all__ = ["CHAIN_MAX", "DATA_MAX_BYTES", "NoticeRequest", "parse_request", "refused"]
 
 #: Largest ``data`` a notice takes (its JSON, UTF-8).
 DATA_MAX_BYTES = 64 * 1024
@@ -27,7 +27,7 @@ DATA_MAX_BYTES = 64 * 1024
 CHAIN_MAX = 8
 
 
-def _bad(code: str, message: str) -> InvalidInput:
+def refused(code: str, message: str) -> InvalidInput:
     """The refusal ``e.cmd.noti.notify.`` + ``code``: ``e.cmd.noti.notify.badtemplate``,
     ``e.cmd.noti.notify.badchannels`` here, ``e.cmd.noti.notify.nochannel`` in
     :mod:`noti.recipients.notices`, ``e.cmd.noti.notify.baditem`` in
@@ -39,17 +39,19 @@ def _template_ref(value: object) -> tuple[str, int | None]:
     """``name`` or ``name@version``: the name a template name (checked before it names a key:
     a lone surrogate cannot even be sent to Redis), the version ASCII digits, 1 to 10**9."""
     if not isinstance(value, str) or not value:
-        raise _bad("badtemplate", f"template is a template name (name or name@version), got {shown(value)}")
+        raise refused(
+            "badtemplate", f"template is a template name (name or name@version), got {shown(value)}"
+        )
     name, at, version = value.partition("@")
     if not TEMPLATE_NAME.fullmatch(name):
-        raise _bad(
+        raise refused(
             "badtemplate",
             f"{shown(value)}: a template name is a letter or digit then up to 127 of A-Z a-z 0-9 _ . -",
         )
     if not at:
         return name, None
     if not (version.isascii() and version.isdigit() and len(version) <= 10) or not 1 <= int(version) <= 10**9:
-        raise _bad("badtemplate", f"{shown(value)}: a version is a whole number from 1")
+        raise refused("badtemplate", f"{shown(value)}: a version is a whole number from 1")
     return name, int(version)
 
 
@@ -57,19 +59,19 @@ def _channel_list(value: object, what: str) -> list[str]:
     if isinstance(value, str):
         value = [v for v in value.replace(",", " ").split() if v]
     if not isinstance(value, Sequence) or not value or len(value) > CHAIN_MAX:
-        raise _bad("badchannels", f"{what} is a list of 1-{CHAIN_MAX} channels, got {shown(value)}")
+        raise refused("badchannels", f"{what} is a list of 1-{CHAIN_MAX} channels, got {shown(value)}")
     out: list[str] = []
     for item in value:
         if not isinstance(item, str):
-            raise _bad("badchannels", f"{what}: {shown(item)} is not a channel")
+            raise refused("badchannels", f"{what}: {shown(item)} is not a channel")
         try:
             name = parse_channel(item).value
         except NotiError:
-            raise _bad(
+            raise refused(
                 "badchannels", f"{what}: {shown(item)} is not a channel (see `noti channels`)"
             ) from None
         if name in out:
-            raise _bad("badchannels", f"{what} names {name} twice")
+            raise refused("badchannels", f"{what} names {name} twice")
         out.append(name)
     return out
 
@@ -113,7 +115,7 @@ def parse_request(
     user: str | None = None,
     owner: str | None = None,
     delay: float | None = None,
-    eta: datetime | None = None,
+    eta: datetime | str | None = None,
     idempotency_key: str | None = None,
     task_id: str | None = None,
     level_cap: int | None = None,
@@ -129,7 +131,7 @@ def parse_request(
         take (a channel's field such as ``text`` or ``provider``: the template gives those).
         PermissionDenied: ``owner`` names another user.
     """
-    from noti.core.delay import validate_idempotency_key
+    from noti.core.delay import iso_time, validate_idempotency_key
     from noti.recipients.locales import parse_locale
 
     if unknown:
@@ -145,7 +147,7 @@ def parse_request(
     if data is not None:
         values, _ = plain_json(data, what="data", code="e.cmd.noti.notify.baddata", max_bytes=DATA_MAX_BYTES)
     if channels is not None and chain is not None:
-        raise _bad("badchannels", "give channels or a chain, not both")
+        raise refused("badchannels", "give channels or a chain, not both")
     wanted = None
     if chain is not None:
         wanted = _channel_list(chain, "chain")
@@ -174,7 +176,7 @@ def parse_request(
         lv=lv,
         user=user,
         delay=delay,
-        eta=eta,
+        eta=iso_time(eta) if isinstance(eta, str) else eta,
         idempotency_key=validate_idempotency_key(idempotency_key) if idempotency_key is not None else None,
         task_id=validate_idempotency_key(task_id) if task_id is not None else None,
         level_cap=level_cap,

@@ -18,13 +18,11 @@ import collections
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from noti.core.delay import validate_idempotency_key
+from noti.core.delay import iso_time, validate_idempotency_key
 from noti.core.record import Notification
 from noti.errors import InvalidConfig, InvalidInput, NotiError, StoreUnavailable
-from noti.inputs import shown
 
 if TYPE_CHECKING:
     from noti.core.creating import CreatePipeline
@@ -111,12 +109,7 @@ def _arguments(item: object, defaults: Mapping[str, Any]) -> tuple[str, str, dic
             "an item needs a 'type' (sms, weixin, email, webhook)", code="e.cmd.noti.add.badtype"
         )
     if isinstance(args.get("eta"), str):
-        try:
-            args["eta"] = datetime.fromisoformat(args["eta"])
-        except ValueError:
-            raise InvalidInput(
-                f"eta {shown(args['eta'])} is not an ISO 8601 time", code="e.cmd.noti.add.baddelay"
-            ) from None
+        args["eta"] = iso_time(args["eta"])
     return kind, target if isinstance(target, str) else "", args
 
 
