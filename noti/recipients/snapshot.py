@@ -14,13 +14,13 @@ round trip alone was a third of a notice's time on loopback Redis.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from noti.core.keys import Keys
 from noti.errors import NotFound
 from noti.inputs import shown
+from noti.recipients._cache import LruCache
 from noti.recipients.categories import GENERAL, Category
 from noti.recipients.profile import Recipient
 from noti.recipients.request import NoticeRequest
@@ -57,9 +57,13 @@ class Snapshots:
     def __init__(self, keys: Keys, templates: TemplateStore) -> None:
         self.keys = keys
         self.templates = templates
-        self._profiles: OrderedDict[tuple[str, str], tuple[str, Recipient]] = OrderedDict()
-        self._stamps: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._categories: OrderedDict[str, tuple[str, Category]] = OrderedDict()
+        # bounded by their number of entries (each counts 1); thread-safe: a worker's threads
+        # make notices through one process notifier
+        self._profiles: LruCache[tuple[str, str], tuple[str, Recipient]] = LruCache(
+            PROFILES_KEPT, PROFILES_KEPT
+        )
+        self._stamps: LruCache[tuple[str, str], str] = LruCache(TEMPLATES_KEPT, TEMPLATES_KEPT)
+        self._categories: LruCache[str, tuple[str, Category]] = LruCache(CATEGORIES_KEPT, CATEGORIES_KEPT)
 
     def kept(self, request: NoticeRequest) -> Snapshot | None:
         """The snapshot made from kept values only (no I/O), or None when one is missing."""
@@ -77,7 +81,6 @@ class Snapshots:
         template = self.templates.cached(request.owner, request.template, version)
         if template is None:
             return None
-        self._profiles.move_to_end((request.owner, request.rid))
         return Snapshot(profile[1], profile[0], category[1], category[0], template, stamp)
 
     def queue_reads(self, pipe: Any, request: NoticeRequest) -> None:
@@ -102,15 +105,13 @@ class Snapshots:
         current, created = stamp
         recipient = Recipient.from_json(doc)
         kept_category = Category.from_json(request.category, category)
-        self._keep(
-            self._profiles, (request.owner, request.rid), (str(version or "0"), recipient), PROFILES_KEPT
-        )
-        self._keep(self._categories, request.category, (category or "", kept_category), CATEGORIES_KEPT)
+        self._profiles.put((request.owner, request.rid), (str(version or "0"), recipient), 1)
+        self._categories.put(request.category, (category or "", kept_category), 1)
         if request.version is None:
             if current is None:
                 raise NotFound(f"no template {shown(request.template)}", code="e.cmd.noti.tmpl.not_found")
             template_stamp = f"{current} {created or ''}"
-            self._keep(self._stamps, (request.owner, request.template), template_stamp, TEMPLATES_KEPT)
+            self._stamps.put((request.owner, request.template), template_stamp, 1)
             version_wanted = int(current)
         else:
             template_stamp, version_wanted = NO_CHECK, request.version
@@ -120,16 +121,3 @@ class Snapshots:
         return Snapshot(
             recipient, str(version or "0"), kept_category, category or "", template, template_stamp
         )
-
-    def forget(self, request: NoticeRequest) -> None:
-        """Drop what is kept for ``request``'s recipient, template and category."""
-        self._profiles.pop((request.owner, request.rid), None)
-        self._stamps.pop((request.owner, request.template), None)
-        self._categories.pop(request.category, None)
-
-    @staticmethod
-    def _keep(table: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
-        table[key] = value
-        table.move_to_end(key)
-        if len(table) > limit:
-            table.popitem(last=False)
