@@ -22,18 +22,18 @@ import base64
 import hashlib
 import hmac
 import secrets
+import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from noti.errors import InvalidInput
 from noti.redis.outage import translate_errors
-
-if TYPE_CHECKING:
-    from noti.sending.runtime import Runtime
+from noti.sending.runtime import Runtime
 
 __all__ = ["Unsubscribe", "read_token", "unsubscribe_url"]
 
 _SEP = "\x1f"
+#: The secret each runtime read (a runtime dropped by ``configure()`` drops its entry).
+_SECRETS: weakref.WeakKeyDictionary[Runtime, bytes] = weakref.WeakKeyDictionary()
 _MAC_BYTES = 16
 TOKEN_MAX = 1024
 
@@ -52,9 +52,9 @@ def _secret(runtime: Runtime, *, create: bool = True, fresh: bool = False) -> by
     """The signing secret: kept per runtime once read, made on first use when ``create``
     (links are made), only read otherwise (links are checked: a refused request writes
     nothing). ``fresh`` reads it again (the key may have been replaced since it was kept)."""
-    cached = getattr(runtime, "_unsubscribe_secret", None)
+    cached = _SECRETS.get(runtime)
     if cached is not None and not fresh:
-        return bytes(cached)
+        return cached
     key = runtime.keys.unsubscribe_secret
     with translate_errors(runtime.redis):
         if create:
@@ -63,7 +63,7 @@ def _secret(runtime: Runtime, *, create: bool = True, fresh: bool = False) -> by
     if value is None:
         return None
     secret = bytes.fromhex(str(value))
-    runtime._unsubscribe_secret = secret  # type: ignore[attr-defined]
+    _SECRETS[runtime] = secret
     return secret
 
 
