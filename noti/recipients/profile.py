@@ -174,6 +174,22 @@ def _addresses(value: object) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def _object(value: object, what: str) -> Mapping[str, Any]:
+    """A profile or a patch as given: a mapping, or the JSON text of one within
+    :data:`PROFILE_MAX_BYTES`.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.rcpt.toobig``, ``e.cmd.noti.rcpt.baddoc``.
+    """
+    if isinstance(value, (str, bytes)):
+        if len(value) > PROFILE_MAX_BYTES:
+            raise _bad("toobig", f"a profile is at most {PROFILE_MAX_BYTES} bytes")
+        value = load_json(value, what=what, code="e.cmd.noti.rcpt.baddoc")
+    if not isinstance(value, Mapping):
+        raise _bad("baddoc", f"{what} is an object, got {shown(value)}")
+    return value
+
+
 def parse_recipient(value: object, *, rid: str | None = None, now_ms: int = 0) -> Recipient:
     """A profile from what a caller gave (a mapping, or a JSON text of one); ``rid`` is the id
     when the caller names it apart (an HTTP path, a CLI argument): a body's own ``id`` must
@@ -183,12 +199,7 @@ def parse_recipient(value: object, *, rid: str | None = None, now_ms: int = 0) -
         InvalidInput: ``e.cmd.noti.rcpt.*``: a bad id, address, locale, timezone, quiet hours,
         attributes, an unknown key, or a profile over :data:`PROFILE_MAX_BYTES`.
     """
-    if isinstance(value, (str, bytes)):
-        if len(value) > PROFILE_MAX_BYTES:
-            raise _bad("toobig", f"a profile is at most {PROFILE_MAX_BYTES} bytes")
-        value = load_json(value, what="the profile", code="e.cmd.noti.rcpt.baddoc")
-    if not isinstance(value, Mapping):
-        raise _bad("baddoc", f"a profile is an object, got {shown(value)}")
+    value = _object(value, "the profile")
     unknown = sorted(str(k) for k in value if k not in _KEYS)
     if unknown:
         raise _bad("baddoc", f"unknown profile keys: {', '.join(shown(k) for k in unknown[:5])}")
@@ -265,12 +276,7 @@ def merge_patch(current: Recipient, patch: object, *, now_ms: int) -> Recipient:
         InvalidInput: as :func:`parse_recipient`; ``e.cmd.noti.rcpt.badid`` when the patch
         changes the id.
     """
-    if isinstance(patch, (str, bytes)):
-        if len(patch) > PROFILE_MAX_BYTES:
-            raise _bad("toobig", f"a profile is at most {PROFILE_MAX_BYTES} bytes")
-        patch = load_json(patch, what="the profile patch", code="e.cmd.noti.rcpt.baddoc")
-    if not isinstance(patch, Mapping):
-        raise _bad("baddoc", f"a profile patch is an object, got {shown(patch)}")
+    patch = _object(patch, "the profile patch")
     base = current.to_dict()
     del base["created_ms"], base["updated_ms"]
     merged = _merge(base, patch)
