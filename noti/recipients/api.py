@@ -88,8 +88,8 @@ class Recipients:
         """Create or replace many profiles; bad rows are refused one by one.
 
         Raises:
-            InvalidInput: ``e.cmd.noti.rcpt.baddoc``: ``rows`` is not a list or iterable of
-            rows (a string, a mapping, a number …); nothing stored.
+            InvalidInput: ``e.cmd.noti.rcpt.baddoc``: ``rows`` is not a list or iterable
+                of rows (a string, a mapping, a number …); nothing stored.
         """
         from noti.errors import InvalidInput
         from noti.inputs import shown
