@@ -1,144 +1,215 @@
--- One notify(recipient=...) call (noti/recipients/notices.py): the recipient's preferences
--- checked and the records made in one atomic step, so an opt-out written at the same moment
--- either comes first (the channel is suppressed) or after (the record is made, and the claim
--- checks again before the send: preference.lua): never both, never neither.
--- KEYS: 1 the recipient's hash, 2 the notice's hash, 3 the recipient's log, 4 the notice's
--- idempotency key (the notice key again when none), 5 all index, 6 creator index, 7 waiting
--- index, 8 delayed set, 9 counters hash, 10 status index 1, 11 status index -1, 12 the
--- template's hash, 13 the categories hash; then per candidate c (from 0): 14+3c its record,
--- 15+3c the queue list of its message (any key when it has none), 16+3c the suppression set
--- of its channel.
--- ARGV: 1 notice id, 2 now ms, 3 the idempotency key's time-to-live in ms (0 = none), 4 mode
--- ('all': every channel the preferences allow; 'chain': the first allowed, the next one its
--- fallback), 5 category, 6 '1' when the recipient's preferences apply, 7 the fallback's wait
--- in ms (chain), 8 how long the notice is kept (ms; the log drops older entries), 9 the
--- profile's version the records were made from, 10 the template's stamp ("<current> <ct>";
--- "\0": a version the caller named, not checked), 11 the category's text ("" = none stored),
--- 12 '1' when quiet hours hold the notice (its records are due when they end), 13 h, then h
--- field, value pairs of the notice; then per candidate from offset
--- a: a+1 channel, +2 record id, +3 target, +4 the category's default on the channel ('1' on,
--- '0' off), +5 level, +6 due ms (0 = now), +7 its delivery message ("" = none), +8 its
--- "added" counter field, +9 n, then its n hash field, value pairs (next: a + 9 + 2n).
--- Returns {0, notice id} when the idempotency key names a notice already; {-1} when the
--- recipient is gone; {-2, doc, version, current, ct, category text} when the profile, the
--- template or the category changed since they were read (nothing written: the caller makes
--- the notice again from these); else {1, then per candidate: its state, its record id or ""}. States:
--- queued, held (due when quiet hours end), scheduled (a delay or an eta), fallback (stands by
--- for the one before it), suppressed:<why>
--- (optout: their preference; suppressed: the channel's suppression list; a record made
--- invalid), off (the category is off on the channel for them: no record), unused (the
--- chain had two already: no record).
+-- notify(recipient=...) calls (noti/recipients/notices.py), one or a batch of them
+-- (noti/recipients/bulk.py): per notice, the recipient's preferences checked and the records
+-- made in one atomic step, so an opt-out written at the same moment either comes first (the
+-- channel is suppressed) or after (the record is made, and the claim checks again before
+-- the send: preference.lua): never both, never neither. A batch writes its index entries,
+-- queue messages and counters once per key at the end (a notice's own keys are written as
+-- it is decided), so a notice costs Redis little more than its records.
+-- KEYS: 1 all index, 2 waiting index, 3 delayed set, 4 counters hash, 5 status index 1,
+-- 6 status index -1, 7 the categories hash; then per notice from offset k: k+1 the
+-- recipient's hash, +2 the notice's hash, +3 the recipient's log, +4 the notice's idempotency
+-- key (the notice key again when none), +5 its records' creator index, +6 the template's
+-- hash; then per candidate c (from 0): k+7+3c its record, +8+3c the queue list of its
+-- message (any key when it has none), +9+3c the suppression set of its channel (the next
+-- notice starts at k + 6 + 3 * candidates).
+-- ARGV: 1 now ms, 2 the idempotency keys' time-to-live in ms, 3 how long a notice is kept
+-- (ms; a recipient's log drops older entries; a notice with an idempotency key is kept at
+-- least as long as its key); then per notice from offset a: a+1 notice id, +2 '1' when it has
+-- an idempotency key, +3 mode ('all': every channel the preferences allow; 'chain': the
+-- first allowed, the next one its fallback), +4 category, +5 '1' when the recipient's
+-- preferences apply, +6 the fallback's wait in ms (chain), +7 the profile's version the
+-- records were made from, +8 the template's stamp ("<current> <ct>"; "\0": a version the
+-- caller named, not checked), +9 the category's text ("" = none stored), +10 '1' when quiet
+-- hours hold the notice (its records are due when they end), +11 its candidates, +12 h,
+-- then h field, value pairs of the notice; then per candidate from offset b: b+1 channel,
+-- +2 record id, +3 target, +4 the category's default on the channel ('1' on, '0' off),
+-- +5 level, +6 due ms (0 = now), +7 its delivery message ("" = none), +8 its "added" counter
+-- field, +9 n, then its n hash field, value pairs (the next candidate, or notice, starts at
+-- b + 9 + 2n).
+-- Returns per notice: {0, notice id} when the idempotency key names a notice already; {-1}
+-- when the recipient is gone; {-2, doc, version, current, ct, category text} when the
+-- profile, the template or the category changed since they were read (nothing of it written:
+-- the caller makes the notice again from these); else {1, then per candidate: its state, its
+-- record id or ""}. States: queued, held (due when quiet hours end), scheduled (a delay or an
+-- eta), fallback (stands by for the one before it), suppressed:<why> (optout: their
+-- preference; suppressed: the channel's suppression list; a record made invalid), off (the
+-- category is off on the channel for them: no record), unused (the chain had two already: no
+-- record).
 --#include tally.lua
 --#include preference.lua
-local notice_id, now = ARGV[1], tonumber(ARGV[2])
-if ARGV[3] ~= '0' then
-  local existing = redis.call('GET', KEYS[4])
-  if existing then
-    return {0, existing}
-  end
-end
-local doc, version = unpack(redis.call('HMGET', KEYS[1], 'doc', 'v'))
-if not doc then
-  return {-1}
-end
-local stale = (version or '0') ~= ARGV[9]
-local current, ct = false, false
-if ARGV[10] ~= '\0' then
-  current, ct = unpack(redis.call('HMGET', KEYS[12], 'current', 'ct'))
-  stale = stale or ((current or '') .. ' ' .. (ct or '')) ~= ARGV[10]
-end
-local declared = redis.call('HGET', KEYS[13], ARGV[5])
-stale = stale or (declared or '') ~= ARGV[11]
-if stale then
-  return {-2, doc, version or '0', current or false, ct or false, declared or false}
-end
-local chain, category, enforced = ARGV[4] == 'chain', ARGV[5], ARGV[6] == '1'
-local after = tonumber(ARGV[7])
-local keep = tonumber(ARGV[8])
-local quiet = ARGV[12] == '1'
-local h = tonumber(ARGV[13])
-local a = 13 + 2 * h
-local counts, out, log, made_of = {}, {1}, {now, notice_id}, {}
-local picked, primary_key, primary_id, primary_due = 0, nil, nil, 0
+local now, idem_ttl, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local trim_before = '(' .. string.format('%d', now - keep)
+local counts, later, pushes, answers = {}, {}, {}, {}
+-- the template and category texts compared once per batch
+local stamps, declared_of = {}, {}
 
-local function store(r, key, id, n, waiting, due, message, errmsg)
-  redis.call('HSET', key, unpack(ARGV, a + 10, a + 9 + 2 * n))
-  redis.call('ZADD', KEYS[5], now, id)
-  redis.call('ZADD', KEYS[6], now, id)
-  log[#log + 1] = now
-  log[#log + 1] = id
-  if waiting then
-    redis.call('ZADD', KEYS[10], now, id)
-    redis.call('ZADD', KEYS[7], -tonumber(ARGV[a + 5]), id)
-    if due > 0 then
-      redis.call('HSET', key, 'noti_timeout_at', string.format('%d', due))
-      redis.call('ZADD', KEYS[8], due, id)
-    elseif message ~= '' then
-      redis.call('LPUSH', KEYS[15 + 3 * r], message)
-    end
-    count(counts, ARGV[a + 8])
-  else
-    redis.call('HSET', key, 'noti_st', '-1', 'noti_errmsg', errmsg, 'noti_timeout_at', '0')
-    redis.call('ZADD', KEYS[11], now, id)
+-- a sorted-set entry (or a queue message) written at the end, one command per key
+local function add_later(key, score, member)
+  local entries = later[key]
+  if not entries then
+    entries = {}
+    later[key] = entries
   end
+  entries[#entries + 1] = score
+  entries[#entries + 1] = member
 end
 
-for r = 0, (#KEYS - 13) / 3 - 1 do
-  local key, channel, id, target = KEYS[14 + 3 * r], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local n = tonumber(ARGV[a + 9])
-  local due = tonumber(ARGV[a + 6])
-  local why = nil
-  if chain and picked >= 2 then
-    why = 'unused'
-  elseif redis.call('SISMEMBER', KEYS[16 + 3 * r], target) == 1 then
-    why = 'suppressed'
-  elseif enforced then
-    why = preference_out(KEYS[1], category, channel, ARGV[a + 4], true)
-  elseif ARGV[a + 4] == '0' then
-    why = 'off'
+local function push_later(key, message)
+  local entries = pushes[key]
+  if not entries then
+    entries = {}
+    pushes[key] = entries
   end
-  local state, made = nil, ''
-  if why == 'optout' or why == 'suppressed' then
-    local text = why == 'optout' and 'the recipient opted out of ' .. category .. ' on ' .. channel
-      or 'the address is on the ' .. channel .. ' suppression list'
-    store(r, key, id, n, false, 0, '', 'e.noti.pref.' .. why .. ': ' .. text)
-    count(counts, 'suppressed|' .. category .. '|' .. channel .. '|' .. why)
-    state, made = 'suppressed:' .. why, id
-  elseif why then
-    state = why
-  elseif chain and picked == 1 then
-    local at = math.max(primary_due, now) + after
-    store(r, key, id, n, true, at, '', '')
-    redis.call('HSET', key, 'noti_fallback_of', primary_id)
-    redis.call('HSET', primary_key, 'noti_fallback', id)
-    picked = 2
-    state, made = 'fallback', id
-  else
-    store(r, key, id, n, true, due, ARGV[a + 7], '')
-    if quiet then
-      count(counts, 'held|' .. category .. '|' .. channel)
+  entries[#entries + 1] = message
+end
+
+-- one notice whose keys start at k and arguments at a; its answer, and where the next starts
+local function notice(k, a)
+  local notice_id, keyed, chain, category = ARGV[a + 1], ARGV[a + 2] == '1', ARGV[a + 3] == 'chain', ARGV[a + 4]
+  local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12])
+  local next_k, b = k + 6 + 3 * candidates, a + 12 + 2 * h
+  local skip_b = b
+  for _ = 1, candidates do
+    skip_b = skip_b + 9 + 2 * tonumber(ARGV[skip_b + 9])
+  end
+  if keyed then
+    local existing = redis.call('GET', KEYS[k + 4])
+    if existing then
+      return {0, existing}, next_k, skip_b
     end
-    picked = picked + 1
-    primary_key, primary_id, primary_due = key, id, due
-    state, made = (quiet and 'held') or (due > 0 and 'scheduled') or 'queued', id
   end
-  made_of[#made_of + 1] = 'ch:' .. channel
-  made_of[#made_of + 1] = state .. ' ' .. made
-  out[#out + 1] = state
-  out[#out + 1] = made
-  a = a + 9 + 2 * n
+  local rkey = KEYS[k + 1]
+  local version = redis.call('HGET', rkey, 'v')
+  if not version and redis.call('HEXISTS', rkey, 'doc') == 0 then
+    return {-1}, next_k, skip_b
+  end
+  local stale = (version or '0') ~= ARGV[a + 7]
+  local current, ct = false, false
+  if ARGV[a + 8] ~= '\0' then
+    local tkey = KEYS[k + 6]
+    local stamp = stamps[tkey]
+    if not stamp then
+      current, ct = unpack(redis.call('HMGET', tkey, 'current', 'ct'))
+      stamp = {current or false, ct or false}
+      stamps[tkey] = stamp
+    end
+    current, ct = stamp[1], stamp[2]
+    stale = stale or ((current or '') .. ' ' .. (ct or '')) ~= ARGV[a + 8]
+  end
+  local declared = declared_of[category]
+  if declared == nil then
+    declared = redis.call('HGET', KEYS[7], category) or false
+    declared_of[category] = declared
+  end
+  stale = stale or (declared or '') ~= ARGV[a + 9]
+  if stale then
+    return {-2, redis.call('HGET', rkey, 'doc'), version or '0', current, ct, declared}, next_k, skip_b
+  end
+  local enforced, after, quiet = ARGV[a + 5] == '1', tonumber(ARGV[a + 6]), ARGV[a + 10] == '1'
+  local out, made_of, log = {1}, {}, {now, notice_id}
+  local picked, primary_key, primary_id, primary_due = 0, nil, nil, 0
+  local creator_index = KEYS[k + 5]
+
+  local function store(c, key, id, n, waiting, due, message, errmsg)
+    redis.call('HSET', key, unpack(ARGV, b + 10, b + 9 + 2 * n))
+    add_later(KEYS[1], now, id)
+    add_later(creator_index, now, id)
+    log[#log + 1] = now
+    log[#log + 1] = id
+    if waiting then
+      add_later(KEYS[5], now, id)
+      add_later(KEYS[2], -tonumber(ARGV[b + 5]), id)
+      if due > 0 then
+        redis.call('HSET', key, 'noti_timeout_at', string.format('%d', due))
+        add_later(KEYS[3], due, id)
+      elseif message ~= '' then
+        push_later(KEYS[k + 8 + 3 * c], message)
+      end
+      count(counts, ARGV[b + 8])
+    else
+      redis.call('HSET', key, 'noti_st', '-1', 'noti_errmsg', errmsg, 'noti_timeout_at', '0')
+      add_later(KEYS[6], now, id)
+    end
+  end
+
+  for c = 0, candidates - 1 do
+    local key, channel, id, target = KEYS[k + 7 + 3 * c], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+    local n = tonumber(ARGV[b + 9])
+    local due = tonumber(ARGV[b + 6])
+    local why = nil
+    if chain and picked >= 2 then
+      why = 'unused'
+    elseif redis.call('SISMEMBER', KEYS[k + 9 + 3 * c], target) == 1 then
+      why = 'suppressed'
+    elseif enforced then
+      why = preference_out(rkey, category, channel, ARGV[b + 4], true)
+    elseif ARGV[b + 4] == '0' then
+      why = 'off'
+    end
+    local state, made = nil, ''
+    if why == 'optout' or why == 'suppressed' then
+      local text = why == 'optout' and 'the recipient opted out of ' .. category .. ' on ' .. channel
+        or 'the address is on the ' .. channel .. ' suppression list'
+      store(c, key, id, n, false, 0, '', 'e.noti.pref.' .. why .. ': ' .. text)
+      count(counts, 'suppressed|' .. category .. '|' .. channel .. '|' .. why)
+      state, made = 'suppressed:' .. why, id
+    elseif why then
+      state = why
+    elseif chain and picked == 1 then
+      local at = math.max(primary_due, now) + after
+      store(c, key, id, n, true, at, '', '')
+      redis.call('HSET', key, 'noti_fallback_of', primary_id)
+      redis.call('HSET', primary_key, 'noti_fallback', id)
+      picked = 2
+      state, made = 'fallback', id
+    else
+      store(c, key, id, n, true, due, ARGV[b + 7], '')
+      if quiet then
+        count(counts, 'held|' .. category .. '|' .. channel)
+      end
+      picked = picked + 1
+      primary_key, primary_id, primary_due = key, id, due
+      state, made = (quiet and 'held') or (due > 0 and 'scheduled') or 'queued', id
+    end
+    made_of[#made_of + 1] = 'ch:' .. channel
+    made_of[#made_of + 1] = state .. ' ' .. made
+    out[#out + 1] = state
+    out[#out + 1] = made
+    b = b + 9 + 2 * n
+  end
+  for i = a + 13, a + 12 + 2 * h do
+    made_of[#made_of + 1] = ARGV[i]
+  end
+  local nkey = KEYS[k + 2]
+  redis.call('HSET', nkey, unpack(made_of))
+  redis.call('PEXPIRE', nkey, keyed and math.max(keep, tonumber(idem_ttl)) or keep)
+  redis.call('ZADD', KEYS[k + 3], unpack(log))
+  if string.sub(notice_id, -1) == '0' then -- one notice in 32 trims the log (ids end randomly)
+    redis.call('ZREMRANGEBYSCORE', KEYS[k + 3], '-inf', trim_before)
+  end
+  if keyed then
+    redis.call('SET', KEYS[k + 4], notice_id, 'PX', idem_ttl)
+  end
+  return out, next_k, b
 end
-for i = 14, 13 + 2 * h do
-  made_of[#made_of + 1] = ARGV[i]
+
+local k, a = 7, 3
+while a < #ARGV do
+  local answer
+  answer, k, a = notice(k, a)
+  answers[#answers + 1] = answer
 end
-redis.call('HSET', KEYS[2], unpack(made_of))
-redis.call('PEXPIRE', KEYS[2], keep)
-redis.call('ZADD', KEYS[3], unpack(log))
-if string.sub(notice_id, -1) == '0' then -- one notice in 32 trims the log (ids end randomly)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. string.format('%d', now - keep))
+-- Lua's unpack fails near 8,000 values: long lists are written in slices
+local function write_all(command, key, values)
+  for i = 1, #values, 4000 do
+    redis.call(command, key, unpack(values, i, math.min(i + 3999, #values)))
+  end
 end
-if ARGV[3] ~= '0' then
-  redis.call('SET', KEYS[4], notice_id, 'PX', ARGV[3])
+for key, entries in pairs(later) do
+  write_all('ZADD', key, entries)
 end
-tally_write(KEYS[9], counts)
-return out
+for key, messages in pairs(pushes) do
+  write_all('LPUSH', key, messages)
+end
+tally_write(KEYS[4], counts)
+return answers

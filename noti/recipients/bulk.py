@@ -5,24 +5,30 @@ batch's ``notify.lua`` calls in another (split from :mod:`noti.recipients.notice
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from noti.core.record import now_ms
 from noti.errors import NotiError
 from noti.inputs import shown
 from noti.recipients.notices import STALE
 from noti.recipients.request import NoticeRequest, parse_request, refused
 from noti.recipients.snapshot import Snapshot
 from noti.redis.outage import translate_errors
+from noti.redis.pipelines import ScriptPipeline
 
 if TYPE_CHECKING:
     from noti.recipients.notices import Notices, _Prepared
 
 __all__ = ["BULK_BATCH", "NoticeBatch", "notify_many"]
 
-#: Notices written per round trip.
-BULK_BATCH = 500
+#: Notices prepared and written per round trip, and per ``notify.lua`` call (a call holds
+#: Redis for its notices' time: ~2 ms for 100).
+BULK_BATCH, PER_CALL = 500, 100
+#: Batches written and not yet read back while the next is prepared.
+AHEAD = 1
 #: What the call sets for every item (the acting user, an API token's limits) and what noti
 #: sets itself (the Celery task id): an item naming one is refused.
 _CALL_ONLY = frozenset({"user", "level_cap", "providers_allowed", "task_id"})
@@ -50,22 +56,55 @@ def notify_many(
     providers_allowed: frozenset[str] | None = None,
 ) -> NoticeBatch:
     """Many notices (each item a mapping of :meth:`Notices.notify`'s arguments), :data:`BULK_BATCH`
-    per round trip of reads and one of writes; a bad item is refused alone.
+    per round trip of reads (what is not kept) and one of writes, :data:`PER_CALL` notices per
+    ``notify.lua`` call; a bad item is refused alone. A batch's calls are written without
+    waiting and their replies read after the next batch is prepared, so the client and Redis
+    work at the same time (as :func:`noti.sending.bulk.add_many` does).
 
     Raises:
         InvalidInput: ``e.cmd.noti.notify.baditem``: ``items`` is not a list (a number, None, a
-        string, a mapping); nothing stored.
-        StoreUnavailable: Redis cannot be reached (the batches written before stay).
+            string, a mapping); nothing stored.
+        StoreUnavailable: Redis cannot be reached (the batches read back before stay; the
+            batch written after the failing one may be stored too: retry with idempotency
+            keys, not from the failing index).
     """
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
         raise refused("baditem", f"notify_many takes a list of items, got {shown(items)}")
     result = NoticeBatch()
-    for start in range(0, len(items), BULK_BATCH):
-        _batch(notices, items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed)
+    client = notices.runtime.redis
+    in_flight: collections.deque[_Batch] = collections.deque()
+    with ScriptPipeline(client, notices._script) as pipe:
+        for start in range(0, len(items), BULK_BATCH):
+            batch = _prepare(
+                notices, items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed
+            )
+            ready = [p for p in batch.prepared if p is not None]
+            with translate_errors(client):
+                pipe.send(
+                    [
+                        notices.call_of(ready[i : i + PER_CALL], now_ms())
+                        for i in range(0, len(ready), PER_CALL)
+                    ]
+                )
+            in_flight.append(batch)
+            if len(in_flight) > AHEAD:
+                _conclude(notices, in_flight.popleft(), pipe, result)
+        while in_flight:
+            _conclude(notices, in_flight.popleft(), pipe, result)
+    result.refused.sort()
     return result
 
 
-def _batch(
+@dataclass(slots=True)
+class _Batch:
+    """A batch's requests and their prepared notices (None: refused), from item ``offset``."""
+
+    offset: int
+    requests: list[NoticeRequest | None]
+    prepared: list[_Prepared | None]
+
+
+def _prepare(
     notices: Notices,
     items: Sequence[object],
     offset: int,
@@ -73,7 +112,7 @@ def _batch(
     user: str | None,
     level_cap: int | None,
     providers_allowed: frozenset[str] | None,
-) -> None:
+) -> _Batch:
     requests: list[NoticeRequest | None] = []
     for i, item in enumerate(items):
         try:
@@ -124,25 +163,25 @@ def _batch(
         except NotiError as exc:
             prepared.append(None)
             result.refused.append((offset + i, exc.code, exc.message))
-    with translate_errors(redis_client):
-        pipe = redis_client.pipeline(transaction=False)
-        for p in prepared:
-            if p is not None:
-                notices._script(keys=p.keys, args=p.args, client=pipe)
-        answers = iter(pipe.execute())
-    for i, p in enumerate(prepared):
+    return _Batch(offset, requests, prepared)
+
+
+def _conclude(notices: Notices, batch: _Batch, pipe: ScriptPipeline, result: NoticeBatch) -> None:
+    """Read a batch's answers: its notices' ids in ``result`` (a stale one made again alone)."""
+    with translate_errors(notices.runtime.redis):
+        answers = iter([answer for call in pipe.results() for answer in call])
+    for i, p in enumerate(batch.prepared):
         if p is None:
             result.ids.append(None)
             continue
         try:
             answer = next(answers)
             if answer[0] == STALE:  # changed since read: this one again, alone
-                request = requests[i]
+                request = batch.requests[i]
                 assert request is not None
                 result.ids.append(notices._make(request, notices._fresh(request, answer)).id)
                 continue
-            result.ids.append(notices._finish(p, answer).id)
+            result.ids.append(notices._finish(p, answer, lean=True).id)
         except NotiError as exc:
             result.ids.append(None)
-            result.refused.append((offset + i, exc.code, exc.message))
-    result.refused.sort()
+            result.refused.append((batch.offset + i, exc.code, exc.message))

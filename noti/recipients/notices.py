@@ -32,6 +32,7 @@ Notice ids are ``n`` + a record-style id (record ids start with a time digit, ne
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ from noti.recipients.unsubscribe import unsubscribe_url
 from noti.redis.conn import load_script
 from noti.redis.counters import added_field
 from noti.redis.outage import translate_errors
+from noti.redis.pipelines import HeldConnection
 
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
@@ -64,6 +66,10 @@ STALE, STALE_TRIES = -2, 5
 #: What became of a channel that got no record: no address in the profile, no variant in
 #: the template (neither a suppression: nothing was asked of the recipient).
 NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
+
+
+#: A notice's ``doc`` field (one encoder: ``json.dumps`` with options makes one per call).
+_DOC = json.JSONEncoder(separators=(",", ":"))
 
 
 @dataclass(slots=True)
@@ -93,6 +99,8 @@ class Notices:
         self.snapshots = Snapshots(runtime.keys, self.templates)
         self._quiet: tuple[Any, str] | None = None
         self._script = load_script(runtime.redis, "notify")
+        # the hot path's one command on a connection kept between calls (as notify() does)
+        self._held = HeldConnection(runtime.redis)
 
     def _quiet_default(self) -> tuple[Any, str]:
         """The operator's quiet hours and timezone (checked once: settings never change under
@@ -157,8 +165,9 @@ class Notices:
         """
         for _ in range(STALE_TRIES):
             prepared = self._prepare(request, snapshot)
+            keys, args = self.call_of((prepared,), prepared.notice.created_ms)
             with translate_errors(self.runtime.redis):
-                answer = self._script(keys=prepared.keys, args=prepared.args)
+                [answer] = self._held.call_script(self._script, keys, args)
             if answer[0] != STALE:
                 return self._finish(prepared, answer)
             snapshot = self._fresh(request, answer)
@@ -281,7 +290,8 @@ class Notices:
         records: list[tuple[Notification, str]],
         after_ms: int,
     ) -> _Prepared:
-        """The ``notify.lua`` call of a notice (see the script for its keys and arguments)."""
+        """A notice's part of a ``notify.lua`` call (see the script for its keys and
+        arguments; :meth:`call_of` puts the parts of one call together)."""
         k = self.keys
         publisher = self.notifier.publisher
         messages: dict[str, tuple[str, str]] = {}
@@ -297,62 +307,52 @@ class Notices:
             idem_key = k.notice_idempotency(notice.owner, request.idempotency_key)
         else:
             idem_key = None
-        settings = self.runtime.settings
-        header = {
-            "doc": json.dumps(
-                {
-                    "owner": notice.owner,
-                    "rcpt": notice.recipient,
-                    "tmpl": notice.template,
-                    "ver": notice.version,
-                    "cat": notice.category,
-                    "mode": notice.mode,
-                    "ct": notice.created_ms,
-                    "held": notice.held_until_ms,
-                    "order": order,
-                    "locales": locales,
-                    "skipped": {e.channel: e.state for e in entries.values()},
-                },
-                separators=(",", ":"),
-            )
-        }
+        doc = _DOC.encode(
+            {
+                "owner": notice.owner,
+                "rcpt": notice.recipient,
+                "tmpl": notice.template,
+                "ver": notice.version,
+                "cat": notice.category,
+                "mode": notice.mode,
+                "ct": notice.created_ms,
+                "held": notice.held_until_ms,
+                "order": order,
+                "locales": locales,
+                "skipped": {e.channel: e.state for e in entries.values()},
+            }
+        )
+        notice_key = k.notice(notice.id)
         keys = [
             k.recipient(notice.owner, notice.recipient),
-            k.notice(notice.id),
+            notice_key,
             k.recipient_log(notice.owner, notice.recipient),
-            idem_key or k.notice(notice.id),
-            k.all_index,
+            idem_key or notice_key,
             k.user_index(records[0][0].creator),
-            k.waiting_index,
-            k.delayed,
-            k.metrics,
-            k.status_index(1),
-            k.status_index(-1),
             k.template(notice.owner, notice.template),
-            k.categories,
         ]
         args: list[Any] = [
             notice.id,
-            notice.created_ms,
-            int(settings.idempotency_ttl_s * 1000) if idem_key else 0,
+            "1" if idem_key else "0",
             notice.mode,
             notice.category,
             "1" if snapshot.category.enforced else "0",
             after_ms,
-            # a notice outlives the idempotency key that names it
-            int(max(settings.notice_keep_s, settings.idempotency_ttl_s if idem_key else 0) * 1000),
             snapshot.profile_version,
             snapshot.template_stamp,
             snapshot.category_text,
             "1" if notice.held_until_ms else "0",
-            len(header),
-            *[x for pair in header.items() for x in pair],
+            len(records),
+            1,
+            "doc",
+            doc,
         ]
         for record, default in records:
             message = messages.get(record.id)
+            record_key = k.record(record.id)
             keys += [
-                k.record(record.id),
-                message[0] if message else k.record(record.id),
+                record_key,
+                message[0] if message else record_key,
                 k.suppressed(record.channel.value),
             ]
             fields = to_hash(record)
@@ -370,9 +370,21 @@ class Notices:
             ]
         return _Prepared(notice, keys, args, [r for r, _ in records], entries, locales, messages, order)
 
-    def _finish(self, prepared: _Prepared, answer: Any) -> Notice:
+    def call_of(self, parts: Sequence[_Prepared], now: int) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of one ``notify.lua`` call writing ``parts`` at ``now``."""
+        k, settings = self.keys, self.runtime.settings
+        keys = [k.all_index, k.waiting_index, k.delayed, k.metrics, k.status_index(1), k.status_index(-1)]
+        keys.append(k.categories)
+        args: list[Any] = [now, int(settings.idempotency_ttl_s * 1000), int(settings.notice_keep_s * 1000)]
+        for part in parts:
+            keys += part.keys
+            args += part.args
+        return keys, args
+
+    def _finish(self, prepared: _Prepared, answer: Any, *, lean: bool = False) -> Notice:
         """The notice ``notify.lua`` answered for; its queued records' messages announced (or
-        published, when the broker is not the store's Redis).
+        published, when the broker is not the store's Redis). ``lean``: the notice's id is
+        all the caller reads (a bulk call): its entries are not made.
 
         Raises:
             NotFound: the recipient was erased meanwhile.
@@ -386,22 +398,26 @@ class Notices:
         entries = prepared.entries
         queued: list[Notification] = []
         for i, record in enumerate(prepared.records):
-            state, made = str(states[2 * i]), str(states[2 * i + 1])
-            reason = ""
+            state = states[2 * i]
+            if state == "queued":
+                queued.append(record)
+            if lean:
+                continue
+            state, made, reason = str(state), str(states[2 * i + 1]), ""
             if state.startswith("suppressed:"):
                 state, reason = "suppressed", state.split(":", 1)[1]
             channel = record.channel.value
             entries[channel] = NoticeEntry(
                 channel, state, made or None, reason, prepared.locales.get(channel)
             )
-            if state == "queued":
-                queued.append(record)
         publisher = self.notifier.publisher
         if publisher.shares_store:
             messages = prepared.messages
             publisher.published(messages[r.id] for r in queued if r.id in messages)
         elif queued:
             publisher.publish([(r.id, r.channel, r.level) for r in queued])
+        if lean:
+            return notice
         return replace(notice, entries=tuple(entries[c] for c in prepared.order if c in entries))
 
     def get(
