@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from noti.core.delay import due_ms
@@ -418,7 +418,18 @@ class Notices:
             publisher.publish([(r.id, r.channel, r.level) for r in queued])
         if lean:
             return notice
-        return replace(notice, entries=tuple(entries[c] for c in prepared.order if c in entries))
+        return Notice(  # not dataclasses.replace: it costs a notice ~5 µs more
+            notice.id,
+            notice.owner,
+            notice.recipient,
+            notice.template,
+            notice.version,
+            notice.category,
+            notice.mode,
+            notice.created_ms,
+            notice.held_until_ms,
+            tuple(entries[c] for c in prepared.order if c in entries),
+        )
 
     def get(
         self, notice_id: str, *, owner: str | None = None, user: str | None = None, repeated: bool = False

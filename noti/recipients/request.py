@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import plain_json, shown
+from noti.inputs import plain_object, shown
 from noti.recipients.categories import GENERAL, category_name
 from noti.recipients.profile import recipient_id
 from noti.recipients.templates import TEMPLATE_NAME
@@ -35,9 +35,25 @@ def refused(code: str, message: str) -> InvalidInput:
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
 
 
+#: Template references already checked (a process names few templates; kept to 1,024).
+_REFS: dict[str, tuple[str, int | None]] = {}
+
+
 def _template_ref(value: object) -> tuple[str, int | None]:
     """``name`` or ``name@version``: the name a template name (checked before it names a key:
     a lone surrogate cannot even be sent to Redis), the version ASCII digits, 1 to 10**9."""
+    if type(value) is str:
+        known = _REFS.get(value)
+        if known is not None:
+            return known
+    ref = _checked_ref(value)
+    if len(_REFS) >= 1024:
+        _REFS.clear()
+    _REFS[value] = ref  # type: ignore[index]
+    return ref
+
+
+def _checked_ref(value: object) -> tuple[str, int | None]:
     if not isinstance(value, str) or not value:
         raise refused(
             "badtemplate", f"template is a template name (name or name@version), got {shown(value)}"
@@ -145,7 +161,7 @@ def parse_request(
     name, version = _template_ref(template)
     values: dict[str, Any] = {}
     if data is not None:
-        values, _ = plain_json(data, what="data", code="e.cmd.noti.notify.baddata", max_bytes=DATA_MAX_BYTES)
+        values = plain_object(data, what="data", code="e.cmd.noti.notify.baddata", max_bytes=DATA_MAX_BYTES)
     if channels is not None and chain is not None:
         raise refused("badchannels", "give channels or a chain, not both")
     wanted = None
