@@ -101,6 +101,7 @@ class Notices:
         self._script = load_script(runtime.redis, "notify")
         # the hot path's one command on a connection kept between calls (as notify() does)
         self._held = HeldConnection(runtime.redis)
+        self._added: dict[tuple[Any, str | None], str] = {}
 
     def _quiet_default(self) -> tuple[Any, str]:
         """The operator's quiet hours and timezone (checked once: settings never change under
@@ -364,11 +365,19 @@ class Notices:
                 record.level,
                 record.lease_until_ms,
                 message[1] if message else "",
-                added_field(record.channel.value, record.provider),
+                self._added_field(record),
                 len(fields),
                 *[x for pair in fields.items() for x in pair],
             ]
         return _Prepared(notice, keys, args, [r for r, _ in records], entries, locales, messages, order)
+
+    def _added_field(self, record: Notification) -> str:
+        """The ``added`` counter field of ``record`` (kept per channel and provider)."""
+        key = (record.channel, record.provider)
+        found = self._added.get(key)
+        if found is None:
+            found = self._added[key] = added_field(record.channel.value, record.provider)
+        return found
 
     def call_of(self, parts: Sequence[_Prepared], now: int) -> tuple[list[str], list[Any]]:
         """The keys and arguments of one ``notify.lua`` call writing ``parts`` at ``now``."""

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from noti.core.delay import iso_time, validate_idempotency_key
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
 from noti.inputs import plain_object, shown
 from noti.recipients.categories import GENERAL, category_name
+from noti.recipients.locales import parse_locale
 from noti.recipients.profile import recipient_id
 from noti.recipients.templates import TEMPLATE_NAME
 
@@ -147,9 +149,6 @@ def parse_request(
         take (a channel's field such as ``text`` or ``provider``: the template gives those).
         PermissionDenied: ``owner`` names another user.
     """
-    from noti.core.delay import iso_time, validate_idempotency_key
-    from noti.recipients.locales import parse_locale
-
     if unknown:
         raise InvalidInput(
             f"notify(recipient=…) does not take {', '.join(shown(k) for k in sorted(unknown)[:5])} "
