@@ -60,7 +60,6 @@ CORE_GROUND = ("noti.errors", "noti.inputs", "noti.redis", "noti.imports", "noti
 API_USERS = ("noti", "noti.api")
 
 
-
 def _parse(path: Path) -> ast.Module:
     """``path``'s syntax tree. CPython 3.11 before 3.11.8 can fail a parse with a spurious
     ``SystemError: AST constructor recursion depth mismatch`` while another thread parses too
@@ -73,6 +72,7 @@ def _parse(path: Path) -> ast.Module:
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
+
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
