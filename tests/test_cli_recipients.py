@@ -120,10 +120,10 @@ def test_recipient_put_get_update_merge_list_and_del(rt: Any) -> None:
     # del: erased, with its counts
     assert (
         ok("recipient", "del", "42").stdout
-        == "erased 42: 0 waiting records revoked, 0 records masked, 0 notices\n"
+        == "erased 42: 0 waiting records revoked, 0 records masked, 0 notices, 0 dead letters masked\n"
     )
     assert json.loads(ok("recipient", "del", "u0", "-json").stdout) == {
-        "recipient": "u0", "revoked": 0, "masked": 0, "notices": 0}  # fmt: skip
+        "recipient": "u0", "revoked": 0, "masked": 0, "notices": 0, "dead_letters": 0}  # fmt: skip
     refused("e.cmd.noti.rcpt.not_found", "recipient", "del", "42")
     assert [r["id"] for r in json.loads(ok("recipient", "list", "-json").stdout)] == ["u1", "u2"]
 

@@ -189,7 +189,7 @@ def test_a_profile_is_created_read_patched_merged_listed_and_erased(alice: As, r
     assert [r["id"] for r in rest["recipients"]] == ["u3", "u4"] and rest["next"] is None
     # erased: the counts, then nothing of it is left
     erased = ok(alice.delete("/v1/recipients/42"))
-    assert erased == {"recipient": "42", "revoked": 0, "masked": 0, "notices": 0}
+    assert erased == {"recipient": "42", "revoked": 0, "masked": 0, "notices": 0, "dead_letters": 0}
     assert error_of(alice.get("/v1/recipients/42")) == (404, "e.cmd.noti.rcpt.not_found")
     assert error_of(alice.delete("/v1/recipients/42")) == (404, "e.cmd.noti.rcpt.not_found")
     assert not [k for k in raw.scan_iter("noti:rcpt:*:42")]

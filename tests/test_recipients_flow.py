@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import noti
+import noti.sending.runtime
 import noti.tasks
 from noti import recipients
 from noti.core.record import Status
@@ -366,6 +367,46 @@ def test_erasure_forgets_the_profile_masks_kept_records_and_revokes_waiting_ones
         recipients.get("42")
     with pytest.raises(NotFound):
         noti.notify(recipient="42", template="order_shipped", data={"order": 2})
+
+
+def test_erasure_reaches_records_older_than_the_log_and_their_dead_letters(
+    rt: Any, configure: Any, start_worker_now: Any
+) -> None:
+    # given: SMS fails for good (each record a dead letter); 42 and 43 each have a notice
+    configure(
+        providers={"failbox": {"kind": "sandbox", "fail": "always", "error": "permanent"}},
+        channels={"sms": {"provider": "failbox"}},
+    )
+    other = "+8613800000043"
+    recipients.put("43", {"addresses": {"sms": other}})
+    made = {
+        rid: by(noti.get_notice(noti.notify(recipient=rid, template="order_shipped", data={"order": 1},
+                                            channels=["sms"])), "sms").record
+        for rid in ("42", "43")
+    }  # fmt: skip
+    runtime = noti.sending.runtime.get_runtime()
+    with start_worker_now():
+        wait_until(lambda: all(runtime.dead_letters.find(r) for r in made.values()), timeout=20)
+    before_43 = runtime.dead_letters.find(made["43"])
+    # ... long ago: 42's record has left 42's log (the log keeps NOTI_NOTICE_KEEP_S), and its
+    # vendor echoed the number in its error text
+    owner = noti.api.notifier().user(None).name
+    old = int(time.time() * 1000) - 31 * 86400 * 1000
+    for rid, record_id in made.items():
+        rt.redis.zrem(rt.keys.recipient_log(owner, rid), record_id)
+        rt.redis.zadd(rt.keys.user_index(owner), {record_id: old})
+    rt.redis.hset(rt.keys.record(made["42"]), "noti_errmsg", f"e.noti.send.invalid: {PHONE} is not a number")
+    # when
+    erased = recipients.delete("42")
+    # then: 42's record and dead letter are masked; 43's are as they were
+    assert (erased.masked, erased.dead_letters) == (1, 1)
+    record = rt.store.get(made["42"])
+    assert PHONE not in record.target and PHONE not in record.errmsg and record.fields == {}
+    letter = runtime.dead_letters.find(made["42"])
+    assert letter is not None and letter.target == record.target
+    assert PHONE not in json.dumps(rt.redis.xrange(rt.keys.dead_letters))
+    assert runtime.dead_letters.find(made["43"]) == before_43
+    assert rt.store.get(made["43"]).target == other
 
 
 def test_notify_delay_through_celery_answers_the_notice_id(rt: Any, worker: Any) -> None:

@@ -250,3 +250,24 @@ def test_concurrent_writes_to_one_recipient_are_retried_never_lost_or_refused(rt
     assert {k: v for k, v in recipients.get("42").attributes.items() if k.startswith("t")} == {
         f"t{n}": 14 for n in range(6)
     }
+
+
+@pytest.mark.parametrize("scores", [1, 3, 1203], ids=["one-score", "three-scores", "every-one-its-own"])
+def test_erasure_reads_every_old_record_of_the_owner_however_the_pages_fall(rt: Any, scores: int) -> None:
+    from noti.recipients import erasure
+
+    # given: 1,203 old records of one owner (pages of 500 end inside a run of equal scores),
+    # every third one made for recipient r1, and a newer one (the log's: not read here)
+    index = rt.keys.user_index("alice")
+    ids = [f"01old{i:05d}" for i in range(1203)]
+    pipe = rt.redis.pipeline()
+    for i, record_id in enumerate(ids):
+        pipe.zadd(index, {record_id: 1_000 + i % scores})
+        pipe.hset(rt.keys.record(record_id), "noti_rcpt", "r1" if i % 3 == 0 else "r2")
+    pipe.zadd(index, {"01new": 5_000})
+    pipe.hset(rt.keys.record("01new"), "noti_rcpt", "r1")
+    pipe.execute()
+    # when
+    found = erasure._older_records(rt.redis, rt.keys, "alice", "r1", before_ms=5_000)
+    # then: each of r1's old records once, none of r2's, not the newer one
+    assert sorted(found) == [r for i, r in enumerate(ids) if i % 3 == 0]

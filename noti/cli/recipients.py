@@ -257,7 +257,7 @@ def merge(ctx: CliContext, /, into: str, source: str, owner: str | None, out: Ou
 @pass_cli
 def delete(ctx: CliContext, /, rid: str, owner: str | None, out: Output) -> None:
     """Erase recipient ID (the right to be forgotten): the profile and preferences go, waiting
-    records are revoked, kept records have their address masked."""
+    records are revoked, kept records and their dead letters have their address masked."""
     done = api_of(ctx).delete(rid, user=ctx.user, owner=owner)
     if out.quiet:
         return
@@ -268,12 +268,13 @@ def delete(ctx: CliContext, /, rid: str, owner: str | None, out: Output) -> None
                 "revoked": done.revoked,
                 "masked": done.masked,
                 "notices": done.notices,
+                "dead_letters": done.dead_letters,
             }
         )
         return
     click.echo(
         f"erased {done.recipient}: {done.revoked} waiting records revoked, {done.masked} records masked, "
-        f"{done.notices} notices"
+        f"{done.notices} notices, {done.dead_letters} dead letters masked"
     )
 
 

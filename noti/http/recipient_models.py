@@ -99,6 +99,7 @@ class ErasureOut(BaseModel):
     revoked: int
     masked: int
     notices: int
+    dead_letters: int = Field(0, description="Dead-letter entries of their records written again, masked")
 
 
 class ImportRefusal(BaseModel):

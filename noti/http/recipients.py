@@ -152,7 +152,11 @@ def _recipients(router: APIRouter, api: Recipients) -> None:
     def delete_recipient(rid: str, who: CallerDep, owner: Owner = None) -> ErasureOut:
         done = api.delete(rid, user=who.user, owner=owner)
         return ErasureOut(
-            recipient=done.recipient, revoked=done.revoked, masked=done.masked, notices=done.notices
+            recipient=done.recipient,
+            revoked=done.revoked,
+            masked=done.masked,
+            notices=done.notices,
+            dead_letters=done.dead_letters,
         )
 
     @router.get(

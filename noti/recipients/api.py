@@ -71,7 +71,12 @@ class Recipients:
 
             return [r is Revoked.REVOKED for r in store.revoke(ids, reason=reason)]
 
-        return self.store.erase(self._owner(user, owner, "erase recipients"), rid, revoke=revoke)
+        return self.store.erase(
+            self._owner(user, owner, "erase recipients"),
+            rid,
+            revoke=revoke,
+            log_keep_ms=int(self.notifier.runtime.settings.notice_keep_s * 1000),
+        )
 
     def list_recipients(
         self, *, user: str | None = None, owner: str | None = None, limit: int = 100, after: str | None = None

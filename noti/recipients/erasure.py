@@ -3,17 +3,24 @@ another recipient when two are merged (split from :mod:`noti.recipients.store`).
 
 Erasure: the profile hash and the recipient's log go (in one MULTI); waiting records made for
 the recipient are revoked (never sent); every record kept afterwards has its target masked
-(``+86139****5678``), its content fields removed, and ``noti_erased`` (when). What is *not*
-erased, on purpose: an address on a channel's suppression list stays there (an opt-out or a
-hard bounce must outlive the profile), and the notices keep the recipient id (the owner's own
-pseudonymous key). Records are found through the recipient's log, which keeps
-``NOTI_NOTICE_KEEP_S`` of notices.
+(``+86139****5678``), its content fields removed, the address taken out of its error text,
+and ``noti_erased`` (when); the dead-letter entries of those records are written again with
+the target masked and the address taken out of their error text. What is *not* erased, on
+purpose: an address on a channel's suppression list stays there (an opt-out or a hard bounce
+must outlive the profile), and the notices keep the recipient id (the owner's own
+pseudonymous key).
+
+Records are found through the recipient's log, which keeps ``NOTI_NOTICE_KEEP_S`` of notices
+and their records; records older than that (a failed or invalid one an operator has not
+cleaned, or any record when ``NOTI_KEEP_DONE_S`` is longer) are found by reading the owner's
+records older than the log keeps, a page at a time (their ``noti_rcpt``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
 
@@ -26,7 +33,7 @@ from noti.redis.outage import translate_errors
 
 __all__ = ["ERASE_BATCH", "NOTICE_MARK", "Erasure", "erase", "repoint"]
 
-#: Records masked (or re-pointed) per round trip.
+#: Records masked (or re-pointed), old records read, dead letters read, per round trip.
 ERASE_BATCH = 500
 #: Notice ids in a recipient's log start with this (record ids never do).
 NOTICE_MARK = "n"
@@ -42,18 +49,28 @@ class Erasure:
     #: Records kept whose target was masked and content removed.
     masked: int
     notices: int
+    #: Dead-letter entries of their records written again, masked.
+    dead_letters: int = 0
 
 
 def erase(
-    client: redis.Redis, keys: Keys, owner: str, rid: str, *, revoke: Callable[[list[str]], Sequence[bool]]
+    client: redis.Redis,
+    keys: Keys,
+    owner: str,
+    rid: str,
+    *,
+    revoke: Callable[[list[str]], Sequence[bool]],
+    log_keep_ms: int,
 ) -> Erasure:
     """Forget recipient ``rid`` of ``owner`` (see the module); ``revoke(ids)`` revokes their
-    waiting records and says which it revoked.
+    waiting records and says which it revoked; ``log_keep_ms``: how far back the recipient's
+    log reaches (``NOTI_NOTICE_KEEP_S``): older records are looked for in the owner's index.
 
     Raises:
         NotFound: ``e.cmd.noti.rcpt.not_found``.
     """
     key, log = keys.recipient(owner, rid), keys.recipient_log(owner, rid)
+    started = now_ms()
     with translate_errors(client):
         pipe = client.pipeline(transaction=True)
         pipe.hexists(key, "doc")
@@ -66,26 +83,60 @@ def erase(
     ids = [str(i) for i in logged]
     records = [i for i in ids if not i.startswith(NOTICE_MARK)]
     notices = len(ids) - len(records)
+    # the log drops entries older than it keeps (a minute of margin: it trims as notices come)
+    known = set(records)
+    records += [
+        i for i in _older_records(client, keys, owner, rid, started - log_keep_ms + 60_000) if i not in known
+    ]
     revoked = sum(1 for done in revoke(records) if done) if records else 0
-    masked = 0
+    targets: dict[str, str] = {}
     for start in range(0, len(records), ERASE_BATCH):
-        masked += _mask(client, keys, records[start : start + ERASE_BATCH])
+        targets.update(_mask(client, keys, records[start : start + ERASE_BATCH]))
+    dead = _mask_dead_letters(client, keys, targets) if targets else 0
     with translate_errors(client):
         client.delete(log)
-    return Erasure(rid, revoked, masked, notices)
+    return Erasure(rid, revoked, len(targets), notices, dead)
 
 
-def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> int:
-    """Mask the target and remove the content of each record still kept; how many."""
+def _older_records(client: redis.Redis, keys: Keys, owner: str, rid: str, before_ms: int) -> list[str]:
+    """The ids of ``owner``'s records made for ``rid`` before ``before_ms`` (read a page at a
+    time from the owner's index, oldest first, by score: records removed meanwhile move no
+    page)."""
+    index, found = keys.user_index(owner), cast(list[str], [])
+    low: float | str = "-inf"
+    seen: set[str] = set()  # the members read at the score ``low`` (a page may end inside it)
+    while True:
+        with translate_errors(client):
+            page: Any = client.zrangebyscore(
+                index, low, f"({before_ms}", start=0, num=ERASE_BATCH + len(seen), withscores=True
+            )
+        fresh = [(str(m), score) for m, score in page if str(m) not in seen]
+        if not fresh:
+            return found
+        with translate_errors(client):
+            pipe = client.pipeline(transaction=False)
+            for member, _ in fresh:
+                pipe.hget(keys.record(member), "noti_rcpt")
+            owners_of = pipe.execute()
+        found += [m for (m, _), r in zip(fresh, owners_of, strict=True) if r is not None and str(r) == rid]
+        last = fresh[-1][1]
+        at_last = {m for m, score in fresh if score == last}
+        seen = seen | at_last if last == low else at_last
+        low = last
+
+
+def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> dict[str, str]:
+    """Mask the target, remove the content and take the address out of the error text of
+    each record still kept; their original targets by id."""
     with translate_errors(client):
         pipe = client.pipeline(transaction=False)
         for record_id in record_ids:
-            pipe.hmget(keys.record(record_id), ["noti_type", "noti_target", "noti_erased"])
+            pipe.hmget(keys.record(record_id), ["noti_type", "noti_target", "noti_erased", "noti_errmsg"])
         rows = pipe.execute()
         pipe = client.pipeline(transaction=False)
-        masked = 0
+        masked: dict[str, str] = {}
         now = now_ms()
-        for record_id, (kind, target, erased) in zip(record_ids, rows, strict=True):
+        for record_id, (kind, target, erased, errmsg) in zip(record_ids, rows, strict=True):
             if kind is None or erased is not None:
                 continue
             try:
@@ -93,13 +144,52 @@ def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> int:
             except (ValueError, NotiError):
                 content = []
             key = keys.record(record_id)
-            pipe.hset(key, mapping={"noti_target": mask_target(str(target or "")), "noti_erased": now})
+            target = str(target or "")
+            hidden = mask_target(target)
+            changes: dict[Any, Any] = {"noti_target": hidden, "noti_erased": now}
+            if errmsg and target and target in str(errmsg):
+                changes["noti_errmsg"] = str(errmsg).replace(target, hidden)
+            pipe.hset(key, mapping=changes)
             if content:
                 pipe.hdel(key, *content)
-            masked += 1
+            masked[record_id] = target
         if masked:
             pipe.execute()
     return masked
+
+
+def _mask_dead_letters(client: redis.Redis, keys: Keys, targets: dict[str, str]) -> int:
+    """Write again, masked, each dead-letter entry of a record in ``targets`` (id -> its
+    original target): the entry removed and a copy with the target masked and the address
+    taken out of the error text added, in one MULTI (a stream entry cannot be changed in
+    place; the copy keeps ``at_ms``, its place in the stream is the newest). How many."""
+    stream, changed, after = keys.dead_letters, 0, "-"
+    with translate_errors(client):
+        newest: Any = client.xrevrange(stream, count=1)
+    if not newest:
+        return 0
+    end = str(newest[0][0])  # the copies go after it: never read again
+    while True:
+        with translate_errors(client):
+            rows: Any = client.xrange(stream, min=after, max=end, count=ERASE_BATCH)
+        if not rows:
+            return changed
+        after = "(" + str(rows[-1][0])
+        pipe = client.pipeline(transaction=True)
+        for entry_id, fields in rows:
+            target = targets.get(str(fields.get("record_id", "")))
+            if target is None or fields.get("source", "noti") != "noti":
+                continue
+            hidden = mask_target(target)
+            copy: dict[Any, Any] = {str(k): str(v) for k, v in fields.items()}
+            copy["target"] = hidden
+            if target:
+                copy["errmsg"] = copy.get("errmsg", "").replace(target, hidden)
+            pipe.xdel(stream, entry_id)
+            pipe.xadd(stream, copy)
+            changed += 1
+        with translate_errors(client):
+            pipe.execute()
 
 
 def repoint(client: redis.Redis, keys: Keys, record_ids: list[str], old_key: str, new_key: str) -> None:

@@ -402,15 +402,15 @@ class RecipientStore:
             ids = self.redis.zrevrange(self.keys.recipient_log(owner, recipient_id(rid)), 0, limit - 1)
         return [str(i) for i in ids]
 
-    def erase(self, owner: str, rid: str, *, revoke: Any) -> Erasure:
+    def erase(self, owner: str, rid: str, *, revoke: Any, log_keep_ms: int) -> Erasure:
         """Forget a recipient (see :mod:`noti.recipients.erasure`): ``revoke(ids)`` revokes
         their waiting records (the record store's, passed in so this module stays below the
-        sending path).
+        sending path); ``log_keep_ms``: how far back the recipient's log reaches.
 
         Raises:
             NotFound: ``e.cmd.noti.rcpt.not_found``.
         """
-        return erase(self.redis, self.keys, owner, recipient_id(rid), revoke=revoke)
+        return erase(self.redis, self.keys, owner, recipient_id(rid), revoke=revoke, log_keep_ms=log_keep_ms)
 
 
 def _created(recipient: Recipient, ct: Any) -> Recipient:
