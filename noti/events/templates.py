@@ -32,8 +32,8 @@ the event as ``e.noti.event.template.unsafe``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Mapping
-from contextlib import closing
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -321,13 +321,27 @@ def compile_template(source: object, where: str) -> CompiledTemplate:
             f"{where}: a template is a string, got {type(source).__name__}",
             code="e.noti.listener.badtemplate",
         )
-    tree, variables = _parse(source, where, as_expression=False)
+    with _nesting(where, "e.noti.listener.badtemplate"):
+        tree, variables = _parse(source, where, as_expression=False)
+        try:
+            code = ENV.compile(_budget_loops(tree))
+        except TemplateError as exc:
+            raise InvalidInput(f"{where}: {_describe(exc)}", code="e.noti.listener.badtemplate") from None
+        template = ENV.template_class.from_code(ENV, code, ENV.make_globals(None), None)
+        return CompiledTemplate(source, where, template, variables, _substitution_pieces(tree))
+
+
+@contextmanager
+def _nesting(where: str, code: str) -> Iterator[None]:
+    """Refuse a template nested deeper than Jinja's parser or Python's compiler can take
+    (~100 nested blocks, or a few hundred nested parentheses: Python's recursion limit, its
+    100 levels of indentation) as bad input, not as a crash."""
     try:
-        code = ENV.compile(_budget_loops(tree))
-    except TemplateError as exc:
-        raise InvalidInput(f"{where}: {_describe(exc)}", code="e.noti.listener.badtemplate") from None
-    template = ENV.template_class.from_code(ENV, code, ENV.make_globals(None), None)
-    return CompiledTemplate(source, where, template, variables, _substitution_pieces(tree))
+        yield
+    except (RecursionError, SyntaxError):
+        raise InvalidInput(
+            f"{where}: nested too deeply (blocks, parentheses or brackets inside each other)", code=code
+        ) from None
 
 
 def compile_filter(source: object) -> CompiledFilter:
@@ -338,12 +352,13 @@ def compile_filter(source: object) -> CompiledFilter:
     """
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput("a filter is a non-empty Jinja expression", code="e.noti.listener.badfilter")
-    try:
-        expression = ENV.compile_expression(source, undefined_to_none=False)
-    except TemplateError as exc:
-        raise InvalidInput(f"filter: {_describe(exc)}", code="e.noti.listener.badfilter") from None
-    _, variables = _parse(source, "filter", as_expression=True)
-    return CompiledFilter(source, expression, variables)
+    with _nesting("filter", "e.noti.listener.badfilter"):
+        try:
+            expression = ENV.compile_expression(source, undefined_to_none=False)
+        except TemplateError as exc:
+            raise InvalidInput(f"filter: {_describe(exc)}", code="e.noti.listener.badfilter") from None
+        _, variables = _parse(source, "filter", as_expression=True)
+        return CompiledFilter(source, expression, variables)
 
 
 def context(

@@ -117,12 +117,8 @@ def compile_text(source: object, where: str, *, html: bool = False) -> CompiledT
         if html:
             return compile_template(f"{_ESCAPED[0]}{source}{_ESCAPED[1]}", where)
         return compile_template(source, where)
-    except InvalidInput as exc:
+    except InvalidInput as exc:  # a template nested too deeply included (compile_template's)
         raise _from_sandbox(exc, _COMPILE_CODES) from None
-    except (RecursionError, SyntaxError):
-        # Jinja's parser recurses per nested expression, and Python refuses the code it makes
-        # for blocks nested past its own limits ("too many statically nested blocks")
-        raise refused(BADSYNTAX, f"{where}: the template is nested too deeply") from None
 
 
 def compile_tree(value: object, where: str) -> Any:

@@ -770,9 +770,13 @@ for _name, _text in {
     "huge-range": "{% for i in range(10**9) %}x{% endfor %}",
     "power": "{{ 2**100000 }}",
     "repeat": "{{ 'x' * 100000000 }}",
+    "nested-ifs": "{% if id %}" * 120 + "{% endif %}" * 120,  # Python's 100 indentation levels
+    "nested-parens": "{{ " + "(" * 400 + "id" + ")" * 400 + " }}",  # Python's recursion limit
 }.items():
     _code = (
-        "e.noti.listener.badtemplate" if _name in ("syntax", "unclosed-block") else "e.noti.listener.unsafe"
+        "e.noti.listener.badtemplate"
+        if _name in ("syntax", "unclosed-block", "nested-ifs", "nested-parens")
+        else "e.noti.listener.unsafe"
     )
     case(
         "api",
@@ -789,6 +793,12 @@ case(
     "listener-filter-syntax",
     "e.noti.listener.badfilter",
     Api("add_listener", ("order.paid", SMS_TEMPLATE), {"filter": "total >"}),
+)
+case(
+    "api",
+    "listener-filter-nested-parens",
+    "e.noti.listener.badfilter",
+    Api("add_listener", ("order.paid", SMS_TEMPLATE), {"filter": "(" * 400 + "total" + ")" * 400}),
 )
 case(
     "api",
