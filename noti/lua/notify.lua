@@ -43,23 +43,24 @@ local counts, later, pushes, answers = {}, {}, {}, {}
 -- the template and category texts compared once per batch
 local stamps, declared_of = {}, {}
 
--- a sorted-set entry (or a queue message) written at the end, one command per key
-local function add_later(key, score, member)
-  local entries = later[key]
+-- what is written at the end, one command per key: sorted-set entries and queue messages
+local function pending(writes, key)
+  local entries = writes[key]
   if not entries then
     entries = {}
-    later[key] = entries
+    writes[key] = entries
   end
+  return entries
+end
+
+local function add_later(key, score, member)
+  local entries = pending(later, key)
   entries[#entries + 1] = score
   entries[#entries + 1] = member
 end
 
 local function push_later(key, message)
-  local entries = pushes[key]
-  if not entries then
-    entries = {}
-    pushes[key] = entries
-  end
+  local entries = pending(pushes, key)
   entries[#entries + 1] = message
 end
 
