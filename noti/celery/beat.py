@@ -52,6 +52,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         ),
         "noti-delivery-tick": _every("noti.maintenance.delivery_tick", settings.delivery_tick_interval_s),
         "noti-poll-receipts": _every("noti.maintenance.poll_receipts", settings.receipt_poll_interval_s),
+        "noti-digest-tick": _every("noti.maintenance.digest_tick", settings.digest_tick_interval_s),
         "noti-events-sweep": _every("noti.events.sweep", settings.event_sweep_interval_s),
         "noti-events-clean": _every("noti.events.clean", settings.clean_interval_s),
     }

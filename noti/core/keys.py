@@ -102,6 +102,19 @@ key                             type     holds
                                          and version, category, locale, and per channel what
                                          became of it (a record id, held until, suppressed why)
 ``noti:notice-idem:<owner>:<key>`` STRING notice id an idempotency key made (TTL)
+``noti:dg:<owner>:<id>:<key>``  HASH     the open window of one recipient's digest ``<key>``
+                                         (:mod:`noti.recipients.digests`): ``w`` (the window,
+                                         its digest notice's id), ``due`` (ms), ``n`` (events
+                                         so far), ``doc`` (what its notice is made with, JSON)
+``noti:dg-ev:<window>``         LIST     the events of a window (JSON; the first
+                                         ``digest_max``), until its notice is made
+``noti:dg-due``                 ZSET     the open windows' hash keys, score = due ms
+``noti:dg-closing``             ZSET     closed windows whose notice is being made, score =
+                                         when another run may take it over (ms)
+``noti:dg-closed:<window>``     HASH     a closed window (``n``, ``doc``, ``due``, ``digest``:
+                                         its hash key) until its notice is made
+``noti:dg-made:<window>``       STRING   the digest notice made of a window (TTL: the
+                                         idempotency time-to-live)
 ``noti:unsub:secret``           STRING   the key unsubscribe links are signed with (random,
                                          made on first use; :mod:`noti.recipients.unsubscribe`)
 ``noti:tmpl:<owner>:<name>``    HASH     one of a user's named templates
@@ -383,6 +396,32 @@ class Keys:
     def notice_idempotency(self, owner: str, key: str) -> str:
         """The notice id ``owner`` made under an idempotency key."""
         return f"{self.prefix}notice-idem:{owner}:{key}"
+
+    def digest(self, owner: str, recipient_id: str, key: str) -> str:
+        """The open window of ``owner``'s recipient's digest ``key``."""
+        return f"{self.prefix}dg:{owner}:{recipient_id}:{key}"
+
+    def digest_events(self, window: str) -> str:
+        """The events of one digest window."""
+        return f"{self.prefix}dg-ev:{window}"
+
+    @property
+    def digests_due(self) -> str:
+        """Open digest windows by due time."""
+        return f"{self.prefix}dg-due"
+
+    @property
+    def digests_closing(self) -> str:
+        """Closed digest windows whose notice is being made, by when another run may take over."""
+        return f"{self.prefix}dg-closing"
+
+    def digest_closed(self, window: str) -> str:
+        """A closed digest window until its notice is made."""
+        return f"{self.prefix}dg-closed:{window}"
+
+    def digest_made(self, window: str) -> str:
+        """The notice made of a digest window (its idempotency key)."""
+        return f"{self.prefix}dg-made:{window}"
 
     @property
     def unsubscribe_secret(self) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from noti.recipients.bulk import NoticeBatch, notify_many
 from noti.recipients.categories import Category
+from noti.recipients.digests import Digests
 from noti.recipients.notices import Notice, Notices
 from noti.recipients.profile import Recipient
 from noti.recipients.store import Erasure, ImportResult
@@ -30,6 +31,7 @@ class Recipients:
     def __init__(self, notifier: Notifier) -> None:
         self.notifier = notifier
         self.notices = Notices(notifier)
+        self.digests = Digests(self.notices)
         self.store = self.notices.recipients
         self.templates = self.notices.templates
 

@@ -78,7 +78,7 @@ def notify_many(
             batch = _prepare(
                 notices, items[start : start + BULK_BATCH], start, result, user, level_cap, providers_allowed
             )
-            ready = [p for p in batch.prepared if p is not None]
+            ready = [p for p in batch.prepared if p is not None and not isinstance(p, str)]
             with translate_errors(client):
                 pipe.send(
                     [
@@ -101,7 +101,8 @@ class _Batch:
 
     offset: int
     requests: list[NoticeRequest | None]
-    prepared: list[_Prepared | None]
+    #: (a digest event's: its window's id, added already)
+    prepared: list[_Prepared | str | None]
 
 
 def _prepare(
@@ -149,7 +150,7 @@ def _prepare(
             for i in missing:
                 notices.snapshots.queue_reads(pipe, requests[i])  # type: ignore[arg-type]
             reads = iter(pipe.execute())
-    prepared: list[_Prepared | None] = []
+    prepared: list[_Prepared | str | None] = []
     for i, request in enumerate(requests):
         if request is None:
             prepared.append(None)
@@ -159,6 +160,9 @@ def _prepare(
             if snapshot is None:
                 profile, stamp, category = next(reads), next(reads), next(reads)
                 snapshot = notices.snapshots.from_reads(request, profile, stamp, category)
+            if request.digest is not None:  # into its window now: its id is the window's
+                prepared.append(notices.digest_sink().add(request, snapshot).id)
+                continue
             prepared.append(notices._prepare(request, snapshot))
         except NotiError as exc:
             prepared.append(None)
@@ -171,8 +175,8 @@ def _conclude(notices: Notices, batch: _Batch, pipe: ScriptPipeline, result: Not
     with translate_errors(notices.runtime.redis):
         answers = iter([answer for call in pipe.results() for answer in call])
     for i, p in enumerate(batch.prepared):
-        if p is None:
-            result.ids.append(None)
+        if p is None or isinstance(p, str):
+            result.ids.append(p)
             continue
         try:
             answer = next(answers)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from noti.core.delay import due_ms
 from noti.core.record import Notification, new_id, now_ms, parse_level, to_hash
@@ -66,6 +66,13 @@ STALE, STALE_TRIES = -2, 5
 #: What became of a channel that got no record: no address in the profile, no variant in
 #: the template (neither a suppression: nothing was asked of the recipient).
 NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
+
+
+class DigestSink(Protocol):
+    """Where a digest event goes (:class:`noti.recipients.digests.Digests`, which registers
+    itself on the notices it makes its windows' notices through)."""
+
+    def add(self, request: NoticeRequest, snapshot: Snapshot) -> Notice: ...
 
 
 #: A notice's ``doc`` field (one encoder: ``json.dumps`` with options makes one per call).
@@ -102,6 +109,7 @@ class Notices:
         # the hot path's one command on a connection kept between calls (as notify() does)
         self._held = HeldConnection(runtime.redis)
         self._added: dict[tuple[Any, str | None], str] = {}
+        self.digests: DigestSink | None = None
 
     def _quiet_default(self) -> tuple[Any, str]:
         """The operator's quiet hours and timezone (checked once: settings never change under
@@ -155,7 +163,21 @@ class Notices:
             StoreUnavailable: Redis cannot be reached.
         """
         request = parse_request(self.notifier, **kwargs)
-        return self._make(request, self.snapshots.kept(request) or self._read(request))
+        snapshot = self.snapshots.kept(request) or self._read(request)
+        if request.digest is not None:
+            return self.digest_sink().add(request, snapshot)
+        return self._make(request, snapshot)
+
+    def digest_sink(self) -> DigestSink:
+        """The digests these notices' digest events go into.
+
+        Raises:
+            InvalidConfig: none registered (a :class:`noti.recipients.digests.Digests` made on
+                these notices registers itself).
+        """
+        if self.digests is None:
+            raise InvalidConfig("digest events need noti.recipients.digests.Digests on these notices")
+        return self.digests
 
     def _make(self, request: NoticeRequest, snapshot: Snapshot) -> Notice:
         """Make the notice from ``snapshot``, again from fresh values while ``notify.lua``
@@ -202,7 +224,7 @@ class Notices:
         owner = request.owner
         settings = self.runtime.settings
         created = now_ms()
-        notice_id = NOTICE_MARK + new_id(created)
+        notice_id = request.notice_id or NOTICE_MARK + new_id(created)
         order = request.wanted if request.wanted is not None else list(tmpl.channels)
         entries: dict[str, NoticeEntry] = {}
         built: list[tuple[Notification, str]] = []
@@ -302,7 +324,9 @@ class Notices:
                     messages[record.id] = publisher.message(
                         record.id, record.channel, record.level, record.parent
                     )
-        if request.task_id is not None:
+        if request.made_key is not None:
+            idem_key = request.made_key
+        elif request.task_id is not None:
             idem_key = k.task(request.task_id)
         elif request.idempotency_key is not None:
             idem_key = k.notice_idempotency(notice.owner, request.idempotency_key)

@@ -4,6 +4,7 @@ from (split from it to keep both short)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from noti.core.delay import iso_time, validate_idempotency_key
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import plain_object, shown
+from noti.inputs import integer, plain_object, shown
 from noti.recipients.categories import GENERAL, category_name
 from noti.recipients.locales import parse_locale
 from noti.recipients.profile import recipient_id
@@ -21,7 +22,15 @@ from noti.recipients.templates import TEMPLATE_NAME
 if TYPE_CHECKING:
     from noti.sending.notifier import Notifier
 
-__all__ = ["CHAIN_MAX", "DATA_MAX_BYTES", "NoticeRequest", "parse_request", "refused"]
+__all__ = [
+    "CHAIN_MAX",
+    "DATA_MAX_BYTES",
+    "DIGEST_MAX",
+    "NoticeRequest",
+    "parse_digest",
+    "parse_request",
+    "refused",
+]
 
 #: Largest ``data`` a notice takes (its JSON, UTF-8).
 DATA_MAX_BYTES = 64 * 1024
@@ -31,7 +40,8 @@ CHAIN_MAX = 8
 
 def refused(code: str, message: str) -> InvalidInput:
     """The refusal ``e.cmd.noti.notify.`` + ``code``: ``e.cmd.noti.notify.badtemplate``,
-    ``e.cmd.noti.notify.badchannels`` here, ``e.cmd.noti.notify.nochannel`` in
+    ``e.cmd.noti.notify.badchannels`` here, ``e.cmd.noti.notify.baddigest`` here and in
+    :mod:`noti.recipients.digests`, ``e.cmd.noti.notify.nochannel`` in
     :mod:`noti.recipients.notices`, ``e.cmd.noti.notify.baditem`` in
     :mod:`noti.recipients.bulk` (written out so the error reference lists them)."""
     return InvalidInput(message, code=f"e.cmd.noti.notify.{code}")
@@ -94,6 +104,51 @@ def _channel_list(value: object, what: str) -> list[str]:
     return out
 
 
+#: Events a digest window keeps in full unless the call says (``digest_max``), and the most it
+#: may say; the shortest and the longest window (seconds) (:mod:`noti.recipients.digests`).
+DIGEST_MAX, DIGEST_MAX_LIMIT = 50, 1000
+WINDOW_MIN_S, WINDOW_MAX_S = 1, 7 * 86400
+_DIGEST_KEY = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+_WINDOW = re.compile(r"([0-9]{1,7})\s*(s|m|h|d)")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_digest(digest: object, window: object, digest_max: object) -> tuple[str, int, int]:
+    """``(key, window ms, events kept)`` of a digest event's arguments: a key (1-64 lower-case
+    letters, digits or ``_ . -``), a window (seconds, or text such as ``"90s"``, ``"10m"``,
+    ``"2h"``, ``"1d"``; 1 s to 7 days), ``digest_max`` (1 to 1,000; default 50).
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.notify.baddigest``.
+    """
+    if not isinstance(digest, str) or not _DIGEST_KEY.fullmatch(digest):
+        raise refused(
+            "baddigest",
+            f"digest {shown(digest)} is a key of 1-64 lower-case letters, digits or _ . - "
+            "starting with a letter or digit (given with a window)",
+        )
+    seconds: float
+    if isinstance(window, str) and (match := _WINDOW.fullmatch(window.strip())):
+        seconds = int(match.group(1)) * _UNIT_S[match.group(2)]
+    elif isinstance(window, int | float) and not isinstance(window, bool) and window == window:
+        seconds = float(window)
+    else:
+        raise refused("baddigest", f"window is seconds or text such as 10m, 2h, 1d, got {shown(window)}")
+    if not WINDOW_MIN_S <= seconds <= WINDOW_MAX_S:
+        raise refused("baddigest", f"a window is 1 s to 7 days, got {shown(window)}")
+    kept = DIGEST_MAX
+    if digest_max is not None:
+        kept = integer(
+            digest_max,
+            what="digest_max",
+            code="e.cmd.noti.notify.baddigest",
+            minimum=1,
+            maximum=DIGEST_MAX_LIMIT,
+            digits=True,
+        )
+    return digest, int(seconds * 1000), kept
+
+
 @dataclass(frozen=True, slots=True)
 class NoticeRequest:
     """A notify call's inputs, checked (no I/O yet)."""
@@ -116,6 +171,15 @@ class NoticeRequest:
     task_id: str | None
     level_cap: int | None
     providers_allowed: frozenset[str] | None
+    #: A digest event (:mod:`noti.recipients.digests`): the digest's key, its window (ms)
+    #: and how many events a window keeps in full.
+    digest: str | None = None
+    window_ms: int = 0
+    digest_max: int = 0
+    #: Set by noti only (a digest window's notice): the notice's id, and the Redis key that
+    #: makes it once.
+    notice_id: str | None = None
+    made_key: str | None = None
 
 
 def parse_request(
@@ -138,6 +202,9 @@ def parse_request(
     task_id: str | None = None,
     level_cap: int | None = None,
     providers_allowed: frozenset[str] | None = None,
+    digest: object = None,
+    window: object = None,
+    digest_max: object = None,
     **unknown: object,
 ) -> NoticeRequest:
     """A notify call's arguments checked, before anything is read or written (see
@@ -177,6 +244,11 @@ def parse_request(
             after_s, what="after_s", code="e.cmd.noti.notify.badafter", above=0, maximum=AFTER_MAX_S
         )
         after_ms = int(seconds * 1000)
+    digest_key, window_ms, kept = None, 0, 0
+    if digest is not None or window is not None or digest_max is not None:
+        digest_key, window_ms, kept = parse_digest(digest, window, digest_max)
+        if delay is not None or eta is not None:
+            raise refused("baddigest", "a digest event goes into its window now: give no delay or eta")
     return NoticeRequest(
         owner=scoped or acting.name,
         rid=recipient_id(recipient),
@@ -196,4 +268,7 @@ def parse_request(
         task_id=validate_idempotency_key(task_id) if task_id is not None else None,
         level_cap=level_cap,
         providers_allowed=providers_allowed,
+        digest=digest_key,
+        window_ms=window_ms,
+        digest_max=kept,
     )

@@ -113,6 +113,13 @@ FAMILIES: Mapping[str, Family] = {
             ("category", "channel"),
             "Records of recipient notices held until the recipient's quiet hours end",
         ),
+        Family("digested", ("category",), "Events put into a recipient's digest window"),
+        Family(
+            "digests",
+            ("category", "result"),
+            "Digest windows closed: made (one notice of their events) or failed (the notice "
+            "was refused: the recipient, template or category gone)",
+        ),
         Family("events_dispatched", (), "Events stored (an idempotent duplicate is not)"),
         Family("events_done", ("result",), "Events processed: ok, error (a listener failed) or poison"),
     )

@@ -7,7 +7,7 @@ import logging
 from noti.celery.app import app
 from noti.sending import upkeep
 
-__all__ = ["clean", "delivery_tick", "poll_receipts", "sweep_lost", "trim_dead_letters"]
+__all__ = ["clean", "delivery_tick", "digest_tick", "poll_receipts", "sweep_lost", "trim_dead_letters"]
 
 log = logging.getLogger(__name__)
 
@@ -60,3 +60,13 @@ def poll_receipts() -> int:
     from noti.sending.runtime import get_runtime
 
     return poll(get_runtime())
+
+
+@app.task(name="noti.maintenance.digest_tick")
+def digest_tick() -> dict[str, int]:
+    """Close the recipients' digest windows that are due and make their notices
+    (:mod:`noti.recipients.digests`)."""
+    from noti.recipients.api import recipients
+
+    done = recipients().digests.tick()
+    return {"closed": done.closed, "made": len(done.made), "failed": len(done.failed)}

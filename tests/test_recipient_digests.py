@@ -1,0 +1,247 @@
+"""Digests (:mod:`noti.recipients.digests`): events for one recipient collected in a window in
+Redis and made into exactly one notice when it closes; an event racing the close lands in one
+window; a run that dies after closing is taken over; through a real worker."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import noti
+from noti import recipients
+from noti.errors import InvalidInput
+from noti.providers.sandbox import read_outbox
+from noti.redis.counters import parse
+from tests.conftest import MEMBER, wait_until
+
+pytestmark = pytest.mark.integration
+
+PHONE = "+8613912345678"
+TEMPLATE = {
+    "default_locale": "en",
+    "channels": {"sms": {"en": {"text": "{{ count }} new: {% for e in events %}{{ e.n }} {% endfor %}"}}},
+}
+
+
+@pytest.fixture
+def rt(configure: Any) -> Any:
+    runtime = configure(channels={"sms": {"provider": "sandbox"}}, pump_interval_s=0.1)
+    recipients.put_category("comments", {"channels": {"sms": True}}, user=MEMBER)
+    recipients.put_template("new_comments", TEMPLATE)
+    recipients.put("42", {"addresses": {"sms": PHONE}, "locale": "en"})
+    return runtime
+
+
+def digests() -> Any:
+    from noti.recipients.api import recipients as api
+
+    return api().digests
+
+
+def event(n: int, **extra: Any) -> str:
+    return noti.notify(
+        recipient="42", template="new_comments", data={"n": n}, category="comments", digest="comments",
+        window=extra.pop("window", 1), **extra,
+    )  # fmt: skip
+
+
+def texts(rt: Any) -> list[str]:
+    return [e["fields"]["text"] for e in read_outbox(rt.redis, rt.keys, "sandbox")]
+
+
+def made_text(rt: Any, notice_id: str) -> str:
+    notice = noti.get_notice(notice_id)
+    [entry] = notice.entries
+    return str(rt.store.get(entry.record).fields["text"])
+
+
+def test_a_burst_becomes_one_notice_when_its_window_closes(rt: Any, worker: Any) -> None:
+    # given: ten events in a one-second window
+    ids = {event(n) for n in range(10)}
+    # then: one window, which makes nothing before it is due
+    assert len(ids) == 1
+    [window] = ids
+    assert digests().tick().closed == 0
+    # when: it is due and the tick runs (as beat's job does)
+    time.sleep(1.1)
+    done = digests().tick()
+    # then: one notice, named by the window, of every event in order, sent once
+    assert (done.closed, done.made, done.failed) == (1, [window], [])
+    assert made_text(rt, window) == "10 new: 0 1 2 3 4 5 6 7 8 9 "
+    wait_until(lambda: texts(rt) == ["10 new: 0 1 2 3 4 5 6 7 8 9 "])
+    assert digests().tick().closed == 0
+    counts = {(f.code, labels): n for f, labels, n in parse(rt.redis.hgetall(rt.keys.metrics))}
+    assert counts[("digested", ("comments",))] == 10
+    assert counts[("digests", ("comments", "made"))] == 1
+    # and the next event opens a new window
+    assert event(10) != window
+
+
+def test_an_event_racing_the_close_lands_in_exactly_one_window(rt: Any) -> None:
+    # given: four producers adding events while the windows are closed as fast as they can be
+    stop = threading.Event()
+    added: list[int] = []
+    lock = threading.Lock()
+
+    def produce(start: int) -> None:
+        n = start
+        while not stop.is_set():
+            event(n, window=1, digest_max=1000)
+            with lock:
+                added.append(n)
+            n += 4
+
+    producers = [threading.Thread(target=produce, args=(i,)) for i in range(4)]
+    for thread in producers:
+        thread.start()
+    made: list[str] = []
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:
+        made += digests().tick(now=int(time.time() * 1000) + 1000).made  # every open window due
+    stop.set()
+    for thread in producers:
+        thread.join()
+    made += digests().tick(now=int(time.time() * 1000) + 1000).made
+    # then: every event is in one notice, none in two, none lost
+    seen = [int(n) for window in made for n in made_text(rt, window).split(": ", 1)[1].split()]
+    assert len(made) > 3
+    assert sorted(seen) == sorted(added)
+
+
+def test_a_window_closed_by_a_run_that_died_is_made_once_by_the_next(rt: Any) -> None:
+    # given: a run closed the window and died before making its notice
+    window = event(1)
+    event(2)
+    now = int(time.time() * 1000) + 1000
+    d = digests()
+    k = rt.keys
+    assert d._close(keys=[k.digest(noti.api.notifier().user(None).name, "42", "comments"), k.digests_due,
+                          k.digests_closing], args=[now, 60_000, k.digest_closed("")]) == window  # fmt: skip
+    # when: the next runs come while its lease holds, then after it
+    assert d.tick(now=now).closed == 0
+    later = d.tick(now=now + 60_001)
+    # then: the notice is made once, with both events
+    assert later.made == [window]
+    assert made_text(rt, window) == "2 new: 1 2 "
+    # and making it again (two runs took it over at once) makes nothing more
+    assert d._make(window) is None
+    assert len(noti.get_notice(window).entries) == 1
+
+
+def test_an_idempotency_key_puts_an_event_in_once(rt: Any) -> None:
+    first = event(1, idempotency_key="comment-1")
+    assert event(1, idempotency_key="comment-1") == first
+    event(2)
+    done = digests().tick(now=int(time.time() * 1000) + 1000)
+    assert made_text(rt, done.made[0]) == "2 new: 1 2 "
+
+
+def test_a_window_whose_recipient_was_erased_is_dropped_and_counted(rt: Any) -> None:
+    window = event(1)
+    recipients.delete("42")
+    done = digests().tick(now=int(time.time() * 1000) + 1000)
+    assert (done.made, done.failed) == ([], [window])
+    assert not rt.redis.exists(rt.keys.digest_closed(window), rt.keys.digest_events(window))
+    assert rt.redis.zcard(rt.keys.digests_closing) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ({"digest": "Comments", "window": 60}, "is a key"),
+        ({"digest": "c" * 65, "window": 60}, "is a key"),
+        ({"digest": 5, "window": 60}, "is a key"),
+        ({"digest": "comments"}, "window is seconds"),
+        ({"window": 60}, "is a key"),
+        ({"digest": "comments", "window": "10 minutes"}, "window is seconds"),
+        ({"digest": "comments", "window": 0.5}, "1 s to 7 days"),
+        ({"digest": "comments", "window": "8d"}, "1 s to 7 days"),
+        ({"digest": "comments", "window": float("nan")}, "window is seconds"),
+        ({"digest": "comments", "window": True}, "window is seconds"),
+        ({"digest": "comments", "window": 60, "digest_max": 0}, "digest_max"),
+        ({"digest": "comments", "window": 60, "digest_max": 1001}, "digest_max"),
+        ({"digest": "comments", "window": 60, "delay": 5}, "no delay or eta"),
+    ],
+)
+def test_a_bad_digest_is_refused_and_nothing_is_stored(rt: Any, args: dict[str, Any], fragment: str) -> None:
+    before = sorted(rt.redis.keys())
+    with pytest.raises(InvalidInput) as refused:
+        noti.notify(recipient="42", template="new_comments", data={"n": 1}, category="comments", **args)
+    assert refused.value.code == "e.cmd.noti.notify.baddigest" and fragment in refused.value.message
+    assert sorted(rt.redis.keys()) == before
+
+
+def test_a_digest_event_at_a_bad_level_is_refused_now_not_when_its_window_closes(rt: Any) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        event(1, lv="loud")
+    assert refused.value.code == "e.cmd.noti.add.badlv"
+    assert rt.redis.zcard(rt.keys.digests_due) == 0
+
+
+def test_an_event_the_template_cannot_render_is_refused_now(rt: Any) -> None:
+    recipients.put_template(
+        "strict", {"default_locale": "en", "channels": {"sms": {"en": {"text": "{{ events[0].title }}"}}}}
+    )
+    with pytest.raises(InvalidInput) as refused:
+        noti.notify(
+            recipient="42", template="strict", data={"n": 1}, category="comments", digest="c", window=60
+        )
+    assert refused.value.code == "e.cmd.noti.tmpl.missingvar"
+    assert rt.redis.zcard(rt.keys.digests_due) == 0
+
+
+def test_notify_many_puts_digest_events_in_their_window_beside_plain_notices(rt: Any) -> None:
+    from noti.recipients.api import recipients as api
+
+    item = {"recipient": "42", "template": "new_comments", "category": "comments"}
+    digest = {**item, "digest": "comments", "window": 60}
+    batch = api().notify_many(
+        [{**digest, "data": {"n": 1}}, {**item, "data": {"events": [], "count": 0}},
+         {**digest, "data": {"n": 2}}, {**digest, "data": {"n": 3}, "window": "forever"}]
+    )  # fmt: skip
+    window, plain, again, bad = batch.ids
+    assert window == again and plain not in (None, window) and bad is None
+    assert [(i, code) for i, code, _ in batch.refused] == [(3, "e.cmd.noti.notify.baddigest")]
+    assert made_text(rt, plain) == "0 new: "
+    done = digests().tick(now=int(time.time() * 1000) + 61_000)
+    assert done.made == [window] and made_text(rt, window) == "2 new: 1 2 "
+
+
+def test_delay_puts_an_event_in_once_and_answers_the_window(rt: Any, worker: Any) -> None:
+    import noti.tasks
+    from noti.celery.tasks.maintenance import digest_tick
+
+    kwargs = {"recipient": "42", "template": "new_comments", "category": "comments", "digest": "comments",
+              "window": 1}  # fmt: skip
+    results = [noti.tasks.notify.delay(data={"n": n}, **kwargs) for n in range(3)]
+    windows = {r.get(timeout=20) for r in results}
+    assert len(windows) == 1
+    [window] = windows
+    # the same task delivered twice (a redelivery after a crash) is one event
+    noti.tasks.notify.apply_async(kwargs={"data": {"n": 0}, **kwargs}, task_id=results[0].id).get(timeout=20)
+    time.sleep(1.1)
+    digest_tick.delay()  # beat's job, run by the worker
+    wait_until(lambda: rt.redis.exists(rt.keys.notice(window)), timeout=20)
+    # (the worker took the three tasks at once: the window holds them in the order they came)
+    text = made_text(rt, window)
+    assert text.startswith("3 new: ") and sorted(text[7:].split()) == ["0", "1", "2"]
+    wait_until(lambda: texts(rt) == [text])
+
+
+def test_one_tick_closes_every_window_due_however_many(rt: Any) -> None:
+    from noti.recipients import digests as module
+    from noti.recipients.api import recipients as api
+
+    n = 2 * module.CLOSE_BATCH + 50
+    recipients.import_rows([{"id": f"r{i}", "addresses": {"sms": f"+86139{i:08d}"}} for i in range(n)])
+    batch = api().notify_many(
+        [{"recipient": f"r{i}", "template": "new_comments", "data": {"n": i}, "category": "comments",
+          "digest": "comments", "window": 1} for i in range(n)]
+    )  # fmt: skip
+    assert batch.refused == [] and len(set(batch.ids)) == n
+    done = digests().tick(now=int(time.time() * 1000) + 1000)
+    assert done.closed == n and sorted(done.made) == sorted(batch.ids)
+    assert rt.redis.zcard(rt.keys.digests_due) == rt.redis.zcard(rt.keys.digests_closing) == 0
