@@ -2403,6 +2403,47 @@ for _name, _template in {
     "dict": {"name": "order_shipped"},
 }.items():
     case("api", f"notify-template-{_name}", notice("badtemplate"), tell(template=_template))
+# api: a digest event's key, window and size (noti.recipients.digests)
+for _name, _digest in {
+    "upper": "Comments",
+    "65": "c" * 65,
+    "space": "new comments",
+    "colon": "a:b",
+    "nul": "a\x00",
+    "surrogate": "\udcff",
+    "10mb": Big(MB10, "c"),
+    "empty": "",
+    "int": 5,
+    "list": ["comments"],
+}.items():
+    case("api", f"notify-digest-key-{_name}", notice("baddigest"), tell(digest=_digest, window=60))
+for _name, _window in {
+    "missing": None,
+    "zero": 0,
+    "negative": -60,
+    "half-second": 0.5,
+    "eight-days": 8 * 86400,
+    "nan": math.nan,
+    "inf": math.inf,
+    "bool": True,
+    "words": "ten minutes",
+    "unit-only": "m",
+    "weeks": "2w",
+    "digits-10": "9999999999s",
+    "10mb": Big(MB10, "1"),
+    "dict": {"m": 10},
+}.items():
+    case("api", f"notify-digest-window-{_name}", notice("baddigest"), tell(digest="comments", window=_window))
+_MAXES = {"zero": 0, "1001": 1001, "negative": -1, "float": 2.5, "text": "many", "bool": True}
+for _name, _max in _MAXES.items():
+    case(
+        "api",
+        f"notify-digest-max-{_name}",
+        notice("baddigest"),
+        tell(digest="comments", window=60, digest_max=_max),
+    )
+case("api", "notify-digest-with-delay", notice("baddigest"), tell(digest="comments", window=60, delay=5))
+case("api", "notify-digest-window-alone", notice("baddigest"), tell(window=60))
 case("api", "notify-template-unknown", tmpl("not_found"), tell(template="nope"))
 case("api", "notify-template-others", tmpl("not_found"), tell(template="bob_tmpl"))
 case("api", "notify-template-version-99", tmpl("not_found"), tell(template="order_shipped@99"))
