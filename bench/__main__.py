@@ -26,6 +26,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 17. HTTP under a hostile probe: server RSS growth, another client's p99 (bench.hostile_bench)
 18. the channel registry's cost: scenario 3's drain vs the workers before it (bench.registry_bench)
 19. recipients: notify(recipient, template) vs notify_sms; profile import   (bench.recipients_bench)
+20. digests: events into open windows, one at a time and bulk; closing 10,000 (bench.digests_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
 met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1
@@ -40,6 +41,7 @@ from bench import (
     cli_bench,
     cost_bench,
     delay_bench,
+    digests_bench,
     drain_bench,
     enqueue_bench,
     events_bench,
@@ -75,6 +77,7 @@ SCENARIOS: dict[int, Scenario] = {
     **hostile_bench.SCENARIOS,
     **registry_bench.SCENARIOS,
     **recipients_bench.SCENARIOS,
+    **digests_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":
