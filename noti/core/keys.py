@@ -102,6 +102,8 @@ key                             type     holds
                                          and version, category, locale, and per channel what
                                          became of it (a record id, held until, suppressed why)
 ``noti:notice-idem:<owner>:<key>`` STRING notice id an idempotency key made (TTL)
+``noti:dedupe:<owner>:<id>:<key>`` STRING the notice (or digest window) a recipient got under
+                                         a deduplication key (TTL: the call's ``dedupe_window``)
 ``noti:dg:<owner>:<id>:<key>``  HASH     the open window of one recipient's digest ``<key>``
                                          (:mod:`noti.recipients.digests`): ``w`` (the window,
                                          its digest notice's id), ``due`` (ms), ``n`` (events
@@ -396,6 +398,10 @@ class Keys:
     def notice_idempotency(self, owner: str, key: str) -> str:
         """The notice id ``owner`` made under an idempotency key."""
         return f"{self.prefix}notice-idem:{owner}:{key}"
+
+    def dedupe(self, owner: str, recipient_id: str, key: str) -> str:
+        """The notice (or digest window) ``owner``'s recipient got under a deduplication key."""
+        return f"{self.prefix}dedupe:{owner}:{recipient_id}:{key}"
 
     def digest(self, owner: str, recipient_id: str, key: str) -> str:
         """The open window of ``owner``'s recipient's digest ``key``."""

@@ -12,10 +12,10 @@
 -- hash; then per candidate c (from 0): k+7+3c its record, +8+3c the queue list of its
 -- message (any key when it has none), +9+3c the suppression set of its channel (the next
 -- notice starts at k + 6 + 3 * candidates).
--- ARGV: 1 now ms, 2 the idempotency keys' time-to-live in ms, 3 how long a notice is kept
--- (ms; a recipient's log drops older entries; a notice with an idempotency key is kept at
--- least as long as its key); then per notice from offset a: a+1 notice id, +2 '1' when it has
--- an idempotency key, +3 mode ('all': every channel the preferences allow; 'chain': the
+-- ARGV: 1 now ms, 2 how long a notice is kept (ms; a recipient's log drops older entries; a
+-- notice with an idempotency key is kept at least as long as its key); then per notice from
+-- offset a: a+1 notice id, +2 its idempotency key's time-to-live in ms ('0': it has none;
+-- an idempotency key, a deduplication key or a digest window's), +3 mode ('all': every channel the preferences allow; 'chain': the
 -- first allowed, the next one its fallback), +4 category, +5 '1' when the recipient's
 -- preferences apply, +6 the fallback's wait in ms (chain), +7 the profile's version the
 -- records were made from, +8 the template's stamp ("<current> <ct>"; "\0": a version the
@@ -37,7 +37,7 @@
 -- record).
 --#include tally.lua
 --#include preference.lua
-local now, idem_ttl, keep = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local now, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local trim_before = '(' .. string.format('%d', now - keep)
 local counts, later, pushes, answers = {}, {}, {}, {}
 -- the template and category texts compared once per batch
@@ -66,7 +66,8 @@ end
 
 -- one notice whose keys start at k and arguments at a; its answer, and where the next starts
 local function notice(k, a)
-  local notice_id, keyed, chain, category = ARGV[a + 1], ARGV[a + 2] == '1', ARGV[a + 3] == 'chain', ARGV[a + 4]
+  local notice_id, key_ttl, chain, category = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3] == 'chain', ARGV[a + 4]
+  local keyed = key_ttl ~= '0'
   local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12])
   local next_k, b = k + 6 + 3 * candidates, a + 12 + 2 * h
   local skip_b = b
@@ -183,18 +184,18 @@ local function notice(k, a)
   end
   local nkey = KEYS[k + 2]
   redis.call('HSET', nkey, unpack(made_of))
-  redis.call('PEXPIRE', nkey, keyed and math.max(keep, tonumber(idem_ttl)) or keep)
+  redis.call('PEXPIRE', nkey, keyed and math.max(keep, tonumber(key_ttl)) or keep)
   redis.call('ZADD', KEYS[k + 3], unpack(log))
   if string.sub(notice_id, -1) == '0' then -- one notice in 32 trims the log (ids end randomly)
     redis.call('ZREMRANGEBYSCORE', KEYS[k + 3], '-inf', trim_before)
   end
   if keyed then
-    redis.call('SET', KEYS[k + 4], notice_id, 'PX', idem_ttl)
+    redis.call('SET', KEYS[k + 4], notice_id, 'PX', key_ttl)
   end
   return out, next_k, b
 end
 
-local k, a = 7, 3
+local k, a = 7, 2
 while a < #ARGV do
   local answer
   answer, k, a = notice(k, a)

@@ -100,12 +100,7 @@ class Digests:
         now = now_ms()
         self._check_renders(request, snapshot, now)
         k, settings = self.keys, self.runtime.settings
-        if request.task_id is not None:
-            idem_key = k.task(request.task_id)
-        elif request.idempotency_key is not None:
-            idem_key = k.notice_idempotency(request.owner, request.idempotency_key)
-        else:
-            idem_key = None
+        idem_key, key_ttl = request.once_key(k, int(settings.idempotency_ttl_s * 1000))
         digest_key = k.digest(request.owner, request.rid, request.digest)
         with translate_errors(self.runtime.redis):
             window, _ = self._add(
@@ -122,7 +117,7 @@ class Digests:
                         {"at": now, "data": request.values}, ensure_ascii=False, separators=(",", ":")
                     ),
                     request.digest_max,
-                    int(settings.idempotency_ttl_s * 1000) if idem_key else 0,
+                    key_ttl,
                     k.digest_events(""),
                     field("digested", request.category),
                 ],

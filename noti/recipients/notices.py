@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from noti.core.delay import due_ms
@@ -324,14 +324,7 @@ class Notices:
                     messages[record.id] = publisher.message(
                         record.id, record.channel, record.level, record.parent
                     )
-        if request.made_key is not None:
-            idem_key = request.made_key
-        elif request.task_id is not None:
-            idem_key = k.task(request.task_id)
-        elif request.idempotency_key is not None:
-            idem_key = k.notice_idempotency(notice.owner, request.idempotency_key)
-        else:
-            idem_key = None
+        idem_key, key_ttl = request.once_key(k, int(self.runtime.settings.idempotency_ttl_s * 1000))
         doc = _DOC.encode(
             {
                 "owner": notice.owner,
@@ -358,7 +351,7 @@ class Notices:
         ]
         args: list[Any] = [
             notice.id,
-            "1" if idem_key else "0",
+            key_ttl,
             notice.mode,
             notice.category,
             "1" if snapshot.category.enforced else "0",
@@ -408,7 +401,7 @@ class Notices:
         k, settings = self.keys, self.runtime.settings
         keys = [k.all_index, k.waiting_index, k.delayed, k.metrics, k.status_index(1), k.status_index(-1)]
         keys.append(k.categories)
-        args: list[Any] = [now, int(settings.idempotency_ttl_s * 1000), int(settings.notice_keep_s * 1000)]
+        args: list[Any] = [now, int(settings.notice_keep_s * 1000)]
         for part in parts:
             keys += part.keys
             args += part.args
@@ -424,7 +417,10 @@ class Notices:
         """
         notice = prepared.notice
         if answer[0] == 0:
-            return self.get(str(answer[1]), owner=notice.owner, repeated=True)
+            try:
+                return self.get(str(answer[1]), owner=notice.owner, repeated=True)
+            except NotFound:  # a digest window that has not closed yet (a deduplication key's)
+                return replace(notice, id=str(answer[1]), mode="digest", repeated=True)
         if answer[0] == -1:
             raise NotFound(f"no recipient {shown(notice.recipient)}", code="e.cmd.noti.rcpt.not_found")
         states = answer[1:]

@@ -4,6 +4,8 @@ from (split from it to keep both short)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from noti.recipients.profile import recipient_id
 from noti.recipients.templates import TEMPLATE_NAME
 
 if TYPE_CHECKING:
+    from noti.core.keys import Keys
     from noti.sending.notifier import Notifier
 
 __all__ = [
@@ -127,15 +130,7 @@ def parse_digest(digest: object, window: object, digest_max: object) -> tuple[st
             f"digest {shown(digest)} is a key of 1-64 lower-case letters, digits or _ . - "
             "starting with a letter or digit (given with a window)",
         )
-    seconds: float
-    if isinstance(window, str) and (match := _WINDOW.fullmatch(window.strip())):
-        seconds = int(match.group(1)) * _UNIT_S[match.group(2)]
-    elif isinstance(window, int | float) and not isinstance(window, bool) and window == window:
-        seconds = float(window)
-    else:
-        raise refused("baddigest", f"window is seconds or text such as 10m, 2h, 1d, got {shown(window)}")
-    if not WINDOW_MIN_S <= seconds <= WINDOW_MAX_S:
-        raise refused("baddigest", f"a window is 1 s to 7 days, got {shown(window)}")
+    window_ms = _duration_ms(window, "baddigest", "window")
     kept = DIGEST_MAX
     if digest_max is not None:
         kept = integer(
@@ -146,7 +141,51 @@ def parse_digest(digest: object, window: object, digest_max: object) -> tuple[st
             maximum=DIGEST_MAX_LIMIT,
             digits=True,
         )
-    return digest, int(seconds * 1000), kept
+    return digest, window_ms, kept
+
+
+def _duration_ms(value: object, code: str, what: str) -> int:
+    """A window in ms: seconds, or text such as ``"90s"``, ``"10m"``, ``"2h"``, ``"1d"``; 1 s to 7
+    days.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.notify.<code>``.
+    """
+    seconds: float
+    if isinstance(value, str) and (match := _WINDOW.fullmatch(value.strip())):
+        seconds = int(match.group(1)) * _UNIT_S[match.group(2)]
+    elif isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        seconds = float(value)
+    else:
+        raise refused(code, f"{what} is seconds or text such as 10m, 2h, 1d, got {shown(value)}")
+    if not WINDOW_MIN_S <= seconds <= WINDOW_MAX_S:
+        raise refused(code, f"a {what} is 1 s to 7 days, got {shown(value)}")
+    return int(seconds * 1000)
+
+
+def _dedupe_key(
+    dedupe: object,
+    template: str,
+    version: int | None,
+    category: str,
+    values: dict[str, Any],
+    wanted: list[str] | None,
+    chain: bool,
+) -> str:
+    """The deduplication key of a call: the caller's (an idempotency key's rules), or with
+    ``dedupe=True`` ``c:`` and a digest of what the call would send (template, category,
+    channels, data)."""
+    if dedupe is True:
+        content = json.dumps(
+            [template, version, category, wanted, chain, values], sort_keys=True, separators=(",", ":")
+        )
+        return "c:" + hashlib.sha256(content.encode()).hexdigest()[:32]
+    if not isinstance(dedupe, str) or isinstance(dedupe, bool):
+        raise refused("baddedupe", f"dedupe is a key or true (the content's own), got {shown(dedupe)}")
+    try:
+        return "k:" + validate_idempotency_key(dedupe)
+    except InvalidInput as exc:
+        raise refused("baddedupe", f"dedupe: {exc.message}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +215,28 @@ class NoticeRequest:
     digest: str | None = None
     window_ms: int = 0
     digest_max: int = 0
+    #: Deduplication: the key (the caller's, or ``c:`` and a digest of the content) and how
+    #: long a call with it answers the first one's id (ms).
+    dedupe: str | None = None
+    dedupe_ms: int = 0
     #: Set by noti only (a digest window's notice): the notice's id, and the Redis key that
     #: makes it once.
     notice_id: str | None = None
     made_key: str | None = None
+
+    def once_key(self, keys: Keys, idempotency_ttl_ms: int) -> tuple[str | None, int]:
+        """The Redis key under which this call is made once, and its time-to-live in ms
+        (``(None, 0)``: none): a digest window's own key, else the deduplication key (per
+        recipient), else the Celery task's id, else the idempotency key (per owner)."""
+        if self.made_key is not None:
+            return self.made_key, idempotency_ttl_ms
+        if self.dedupe is not None:
+            return keys.dedupe(self.owner, self.rid, self.dedupe), self.dedupe_ms
+        if self.task_id is not None:
+            return keys.task(self.task_id), idempotency_ttl_ms
+        if self.idempotency_key is not None:
+            return keys.notice_idempotency(self.owner, self.idempotency_key), idempotency_ttl_ms
+        return None, 0
 
 
 def parse_request(
@@ -205,6 +262,8 @@ def parse_request(
     digest: object = None,
     window: object = None,
     digest_max: object = None,
+    dedupe: object = None,
+    dedupe_window: object = None,
     **unknown: object,
 ) -> NoticeRequest:
     """A notify call's arguments checked, before anything is read or written (see
@@ -249,6 +308,15 @@ def parse_request(
         digest_key, window_ms, kept = parse_digest(digest, window, digest_max)
         if delay is not None or eta is not None:
             raise refused("baddigest", "a digest event goes into its window now: give no delay or eta")
+    dedupe_key, dedupe_ms = None, 0
+    if dedupe is not None or dedupe_window is not None:
+        if idempotency_key is not None:
+            raise refused("baddedupe", "give an idempotency_key or dedupe, not both")
+        cat = GENERAL if category is None else category_name(category)
+        dedupe_key = _dedupe_key(dedupe, name, version, cat, values, wanted, chain is not None)
+        dedupe_ms = _duration_ms(
+            "1h" if dedupe_window is None else dedupe_window, "baddedupe", "dedupe_window"
+        )
     return NoticeRequest(
         owner=scoped or acting.name,
         rid=recipient_id(recipient),
@@ -271,4 +339,6 @@ def parse_request(
         digest=digest_key,
         window_ms=window_ms,
         digest_max=kept,
+        dedupe=dedupe_key,
+        dedupe_ms=dedupe_ms,
     )

@@ -2443,6 +2443,21 @@ for _name, _max in _MAXES.items():
         tell(digest="comments", window=60, digest_max=_max),
     )
 case("api", "notify-digest-with-delay", notice("baddigest"), tell(digest="comments", window=60, delay=5))
+# api: a deduplication key and its window
+for _name, _dedupe in {
+    "int": 5,
+    "false": False,
+    "empty": "",
+    "nul": "a\x00",
+    "surrogate": "\udcff",
+    "10mb": Big(MB10, "k"),
+    "list": ["k"],
+}.items():
+    case("api", f"notify-dedupe-{_name}", notice("baddedupe"), tell(dedupe=_dedupe))
+_DEDUPE_WINDOWS = {"zero": 0, "eight-days": "8d", "nan": math.nan, "words": "an hour", "bool": True}
+for _name, _window in _DEDUPE_WINDOWS.items():
+    case("api", f"notify-dedupe-window-{_name}", notice("baddedupe"), tell(dedupe="k", dedupe_window=_window))
+case("api", "notify-dedupe-and-idempotency", notice("baddedupe"), tell(dedupe="k", idempotency_key="k"))
 case("api", "notify-digest-window-alone", notice("baddigest"), tell(window=60))
 case("api", "notify-template-unknown", tmpl("not_found"), tell(template="nope"))
 case("api", "notify-template-others", tmpl("not_found"), tell(template="bob_tmpl"))
