@@ -164,6 +164,10 @@ def test_a_window_whose_recipient_was_erased_is_dropped_and_counted(rt: Any) -> 
         ({"digest": "comments", "window": 60, "digest_max": 0}, "digest_max"),
         ({"digest": "comments", "window": 60, "digest_max": 1001}, "digest_max"),
         ({"digest": "comments", "window": 60, "delay": 5}, "no delay or eta"),
+        ({"digest": "comments", "window": "daily 24:00"}, "24-hour clock"),
+        ({"digest": "comments", "window": "daily 9"}, "window is seconds"),
+        ({"digest": "comments", "window": 60, "backoff": "yes"}, "true or false"),
+        ({"backoff": True}, "is a key"),
     ],
 )
 def test_a_bad_digest_is_refused_and_nothing_is_stored(rt: Any, args: dict[str, Any], fragment: str) -> None:
@@ -245,3 +249,76 @@ def test_one_tick_closes_every_window_due_however_many(rt: Any) -> None:
     done = digests().tick(now=int(time.time() * 1000) + 1000)
     assert done.closed == n and sorted(done.made) == sorted(batch.ids)
     assert rt.redis.zcard(rt.keys.digests_due) == rt.redis.zcard(rt.keys.digests_closing) == 0
+
+
+def test_a_back_off_window_sends_its_first_event_at_once_and_digests_the_rest(rt: Any) -> None:
+    # given: a back-off digest: the first event goes now, the next ones wait for the window
+    first = event(1, backoff=True)
+    window = event(2, backoff=True)
+    event(3, backoff=True)
+    assert first != window
+    assert made_text(rt, first) == "1 new: 1 "
+    # when the window closes: one digest of the events after the first
+    done = digests().tick(now=int(time.time() * 1000) + 1000)
+    assert done.made == [window] and made_text(rt, window) == "2 new: 2 3 "
+    # a window with only its first event makes nothing more
+    alone = event(4, backoff=True)
+    assert made_text(rt, alone) == "1 new: 4 "
+    assert digests().tick(now=int(time.time() * 1000) + 1000).made == []
+
+
+def test_a_back_off_first_event_not_sent_before_the_close_is_carried_by_the_digest(rt: Any) -> None:
+    # given: the process that opened a back-off window died before sending its first event
+    from noti.recipients import digests as module
+
+    real = module.Digests.add
+
+    def opened_then_died(self: Any, request: Any, snapshot: Any) -> Any:
+        from dataclasses import replace
+
+        return real(self, replace(request, backoff=False), snapshot)  # the window, no first notice
+
+    module.Digests.add = opened_then_died  # type: ignore[method-assign]
+    try:
+        window = event(1, backoff=True)
+    finally:
+        module.Digests.add = real  # type: ignore[method-assign]
+    rt.redis.hset(rt.keys.digest(noti.api.notifier().user(None).name, "42", "comments"), "first", "1")
+    event(2, backoff=True)
+    # when the window closes, the digest carries the first event too: never lost
+    done = digests().tick(now=int(time.time() * 1000) + 1000)
+    assert done.made == [window] and made_text(rt, window) == "2 new: 1 2 "
+
+
+def test_a_daily_window_is_due_at_that_time_in_each_recipients_timezone(rt: Any) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    recipients.put("sh", {"addresses": {"sms": "+8613900000001"}, "timezone": "Asia/Shanghai"})
+    recipients.put("ny", {"addresses": {"sms": "+12125550100"}, "timezone": "America/New_York"})
+    call = {"template": "new_comments", "data": {"n": 1}, "category": "comments", "digest": "daily",
+            "window": "daily 09:00"}  # fmt: skip
+    owner = noti.api.notifier().user(None).name
+    for rid, zone in (("sh", "Asia/Shanghai"), ("ny", "America/New_York")):
+        noti.notify(recipient=rid, **call)
+        due = int(rt.redis.hget(rt.keys.digest(owner, rid, "daily"), "due"))
+        local = datetime.fromtimestamp(due / 1000, ZoneInfo(zone))
+        assert (local.hour, local.minute, local.second) == (9, 0, 0)
+        assert 0 < due - time.time() * 1000 <= 86_400_000
+
+
+def test_the_next_nine_oclock_across_a_daylight_saving_change() -> None:
+    from datetime import datetime
+    from datetime import time as clock
+    from zoneinfo import ZoneInfo
+
+    from noti.recipients.quiet import next_at_ms
+
+    zone = ZoneInfo("America/New_York")
+    # the evening before the clocks go forward (2026-03-08 02:00 -> 03:00): the next 09:00 is
+    # 23 hours away, and the next 02:30 (skipped) is 03:00 the first instant after the gap
+    evening = int(datetime(2026, 3, 7, 10, 0, tzinfo=zone).timestamp() * 1000)
+    nine = next_at_ms(clock(9, 0), "America/New_York", evening)
+    assert datetime.fromtimestamp(nine / 1000, zone) == datetime(2026, 3, 8, 9, 0, tzinfo=zone)
+    skipped = next_at_ms(clock(2, 30), "America/New_York", evening)
+    assert datetime.fromtimestamp(skipped / 1000, zone).replace(tzinfo=None) == datetime(2026, 3, 8, 3, 0)

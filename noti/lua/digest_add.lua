@@ -4,12 +4,13 @@
 -- one, never both, never neither.
 -- KEYS: 1 the digest's hash (its open window), 2 the due set, 3 the event's idempotency key
 -- (the digest's hash again when none), 4 the counters hash.
--- ARGV: 1 a new window id (used if none is open), 2 now ms, 3 the window's length in ms,
--- 4 what the window's notice is made with (JSON; the opening event's), 5 the event (JSON),
--- 6 how many events a window keeps in full, 7 the idempotency key's time-to-live in ms (0 =
--- none), 8 the prefix of the windows' event lists, 9 the counter field of the event.
--- Returns {window id, events in it so far}; {window id, -1} when the idempotency key named an
--- event already (nothing added).
+-- ARGV: 1 a new window id (used if none is open), 2 now ms, 3 when a window opened now is due
+-- (ms), 4 what the window's notice is made with (JSON; the opening event's), 5 the event
+-- (JSON), 6 how many events a window keeps in full, 7 the idempotency key's time-to-live in ms
+-- (0 = none), 8 the prefix of the windows' event lists, 9 the counter field of the event,
+-- 10 '1' for a back-off window (its first event is sent at once: the window notes it).
+-- Returns {window id, events in it so far} (1: this event opened the window); {window id,
+-- -1} when the idempotency key named an event already (nothing added).
 --#include tally.lua
 if ARGV[7] ~= '0' then
   local existing = redis.call('GET', KEYS[3])
@@ -17,14 +18,12 @@ if ARGV[7] ~= '0' then
     return {existing, -1}
   end
 end
-local now = tonumber(ARGV[2])
 local window = redis.call('HGET', KEYS[1], 'w')
 if not window then
   window = ARGV[1]
-  local due = now + tonumber(ARGV[3])
-  redis.call('HSET', KEYS[1], 'w', window, 'due', string.format('%d', due), 'n', '0', 'doc', ARGV[4],
-    'opened', ARGV[2])
-  redis.call('ZADD', KEYS[2], due, KEYS[1])
+  redis.call('HSET', KEYS[1], 'w', window, 'due', ARGV[3], 'n', '0', 'doc', ARGV[4], 'opened', ARGV[2],
+    'first', ARGV[10])
+  redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
 end
 local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
 if n <= tonumber(ARGV[6]) then

@@ -39,12 +39,14 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
+from datetime import time as dt_time
 from typing import TYPE_CHECKING, Any
 
 from noti.core.record import new_id, now_ms, parse_level
 from noti.errors import NotiError, StoreUnavailable
 from noti.inputs import shown
 from noti.recipients.notice import Notice
+from noti.recipients.quiet import next_at_ms
 from noti.recipients.request import NoticeRequest, parse_request
 from noti.recipients.snapshot import Snapshot
 from noti.recipients.store import NOTICE_MARK
@@ -102,13 +104,14 @@ class Digests:
         k, settings = self.keys, self.runtime.settings
         idem_key, key_ttl = request.once_key(k, int(settings.idempotency_ttl_s * 1000))
         digest_key = k.digest(request.owner, request.rid, request.digest)
+        due = self._due(request, snapshot, now)
         with translate_errors(self.runtime.redis):
-            window, _ = self._add(
+            window, n = self._add(
                 keys=[digest_key, k.digests_due, idem_key or digest_key, k.metrics],
                 args=[
                     NOTICE_MARK + new_id(now),
                     now,
-                    request.window_ms,
+                    due,
                     json.dumps(
                         {**_window_doc(request, now), "user": self.notices.notifier.user(request.user).name},
                         separators=(",", ":"),
@@ -120,10 +123,20 @@ class Digests:
                     key_ttl,
                     k.digest_events(""),
                     field("digested", request.category),
+                    "1" if request.backoff else "0",
                 ],
             )
+        window = str(window)
+        if request.backoff and n == 1:  # a back-off window's first event: sent at once
+            first = replace(
+                request,
+                digest=None,
+                values=_digest_values(request.digest, [request.values], 1, now, due),
+                made_key=k.digest_made(window + ":first"),
+            )
+            return self.notices._make(first, snapshot)
         return Notice(
-            id=str(window),
+            id=window,
             owner=request.owner,
             recipient=request.rid,
             template=snapshot.template.name,
@@ -132,6 +145,15 @@ class Digests:
             mode="digest",
             created_ms=now,
         )
+
+    def _due(self, request: NoticeRequest, snapshot: Snapshot, now: int) -> int:
+        """When a window this event opens is due: its length from now, or the next time its
+        time of day comes in the recipient's timezone (else the operator's)."""
+        if request.digest_at is None:
+            return now + request.window_ms
+        hour, minute = request.digest_at.split(":")
+        zone = snapshot.profile.timezone or self.notices.quiet_default()[1]
+        return next_at_ms(dt_time(int(hour), int(minute)), zone, now)
 
     def _check_renders(self, request: NoticeRequest, snapshot: Snapshot, now: int) -> None:
         """Check what the close will use now: the level, and the window's template rendered for
@@ -202,8 +224,9 @@ class Digests:
 
     def _make(self, window: str) -> bool | None:
         """Make the notice of a closed window, then forget the window. True: made (or made
-        before); False: refused (the window is dropped, counted and logged); None: the window
-        was finished meanwhile."""
+        before); False: refused (the window is dropped, counted and logged); None: nothing to
+        make (the window was finished meanwhile, or a back-off window had only its first
+        event, which went at once)."""
         k, client = self.keys, self.runtime.redis
         with translate_errors(client):
             pipe = client.pipeline(transaction=False)
@@ -216,28 +239,49 @@ class Digests:
             return None
         doc = json.loads(closed["doc"])
         kept = [json.loads(e) for e in events]
-        values = _digest_values(
-            doc["digest"],
-            [e["data"] for e in kept],
-            int(closed.get("n") or len(kept)),
-            int(doc["opened"]),
-            int(closed.get("due") or 0),
-        )
-        outcome = True
-        try:
-            self._notice(window, doc, values)
-        except StoreUnavailable:
-            raise
-        except NotiError as exc:  # the recipient erased, the template or category gone, no channel
-            log.warning("digest window %s of %s made no notice: %s", window, shown(doc["rcpt"]), exc)
-            outcome = False
+        count = int(closed.get("n") or len(kept))
+        if closed.get("first") == "1" and not self._claim_first(window):
+            kept, count = kept[1:], count - 1  # a back-off window's first event: sent already
+        outcome: bool | None = True
+        if count > 0:
+            values = _digest_values(
+                doc["digest"],
+                [e["data"] for e in kept],
+                count,
+                int(doc["opened"]),
+                int(closed.get("due") or 0),
+            )
+            try:
+                self._notice(window, doc, values)
+            except StoreUnavailable:
+                raise
+            except NotiError as exc:  # the recipient erased, the template or category gone, no channel
+                log.warning("digest window %s of %s made no notice: %s", window, shown(doc["rcpt"]), exc)
+                outcome = False
+        else:  # nothing came after the first event, which went at once
+            outcome = None
         with translate_errors(client):
             pipe = client.pipeline(transaction=True)
             pipe.delete(k.digest_closed(window), k.digest_events(window))
             pipe.zrem(k.digests_closing, window)
-            pipe.hincrby(k.metrics, field("digests", doc["cat"], "made" if outcome else "failed"), 1)
+            result = "made" if outcome else "failed" if outcome is False else "empty"
+            pipe.hincrby(k.metrics, field("digests", doc["cat"], result), 1)
             pipe.execute()
         return outcome
+
+    def _claim_first(self, window: str) -> bool:
+        """For a back-off window: True when its first event's notice was not made (its key is
+        taken now: the notice can no longer be made, the digest carries the event); False when
+        it was (the digest leaves it out)."""
+        with translate_errors(self.runtime.redis):
+            return bool(
+                self.runtime.redis.set(
+                    self.keys.digest_made(window + ":first"),
+                    window,
+                    nx=True,
+                    px=int(self.runtime.settings.idempotency_ttl_s * 1000),
+                )
+            )
 
     def _notice(self, window: str, doc: dict[str, Any], values: dict[str, Any]) -> Notice:
         """The window's notice, made by ``notify.lua`` once under the window's own key."""

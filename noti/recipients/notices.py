@@ -111,7 +111,7 @@ class Notices:
         self._added: dict[tuple[Any, str | None], str] = {}
         self.digests: DigestSink | None = None
 
-    def _quiet_default(self) -> tuple[Any, str]:
+    def quiet_default(self) -> tuple[Any, str]:
         """The operator's quiet hours and timezone (checked once: settings never change under
         a runtime).
 
@@ -137,7 +137,7 @@ class Notices:
             return 0
         if recipient.quiet_hours == QUIET_OFF:
             return 0
-        default_window, default_zone = self._quiet_default()
+        default_window, default_zone = self.quiet_default()
         window = (
             default_window if recipient.quiet_hours == QUIET_DEFAULT else parse_quiet(recipient.quiet_hours)
         )

@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from noti.errors import InvalidInput
 from noti.inputs import bad_character, shown
 
-__all__ = ["TIMEZONE_MAX_LEN", "QuietHours", "held_until_ms", "parse_quiet", "parse_timezone"]
+__all__ = ["TIMEZONE_MAX_LEN", "QuietHours", "held_until_ms", "next_at_ms", "parse_quiet", "parse_timezone"]
 
 #: Longest time zone name accepted (the tz database's longest is 32 characters).
 TIMEZONE_MAX_LEN = 64
@@ -220,6 +220,19 @@ def held_until_ms(quiet: QuietHours, timezone: str, now_ms: int) -> int | None:
                 following = _window(quiet, day + _DAY, zone)
             return end_ms
     return None
+
+
+def next_at_ms(at: time, timezone: str, now_ms: int) -> int:
+    """Epoch ms of the first instant after ``now_ms`` at which the clock in ``timezone`` reads
+    ``at`` (a time the clock skips that day: the first instant after the gap; one it reads
+    twice: the first reading), for windows due at a time of day (a daily digest)."""
+    zone = ZoneInfo(timezone)
+    today = datetime.fromtimestamp(now_ms / 1000, zone).date()
+    for day in (today - _DAY, today, today + _DAY, today + 2 * _DAY):
+        instant = _instant_ms(day, at, zone)
+        if instant > now_ms:
+            return instant
+    raise AssertionError("a time of day comes within two days")
 
 
 def _window(quiet: QuietHours, day: date, zone: ZoneInfo) -> tuple[int, int]:

@@ -114,12 +114,14 @@ WINDOW_MIN_S, WINDOW_MAX_S = 1, 7 * 86400
 _DIGEST_KEY = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 _WINDOW = re.compile(r"([0-9]{1,7})\s*(s|m|h|d)")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DAILY = re.compile(r"daily\s+(?:at\s+)?([0-9]{1,2}):([0-9]{2})")
 
 
-def parse_digest(digest: object, window: object, digest_max: object) -> tuple[str, int, int]:
-    """``(key, window ms, events kept)`` of a digest event's arguments: a key (1-64 lower-case
-    letters, digits or ``_ . -``), a window (seconds, or text such as ``"90s"``, ``"10m"``,
-    ``"2h"``, ``"1d"``; 1 s to 7 days), ``digest_max`` (1 to 1,000; default 50).
+def parse_digest(digest: object, window: object, digest_max: object) -> tuple[str, int, int, str | None]:
+    """``(key, window ms, events kept, time of day)`` of a digest event's arguments: a key (1-64
+    lower-case letters, digits or ``_ . -``), a window (seconds, or text such as ``"90s"``,
+    ``"10m"``, ``"2h"``, ``"1d"``; 1 s to 7 days; or ``"daily 09:00"``: due at that time in the
+    recipient's timezone, window ms 0), ``digest_max`` (1 to 1,000; default 50).
 
     Raises:
         InvalidInput: ``e.cmd.noti.notify.baddigest``.
@@ -130,7 +132,14 @@ def parse_digest(digest: object, window: object, digest_max: object) -> tuple[st
             f"digest {shown(digest)} is a key of 1-64 lower-case letters, digits or _ . - "
             "starting with a letter or digit (given with a window)",
         )
-    window_ms = _duration_ms(window, "baddigest", "window")
+    daily = _DAILY.fullmatch(window.strip()) if isinstance(window, str) else None
+    if daily is not None:
+        hour, minute = int(daily.group(1)), int(daily.group(2))
+        if hour > 23 or minute > 59:
+            raise refused("baddigest", f"a daily window is at HH:MM on a 24-hour clock, got {shown(window)}")
+        window_ms, at = 0, f"{hour:02d}:{minute:02d}"
+    else:
+        window_ms, at = _duration_ms(window, "baddigest", "window"), None
     kept = DIGEST_MAX
     if digest_max is not None:
         kept = integer(
@@ -141,7 +150,7 @@ def parse_digest(digest: object, window: object, digest_max: object) -> tuple[st
             maximum=DIGEST_MAX_LIMIT,
             digits=True,
         )
-    return digest, window_ms, kept
+    return digest, window_ms, kept, at
 
 
 def _duration_ms(value: object, code: str, what: str) -> int:
@@ -215,6 +224,10 @@ class NoticeRequest:
     digest: str | None = None
     window_ms: int = 0
     digest_max: int = 0
+    #: A window due at this time of day in the recipient's timezone ("HH:MM"; ``window_ms`` 0),
+    #: and whether the window's first event goes at once (a back-off window).
+    digest_at: str | None = None
+    backoff: bool = False
     #: Deduplication: the key (the caller's, or ``c:`` and a digest of the content) and how
     #: long a call with it answers the first one's id (ms).
     dedupe: str | None = None
@@ -262,6 +275,7 @@ def parse_request(
     digest: object = None,
     window: object = None,
     digest_max: object = None,
+    backoff: object = None,
     dedupe: object = None,
     dedupe_window: object = None,
     **unknown: object,
@@ -303,9 +317,11 @@ def parse_request(
             after_s, what="after_s", code="e.cmd.noti.notify.badafter", above=0, maximum=AFTER_MAX_S
         )
         after_ms = int(seconds * 1000)
-    digest_key, window_ms, kept = None, 0, 0
-    if digest is not None or window is not None or digest_max is not None:
-        digest_key, window_ms, kept = parse_digest(digest, window, digest_max)
+    digest_key, window_ms, kept, daily = None, 0, 0, None
+    if digest is not None or window is not None or digest_max is not None or backoff is not None:
+        digest_key, window_ms, kept, daily = parse_digest(digest, window, digest_max)
+        if backoff is not None and not isinstance(backoff, bool):
+            raise refused("baddigest", f"backoff is true or false, got {shown(backoff)}")
         if delay is not None or eta is not None:
             raise refused("baddigest", "a digest event goes into its window now: give no delay or eta")
     dedupe_key, dedupe_ms = None, 0
@@ -339,6 +355,8 @@ def parse_request(
         digest=digest_key,
         window_ms=window_ms,
         digest_max=kept,
+        digest_at=daily,
+        backoff=backoff is True,
         dedupe=dedupe_key,
         dedupe_ms=dedupe_ms,
     )

@@ -2432,6 +2432,10 @@ for _name, _window in {
     "digits-10": "9999999999s",
     "10mb": Big(MB10, "1"),
     "dict": {"m": 10},
+    "daily-25": "daily 25:00",
+    "daily-minute-60": "daily 09:60",
+    "daily-no-time": "daily",
+    "daily-seconds": "daily 09:00:00",
 }.items():
     case("api", f"notify-digest-window-{_name}", notice("baddigest"), tell(digest="comments", window=_window))
 _MAXES = {"zero": 0, "1001": 1001, "negative": -1, "float": 2.5, "text": "many", "bool": True}
@@ -2443,6 +2447,7 @@ for _name, _max in _MAXES.items():
         tell(digest="comments", window=60, digest_max=_max),
     )
 case("api", "notify-digest-with-delay", notice("baddigest"), tell(digest="comments", window=60, delay=5))
+case("api", "notify-digest-backoff-text", notice("baddigest"), tell(digest="c", window=60, backoff="yes"))
 # api: a deduplication key and its window
 for _name, _dedupe in {
     "int": 5,
