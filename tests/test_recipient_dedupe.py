@@ -11,6 +11,7 @@ import pytest
 import noti
 from noti import recipients
 from noti.errors import InvalidInput
+from noti.redis.counters import parse
 from tests.conftest import MEMBER
 
 pytestmark = pytest.mark.integration
@@ -51,6 +52,8 @@ def test_the_same_key_for_the_same_recipient_makes_one_notice(rt: Any) -> None:
     assert tell("43", dedupe="order-7-shipped").id != first.id
     assert tell(dedupe="order-8-shipped").id != first.id
     assert records(rt) == 3
+    counts = {(f.code, labels): n for f, labels, n in parse(rt.redis.hgetall(rt.keys.metrics))}
+    assert counts[("deduplicated", ("orders",))] == 1
 
 
 def test_content_dedupe_keys_the_call_by_what_it_would_send(rt: Any) -> None:

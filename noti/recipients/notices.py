@@ -50,7 +50,7 @@ from noti.recipients.store import NOTICE_MARK, RecipientStore
 from noti.recipients.templates import TemplateStore
 from noti.recipients.unsubscribe import unsubscribe_url
 from noti.redis.conn import load_script
-from noti.redis.counters import added_field
+from noti.redis.counters import added_field, field
 from noti.redis.outage import translate_errors
 from noti.redis.pipelines import HeldConnection
 
@@ -91,6 +91,8 @@ class _Prepared:
     locales: dict[str, str]
     messages: dict[str, tuple[str, str]]
     order: list[str]
+    #: The category when a deduplication key names the notice (a repeat is counted).
+    dedupe_category: str | None = None
 
 
 class Notices:
@@ -386,7 +388,17 @@ class Notices:
                 len(fields),
                 *[x for pair in fields.items() for x in pair],
             ]
-        return _Prepared(notice, keys, args, [r for r, _ in records], entries, locales, messages, order)
+        return _Prepared(
+            notice,
+            keys,
+            args,
+            [r for r, _ in records],
+            entries,
+            locales,
+            messages,
+            order,
+            notice.category if request.dedupe is not None else None,
+        )
 
     def _added_field(self, record: Notification) -> str:
         """The ``added`` counter field of ``record`` (kept per channel and provider)."""
@@ -417,6 +429,11 @@ class Notices:
         """
         notice = prepared.notice
         if answer[0] == 0:
+            if prepared.dedupe_category is not None:
+                with translate_errors(self.runtime.redis):
+                    self.runtime.redis.hincrby(
+                        self.keys.metrics, field("deduplicated", prepared.dedupe_category), 1
+                    )
             try:
                 return self.get(str(answer[1]), owner=notice.owner, repeated=True)
             except NotFound:  # a digest window that has not closed yet (a deduplication key's)

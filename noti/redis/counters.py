@@ -115,6 +115,11 @@ FAMILIES: Mapping[str, Family] = {
         ),
         Family("digested", ("category",), "Events put into a recipient's digest window"),
         Family(
+            "deduplicated",
+            ("category",),
+            "Notices not made again: a deduplication key named one made within its window",
+        ),
+        Family(
             "digests",
             ("category", "result"),
             "Digest windows closed: made (one notice of their events) or failed (the notice "
