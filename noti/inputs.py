@@ -33,6 +33,7 @@ __all__ = [
     "check_line",
     "check_name",
     "check_text",
+    "duration_ms",
     "finite_number",
     "integer",
     "load_json",
@@ -257,6 +258,39 @@ def plain_json(value: object, *, what: str, code: str, max_bytes: int) -> tuple[
         raise InvalidInput(f"{what} is {size} bytes as JSON; the limit is {max_bytes}", code=code)
     check_json_shape(value, what=what, code=code)
     return value, text
+
+
+_DURATION = re.compile(r"([0-9]{1,7})\s*(s|m|h|d)")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_ms(
+    value: object, *, what: str, code: str, minimum_s: float = 1, maximum_s: float = 7 * 86400
+) -> int:
+    """``value`` as milliseconds: seconds (a number), or text such as ``"90s"``, ``"10m"``,
+    ``"2h"``, ``"1d"``; from ``minimum_s`` to ``maximum_s`` (1 s to 7 days unless given).
+
+    Raises:
+        InvalidInput: with ``code``, naming ``what``.
+    """
+    seconds: float
+    if isinstance(value, str) and (match := _DURATION.fullmatch(value.strip())):
+        seconds = int(match.group(1)) * _UNIT_S[match.group(2)]
+    elif isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        seconds = float(value)
+    else:
+        raise InvalidInput(f"{what} is seconds or text such as 10m, 2h, 1d, got {shown(value)}", code=code)
+    if not minimum_s <= seconds <= maximum_s:
+        raise InvalidInput(
+            f"a {what} is {_span(minimum_s)} to {_span(maximum_s)}, got {shown(value)}", code=code
+        )
+    return int(seconds * 1000)
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{int(seconds // 86400)} days" if seconds != 86400 else "1 day"
+    return f"{seconds:g} s"
 
 
 #: Integers the flat-object fast path takes as they are (JSON's safe range).

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from noti.core.delay import iso_time, validate_idempotency_key
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import integer, plain_object, shown
+from noti.inputs import duration_ms, integer, plain_object, shown
 from noti.recipients.categories import GENERAL, category_name
 from noti.recipients.locales import parse_locale
 from noti.recipients.profile import recipient_id
@@ -110,10 +110,7 @@ def _channel_list(value: object, what: str) -> list[str]:
 #: Events a digest window keeps in full unless the call says (``digest_max``), and the most it
 #: may say; the shortest and the longest window (seconds) (:mod:`noti.recipients.digests`).
 DIGEST_MAX, DIGEST_MAX_LIMIT = 50, 1000
-WINDOW_MIN_S, WINDOW_MAX_S = 1, 7 * 86400
 _DIGEST_KEY = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
-_WINDOW = re.compile(r"([0-9]{1,7})\s*(s|m|h|d)")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DAILY = re.compile(r"daily\s+(?:at\s+)?([0-9]{1,2}):([0-9]{2})")
 
 
@@ -154,22 +151,7 @@ def parse_digest(digest: object, window: object, digest_max: object) -> tuple[st
 
 
 def _duration_ms(value: object, code: str, what: str) -> int:
-    """A window in ms: seconds, or text such as ``"90s"``, ``"10m"``, ``"2h"``, ``"1d"``; 1 s to 7
-    days.
-
-    Raises:
-        InvalidInput: ``e.cmd.noti.notify.<code>``.
-    """
-    seconds: float
-    if isinstance(value, str) and (match := _WINDOW.fullmatch(value.strip())):
-        seconds = int(match.group(1)) * _UNIT_S[match.group(2)]
-    elif isinstance(value, int | float) and not isinstance(value, bool) and value == value:
-        seconds = float(value)
-    else:
-        raise refused(code, f"{what} is seconds or text such as 10m, 2h, 1d, got {shown(value)}")
-    if not WINDOW_MIN_S <= seconds <= WINDOW_MAX_S:
-        raise refused(code, f"a {what} is 1 s to 7 days, got {shown(value)}")
-    return int(seconds * 1000)
+    return duration_ms(value, what=what, code=f"e.cmd.noti.notify.{code}")
 
 
 def _dedupe_key(
