@@ -104,6 +104,9 @@ key                             type     holds
 ``noti:notice-idem:<owner>:<key>`` STRING notice id an idempotency key made (TTL)
 ``noti:dedupe:<owner>:<id>:<key>`` STRING the notice (or digest window) a recipient got under
                                          a deduplication key (TTL: the call's ``dedupe_window``)
+``noti:thr:<owner>:<id>:<category>:<channel>`` ZSET a recipient's sends of a throttled
+                                         category on a channel (record id, score = when it
+                                         goes; a delayed one's future time), kept a period
 ``noti:dg:<owner>:<id>:<key>``  HASH     the open window of one recipient's digest ``<key>``
                                          (:mod:`noti.recipients.digests`): ``w`` (the window,
                                          its digest notice's id), ``due`` (ms), ``n`` (events
@@ -402,6 +405,10 @@ class Keys:
     def dedupe(self, owner: str, recipient_id: str, key: str) -> str:
         """The notice (or digest window) ``owner``'s recipient got under a deduplication key."""
         return f"{self.prefix}dedupe:{owner}:{recipient_id}:{key}"
+
+    def throttle(self, owner: str, recipient_id: str, category: str, channel: str) -> str:
+        """A recipient's sends of one category on one channel, for the category's throttle."""
+        return f"{self.prefix}thr:{owner}:{recipient_id}:{category}:{channel}"
 
     def digest(self, owner: str, recipient_id: str, key: str) -> str:
         """The open window of ``owner``'s recipient's digest ``key``."""

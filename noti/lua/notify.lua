@@ -9,9 +9,10 @@
 -- 6 status index -1, 7 the categories hash; then per notice from offset k: k+1 the
 -- recipient's hash, +2 the notice's hash, +3 the recipient's log, +4 the notice's idempotency
 -- key (the notice key again when none), +5 its records' creator index, +6 the template's
--- hash; then per candidate c (from 0): k+7+3c its record, +8+3c the queue list of its
--- message (any key when it has none), +9+3c the suppression set of its channel (the next
--- notice starts at k + 6 + 3 * candidates).
+-- hash; then per candidate c (from 0): k+7+4c its record, +8+4c the queue list of its
+-- message (any key when it has none), +9+4c the suppression set of its channel, +10+4c the
+-- recipient's throttle set of the category on its channel (send times; the next notice
+-- starts at k + 6 + 4 * candidates).
 -- ARGV: 1 now ms, 2 how long a notice is kept (ms; a recipient's log drops older entries; a
 -- notice with an idempotency key is kept at least as long as its key); then per notice from
 -- offset a: a+1 notice id, +2 its idempotency key's time-to-live in ms ('0': it has none;
@@ -20,8 +21,10 @@
 -- preferences apply, +6 the fallback's wait in ms (chain), +7 the profile's version the
 -- records were made from, +8 the template's stamp ("<current> <ct>"; "\0": a version the
 -- caller named, not checked), +9 the category's text ("" = none stored), +10 '1' when quiet
--- hours hold the notice (its records are due when they end), +11 its candidates, +12 h,
--- then h field, value pairs of the notice; then per candidate from offset b: b+1 channel,
+-- hours hold the notice (its records are due when they end), +11 its candidates, +12 the
+-- category's throttle limit (0: none), +13 its period in ms, +14 what goes over it ('drop':
+-- an invalid record; 'delay': due when it fits), +15 h, then h field, value pairs of the
+-- notice; then per candidate from offset b: b+1 channel,
 -- +2 record id, +3 target, +4 the category's default on the channel ('1' on, '0' off),
 -- +5 level, +6 due ms (0 = now), +7 its delivery message ("" = none), +8 its "added" counter
 -- field, +9 n, then its n hash field, value pairs (the next candidate, or notice, starts at
@@ -31,8 +34,9 @@
 -- profile, the template or the category changed since they were read (nothing of it written:
 -- the caller makes the notice again from these); else {1, then per candidate: its state, its
 -- record id or ""}. States: queued, held (due when quiet hours end), scheduled (a delay or an
--- eta), fallback (stands by for the one before it), suppressed:<why> (optout: their
--- preference; suppressed: the channel's suppression list; a record made invalid), off (the
+-- eta), throttled (due when the category's throttle lets it through), fallback (stands by for
+-- the one before it), suppressed:<why> (optout: their preference; suppressed: the channel's
+-- suppression list; throttled: over the category's throttle; a record made invalid), off (the
 -- category is off on the channel for them: no record), unused (the chain had two already: no
 -- record).
 --#include tally.lua
@@ -64,12 +68,36 @@ local function push_later(key, message)
   entries[#entries + 1] = message
 end
 
+-- A category's throttle on one channel of one recipient (tkey: its send times): at the time
+-- `at`, is a send over `limit` in any `period`? 'drop' (nothing noted), or 'delay' and the
+-- first time it fits (noted as a send then), or nil (noted at `at`).
+local function throttle(tkey, at, id, limit, period, over)
+  redis.call('ZREMRANGEBYSCORE', tkey, '-inf', '(' .. string.format('%d', now - period))
+  local from = '(' .. string.format('%d', at - period)
+  local n = redis.call('ZCOUNT', tkey, from, '+inf')
+  local result = nil
+  if n >= limit then
+    if over == 'drop' then
+      return 'drop', at
+    end
+    -- the sends noted from `at - period` on, oldest first: it fits a period after the one
+    -- `limit - 1` sends before the last, and after the last
+    local sends = redis.call('ZRANGEBYSCORE', tkey, from, '+inf', 'WITHSCORES')
+    at = math.max(at, tonumber(sends[2 * (n - limit + 1)]) + period, tonumber(sends[2 * n]))
+    result = 'delay'
+  end
+  redis.call('ZADD', tkey, at, id)
+  redis.call('PEXPIRE', tkey, at - now + period)
+  return result, at
+end
+
 -- one notice whose keys start at k and arguments at a; its answer, and where the next starts
 local function notice(k, a)
   local notice_id, key_ttl, chain, category = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3] == 'chain', ARGV[a + 4]
   local keyed = key_ttl ~= '0'
-  local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 12])
-  local next_k, b = k + 6 + 3 * candidates, a + 12 + 2 * h
+  local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 15])
+  local limit, period, over = tonumber(ARGV[a + 12]), tonumber(ARGV[a + 13]), ARGV[a + 14]
+  local next_k, b = k + 6 + 4 * candidates, a + 15 + 2 * h
   local skip_b = b
   for _ = 1, candidates do
     skip_b = skip_b + 9 + 2 * tonumber(ARGV[skip_b + 9])
@@ -125,7 +153,7 @@ local function notice(k, a)
         redis.call('HSET', key, 'noti_timeout_at', string.format('%d', due))
         add_later(KEYS[3], due, id)
       elseif message ~= '' then
-        push_later(KEYS[k + 8 + 3 * c], message)
+        push_later(KEYS[k + 8 + 4 * c], message)
       end
       count(counts, ARGV[b + 8])
     else
@@ -135,13 +163,13 @@ local function notice(k, a)
   end
 
   for c = 0, candidates - 1 do
-    local key, channel, id, target = KEYS[k + 7 + 3 * c], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+    local key, channel, id, target = KEYS[k + 7 + 4 * c], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
     local n = tonumber(ARGV[b + 9])
     local due = tonumber(ARGV[b + 6])
     local why = nil
     if chain and picked >= 2 then
       why = 'unused'
-    elseif redis.call('SISMEMBER', KEYS[k + 9 + 3 * c], target) == 1 then
+    elseif redis.call('SISMEMBER', KEYS[k + 9 + 4 * c], target) == 1 then
       why = 'suppressed'
     elseif enforced then
       why = preference_out(rkey, category, channel, ARGV[b + 4], true)
@@ -165,13 +193,29 @@ local function notice(k, a)
       picked = 2
       state, made = 'fallback', id
     else
-      store(c, key, id, n, true, due, ARGV[b + 7], '')
-      if quiet then
-        count(counts, 'held|' .. category .. '|' .. channel)
+      local throttled, at = nil, due
+      if limit > 0 then
+        throttled, at = throttle(KEYS[k + 10 + 4 * c], math.max(due, now), id, limit, period, over)
       end
-      picked = picked + 1
-      primary_key, primary_id, primary_due = key, id, due
-      state, made = (quiet and 'held') or (due > 0 and 'scheduled') or 'queued', id
+      if throttled == 'drop' then
+        store(c, key, id, n, false, 0, '', 'e.noti.pref.throttled: over the ' .. category .. ' throttle on '
+          .. channel .. ' (' .. limit .. ' per ' .. (period / 1000) .. ' s)')
+        count(counts, 'throttled|' .. category .. '|' .. channel .. '|drop')
+        state, made = 'suppressed:throttled', id
+      else
+        if throttled == 'delay' then
+          due = at
+          count(counts, 'throttled|' .. category .. '|' .. channel .. '|delay')
+        end
+        store(c, key, id, n, true, due, due > 0 and '' or ARGV[b + 7], '')
+        if quiet then
+          count(counts, 'held|' .. category .. '|' .. channel)
+        end
+        picked = picked + 1
+        primary_key, primary_id, primary_due = key, id, due
+        state = (throttled and 'throttled') or (quiet and 'held') or (due > 0 and 'scheduled') or 'queued'
+        made = id
+      end
     end
     made_of[#made_of + 1] = 'ch:' .. channel
     made_of[#made_of + 1] = state .. ' ' .. made
@@ -179,7 +223,7 @@ local function notice(k, a)
     out[#out + 1] = made
     b = b + 9 + 2 * n
   end
-  for i = a + 13, a + 12 + 2 * h do
+  for i = a + 16, a + 15 + 2 * h do
     made_of[#made_of + 1] = ARGV[i]
   end
   local nkey = KEYS[k + 2]

@@ -76,6 +76,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _counter("noti_digest_events", "digested"),
     _counter("noti_digests", "digests"),
     _counter("noti_notices_deduplicated", "deduplicated"),
+    _counter("noti_notices_throttled", "throttled"),
     MetricSpec("noti_delivery_records", "gauge", ("state",), "Records in each delivery status"),
     MetricSpec("noti_receipts_awaited", "gauge", (), "Sent records awaiting their vendor's receipt"),
     _counter("noti_events_dispatched", "events_dispatched"),

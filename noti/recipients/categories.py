@@ -29,14 +29,14 @@ from typing import Any
 
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
-from noti.inputs import check_text, load_json, shown
+from noti.inputs import check_text, duration_ms, integer, load_json, shown
 
 __all__ = ["GENERAL", "Category", "category_name", "parse_category"]
 
 #: The category of a notice that names none.
 GENERAL = "general"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
-_KEYS = frozenset({"channels", "opt_out", "critical", "description"})
+_KEYS = frozenset({"channels", "opt_out", "critical", "description", "throttle"})
 DESCRIPTION_MAX = 500
 
 
@@ -59,6 +59,25 @@ def category_name(value: object) -> str:
     return value
 
 
+#: What a throttle does with a notification over its limit.
+THROTTLE_OVER = ("drop", "delay")
+#: The largest limit a throttle may set.
+THROTTLE_LIMIT_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """At most ``limit`` notifications per recipient and channel in any ``period_ms``; one over
+    it is dropped (an invalid record saying so) or delayed to the first moment it fits."""
+
+    limit: int
+    period_ms: int
+    over: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit": self.limit, "period": self.period_ms / 1000, "over": self.over}
+
+
 @dataclass(frozen=True, slots=True)
 class Category:
     """One category, as declared."""
@@ -68,6 +87,7 @@ class Category:
     opt_out: bool = True
     critical: bool = False
     description: str = ""
+    throttle: Throttle | None = None
 
     def on_by_default(self, channel: str) -> bool:
         return self.channels.get(channel, True)
@@ -84,6 +104,7 @@ class Category:
             "opt_out": self.opt_out,
             "critical": self.critical,
             "description": self.description,
+            "throttle": self.throttle.to_dict() if self.throttle is not None else None,
         }
 
     def to_json(self) -> str:
@@ -103,6 +124,7 @@ class Category:
             opt_out=bool(data.get("opt_out", True)),
             critical=bool(data.get("critical", False)),
             description=data.get("description") or "",
+            throttle=_throttle(data.get("throttle")),
         )
 
 
@@ -151,4 +173,35 @@ def parse_category(name: object, value: object) -> Category:
         description = check_text(
             description, what="the description", code="e.cmd.noti.cat.bad", max_len=DESCRIPTION_MAX
         )
-    return Category(clean_name, channels, opt_out, critical, description)
+    throttle = _throttle(value.get("throttle"))
+    if throttle is not None and critical:
+        raise _bad("a critical category is never throttled (give no throttle)")
+    return Category(clean_name, channels, opt_out, critical, description, throttle)
+
+
+def _throttle(value: object) -> Throttle | None:
+    """A throttle: ``{"limit": 5, "period": "1h", "over": "drop"}`` (``period`` seconds or
+    text, 1 s to 7 days; ``over`` drop or delay), or None.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.cat.bad``.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _bad(f"throttle is an object of limit, period and over, got {shown(value)}")
+    unknown = sorted(str(k) for k in value if k not in ("limit", "period", "over"))
+    if unknown:
+        raise _bad(f"unknown throttle keys: {', '.join(shown(k) for k in unknown[:5])}")
+    limit = integer(
+        value.get("limit"),
+        what="throttle.limit",
+        code="e.cmd.noti.cat.bad",
+        minimum=1,
+        maximum=THROTTLE_LIMIT_MAX,
+    )
+    period = duration_ms(value.get("period"), what="throttle.period", code="e.cmd.noti.cat.bad")
+    over = value.get("over", "drop")
+    if over not in THROTTLE_OVER:
+        raise _bad(f"throttle.over is drop or delay, got {shown(over)}")
+    return Throttle(limit, period, str(over))

@@ -68,6 +68,14 @@ STALE, STALE_TRIES = -2, 5
 NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
 
 
+def _throttle_args(category: Category) -> tuple[int, int, str]:
+    """``notify.lua``'s throttle arguments of a category: limit (0: none), period ms, over."""
+    throttle = category.throttle
+    if throttle is None or category.critical:
+        return 0, 0, ""
+    return throttle.limit, throttle.period_ms, throttle.over
+
+
 class DigestSink(Protocol):
     """Where a digest event goes (:class:`noti.recipients.digests.Digests`, which registers
     itself on the notices it makes its windows' notices through)."""
@@ -363,6 +371,7 @@ class Notices:
             snapshot.category_text,
             "1" if notice.held_until_ms else "0",
             len(records),
+            *_throttle_args(snapshot.category),
             1,
             "doc",
             doc,
@@ -374,6 +383,7 @@ class Notices:
                 record_key,
                 message[0] if message else record_key,
                 k.suppressed(record.channel.value),
+                k.throttle(notice.owner, notice.recipient, notice.category, record.channel.value),
             ]
             fields = to_hash(record)
             args += [

@@ -115,6 +115,12 @@ FAMILIES: Mapping[str, Family] = {
         ),
         Family("digested", ("category",), "Events put into a recipient's digest window"),
         Family(
+            "throttled",
+            ("category", "channel", "action"),
+            "Notice records over their category's per-recipient throttle: dropped (an invalid "
+            "record) or delayed (due when the throttle lets them through)",
+        ),
+        Family(
             "deduplicated",
             ("category",),
             "Notices not made again: a deduplication key named one made within its window",
