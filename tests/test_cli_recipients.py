@@ -320,7 +320,12 @@ def test_category_put_list_and_del(rt: Any, raw: redis.Redis) -> None:
     )
     assert declared_text.stdout == "category orders declared\n"
     made = json.loads(ok("category", "put", "security", "-critical", "-json", user=MEMBER).stdout)
-    assert made == {"name": "security", "channels": {}, "opt_out": False, "critical": True, "description": ""}
+    assert made == {"name": "security", "channels": {}, "opt_out": False, "critical": True, "description": "",
+                    "throttle": None}  # fmt: skip
+    throttle = '{"throttle": {"limit": 5, "period": "1h"}}'
+    throttled = json.loads(ok("category", "put", "social", throttle, "-json", user=MEMBER).stdout)
+    assert throttled["throttle"] == {"limit": 5, "period": 3600.0, "over": "drop"}
+    ok("category", "del", "social", user=MEMBER)
     declared = json.loads(ok("category", "put", "marketing", '{"channels": {"email": true}}', "--no-opt-out",
                              "-json", user=ADMIN).stdout)  # fmt: skip
     assert declared["opt_out"] is False and declared["channels"] == {"email": True}

@@ -381,6 +381,11 @@ def test_categories_are_read_by_everyone_and_written_by_root_members_only(
         ("orders", {"channels": {"sms": "no"}}, "e.cmd.noti.cat.bad"),
         ("orders", {"colour": "red"}, "e.cmd.noti.cat.bad"),
         ("orders", {"description": "a\u0000b"}, "e.cmd.noti.cat.bad"),
+        ("orders", {"throttle": {"limit": 0, "period": 60}}, "e.cmd.noti.cat.bad"),
+        ("orders", {"throttle": {"limit": 3, "period": "forever"}}, "e.cmd.noti.cat.bad"),
+        ("orders", {"throttle": {"limit": 3, "period": 60, "over": "digest"}}, "e.cmd.noti.cat.bad"),
+        ("orders", {"throttle": "3/h"}, "e.cmd.noti.cat.bad"),
+        ("orders", {"critical": True, "throttle": {"limit": 3, "period": 60}}, "e.cmd.noti.cat.bad"),
     ):
         answer = ops.put(f"/v1/categories/{name}", json=body)
         assert error_of(answer)[1] == code, (name, body, answer.text)
@@ -388,7 +393,11 @@ def test_categories_are_read_by_everyone_and_written_by_root_members_only(
     assert stored(raw) == before
     made = ok(ops.put("/v1/categories/orders", json={"channels": {"sms": False}, "description": "Orders"}))
     assert made == {"name": "orders", "channels": {"sms": False}, "opt_out": True, "critical": False,
-                    "description": "Orders"}  # fmt: skip
+                    "description": "Orders", "throttle": None}  # fmt: skip
+    throttled = {"throttle": {"limit": 5, "period": "1h", "over": "delay"}}
+    assert ok(ops.put("/v1/categories/social", json=throttled))["throttle"] == {
+        "limit": 5, "period": 3600.0, "over": "delay"}  # fmt: skip
+    assert ok(ops.delete("/v1/categories/social")) == {"name": "social", "deleted": True}
     assert ok(alice.get("/v1/categories/orders")) == made
     assert [c["name"] for c in ok(alice.get("/v1/categories"))["categories"]] == ["general", "orders"]
     assert ok(ops.delete("/v1/categories/orders")) == {"name": "orders", "deleted": True}

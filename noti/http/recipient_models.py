@@ -125,6 +125,14 @@ class HistoryOut(BaseModel):
     history: list[str]
 
 
+class ThrottleOut(BaseModel):
+    """At most ``limit`` notices per recipient and channel in any ``period`` seconds."""
+
+    limit: int
+    period: float = Field(description="Seconds")
+    over: str = Field(description="drop (an invalid record) or delay (due when it fits)")
+
+
 class CategoryOut(BaseModel):
     """A message category (:mod:`noti.recipients.categories`)."""
 
@@ -133,6 +141,7 @@ class CategoryOut(BaseModel):
     opt_out: bool
     critical: bool
     description: str
+    throttle: ThrottleOut | None = Field(None, description="The per-recipient throttle, if any")
 
 
 class CategoriesOut(BaseModel):
