@@ -472,6 +472,12 @@ TO_42 = ["-recipient", "42", "-template", "order_shipped"]
         ("e.cmd.noti.add.badlv", ["-recipient", "42", "-template", "order_shipped", "-data", '{"order": 1}',
                                   "-lv", "high"]),
         ("e.cmd.noti.rcpt.nopvg", ["-recipient", "42", "-template", "order_shipped", "-owner", BOB]),
+        ("e.cmd.noti.notify.baddigest", [*TO_42, "-digest", "Orders", "-window", "10m"]),
+        ("e.cmd.noti.notify.baddigest", [*TO_42, "-digest", "orders"]),
+        ("e.cmd.noti.notify.baddigest", [*TO_42, "-digest", "orders", "-window", "daily 25:00"]),
+        ("e.cmd.noti.notify.baddigest", [*TO_42, "-digest", "orders", "-window", "10m", "-digest-max", "x"]),
+        ("e.cmd.noti.notify.baddedupe", [*TO_42, "-dedupe", "k", "-dedupe-window", "8d"]),
+        ("e.cmd.noti.notify.baddedupe", [*TO_42, "-dedupe", "k", "-idempotency-key", "k"]),
     ],
 )  # fmt: skip
 def test_a_bad_notify_fails_with_its_code_and_stores_nothing(
@@ -480,6 +486,20 @@ def test_a_bad_notify_fails_with_its_code_and_stores_nothing(
     before = stored(raw)
     refused(code, "notify", *args)
     assert stored(raw) == before
+
+
+def test_notify_takes_digest_events_and_deduplication_keys(rt: Any, orders: Path) -> None:
+    count = {"default_locale": "en", "channels": {"sms": {"en": {"text": "{{ count }} orders"}}}}
+    ok("template", "put", "orders_today", "-", stdin=json.dumps(count))
+    event = ["-recipient", "42", "-template", "orders_today", "-data", '{"order": 7}', "-category", "orders",
+             "-digest", "orders", "-window", "600"]  # fmt: skip
+    first = ok("notify", *event)
+    window = first.stdout.strip()
+    assert window.startswith("n") and "made when it closes" in first.stderr
+    assert ok("notify", *event, "-backoff").stdout.strip() == window  # the open window takes it
+    made = ok("notify", *TO_42, "-data", '{"order": 7}', "-dedupe", "-").stdout.strip()
+    again = json.loads(ok("notify", *TO_42, "-data", '{"order": 7}', "-dedupe", "-", "-json").stdout)
+    assert again["id"] == made and again["repeated"] is True
 
 
 def test_recipients_are_their_owners(rt: Any, orders: Path, raw: redis.Redis) -> None:

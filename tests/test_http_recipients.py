@@ -518,6 +518,17 @@ def test_a_notice_is_made_read_and_repeated_by_its_idempotency_key(
         ({"recipient": "4 2", "template": "order_shipped"}, 422, "e.cmd.noti.rcpt.badid"),
         ({"template": "order_shipped"}, 422, "e.noti.http.badrequest"),
         ({"recipient": "42", "template": "order_shipped", "data": {"order": "{{ 7*7 }}"}}, 201, ""),
+        ({**ORDER, "digest": "Orders", "window": 60}, 422, "e.cmd.noti.notify.baddigest"),
+        ({**ORDER, "digest": "orders"}, 422, "e.cmd.noti.notify.baddigest"),
+        ({**ORDER, "digest": "orders", "window": "forever"}, 422, "e.cmd.noti.notify.baddigest"),
+        ({**ORDER, "digest": "orders", "window": [60]}, 422, "e.noti.http.badrequest"),
+        ({**ORDER, "digest": "orders", "window": 60, "digest_max": 0}, 422, "e.cmd.noti.notify.baddigest"),
+        ({**ORDER, "digest": "orders", "window": 60, "backoff": "yes"}, 422, "e.noti.http.badrequest"),
+        ({**ORDER, "digest": "orders", "window": 60, "delay": 5}, 422, "e.cmd.noti.notify.baddigest"),
+        ({**ORDER, "digest": ["orders"], "window": 60}, 422, "e.noti.http.badrequest"),
+        ({**ORDER, "dedupe": 5}, 422, "e.noti.http.badrequest"),
+        ({**ORDER, "dedupe": "k", "dedupe_window": "8d"}, 422, "e.cmd.noti.notify.baddedupe"),
+        ({**ORDER, "dedupe": ""}, 422, "e.cmd.noti.notify.baddedupe"),
     ],
 )  # fmt: skip
 def test_a_bad_notice_is_refused_with_its_code_and_stores_nothing(
@@ -533,6 +544,29 @@ def test_a_bad_notice_is_refused_with_its_code_and_stores_nothing(
         return
     assert error_of(answer) == (status, code), answer.text
     assert stored(raw) == before
+
+
+def test_digest_events_and_deduplicated_notices_over_http(
+    alice: As, ops: As, bob: As, raw: redis.Redis
+) -> None:
+    setup_orders(alice, ops)
+    ok(alice.put("/v1/templates/orders_today", json={"default_locale": "en", "channels": {
+        "sms": {"en": {"text": "{{ count }} orders"}}}}), 201)  # fmt: skip
+    event = {**ORDER, "template": "orders_today", "digest": "orders", "window": "10m", "digest_max": 20}
+    # a digest event: accepted (202), the id of the notice its window makes
+    first = alice.post("/v1/notices", json=event)
+    window = ok(first, 202)
+    assert window["mode"] == "digest" and window["channels"] == [] and window["id"].startswith("n")
+    assert ok(alice.post("/v1/notices", json={**event, "data": {"order": 8}}), 202)["id"] == window["id"]
+    assert error_of(alice.get(f"/v1/notices/{window['id']}")) == (404, "e.cmd.noti.notice.not_found")
+    # bob's recipient 42 is not alice's: nothing of his goes into her window
+    before = stored(raw)
+    assert error_of(bob.post("/v1/notices", json=event)) == (404, "e.cmd.noti.rcpt.not_found")
+    assert stored(raw) == before
+    # deduplicated: the second call answers the first notice
+    made = ok(alice.post("/v1/notices", json={**ORDER, "dedupe": "order-7"}), 201)
+    again = ok(alice.post("/v1/notices", json={**ORDER, "data": {"order": 9}, "dedupe": "order-7"}), 201)
+    assert again["id"] == made["id"] and again["repeated"] is True
 
 
 def test_a_notice_keeps_the_tokens_level_cap(client: httpx.Client, token: Callable[..., str]) -> None:

@@ -251,6 +251,20 @@ def delete_template(ctx: CliContext, /, name: str, owner: str | None) -> None:
 @click.option("-delay", "--delay", metavar="DURATION", help="Send after this long: 30s, 5m, 2h, 1day.")
 @click.option("-at", "--at", "at", help="Send at this time (ISO 8601; without a zone: local time).")
 @click.option("-idempotency-key", "--idempotency-key", "key", help="The same key again makes nothing new.")
+@click.option("-digest", "--digest", metavar="KEY", help="Put the event into the recipient's digest KEY.")
+@click.option(
+    "-window", "--window", metavar="WINDOW", help="The digest's window: 90s, 10m, 2h, 1d or 'daily 09:00'."
+)
+@click.option(
+    "-digest-max", "--digest-max", "digest_max", metavar="N", help="Events a window keeps (1-1000)."
+)
+@click.option(
+    "-backoff", "--backoff", is_flag=True, default=None, help="The window's first event goes at once."
+)
+@click.option(
+    "-dedupe", "--dedupe", metavar="KEY", help="One notice per KEY for this recipient (- : the content)."
+)
+@click.option("-dedupe-window", "--dedupe-window", "dedupe_window", metavar="DURATION", help="How long (1h).")
 @owner_option
 @json_options
 @pass_cli
@@ -269,6 +283,12 @@ def notify(
     delay: str | None,
     at: str | None,
     key: str | None,
+    digest: str | None,
+    window: str | None,
+    digest_max: str | None,
+    backoff: bool | None,
+    dedupe: str | None,
+    dedupe_window: str | None,
     owner: str | None,
     out: Output,
 ) -> None:
@@ -292,13 +312,44 @@ def notify(
         idempotency_key=key,
         user=ctx.user,
         owner=owner,
+        **_digest_args(digest, window, digest_max, backoff, dedupe, dedupe_window),
     )
     if out.wants_json or out.quiet:
         show_notice(notice, out)
         return
     click.echo(notice.id)
+    if notice.mode == "digest":
+        click.echo("(into the digest window: this notice is made when it closes)", err=True)
     for entry in notice.entries:
         why = f" ({entry.reason})" if entry.reason else ""
         click.echo(f"{entry.channel}: {entry.state}{why} {entry.record or ''}".rstrip(), err=True)
     if notice.repeated:
         click.echo("(the idempotency key named this notice already: nothing new was made)", err=True)
+
+
+def _digest_args(
+    digest: str | None,
+    window: str | None,
+    digest_max: str | None,
+    backoff: bool | None,
+    dedupe: str | None,
+    dedupe_window: str | None,
+) -> dict[str, object]:
+    """``notify``'s digest and deduplication arguments from the options given (the window
+    as seconds when it is a number; ``-dedupe -``: the content's own key)."""
+    given: dict[str, object] = {}
+    if digest is not None:
+        given["digest"] = digest
+    if window is not None:
+        given["window"] = float(window) if window.replace(".", "", 1).isdigit() else window
+    if digest_max is not None:
+        given["digest_max"] = digest_max
+    if backoff is not None:
+        given["backoff"] = backoff
+    if dedupe is not None:
+        given["dedupe"] = True if dedupe == "-" else dedupe
+    if dedupe_window is not None:
+        given["dedupe_window"] = (
+            float(dedupe_window) if dedupe_window.replace(".", "", 1).isdigit() else dedupe_window
+        )
+    return given

@@ -3,7 +3,9 @@ HTTP (:mod:`noti.http.recipients` says who sees what; the same rules apply).
 
 ``POST /v1/notices`` takes the ``Idempotency-Key`` header as ``POST /v1/notifications`` does
 (the same key again, same user, within ``NOTI_IDEMPOTENCY_TTL_S``: the first notice, marked
-``repeated``) and applies the token's level cap and providers to every record it makes.
+``repeated``) and applies the token's level cap and providers to every record it makes. A
+digest event (``digest`` and ``window``) is answered ``202``: the notice named is made when its
+window closes.
 """
 
 from __future__ import annotations
@@ -135,6 +137,8 @@ def _notices(router: APIRouter, api: Recipients) -> None:
             providers_allowed=who.providers,
         )
         response.headers["Location"] = f"/v1/notices/{notice.id}"
+        if notice.mode == "digest":  # into a window: the notice is made when it closes
+            response.status_code = 202
         return notice.to_dict()
 
     @router.get(

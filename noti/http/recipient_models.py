@@ -228,15 +228,34 @@ class NoticeIn(BaseModel):
         default=None, description="Send at this time (ISO 8601), as POST /v1/notifications"
     )
     owner: str | None = Field(default=None, description="Another user's recipient (root members only)")
+    digest: str | None = Field(
+        default=None,
+        description="Put the event into the recipient's digest of this key (one notice per window)",
+    )
+    window: str | float | None = Field(
+        default=None, description="The digest's window: seconds, 10m / 2h / 1d, or daily 09:00"
+    )
+    digest_max: int | None = Field(default=None, description="Events a window keeps in full (1-1000; 50)")
+    backoff: bool | None = Field(default=None, description="The window's first event goes at once")
+    dedupe: str | bool | None = Field(
+        default=None,
+        description="A deduplication key for this recipient, or true (the content's): one notice per window",
+    )
+    dedupe_window: str | float | None = Field(
+        default=None, description="How long the deduplication key holds: seconds or 10m / 2h / 1d (1h)"
+    )
 
 
 class NoticeChannelOut(BaseModel):
     """What became of one channel of a notice."""
 
     channel: str
-    state: str = Field(description="queued, held, fallback, suppressed, off, unused, noaddress or notemplate")
+    state: str = Field(
+        description="queued, held, scheduled, throttled, fallback, suppressed, off, unused, noaddress "
+        "or notemplate"
+    )
     record: str | None = Field(description="The record made for it, if any")
-    reason: str | None = Field(description="Why it was suppressed: optout or suppressed")
+    reason: str | None = Field(description="Why it was suppressed: optout, suppressed or throttled")
     locale: str | None
 
 
@@ -249,7 +268,10 @@ class NoticeOut(BaseModel):
     template: str
     version: int
     category: str
-    mode: str = Field(description="all (every channel allowed) or chain")
+    mode: str = Field(
+        description="all (every channel allowed), chain, or digest (an event put into a digest window: "
+        "the id is the notice the window makes when it closes; no channels yet)"
+    )
     created_ms: int
     held_until_ms: int | None = Field(description="When quiet hours end, if they held it")
     channels: list[NoticeChannelOut]
