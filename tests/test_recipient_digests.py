@@ -118,8 +118,9 @@ def test_a_window_closed_by_a_run_that_died_is_made_once_by_the_next(rt: Any) ->
     now = int(time.time() * 1000) + 1000
     d = digests()
     k = rt.keys
-    assert d._close(keys=[k.digest(noti.api.notifier().user(None).name, "42", "comments"), k.digests_due,
-                          k.digests_closing], args=[now, 60_000, k.digest_closed("")]) == window  # fmt: skip
+    owner = noti.api.notifier().user(None).name
+    keys = [k.digest(owner, "42", "comments"), k.digests_due, k.digests_closing, k.digests_of(owner)]
+    assert d._close(keys=keys, args=[now, 60_000, k.digest_closed("")]) == window
     # when: the next runs come while its lease holds, then after it
     assert d.tick(now=now).closed == 0
     later = d.tick(now=now + 60_001)
@@ -322,3 +323,20 @@ def test_the_next_nine_oclock_across_a_daylight_saving_change() -> None:
     assert datetime.fromtimestamp(nine / 1000, zone) == datetime(2026, 3, 8, 9, 0, tzinfo=zone)
     skipped = next_at_ms(clock(2, 30), "America/New_York", evening)
     assert datetime.fromtimestamp(skipped / 1000, zone).replace(tzinfo=None) == datetime(2026, 3, 8, 3, 0)
+
+
+def test_open_windows_are_listed_by_owner_and_recipient_soonest_due_first(rt: Any) -> None:
+    recipients.put("43", {"addresses": {"sms": "+8613900000043"}})
+    later = event(1, window=600)
+    sooner = noti.notify(recipient="43", template="new_comments", data={"n": 2}, category="comments",
+                         digest="comments", window=60)  # fmt: skip
+    event(3, window=600)
+    owner = noti.api.notifier().user(None).name
+    listed = digests().open_windows(owner)
+    assert [(w.window, w.recipient, w.digest, w.events) for w in listed] == [
+        (sooner, "43", "comments", 1), (later, "42", "comments", 2)]  # fmt: skip
+    assert [w.window for w in digests().open_windows(owner, recipient="42")] == [later]
+    assert digests().open_windows(owner, limit=1)[0].window == sooner
+    assert digests().open_windows("bob") == []
+    digests().tick(now=int(time.time() * 1000) + 61_000)  # the sooner one closes
+    assert [w.window for w in digests().open_windows(owner)] == [later]

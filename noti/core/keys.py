@@ -111,6 +111,8 @@ key                             type     holds
                                          (:mod:`noti.recipients.digests`): ``w`` (the window,
                                          its digest notice's id), ``due`` (ms), ``n`` (events
                                          so far), ``doc`` (what its notice is made with, JSON)
+``noti:dgs:<owner>``            ZSET     a user's open digest windows (their hash keys, score =
+                                         due ms), for ``noti digest list``
 ``noti:dg-ev:<window>``         LIST     the events of a window (JSON; the first
                                          ``digest_max``), until its notice is made
 ``noti:dg-due``                 ZSET     the open windows' hash keys, score = due ms
@@ -413,6 +415,10 @@ class Keys:
     def digest(self, owner: str, recipient_id: str, key: str) -> str:
         """The open window of ``owner``'s recipient's digest ``key``."""
         return f"{self.prefix}dg:{owner}:{recipient_id}:{key}"
+
+    def digests_of(self, owner: str) -> str:
+        """``owner``'s open digest windows (their hash keys, score = due ms)."""
+        return f"{self.prefix}dgs:{owner}"
 
     def digest_events(self, window: str) -> str:
         """The events of one digest window."""

@@ -3,7 +3,8 @@
 -- (digest_close.lua), so an event racing the close lands in the window closing or in the next
 -- one, never both, never neither.
 -- KEYS: 1 the digest's hash (its open window), 2 the due set, 3 the event's idempotency key
--- (the digest's hash again when none), 4 the counters hash.
+-- (the digest's hash again when none), 4 the counters hash, 5 the owner's index of open
+-- windows (digest hash key -> due).
 -- ARGV: 1 a new window id (used if none is open), 2 now ms, 3 when a window opened now is due
 -- (ms), 4 what the window's notice is made with (JSON; the opening event's), 5 the event
 -- (JSON), 6 how many events a window keeps in full, 7 the idempotency key's time-to-live in ms
@@ -24,6 +25,7 @@ if not window then
   redis.call('HSET', KEYS[1], 'w', window, 'due', ARGV[3], 'n', '0', 'doc', ARGV[4], 'opened', ARGV[2],
     'first', ARGV[10])
   redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
+  redis.call('ZADD', KEYS[5], ARGV[3], KEYS[1])
 end
 local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
 if n <= tonumber(ARGV[6]) then

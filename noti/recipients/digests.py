@@ -57,7 +57,7 @@ from noti.redis.outage import translate_errors
 if TYPE_CHECKING:
     from noti.recipients.notices import Notices
 
-__all__ = ["Digests", "TickResult"]
+__all__ = ["Digests", "OpenWindow", "TickResult"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,29 @@ class TickResult:
     made: list[str]
     #: Windows whose notice was refused (recipient, template or category gone): dropped.
     failed: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenWindow:
+    """One open digest window: the notice it will make, its recipient and key, its events so
+    far, when it opened and when it is due (ms)."""
+
+    window: str
+    recipient: str
+    digest: str
+    events: int
+    opened_ms: int
+    due_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "window": self.window,
+            "recipient": self.recipient,
+            "digest": self.digest,
+            "events": self.events,
+            "opened_ms": self.opened_ms,
+            "due_ms": self.due_ms,
+        }
 
 
 class Digests:
@@ -107,7 +130,13 @@ class Digests:
         due = self._due(request, snapshot, now)
         with translate_errors(self.runtime.redis):
             window, n = self._add(
-                keys=[digest_key, k.digests_due, idem_key or digest_key, k.metrics],
+                keys=[
+                    digest_key,
+                    k.digests_due,
+                    idem_key or digest_key,
+                    k.metrics,
+                    k.digests_of(request.owner),
+                ],
                 args=[
                     NOTICE_MARK + new_id(now),
                     now,
@@ -169,6 +198,38 @@ class Digests:
             if loc is not None and profile.primary(channel) is not None:
                 tmpl.render(channel, loc, {**view, "locale": loc})
 
+    # --- what is open ------------------------------------------------------------------
+
+    def _parts(self, digest_key: str) -> tuple[str, str, str]:
+        """``(owner, recipient, key)`` of a digest's hash key (none of them holds a colon)."""
+        base = self.keys.digest("", "", "")[:-2]  # "<prefix>dg:"
+        owner, rid, key = digest_key[len(base) :].split(":")
+        return owner, rid, key
+
+    def open_windows(self, owner: str, *, recipient: str | None = None, limit: int = 100) -> list[OpenWindow]:
+        """``owner``'s open digest windows (of one recipient), the soonest due first."""
+        k, client = self.keys, self.runtime.redis
+        found: list[OpenWindow] = []
+        start = 0
+        while len(found) < limit:
+            with translate_errors(client):
+                page = client.zrange(k.digests_of(owner), start, start + CLOSE_BATCH - 1)
+                if not page:
+                    return found
+                start += len(page)
+                wanted = [str(d) for d in page if recipient is None or self._parts(str(d))[1] == recipient]
+                pipe = client.pipeline(transaction=False)
+                for digest_key in wanted:
+                    pipe.hmget(digest_key, "w", "n", "opened", "due")
+                rows = pipe.execute()
+            for digest_key, (window, n, opened, due) in zip(wanted, rows, strict=True):
+                if window is not None and len(found) < limit:
+                    _, rid, key = self._parts(digest_key)
+                    found.append(
+                        OpenWindow(str(window), rid, key, int(n or 0), int(opened or 0), int(due or 0))
+                    )
+        return found
+
     # --- the close ----------------------------------------------------------------------
 
     def tick(self, now: int | None = None, *, budget_s: float = TICK_BUDGET_S) -> TickResult:
@@ -202,8 +263,9 @@ class Digests:
         with translate_errors(client):
             due = client.zrangebyscore(k.digests_due, "-inf", now, start=0, num=CLOSE_BATCH)
             for digest_key in due:
+                owner, _, _ = self._parts(str(digest_key))
                 window = self._close(
-                    keys=[str(digest_key), k.digests_due, k.digests_closing],
+                    keys=[str(digest_key), k.digests_due, k.digests_closing, k.digests_of(owner)],
                     args=[now, LEASE_MS, k.digest_closed("")],
                 )
                 if window:
