@@ -497,6 +497,25 @@ def test_notify_takes_digest_events_and_deduplication_keys(rt: Any, orders: Path
     window = first.stdout.strip()
     assert window.startswith("n") and "made when it closes" in first.stderr
     assert ok("notify", *event, "-backoff").stdout.strip() == window  # the open window takes it
+    listed = json.loads(ok("digest", "list", "-json").stdout)
+    assert [(w["window"], w["recipient"], w["digest"], w["events"]) for w in listed] == [
+        (window, "42", "orders", 2)]  # fmt: skip
+    table = ok("digest", "list", "-recipient", "42").stdout.splitlines()
+    assert table[0].split()[:3] == ["RECIPIENT", "DIGEST", "EVENTS"] and table[1].split()[:3] == [
+        "42",
+        "orders",
+        "2",
+    ]
+    assert json.loads(ok("digest", "list", "-json", user=BOB).stdout) == []
+    refused("e.cmd.noti.rcpt.nopvg", "digest", "list", "-owner", ALICE, user=BOB)
+    ok("category", "put", "orders", '{"throttle": {"limit": 3, "period": "1h"}}', user=MEMBER)
+    ok("notify", *TO_42, "-data", '{"order": 6}', "-channels", "sms", "-category", "orders")
+    [sms] = [
+        t for t in json.loads(ok("recipient", "throttles", "42", "-json").stdout) if t["channel"] == "sms"
+    ]
+    assert (sms["sent"], sms["limit"]) == (1, 3)
+    assert "orders    sms" in ok("recipient", "throttles", "42").stdout
+    refused("e.cmd.noti.rcpt.not_found", "recipient", "throttles", "42", user=BOB)
     made = ok("notify", *TO_42, "-data", '{"order": 7}', "-dedupe", "-").stdout.strip()
     again = json.loads(ok("notify", *TO_42, "-data", '{"order": 7}', "-dedupe", "-", "-json").stdout)
     assert again["id"] == made and again["repeated"] is True

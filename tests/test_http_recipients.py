@@ -569,6 +569,45 @@ def test_digest_events_and_deduplicated_notices_over_http(
     assert again["id"] == made["id"] and again["repeated"] is True
 
 
+def test_open_digests_and_throttles_are_read_by_their_owner(
+    alice: As, ops: As, bob: As, raw: redis.Redis
+) -> None:
+    setup_orders(alice, ops)
+    ok(alice.put("/v1/templates/orders_today", json={"default_locale": "en", "channels": {
+        "sms": {"en": {"text": "{{ count }} orders"}}}}), 201)  # fmt: skip
+    event = {**ORDER, "template": "orders_today", "digest": "orders", "window": "10m"}
+    window = ok(alice.post("/v1/notices", json=event), 202)["id"]
+    ok(alice.post("/v1/notices", json={**event, "data": {"order": 8}}), 202)
+    listed = ok(alice.get("/v1/digests"))["digests"]
+    assert [(w["window"], w["recipient"], w["digest"], w["events"]) for w in listed] == [
+        (window, "42", "orders", 2)]  # fmt: skip
+    assert ok(alice.get("/v1/digests?recipient=42"))["digests"] == listed
+    assert ok(alice.get("/v1/digests?recipient=43"))["digests"] == []
+    # bob sees none of alice's; a root member may ask for hers
+    assert ok(bob.get("/v1/digests"))["digests"] == []
+    assert error_of(bob.get("/v1/digests?owner=alice")) == (403, "e.cmd.noti.rcpt.nopvg")
+    assert ok(ops.get("/v1/digests?owner=alice"))["digests"] == listed
+    for query, code in (("limit=0", "e.noti.http.badrequest"), ("limit=x", "e.noti.http.badrequest"),
+                        ("recipient=4%202", "e.cmd.noti.rcpt.badid")):  # fmt: skip
+        assert error_of(alice.get(f"/v1/digests?{query}"))[1] == code, query
+    # throttles: the category's, as they stand for 42; bob's 42 is not alice's
+    ok(ops.put("/v1/categories/orders", json={"channels": {"sms": True, "email": True},
+                                              "throttle": {"limit": 2, "period": "1h"}}))  # fmt: skip
+    ok(alice.post("/v1/notices", json={**ORDER, "channels": ["sms"]}), 201)
+    states = ok(alice.get("/v1/recipients/42/throttles"))
+    sms = next(t for t in states["throttles"] if t["channel"] == "sms")
+    assert (sms["category"], sms["sent"], sms["limit"], sms["period"], sms["over"]) == (
+        "orders",
+        1,
+        2,
+        3600.0,
+        "drop",
+    )
+    before = stored(raw)
+    assert error_of(bob.get("/v1/recipients/42/throttles")) == (404, "e.cmd.noti.rcpt.not_found")
+    assert stored(raw) == before
+
+
 def test_a_notice_keeps_the_tokens_level_cap(client: httpx.Client, token: Callable[..., str]) -> None:
     boss_capped = As(client, token(ADMIN, cap=5))
     ok(boss_capped.put("/v1/recipients/7", json={"addresses": {"sms": [PHONE]}}), 201)

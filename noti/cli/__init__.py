@@ -56,6 +56,7 @@ COMMANDS: dict[str, str] = {
     "category": "noti.cli.templates:category",
     "template": "noti.cli.templates:template",
     "notify": "noti.cli.templates:notify",
+    "digest": "noti.cli.templates:digest",
 }
 
 

@@ -438,3 +438,24 @@ def history(ctx: CliContext, /, rid: str, limit: int, owner: str | None, out: Ou
         return
     for item in found:
         click.echo(item)
+
+
+@recipient.command("throttles")
+@click.argument("rid", metavar="ID")
+@owner_option
+@json_options
+@pass_cli
+def throttles(ctx: CliContext, /, rid: str, owner: str | None, out: Output) -> None:
+    """Recipient ID's throttles as they stand: per throttled category and channel they have an
+    address on, the sends the period holds, the limit, and when the next send fits."""
+    found = api_of(ctx).throttles(rid, user=ctx.user, owner=owner)
+    if out.quiet:
+        return
+    if out.wants_json:
+        out.json([t.to_dict() for t in found])
+        return
+    rows = (
+        (t.category, t.channel, f"{t.sent}/{t.limit}", f"{t.period_ms / 1000:g}s", t.over, when(t.free_at_ms))
+        for t in found
+    )
+    print_table(("CATEGORY", "CHANNEL", "SENT", "PER", "OVER", "NEXT FITS (UTC)"), rows, "throttle")

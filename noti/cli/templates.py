@@ -1,6 +1,7 @@
-"""``noti category put | list | del``, ``noti template put | get | list | del`` and
-``noti notify``: message categories, templates, and notifying a recipient from a template
-(:mod:`noti.recipients`). ``noti get n…`` shows a notice (:mod:`noti.cli.notify`)."""
+"""``noti category put | list | del``, ``noti template put | get | list | del``, ``noti notify``
+and ``noti digest list``: message categories, templates, notifying a recipient from a template,
+and the open digest windows (:mod:`noti.recipients`). ``noti get n…`` shows a notice
+(:mod:`noti.cli.notify`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from noti.core.delay import iso_time
 from noti.errors import InvalidInput
 from noti.inputs import shown
 
-__all__ = ["category", "notify", "template"]
+__all__ = ["category", "digest", "notify", "template"]
 
 _ON_OFF = {"on": True, "true": True, "off": False, "false": False}
 
@@ -353,3 +354,33 @@ def _digest_args(
             float(dedupe_window) if dedupe_window.replace(".", "", 1).isdigit() else dedupe_window
         )
     return given
+
+
+@click.group("digest")
+def digest() -> None:
+    """Recipients' digest windows (notify -digest KEY -window …)."""
+
+
+@digest.command("list")
+@click.option("-recipient", "--recipient", metavar="ID", help="Only this recipient's.")
+@click.option(
+    "-limit", "--limit", type=click.IntRange(1, 1000), default=100, show_default=True, help="At most N."
+)
+@owner_option
+@json_options
+@pass_cli
+def list_digests(
+    ctx: CliContext, /, recipient: str | None, limit: int, owner: str | None, out: Output
+) -> None:
+    """The open digest windows, the soonest due first: recipient, key, events so far, when
+    due, and the notice each will make."""
+    found = api_of(ctx).open_digests(user=ctx.user, owner=owner, recipient=recipient, limit=limit)
+    if out.quiet:
+        return
+    if out.wants_json:
+        out.json([w.to_dict() for w in found])
+        return
+    rows = (
+        (w.recipient, w.digest, str(w.events), when(w.opened_ms), when(w.due_ms), w.window) for w in found
+    )
+    print_table(("RECIPIENT", "DIGEST", "EVENTS", "OPENED (UTC)", "DUE (UTC)", "NOTICE"), rows, "open window")

@@ -30,7 +30,10 @@ __all__ = [
     "NoticeChannelOut",
     "NoticeIn",
     "NoticeOut",
+    "DigestsOut",
+    "OpenWindowOut",
     "Owner",
+    "ThrottlesOut",
     "RecipientOut",
     "RecipientsOut",
     "TemplateInfoOut",
@@ -116,6 +119,38 @@ class ImportOut(BaseModel):
     created: int
     updated: int
     refused: list[ImportRefusal]
+
+
+class ThrottleStateOut(BaseModel):
+    """One category's throttle on one channel of the recipient, as it stands."""
+
+    category: str
+    channel: str
+    sent: int = Field(description="Sends the current period holds (delayed ones at their future time too)")
+    limit: int
+    period: float = Field(description="Seconds")
+    over: str = Field(description="drop or delay")
+    free_at_ms: int = Field(description="When the next send fits (now when it does)")
+
+
+class ThrottlesOut(BaseModel):
+    recipient: str
+    throttles: list[ThrottleStateOut]
+
+
+class OpenWindowOut(BaseModel):
+    """One open digest window."""
+
+    window: str = Field(description="The notice the window makes when it closes")
+    recipient: str
+    digest: str
+    events: int = Field(description="Events in it so far")
+    opened_ms: int
+    due_ms: int
+
+
+class DigestsOut(BaseModel):
+    digests: list[OpenWindowOut]
 
 
 class HistoryOut(BaseModel):

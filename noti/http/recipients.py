@@ -35,6 +35,7 @@ from noti.http.recipient_models import (
     CategoriesOut,
     CategoryOut,
     DeletedOut,
+    DigestsOut,
     ErasureOut,
     HistoryOut,
     ImportOut,
@@ -43,6 +44,7 @@ from noti.http.recipient_models import (
     Owner,
     RecipientOut,
     RecipientsOut,
+    ThrottlesOut,
 )
 from noti.http.statuses import BatchRefused
 from noti.inputs import shown
@@ -269,6 +271,33 @@ def _recipients(router: APIRouter, api: Recipients) -> None:
         owner: Owner = None,
     ) -> HistoryOut:
         return HistoryOut(recipient=rid, history=api.history(rid, user=who.user, owner=owner, limit=limit))
+
+    @router.get(
+        "/v1/recipients/{rid}/throttles",
+        response_model=ThrottlesOut,
+        responses=ERRORS,
+        tags=tags,
+        summary="A recipient's throttles as they stand: sends in the period, the limit, when the next fits",
+    )
+    def get_throttles(rid: str, who: CallerDep, owner: Owner = None) -> dict[str, Any]:
+        found = api.throttles(rid, user=who.user, owner=owner)
+        return {"recipient": rid, "throttles": [t.to_dict() for t in found]}
+
+    @router.get(
+        "/v1/digests",
+        response_model=DigestsOut,
+        responses=ERRORS,
+        tags=tags,
+        summary="Open digest windows, the soonest due first",
+    )
+    def get_digests(
+        who: CallerDep,
+        recipient: Annotated[str | None, Query(description="Only this recipient's")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000, description="At most this many")] = 100,
+        owner: Owner = None,
+    ) -> dict[str, Any]:
+        found = api.open_digests(user=who.user, owner=owner, recipient=recipient, limit=limit)
+        return {"digests": [w.to_dict() for w in found]}
 
 
 def _rows(body: bytes, kind: str) -> Iterator[object]:

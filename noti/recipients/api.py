@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from noti.recipients.bulk import NoticeBatch, notify_many
 from noti.recipients.categories import Category
-from noti.recipients.digests import Digests
+from noti.recipients.digests import Digests, OpenWindow
 from noti.recipients.notices import Notice, Notices
 from noti.recipients.profile import Recipient
 from noti.recipients.store import Erasure, ImportResult
 from noti.recipients.templates import Template, TemplateInfo
 
 if TYPE_CHECKING:
+    from noti.recipients.throttles import ThrottleState
     from noti.sending.notifier import Notifier
 
 __all__ = ["Recipients", "recipients"]
@@ -115,6 +116,51 @@ class Recipients:
         owner_name = self._owner(user, owner, "read recipients")
         self.store.get(owner_name, rid)
         return self.store.history(owner_name, rid, limit=limit)
+
+    def throttles(
+        self, rid: str, *, user: str | None = None, owner: str | None = None
+    ) -> list[ThrottleState]:
+        """The recipient's throttles as they stand: per throttled category and channel they
+        have an address on, the sends the period holds and when the next fits."""
+        from noti.core.record import now_ms
+        from noti.recipients.throttles import throttle_states
+
+        owner_name = self._owner(user, owner, "read recipients")
+        profile = self.store.get(owner_name, rid)
+        runtime = self.notifier.runtime
+        return throttle_states(
+            runtime.redis,
+            runtime.keys,
+            owner_name,
+            profile.id,
+            self.categories(),
+            list(profile.addresses),
+            now_ms(),
+        )
+
+    # --- digests ----------------------------------------------------------------------------
+
+    def open_digests(
+        self,
+        *,
+        user: str | None = None,
+        owner: str | None = None,
+        recipient: str | None = None,
+        limit: int = 100,
+    ) -> list[OpenWindow]:
+        """The open digest windows (of one recipient), the soonest due first.
+
+        Raises:
+            InvalidInput: ``e.cmd.noti.rcpt.badlimit``, a bad recipient id.
+        """
+        from noti.errors import InvalidInput
+        from noti.recipients.profile import recipient_id
+
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidInput("limit is a whole number from 1 to 1000", code="e.cmd.noti.rcpt.badlimit")
+        rid = recipient_id(recipient) if recipient is not None else None
+        owner_name = self._owner(user, owner, "read recipients")
+        return self.digests.open_windows(owner_name, recipient=rid, limit=limit)
 
     # --- preferences ------------------------------------------------------------------------
 
