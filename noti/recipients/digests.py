@@ -181,7 +181,7 @@ class Digests:
         if request.digest_at is None:
             return now + request.window_ms
         hour, minute = request.digest_at.split(":")
-        zone = snapshot.profile.timezone or self.notices.quiet_default()[1]
+        zone = snapshot.profile.timezone or self.notices.quiet.default()[1]
         return next_at_ms(dt_time(int(hour), int(minute)), zone, now)
 
     def _check_renders(self, request: NoticeRequest, snapshot: Snapshot, now: int) -> None:

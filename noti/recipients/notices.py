@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from noti.core.delay import due_ms
 from noti.core.record import Notification, new_id, now_ms, parse_level, to_hash
-from noti.errors import InvalidConfig, InvalidInput, NotFound, StoreUnavailable
+from noti.errors import InvalidConfig, NotFound, StoreUnavailable
 from noti.inputs import shown
 from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
-from noti.recipients.profile import QUIET_DEFAULT, QUIET_OFF, Recipient
-from noti.recipients.quiet import held_until_ms, parse_quiet, parse_timezone
+from noti.recipients.quiet import QuietPolicy
 from noti.recipients.request import NoticeRequest, parse_request, refused
 from noti.recipients.snapshot import Snapshot, Snapshots
 from noti.recipients.store import NOTICE_MARK, RecipientStore
@@ -114,46 +113,15 @@ class Notices:
         self.recipients = RecipientStore(runtime.redis, runtime.keys)
         self.templates = TemplateStore(runtime.redis, runtime.keys)
         self.snapshots = Snapshots(runtime.keys, self.templates)
-        self._quiet: tuple[Any, str] | None = None
+        settings = runtime.settings
+        self.quiet = QuietPolicy(
+            settings.quiet_hours, settings.recipient_timezone, settings.quiet_bypass_level
+        )
         self._script = load_script(runtime.redis, "notify")
         # the hot path's one command on a connection kept between calls (as notify() does)
         self._held = HeldConnection(runtime.redis)
         self._added: dict[tuple[Any, str | None], str] = {}
         self.digests: DigestSink | None = None
-
-    def quiet_default(self) -> tuple[Any, str]:
-        """The operator's quiet hours and timezone (checked once: settings never change under
-        a runtime).
-
-        Raises:
-            InvalidConfig: ``NOTI_QUIET_HOURS`` or ``NOTI_RECIPIENT_TIMEZONE`` is bad.
-        """
-        if self._quiet is not None:
-            return self._quiet
-        settings = self.runtime.settings
-        try:
-            window = parse_quiet(settings.quiet_hours) if settings.quiet_hours else None
-            zone = parse_timezone(settings.recipient_timezone)
-        except InvalidInput as exc:
-            raise InvalidConfig(f"NOTI_QUIET_HOURS / NOTI_RECIPIENT_TIMEZONE: {exc.message}") from None
-        self._quiet = (window, zone)
-        return self._quiet
-
-    def held_until(self, recipient: Recipient, category: Category, level: int, at_ms: int) -> int:
-        """When the recipient's quiet hours end if ``at_ms`` falls inside them and nothing
-        lets the notice through (a critical category, a level at or above
-        ``NOTI_QUIET_BYPASS_LEVEL``); else 0."""
-        if category.critical or level >= self.runtime.settings.quiet_bypass_level:
-            return 0
-        if recipient.quiet_hours == QUIET_OFF:
-            return 0
-        default_window, default_zone = self.quiet_default()
-        window = (
-            default_window if recipient.quiet_hours == QUIET_DEFAULT else parse_quiet(recipient.quiet_hours)
-        )
-        if window is None:
-            return 0
-        return held_until_ms(window, recipient.timezone or default_zone, at_ms) or 0
 
     # --- the calls --------------------------------------------------------------------------
 
@@ -248,7 +216,13 @@ class Notices:
             level = min(level, request.level_cap)
         # quiet hours are read at the time the notice is due (a delay or an eta may land in them)
         due = due_ms(delay=request.delay, eta=request.eta, now_ms=created)
-        held = self.held_until(profile, category, level, max(due, created))
+        held = self.quiet.held_until(
+            profile.quiet_hours,
+            profile.timezone,
+            critical=category.critical,
+            level=level,
+            at_ms=max(due, created),
+        )
         for channel in order:
             address = profile.primary(channel)
             if address is None:

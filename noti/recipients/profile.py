@@ -31,7 +31,7 @@ from noti.core.record import parse_channel, validate_target
 from noti.errors import InvalidInput, NotiError
 from noti.inputs import bad_character, load_json, plain_json, shown
 from noti.recipients.locales import parse_locale
-from noti.recipients.quiet import parse_quiet, parse_timezone
+from noti.recipients.quiet import QUIET_DEFAULT, QUIET_OFF, parse_quiet, parse_timezone
 
 __all__ = [
     "ADDRESSES_MAX",
@@ -50,7 +50,6 @@ ADDRESSES_MAX = 8
 ATTRIBUTES_MAX_BYTES = 16 * 1024
 PROFILE_MAX_BYTES = 64 * 1024
 #: ``quiet_hours`` values: the operator's default (``NOTI_QUIET_HOURS``), or none at all.
-QUIET_DEFAULT, QUIET_OFF = "default", "off"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,127}")
 #: The keys a profile has; anything else is refused (a typo must not be kept silently).
 _KEYS = frozenset({"id", "addresses", "locale", "timezone", "quiet_hours", "attributes"})

@@ -36,11 +36,23 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from noti.errors import InvalidInput
+from noti.errors import InvalidConfig, InvalidInput
 from noti.inputs import bad_character, shown
 
-__all__ = ["TIMEZONE_MAX_LEN", "QuietHours", "held_until_ms", "next_at_ms", "parse_quiet", "parse_timezone"]
+__all__ = [
+    "QUIET_DEFAULT",
+    "QUIET_OFF",
+    "TIMEZONE_MAX_LEN",
+    "QuietHours",
+    "QuietPolicy",
+    "held_until_ms",
+    "next_at_ms",
+    "parse_quiet",
+    "parse_timezone",
+]
 
+#: A profile's ``quiet_hours`` that means the operator's (``NOTI_QUIET_HOURS``), or none.
+QUIET_DEFAULT, QUIET_OFF = "default", "off"
 #: Longest time zone name accepted (the tz database's longest is 32 characters).
 TIMEZONE_MAX_LEN = 64
 
@@ -220,6 +232,44 @@ def held_until_ms(quiet: QuietHours, timezone: str, now_ms: int) -> int | None:
                 following = _window(quiet, day + _DAY, zone)
             return end_ms
     return None
+
+
+class QuietPolicy:
+    """The operator's quiet hours, timezone and bypass level (read once: settings never change
+    under a runtime), and whether they hold a notice."""
+
+    def __init__(self, quiet_hours: str | None, timezone: str, bypass_level: int) -> None:
+        self._given = (quiet_hours, timezone)
+        self.bypass_level = bypass_level
+        self._checked: tuple[QuietHours | None, str] | None = None
+
+    def default(self) -> tuple[QuietHours | None, str]:
+        """The operator's quiet hours (None: none) and timezone.
+
+        Raises:
+            InvalidConfig: ``NOTI_QUIET_HOURS`` or ``NOTI_RECIPIENT_TIMEZONE`` is bad.
+        """
+        if self._checked is None:
+            quiet_hours, timezone = self._given
+            try:
+                self._checked = (parse_quiet(quiet_hours) if quiet_hours else None, parse_timezone(timezone))
+            except InvalidInput as exc:
+                raise InvalidConfig(f"NOTI_QUIET_HOURS / NOTI_RECIPIENT_TIMEZONE: {exc.message}") from None
+        return self._checked
+
+    def held_until(
+        self, quiet_hours: str, timezone: str | None, *, critical: bool, level: int, at_ms: int
+    ) -> int:
+        """When a recipient's quiet hours (``quiet_hours`` of their profile, in ``timezone``)
+        end if ``at_ms`` falls inside them and nothing lets the notice through (a critical
+        category, a level at or above the bypass level); else 0."""
+        if critical or level >= self.bypass_level or quiet_hours == QUIET_OFF:
+            return 0
+        default_window, default_zone = self.default()
+        window = default_window if quiet_hours == QUIET_DEFAULT else parse_quiet(quiet_hours)
+        if window is None:
+            return 0
+        return held_until_ms(window, timezone or default_zone, at_ms) or 0
 
 
 def next_at_ms(at: time, timezone: str, now_ms: int) -> int:
