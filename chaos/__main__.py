@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from chaos.digests import run_digests
 from chaos.plan import FULL, SHORT, build_plan
 from chaos.reconcile import reconcile
 from chaos.report import details, table
@@ -44,13 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", action="store_true", help="keep the work directories (logs) of passing runs"
     )
+    parser.add_argument(
+        "--digests",
+        choices=("on", "off", "only"),
+        default="on",
+        help="the digest scenario (appendfsync always) after the runs (default), not at all, or alone",
+    )
     args = parser.parse_args(argv)
     size = SHORT if args.short else FULL
     plan = build_plan(args.seed, size, notifications=args.n)
     modes = ("everysec", "always") if args.fsync == "both" else (args.fsync,)
     reports, workdirs = [], []
     began = time.time()
-    for fsync in modes:
+    for fsync in modes if args.digests != "only" else ():
         print(f"chaos: {fsync}, seed {args.seed}, {plan.intents:,} notifications", flush=True)
         data = run(plan, fsync=fsync, crash=args.crash, log=lambda line: print(line, flush=True))
         report = reconcile(data)
@@ -60,10 +67,21 @@ def main(argv: list[str] | None = None) -> int:
             f"  [{fsync}] {'PASS' if report.ok else 'FAIL'} in {data.finished_s - data.started_s:.0f} s",
             flush=True,
         )
+    digest_report = None
+    if args.digests != "off":
+        events, produce_s = (400, 12.0) if args.short else (3000, 30.0)
+        print(f"chaos: digests, always, seed {args.seed}, {events:,} events", flush=True)
+        digest_report, digest_dir = run_digests(
+            fsync="always", seed=args.seed, events=events, produce_s=produce_s, crash=args.crash,
+            log=lambda line: print(line, flush=True),
+        )  # fmt: skip
     print()
-    print(table(plan, reports))
+    if reports:
+        print(table(plan, reports))
     for report in reports:
         print(details(report))
+    if digest_report is not None:
+        print(digest_report.table())
     path = args.json or RESULTS / ("chaos-short.json" if args.short else "chaos.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     document = {
@@ -73,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "crash": args.crash,
         "plan": {"calls": len(plan.calls), "faults": len(plan.faults), "kinds": plan.kinds},
         "runs": [r.as_json() for r in reports],
+        "digests": digest_report.as_json() if digest_report is not None else None,
         "elapsed_s": round(time.time() - began, 1),
     }
     path.write_text(json.dumps(document, indent=2, default=str))
@@ -82,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             print(f"logs of the {report.fsync} run: {workdir / 'logs'}")
-    return 0 if all(r.ok for r in reports) else 1
+    if digest_report is not None:
+        if digest_report.ok and not args.keep:
+            shutil.rmtree(digest_dir, ignore_errors=True)
+        else:
+            print(f"logs of the digest run: {digest_dir / 'logs'}")
+    digests_ok = digest_report is None or digest_report.ok
+    return 0 if all(r.ok for r in reports) and digests_ok else 1
 
 
 if __name__ == "__main__":

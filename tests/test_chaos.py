@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,7 +226,18 @@ def test_the_short_chaos_run_loses_nothing_and_explains_every_duplicate(tmp_path
         pytest.skip("redis-server is not installed")
     path = tmp_path / "chaos.json"
     done = subprocess.run(
-        [sys.executable, "-m", "chaos", "--short", "--fsync", "always", "--json", str(path)],
+        [
+            sys.executable,
+            "-m",
+            "chaos",
+            "--short",
+            "--fsync",
+            "always",
+            "--digests",
+            "off",
+            "--json",
+            str(path),
+        ],
         cwd=ROOT,
         env={k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
         capture_output=True,
@@ -241,3 +253,50 @@ def test_the_short_chaos_run_loses_nothing_and_explains_every_duplicate(tmp_path
     assert counts["delivered"] + counts.get("failed", 0) + counts.get("invalid", 0) == counts["ids_returned"]
     assert run["faults"]["worker_sigkills"] == 2 and len(run["faults"]["redis_restarts"]) == 1
     assert not run["faults"]["crashes"]
+
+
+def test_the_short_digest_chaos_run_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    if shutil.which("redis-server") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is needed")
+        pytest.skip("redis-server is not installed")
+    path = tmp_path / "chaos.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", "--short", "--digests", "only", "--json", str(path)],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
+    digests = json.loads(path.read_text())["digests"]
+    assert digests["ok"] and digests["events_acknowledged"] >= 200, digests
+    assert digests["events_lost"] == digests["events_doubled"] == digests["digests_doubled"] == []
+    assert digests["windows"] == digests["digest_records"] > 20, digests
+    assert digests["worker_kills"] >= 2 and digests["redis_kills"] == 2, digests
+
+
+def _digest_verdict(
+    records: list[tuple[str, str, str, tuple[int, ...]]], acked: list[int], accepted: dict[str, int]
+) -> Any:
+    from chaos.digests import DigestRecord, DigestReport, judge
+
+    report = DigestReport("always")
+    judge(report, [DigestRecord(*r) for r in records], {n: "w" for n in acked}, [], accepted, 0)
+    return report
+
+
+def test_the_digest_verdicts_pass_a_clean_run_and_fail_each_fault() -> None:
+    clean = [("r1", "w1", "done", (1, 2)), ("r2", "w2", "dead", (3,))]
+    assert _digest_verdict(clean, [1, 2, 3], {"r1": 1}).ok
+    lost = _digest_verdict(clean, [1, 2, 3, 4], {})
+    assert not lost.ok and lost.events_lost == [4]
+    doubled = _digest_verdict([*clean, ("r3", "w3", "done", (2,))], [1, 2, 3], {})
+    assert not doubled.ok and doubled.events_doubled == [2]
+    two_notices = _digest_verdict([*clean, ("r3", "w1", "done", ())], [1, 2, 3], {})
+    assert not two_notices.ok and two_notices.digests_doubled == ["w1"]
+    sent_twice = _digest_verdict(clean, [1, 2, 3], {"r1": 2})
+    assert not sent_twice.ok and sent_twice.digests_doubled == ["r1"]
+    stuck = _digest_verdict([("r1", "w1", "waiting", (1,))], [1], {})
+    assert not stuck.ok and stuck.not_final == ["r1"]

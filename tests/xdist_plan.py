@@ -36,6 +36,7 @@ PROCESS_FIXTURES = frozenset({"spawn_worker", "api", "deployment"})
 LONGEST = (
     "tests/test_bench_smoke.py::",
     "tests/test_chaos.py::test_the_short_chaos_run",
+    "tests/test_chaos.py::test_the_short_digest_chaos_run",
     "tests/test_http_schema.py::",
     "tests/test_hostile_input.py::",
     "tests/test_sentinel.py::test_workers_beat",
