@@ -396,7 +396,7 @@ def test_categories_are_read_by_everyone_and_written_by_root_members_only(
                     "description": "Orders", "throttle": None}  # fmt: skip
     throttled = {"throttle": {"limit": 5, "period": "1h", "over": "delay"}}
     assert ok(ops.put("/v1/categories/social", json=throttled))["throttle"] == {
-        "limit": 5, "period": 3600.0, "over": "delay"}  # fmt: skip
+        "limit": 5, "period": 3600.0, "over": "delay", "template": None}  # fmt: skip
     assert ok(ops.delete("/v1/categories/social")) == {"name": "social", "deleted": True}
     assert ok(alice.get("/v1/categories/orders")) == made
     assert [c["name"] for c in ok(alice.get("/v1/categories"))["categories"]] == ["general", "orders"]

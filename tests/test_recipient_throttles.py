@@ -6,6 +6,7 @@ delayed to the first moment it fits."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -95,12 +96,18 @@ def test_a_delaying_throttle_spreads_the_sends_and_every_one_goes(rt: Any, worke
     made = burst("42", 2)
     assert states(made) == ["queued"] * 2 + ["throttled"] * 6
     # then: the send times keep any second to 2, and all 8 are sent
-    due = sorted(
-        rt.store.get(e.record).lease_until_ms or rt.store.get(e.record).created_ms
-        for n in made
-        for e in n.entries
-    )
+    # (the times the throttle noted: a queued record's own created_ms is its builder's clock)
+    from noti.api import notifier
+
+    owner = notifier().user(None).name
+    noted = rt.redis.zrange(rt.keys.throttle(owner, "42", "social", "sms"), 0, -1, withscores=True)
+    due = sorted(int(score) for _, score in noted)
+    assert len(due) == 8
     assert all(later - earlier >= 1000 for earlier, later in zip(due, due[2:], strict=False)), due
+    delayed = sorted(
+        rt.store.get(e.record).lease_until_ms for n in made for e in n.entries if e.state == "throttled"
+    )
+    assert delayed == due[2:]
     wait_until(lambda: len(read_outbox(rt.redis, rt.keys, "sandbox")) == 8, timeout=20)
     assert counts(rt)[("throttled", ("social", "sms", "delay"))] == 6
 
@@ -144,3 +151,39 @@ def test_a_throttle_reads_back_with_its_category(rt: Any) -> None:
     declare({"limit": 3, "period": "1h", "over": "delay"})
     [social] = [c for c in recipients.list_categories() if c.name == "social"]
     assert social.to_dict()["throttle"] == {"limit": 3, "period": 3600.0, "over": "delay"}
+
+
+def test_a_digesting_throttle_puts_what_is_over_it_into_one_digest_sent_when_it_fits(rt: Any) -> None:
+    from noti.recipients.api import recipients as api
+
+    # given: at most 2 per second on each channel, what is over it digested through social_digest
+    text = "{{ count }} more: {% for e in events %}{{ e.n }} {% endfor %}"
+    recipients.put_template(
+        "social_digest", {"default_locale": "en", "channels": {"sms": {"en": {"text": text}}}}
+    )
+    declare({"limit": 2, "period": 1, "over": "digest", "template": "social_digest"})
+    # when: five notices at once
+    made = burst("42", 5, producers=1)
+    # then: two sent, three into one digest window (their "record": the notice it will make)
+    assert states(made) == ["digested"] * 3 + ["queued"] * 2
+    windows = {e.record for n in made for e in n.entries if e.state == "digested"}
+    assert len(windows) == 1
+    [window] = windows
+    assert counts(rt)[("throttled", ("social", "sms", "digest"))] == 3
+    # the window is due when a send fits again; its notice is the digest, on SMS alone
+    done = api().digests.tick(now=int(time.time() * 1000) + 1001)
+    assert done.made == [window]
+    digest = noti.get_notice(window)
+    [entry] = digest.entries
+    assert entry.channel == "sms" and entry.state in ("queued", "throttled")  # never digested again
+    assert rt.store.get(entry.record).fields["text"] == "3 more: 2 3 4 "
+
+
+def test_a_digesting_throttle_needs_its_template() -> None:
+    from noti.recipients.categories import parse_category
+
+    for throttle in ({"limit": 1, "period": 60, "over": "digest"},
+                     {"limit": 1, "period": 60, "over": "drop", "template": "t"},
+                     {"limit": 1, "period": 60, "over": "digest", "template": "bad name"}):  # fmt: skip
+        with pytest.raises(InvalidInput, match="throttle.template"):
+            parse_category("social", {"throttle": throttle})

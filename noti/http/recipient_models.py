@@ -165,7 +165,8 @@ class ThrottleOut(BaseModel):
 
     limit: int
     period: float = Field(description="Seconds")
-    over: str = Field(description="drop (an invalid record) or delay (due when it fits)")
+    over: str = Field(description="drop (an invalid record), delay (due when it fits) or digest")
+    template: str | None = Field(None, description="The digest's template (over digest)")
 
 
 class CategoryOut(BaseModel):
@@ -286,8 +287,8 @@ class NoticeChannelOut(BaseModel):
 
     channel: str
     state: str = Field(
-        description="queued, held, scheduled, throttled, fallback, suppressed, off, unused, noaddress "
-        "or notemplate"
+        description="queued, held, scheduled, throttled, digested (its record: the digest window), "
+        "fallback, suppressed, off, unused, noaddress or notemplate"
     )
     record: str | None = Field(description="The record made for it, if any")
     reason: str | None = Field(description="Why it was suppressed: optout, suppressed or throttled")

@@ -6,42 +6,48 @@
 -- queue messages and counters once per key at the end (a notice's own keys are written as
 -- it is decided), so a notice costs Redis little more than its records.
 -- KEYS: 1 all index, 2 waiting index, 3 delayed set, 4 counters hash, 5 status index 1,
--- 6 status index -1, 7 the categories hash; then per notice from offset k: k+1 the
--- recipient's hash, +2 the notice's hash, +3 the recipient's log, +4 the notice's idempotency
--- key (the notice key again when none), +5 its records' creator index, +6 the template's
--- hash; then per candidate c (from 0): k+7+4c its record, +8+4c the queue list of its
--- message (any key when it has none), +9+4c the suppression set of its channel, +10+4c the
--- recipient's throttle set of the category on its channel (send times; the next notice
--- starts at k + 6 + 4 * candidates).
+-- 6 status index -1, 7 the categories hash, 8 the digests' due set; then per notice from
+-- offset k: k+1 the recipient's hash, +2 the notice's hash, +3 the recipient's log, +4 the
+-- notice's idempotency key (the notice key again when none), +5 its records' creator index,
+-- +6 the template's hash, +7 the owner's index of open digest windows; then per candidate c
+-- (from 0): k+8+5c its record, +9+5c the queue list of its message (any key when it has
+-- none), +10+5c the suppression set of its channel, +11+5c the recipient's throttle set of
+-- the category on its channel (send times), +12+5c the digest (hash) a throttle that digests
+-- puts what is over it into (the next notice starts at k + 7 + 5 * candidates).
 -- ARGV: 1 now ms, 2 how long a notice is kept (ms; a recipient's log drops older entries; a
--- notice with an idempotency key is kept at least as long as its key); then per notice from
--- offset a: a+1 notice id, +2 its idempotency key's time-to-live in ms ('0': it has none;
--- an idempotency key, a deduplication key or a digest window's), +3 mode ('all': every channel the preferences allow; 'chain': the
--- first allowed, the next one its fallback), +4 category, +5 '1' when the recipient's
--- preferences apply, +6 the fallback's wait in ms (chain), +7 the profile's version the
--- records were made from, +8 the template's stamp ("<current> <ct>"; "\0": a version the
--- caller named, not checked), +9 the category's text ("" = none stored), +10 '1' when quiet
--- hours hold the notice (its records are due when they end), +11 its candidates, +12 the
--- category's throttle limit (0: none), +13 its period in ms, +14 what goes over it ('drop':
--- an invalid record; 'delay': due when it fits), +15 h, then h field, value pairs of the
--- notice; then per candidate from offset b: b+1 channel,
--- +2 record id, +3 target, +4 the category's default on the channel ('1' on, '0' off),
--- +5 level, +6 due ms (0 = now), +7 its delivery message ("" = none), +8 its "added" counter
--- field, +9 n, then its n hash field, value pairs (the next candidate, or notice, starts at
--- b + 9 + 2n).
+-- notice with an idempotency key is kept at least as long as its key), 3 the prefix of digest
+-- windows' event lists, 4 how many events a digest window keeps in full; then per notice
+-- from offset a: a+1 notice id, +2 its idempotency key's time-to-live in ms ('0': it has
+-- none; an idempotency key, a deduplication key or a digest window's), +3 mode ('all': every
+-- channel the preferences allow; 'chain': the first allowed, the next one its fallback),
+-- +4 category, +5 '1' when the recipient's preferences apply, +6 the fallback's wait in ms
+-- (chain), +7 the profile's version the records were made from, +8 the template's stamp
+-- ("<current> <ct>"; "\0": a version the caller named, not checked), +9 the category's text
+-- ("" = none stored), +10 '1' when quiet hours hold the notice (its records are due when
+-- they end), +11 its candidates, +12 the category's throttle limit (0: none), +13 its period
+-- in ms, +14 what goes over it ('drop': an invalid record; 'delay': due when it fits;
+-- 'digest': into the digest, no record), +15 the notice as a digest event (JSON; "" unless
+-- the throttle digests), +16 h, then h field, value pairs of the notice; then per candidate
+-- from offset b: b+1 channel, +2 record id, +3 target, +4 the category's default on the
+-- channel ('1' on, '0' off), +5 level, +6 due ms (0 = now), +7 its delivery message ("" =
+-- none), +8 its "added" counter field, +9 a digest window id for a digest it opens, +10 what
+-- that window's notice is made with (JSON; "" unless the throttle digests), +11 n, then its n
+-- hash field, value pairs (the next candidate, or notice, starts at b + 11 + 2n).
 -- Returns per notice: {0, notice id} when the idempotency key names a notice already; {-1}
 -- when the recipient is gone; {-2, doc, version, current, ct, category text} when the
 -- profile, the template or the category changed since they were read (nothing of it written:
 -- the caller makes the notice again from these); else {1, then per candidate: its state, its
 -- record id or ""}. States: queued, held (due when quiet hours end), scheduled (a delay or an
--- eta), throttled (due when the category's throttle lets it through), fallback (stands by for
--- the one before it), suppressed:<why> (optout: their preference; suppressed: the channel's
--- suppression list; throttled: over the category's throttle; a record made invalid), off (the
--- category is off on the channel for them: no record), unused (the chain had two already: no
--- record).
+-- eta), throttled (due when the category's throttle lets it through), digested (over the
+-- throttle, into its digest: the "record" is the digest window, the notice it will make),
+-- fallback (stands by for the one before it), suppressed:<why> (optout: their preference;
+-- suppressed: the channel's suppression list; throttled: over the category's throttle; a
+-- record made invalid), off (the category is off on the channel for them: no record), unused
+-- (the chain had two already: no record).
 --#include tally.lua
 --#include preference.lua
 local now, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
+local events_prefix, events_kept = ARGV[3], tonumber(ARGV[4])
 local trim_before = '(' .. string.format('%d', now - keep)
 local counts, later, pushes, answers = {}, {}, {}, {}
 -- the template and category texts compared once per batch
@@ -69,8 +75,9 @@ local function push_later(key, message)
 end
 
 -- A category's throttle on one channel of one recipient (tkey: its send times): at the time
--- `at`, is a send over `limit` in any `period`? 'drop' (nothing noted), or 'delay' and the
--- first time it fits (noted as a send then), or nil (noted at `at`).
+-- `at`, is a send over `limit` in any `period`? 'drop' (nothing noted); 'delay' and the first
+-- time it fits (noted as a send then); 'digest' and the first time a send fits (nothing noted:
+-- the notice goes into the digest, due then); or nil (noted at `at`).
 local function throttle(tkey, at, id, limit, period, over)
   redis.call('ZREMRANGEBYSCORE', tkey, '-inf', '(' .. string.format('%d', now - period))
   local from = '(' .. string.format('%d', at - period)
@@ -80,10 +87,14 @@ local function throttle(tkey, at, id, limit, period, over)
     if over == 'drop' then
       return 'drop', at
     end
+    local sends = redis.call('ZRANGEBYSCORE', tkey, from, '+inf', 'WITHSCORES')
+    local free = math.max(at, tonumber(sends[2 * (n - limit + 1)]) + period)
+    if over == 'digest' then -- nothing is sent now: the digest is due when a send fits
+      return 'digest', free
+    end
     -- the sends noted from `at - period` on, oldest first: it fits a period after the one
     -- `limit - 1` sends before the last, and after the last
-    local sends = redis.call('ZRANGEBYSCORE', tkey, from, '+inf', 'WITHSCORES')
-    at = math.max(at, tonumber(sends[2 * (n - limit + 1)]) + period, tonumber(sends[2 * n]))
+    at = math.max(free, tonumber(sends[2 * n]))
     result = 'delay'
   end
   redis.call('ZADD', tkey, at, id)
@@ -91,16 +102,33 @@ local function throttle(tkey, at, id, limit, period, over)
   return result, at
 end
 
+-- Put a notice over its throttle into the digest hkey (its window opened when none is, due
+-- at `due`, as digest_add.lua does); the window.
+local function digest_put(hkey, owner_index, window, doc, event, due)
+  local open = redis.call('HGET', hkey, 'w')
+  if not open then
+    open = window
+    redis.call('HSET', hkey, 'w', open, 'due', string.format('%d', due), 'n', '0', 'doc', doc,
+      'opened', string.format('%d', now), 'first', '0')
+    redis.call('ZADD', KEYS[8], due, hkey)
+    redis.call('ZADD', owner_index, due, hkey)
+  end
+  if redis.call('HINCRBY', hkey, 'n', 1) <= events_kept then
+    redis.call('RPUSH', events_prefix .. open, event)
+  end
+  return open
+end
+
 -- one notice whose keys start at k and arguments at a; its answer, and where the next starts
 local function notice(k, a)
   local notice_id, key_ttl, chain, category = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3] == 'chain', ARGV[a + 4]
   local keyed = key_ttl ~= '0'
-  local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 15])
+  local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 16])
   local limit, period, over = tonumber(ARGV[a + 12]), tonumber(ARGV[a + 13]), ARGV[a + 14]
-  local next_k, b = k + 6 + 4 * candidates, a + 15 + 2 * h
+  local next_k, b = k + 7 + 5 * candidates, a + 16 + 2 * h
   local skip_b = b
   for _ = 1, candidates do
-    skip_b = skip_b + 9 + 2 * tonumber(ARGV[skip_b + 9])
+    skip_b = skip_b + 11 + 2 * tonumber(ARGV[skip_b + 11])
   end
   if keyed then
     local existing = redis.call('GET', KEYS[k + 4])
@@ -141,7 +169,7 @@ local function notice(k, a)
   local creator_index = KEYS[k + 5]
 
   local function store(c, key, id, n, waiting, due, message, errmsg)
-    redis.call('HSET', key, unpack(ARGV, b + 10, b + 9 + 2 * n))
+    redis.call('HSET', key, unpack(ARGV, b + 12, b + 11 + 2 * n))
     add_later(KEYS[1], now, id)
     add_later(creator_index, now, id)
     log[#log + 1] = now
@@ -153,7 +181,7 @@ local function notice(k, a)
         redis.call('HSET', key, 'noti_timeout_at', string.format('%d', due))
         add_later(KEYS[3], due, id)
       elseif message ~= '' then
-        push_later(KEYS[k + 8 + 4 * c], message)
+        push_later(KEYS[k + 9 + 5 * c], message)
       end
       count(counts, ARGV[b + 8])
     else
@@ -163,13 +191,13 @@ local function notice(k, a)
   end
 
   for c = 0, candidates - 1 do
-    local key, channel, id, target = KEYS[k + 7 + 4 * c], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
-    local n = tonumber(ARGV[b + 9])
+    local key, channel, id, target = KEYS[k + 8 + 5 * c], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+    local n = tonumber(ARGV[b + 11])
     local due = tonumber(ARGV[b + 6])
     local why = nil
     if chain and picked >= 2 then
       why = 'unused'
-    elseif redis.call('SISMEMBER', KEYS[k + 9 + 4 * c], target) == 1 then
+    elseif redis.call('SISMEMBER', KEYS[k + 10 + 5 * c], target) == 1 then
       why = 'suppressed'
     elseif enforced then
       why = preference_out(rkey, category, channel, ARGV[b + 4], true)
@@ -195,9 +223,13 @@ local function notice(k, a)
     else
       local throttled, at = nil, due
       if limit > 0 then
-        throttled, at = throttle(KEYS[k + 10 + 4 * c], math.max(due, now), id, limit, period, over)
+        throttled, at = throttle(KEYS[k + 11 + 5 * c], math.max(due, now), id, limit, period, over)
       end
-      if throttled == 'drop' then
+      if throttled == 'digest' then
+        local window = digest_put(KEYS[k + 12 + 5 * c], KEYS[k + 7], ARGV[b + 9], ARGV[b + 10], ARGV[a + 15], at)
+        count(counts, 'throttled|' .. category .. '|' .. channel .. '|digest')
+        state, made = 'digested', window
+      elseif throttled == 'drop' then
         store(c, key, id, n, false, 0, '', 'e.noti.pref.throttled: over the ' .. category .. ' throttle on '
           .. channel .. ' (' .. limit .. ' per ' .. (period / 1000) .. ' s)')
         count(counts, 'throttled|' .. category .. '|' .. channel .. '|drop')
@@ -221,9 +253,9 @@ local function notice(k, a)
     made_of[#made_of + 1] = state .. ' ' .. made
     out[#out + 1] = state
     out[#out + 1] = made
-    b = b + 9 + 2 * n
+    b = b + 11 + 2 * n
   end
-  for i = a + 16, a + 15 + 2 * h do
+  for i = a + 17, a + 16 + 2 * h do
     made_of[#made_of + 1] = ARGV[i]
   end
   local nkey = KEYS[k + 2]
@@ -239,7 +271,7 @@ local function notice(k, a)
   return out, next_k, b
 end
 
-local k, a = 7, 2
+local k, a = 8, 4
 while a < #ARGV do
   local answer
   answer, k, a = notice(k, a)

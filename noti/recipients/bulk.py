@@ -20,7 +20,8 @@ from noti.redis.outage import translate_errors
 from noti.redis.pipelines import ScriptPipeline
 
 if TYPE_CHECKING:
-    from noti.recipients.notices import Notices, _Prepared
+    from noti.recipients.notices import Notices
+    from noti.recipients.notify_call import _Prepared
 
 __all__ = ["BULK_BATCH", "NoticeBatch", "notify_many"]
 
@@ -82,7 +83,7 @@ def notify_many(
             with translate_errors(client):
                 pipe.send(
                     [
-                        notices.call_of(ready[i : i + PER_CALL], now_ms())
+                        notices.calls.call_of(ready[i : i + PER_CALL], now_ms())
                         for i in range(0, len(ready), PER_CALL)
                     ]
                 )

@@ -30,6 +30,7 @@ from typing import Any
 from noti.core.record import parse_channel
 from noti.errors import InvalidInput, NotiError
 from noti.inputs import check_text, duration_ms, integer, load_json, shown
+from noti.recipients.templates import TEMPLATE_NAME
 
 __all__ = ["GENERAL", "Category", "category_name", "parse_category"]
 
@@ -60,7 +61,7 @@ def category_name(value: object) -> str:
 
 
 #: What a throttle does with a notification over its limit.
-THROTTLE_OVER = ("drop", "delay")
+THROTTLE_OVER = ("drop", "delay", "digest")
 #: The largest limit a throttle may set.
 THROTTLE_LIMIT_MAX = 10_000
 
@@ -68,14 +69,19 @@ THROTTLE_LIMIT_MAX = 10_000
 @dataclass(frozen=True, slots=True)
 class Throttle:
     """At most ``limit`` notifications per recipient and channel in any ``period_ms``; one over
-    it is dropped (an invalid record saying so) or delayed to the first moment it fits."""
+    it is dropped (an invalid record saying so), delayed to the first moment it fits, or put
+    into a digest made through ``template`` when the throttle lets one through."""
 
     limit: int
     period_ms: int
     over: str
+    template: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"limit": self.limit, "period": self.period_ms / 1000, "over": self.over}
+        out: dict[str, Any] = {"limit": self.limit, "period": self.period_ms / 1000, "over": self.over}
+        if self.template is not None:
+            out["template"] = self.template
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +196,7 @@ def _throttle(value: object) -> Throttle | None:
         return None
     if not isinstance(value, Mapping):
         raise _bad(f"throttle is an object of limit, period and over, got {shown(value)}")
-    unknown = sorted(str(k) for k in value if k not in ("limit", "period", "over"))
+    unknown = sorted(str(k) for k in value if k not in ("limit", "period", "over", "template"))
     if unknown:
         raise _bad(f"unknown throttle keys: {', '.join(shown(k) for k in unknown[:5])}")
     limit = integer(
@@ -203,5 +209,10 @@ def _throttle(value: object) -> Throttle | None:
     period = duration_ms(value.get("period"), what="throttle.period", code="e.cmd.noti.cat.bad")
     over = value.get("over", "drop")
     if over not in THROTTLE_OVER:
-        raise _bad(f"throttle.over is drop or delay, got {shown(over)}")
-    return Throttle(limit, period, str(over))
+        raise _bad(f"throttle.over is drop, delay or digest, got {shown(over)}")
+    template = value.get("template")
+    if (over == "digest") != (template is not None):
+        raise _bad("throttle.template names the digest's template: given with over digest, and only then")
+    if template is not None and (not isinstance(template, str) or not TEMPLATE_NAME.fullmatch(template)):
+        raise _bad(f"throttle.template is a template name, got {shown(template)}")
+    return Throttle(limit, period, str(over), template)

@@ -17,10 +17,12 @@ __all__ = ["Notice", "NoticeEntry", "is_notice_id"]
 @dataclass(frozen=True, slots=True)
 class NoticeEntry:
     """One channel of a notice: ``queued``, ``held`` (due at the end of quiet hours),
-    ``scheduled`` (due at the call's delay or eta),
-    ``fallback``, ``suppressed`` (``reason``: ``optout`` or ``suppressed``), ``off`` (the
-    category is off on it for them), ``unused`` (a chain had two already), ``noaddress``,
-    ``notemplate``; the record made, if any."""
+    ``scheduled`` (due at the call's delay or eta), ``throttled`` (due when the category's
+    throttle lets it through), ``digested`` (over the throttle, into its digest: ``record`` is
+    the digest window, the notice it will make), ``fallback``, ``suppressed`` (``reason``:
+    ``optout``, ``suppressed`` or ``throttled``), ``off`` (the category is off on it for them),
+    ``unused`` (a chain had two already), ``noaddress``, ``notemplate``; the record made, if
+    any."""
 
     channel: str
     state: str
@@ -58,7 +60,8 @@ class Notice:
 
     @property
     def records(self) -> list[str]:
-        return [e.record for e in self.entries if e.record]
+        """The records made (not the digest windows of ``digested`` channels)."""
+        return [e.record for e in self.entries if e.record and e.state != "digested"]
 
     def to_dict(self) -> dict[str, Any]:
         return {

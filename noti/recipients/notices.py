@@ -31,17 +31,15 @@ Notice ids are ``n`` + a record-style id (record ids start with a time digit, ne
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from noti.core.delay import due_ms
-from noti.core.record import Notification, new_id, now_ms, parse_level, to_hash
+from noti.core.record import Notification, new_id, now_ms, parse_level
 from noti.errors import InvalidConfig, NotFound, StoreUnavailable
 from noti.inputs import shown
-from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
+from noti.recipients.notify_call import NotifyCalls, _Prepared
 from noti.recipients.quiet import QuietPolicy
 from noti.recipients.request import NoticeRequest, parse_request, refused
 from noti.recipients.snapshot import Snapshot, Snapshots
@@ -49,7 +47,7 @@ from noti.recipients.store import NOTICE_MARK, RecipientStore
 from noti.recipients.templates import TemplateStore
 from noti.recipients.unsubscribe import unsubscribe_url
 from noti.redis.conn import load_script
-from noti.redis.counters import added_field, field
+from noti.redis.counters import field
 from noti.redis.outage import translate_errors
 from noti.redis.pipelines import HeldConnection
 
@@ -67,39 +65,11 @@ STALE, STALE_TRIES = -2, 5
 NO_ADDRESS, NO_TEMPLATE = "noaddress", "notemplate"
 
 
-def _throttle_args(category: Category) -> tuple[int, int, str]:
-    """``notify.lua``'s throttle arguments of a category: limit (0: none), period ms, over."""
-    throttle = category.throttle
-    if throttle is None or category.critical:
-        return 0, 0, ""
-    return throttle.limit, throttle.period_ms, throttle.over
-
-
 class DigestSink(Protocol):
     """Where a digest event goes (:class:`noti.recipients.digests.Digests`, which registers
     itself on the notices it makes its windows' notices through)."""
 
     def add(self, request: NoticeRequest, snapshot: Snapshot) -> Notice: ...
-
-
-#: A notice's ``doc`` field (one encoder: ``json.dumps`` with options makes one per call).
-_DOC = json.JSONEncoder(separators=(",", ":"))
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """A notice ready for ``notify.lua``: its call, and what reading the answer needs."""
-
-    notice: Notice
-    keys: list[str]
-    args: list[Any]
-    records: list[Notification]
-    entries: dict[str, NoticeEntry]
-    locales: dict[str, str]
-    messages: dict[str, tuple[str, str]]
-    order: list[str]
-    #: The category when a deduplication key names the notice (a repeat is counted).
-    dedupe_category: str | None = None
 
 
 class Notices:
@@ -120,7 +90,7 @@ class Notices:
         self._script = load_script(runtime.redis, "notify")
         # the hot path's one command on a connection kept between calls (as notify() does)
         self._held = HeldConnection(runtime.redis)
-        self._added: dict[tuple[Any, str | None], str] = {}
+        self.calls = NotifyCalls(notifier)
         self.digests: DigestSink | None = None
 
     # --- the calls --------------------------------------------------------------------------
@@ -166,7 +136,7 @@ class Notices:
         """
         for _ in range(STALE_TRIES):
             prepared = self._prepare(request, snapshot)
-            keys, args = self.call_of((prepared,), prepared.notice.created_ms)
+            keys, args = self.calls.call_of((prepared,), prepared.notice.created_ms)
             with translate_errors(self.runtime.redis):
                 [answer] = self._held.call_script(self._script, keys, args)
             if answer[0] != STALE:
@@ -284,124 +254,7 @@ class Notices:
             created_ms=created,
             held_until_ms=held,
         )
-        return self._call(notice, request, snapshot, order, entries, locales, records, after_ms)
-
-    def _call(
-        self,
-        notice: Notice,
-        request: NoticeRequest,
-        snapshot: Snapshot,
-        order: list[str],
-        entries: dict[str, NoticeEntry],
-        locales: dict[str, str],
-        records: list[tuple[Notification, str]],
-        after_ms: int,
-    ) -> _Prepared:
-        """A notice's part of a ``notify.lua`` call (see the script for its keys and
-        arguments; :meth:`call_of` puts the parts of one call together)."""
-        k = self.keys
-        publisher = self.notifier.publisher
-        messages: dict[str, tuple[str, str]] = {}
-        if publisher.shares_store:
-            for record, _ in records:
-                if not record.lease_until_ms:
-                    messages[record.id] = publisher.message(
-                        record.id, record.channel, record.level, record.parent
-                    )
-        idem_key, key_ttl = request.once_key(k, int(self.runtime.settings.idempotency_ttl_s * 1000))
-        doc = _DOC.encode(
-            {
-                "owner": notice.owner,
-                "rcpt": notice.recipient,
-                "tmpl": notice.template,
-                "ver": notice.version,
-                "cat": notice.category,
-                "mode": notice.mode,
-                "ct": notice.created_ms,
-                "held": notice.held_until_ms,
-                "order": order,
-                "locales": locales,
-                "skipped": {e.channel: e.state for e in entries.values()},
-            }
-        )
-        notice_key = k.notice(notice.id)
-        keys = [
-            k.recipient(notice.owner, notice.recipient),
-            notice_key,
-            k.recipient_log(notice.owner, notice.recipient),
-            idem_key or notice_key,
-            k.user_index(records[0][0].creator),
-            k.template(notice.owner, notice.template),
-        ]
-        args: list[Any] = [
-            notice.id,
-            key_ttl,
-            notice.mode,
-            notice.category,
-            "1" if snapshot.category.enforced else "0",
-            after_ms,
-            snapshot.profile_version,
-            snapshot.template_stamp,
-            snapshot.category_text,
-            "1" if notice.held_until_ms else "0",
-            len(records),
-            *_throttle_args(snapshot.category),
-            1,
-            "doc",
-            doc,
-        ]
-        for record, default in records:
-            message = messages.get(record.id)
-            record_key = k.record(record.id)
-            keys += [
-                record_key,
-                message[0] if message else record_key,
-                k.suppressed(record.channel.value),
-                k.throttle(notice.owner, notice.recipient, notice.category, record.channel.value),
-            ]
-            fields = to_hash(record)
-            args += [
-                record.channel.value,
-                record.id,
-                record.target,
-                default,
-                record.level,
-                record.lease_until_ms,
-                message[1] if message else "",
-                self._added_field(record),
-                len(fields),
-                *[x for pair in fields.items() for x in pair],
-            ]
-        return _Prepared(
-            notice,
-            keys,
-            args,
-            [r for r, _ in records],
-            entries,
-            locales,
-            messages,
-            order,
-            notice.category if request.dedupe is not None else None,
-        )
-
-    def _added_field(self, record: Notification) -> str:
-        """The ``added`` counter field of ``record`` (kept per channel and provider)."""
-        key = (record.channel, record.provider)
-        found = self._added.get(key)
-        if found is None:
-            found = self._added[key] = added_field(record.channel.value, record.provider)
-        return found
-
-    def call_of(self, parts: Sequence[_Prepared], now: int) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of one ``notify.lua`` call writing ``parts`` at ``now``."""
-        k, settings = self.keys, self.runtime.settings
-        keys = [k.all_index, k.waiting_index, k.delayed, k.metrics, k.status_index(1), k.status_index(-1)]
-        keys.append(k.categories)
-        args: list[Any] = [now, int(settings.notice_keep_s * 1000)]
-        for part in parts:
-            keys += part.keys
-            args += part.args
-        return keys, args
+        return self.calls.part(notice, request, snapshot, order, entries, locales, records, after_ms)
 
     def _finish(self, prepared: _Prepared, answer: Any, *, lean: bool = False) -> Notice:
         """The notice ``notify.lua`` answered for; its queued records' messages announced (or
