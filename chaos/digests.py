@@ -133,7 +133,7 @@ def run_digests(
     report = DigestReport(fsync)
     ledger = Ledger(seed, bad=set(), flaky=set())
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("NOTI_")}
-    settings = {**SETTINGS, "NOTI_DIGEST_TICK_INTERVAL_S": "0.5"}
+    settings = {**SETTINGS, "NOTI_DIGEST_TICK_INTERVAL_S": "0.5"}  # the workers' pump closes them
     with Providers(ledger) as providers:
         cluster = Cluster(workdir, fsync=fsync, crash=crash, env={}, config_for=providers.config)
         cluster.env = {**base_env, **settings, "NOTI_REDIS_URL": cluster.url}

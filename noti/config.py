@@ -250,8 +250,9 @@ class Settings(BaseSettings):
     delivery_unknown_after_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
     #: How often beat marks silent deliveries unknown and posts waiting status callbacks.
     delivery_tick_interval_s: float = Field(default=2.0, gt=0, le=3600)
-    #: How often beat closes the recipients' digest windows that are due and makes their
-    #: notices (a window's notice comes at most this long after it is due).
+    #: How often the workers' delayed-set pump closes the recipients' digest windows that are
+    #: due and makes their notices (a window's notice comes about this long after it is due;
+    #: beat does it every 30 s as well, a backstop).
     digest_tick_interval_s: float = Field(default=1.0, gt=0, le=3600)
     #: How often beat asks the vendors that are polled for the delivery of sent messages.
     receipt_poll_interval_s: float = Field(default=60.0, gt=0, le=86400)

@@ -1,6 +1,7 @@
 """The bootsteps noti adds to a Celery worker (registered by name in :mod:`noti.celery.app`):
-the kombu check before connecting, the delayed-set pump, and the consumer's drain of the
-sends in flight when it stops. Each takes the app from the worker it runs in."""
+the kombu check before connecting, the delayed-set pump (which also closes due digest
+windows), and the consumer's drain of the sends in flight when it stops. Each takes the app
+from the worker it runs in."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ class DelayPump(bootsteps.StartStopStep):
         runtime = get_runtime()
         publisher = Publisher.for_settings(runtime.settings, worker.app, store_redis=runtime.redis)
         periodic: list[tuple[float, Callable[[], object]]] = [
-            (EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor)
+            (EVENT_WATCH_INTERVAL_S, _start_stalled_event_processor),
+            (runtime.settings.digest_tick_interval_s, _close_due_digests),
         ]
         if publisher.writes_wire_format:
             periodic.append((ADOPT_INTERVAL_S, ForeignPriorities(publisher.broker_redis).adopt))
@@ -68,6 +70,20 @@ def _start_stalled_event_processor() -> None:
     from noti.events import events
 
     events().sweep()
+
+
+#: How long one pass of the pump closes digest windows (the next pass goes on).
+DIGEST_PASS_S = 0.5
+
+
+def _close_due_digests() -> None:
+    """Close the recipients' digest windows that are due and make their notices
+    (:mod:`noti.recipients.digests`): in the pump's lock holder, not as a Celery task, so
+    the windows close within ``NOTI_DIGEST_TICK_INTERVAL_S`` without a task a second in
+    Flower (beat's ``noti.maintenance.digest_tick`` is the backstop)."""
+    from noti.recipients.api import recipients
+
+    recipients().digests.tick(budget_s=DIGEST_PASS_S)
 
 
 class DeliveryDrain(bootsteps.StartStopStep):
