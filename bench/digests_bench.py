@@ -19,10 +19,10 @@ import time
 from functools import partial
 from typing import Any
 
-from bench._harness import redis_server
-from bench._noti import FAST, WorkerConfig, noti_env, point_driver, write_config
-from bench._report import Row, attempt, errors_of, paired_ratio, present
+from bench._noti import FAST, WorkerConfig
+from bench._report import Row, errors_of, paired_ratio, present
 from bench._runner import main
+from bench.recipients_bench import interleaved
 
 __all__ = ["scenario_20"]
 
@@ -106,23 +106,15 @@ def scenario_20(
 ) -> list[Row]:
     """Events into open digests, one at a time and in bulk, and the close of many windows."""
     one, many, windows = SIZES["one"][smoke], SIZES["bulk"][smoke], SIZES["close"][smoke]
-    runs = {
-        "digest": partial(one_at_a_time, True, one),
-        "notice": partial(one_at_a_time, False, one),
-        "bulk": partial(bulk, many),
-        "close": partial(close, windows),
-    }
-    samples: dict[str, list[float | None]] = {name: [] for name in runs}
-    errors: dict[str, list[str]] = {name: [] for name in runs}
-    with redis_server() as url:
-        import redis
-
-        point_driver(noti_env(url, write_config()))
-        client = redis.Redis.from_url(url)
-        for rep in range(reps):
-            for name, run in runs.items():
-                client.flushall()
-                samples[name].append(attempt(errors[name], f"{name} rep {rep + 1}", run))
+    samples, errors = interleaved(
+        reps,
+        {
+            "digest": (partial(one_at_a_time, True), one),
+            "notice": (partial(one_at_a_time, False), one),
+            "bulk": (bulk, many),
+            "close": (close, windows),
+        },
+    )
     return [
         Row(
             20,

@@ -30,7 +30,7 @@ from bench._report import Row, attempt, errors_of, paired_ratio, present
 from bench._runner import main
 from bench.enqueue_bench import noti_notify_many
 
-__all__ = ["scenario_19"]
+__all__ = ["interleaved", "scenario_19"]
 
 SIZES = {"one": (20_000, 500), "bulk": (50_000, 2_000), "import": (100_000, 5_000)}
 RECIPIENTS = 1_000
@@ -129,9 +129,11 @@ def import_rate(n: int) -> float:
     return n / elapsed
 
 
-def _interleaved(
+def interleaved(
     reps: int, runs: dict[str, tuple[Callable[[int], float], int]]
 ) -> tuple[dict[str, list[float | None]], dict[str, list[str]]]:
+    """Each run ``reps`` times, interleaved, on one private Redis flushed before each (the
+    driver pointed at it): per run its samples (None: failed) and its errors."""
     samples: dict[str, list[float | None]] = {name: [] for name in runs}
     errors: dict[str, list[str]] = {name: [] for name in runs}
     with redis_server() as url:
@@ -151,7 +153,7 @@ def scenario_19(
 ) -> list[Row]:
     """The recipients layer's cost, one at a time and in bulk, and the profile import rate."""
     one, bulk, imported = SIZES["one"][smoke], SIZES["bulk"][smoke], SIZES["import"][smoke]
-    s, errors = _interleaved(
+    s, errors = interleaved(
         reps,
         {
             "layer": (layer_one_at_a_time, one),

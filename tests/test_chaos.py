@@ -220,32 +220,7 @@ def test_a_debounced_record_sent_with_replaced_content_fails() -> None:
 
 @pytest.mark.slow
 def test_the_short_chaos_run_loses_nothing_and_explains_every_duplicate(tmp_path: Path) -> None:
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is needed")
-        pytest.skip("redis-server is not installed")
-    path = tmp_path / "chaos.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chaos",
-            "--short",
-            "--fsync",
-            "always",
-            "--digests",
-            "off",
-            "--json",
-            str(path),
-        ],
-        cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
-    run = json.loads(path.read_text())["runs"][0]
+    run = _chaos(tmp_path, "--fsync", "always", "--digests", "off")["runs"][0]
     counts = run["counts"]
     assert counts["ids_returned"] >= 1000, counts
     assert counts.get("lost", 0) == 0 and counts.get("stuck", 0) == 0, counts
@@ -255,22 +230,9 @@ def test_the_short_chaos_run_loses_nothing_and_explains_every_duplicate(tmp_path
     assert not run["faults"]["crashes"]
 
 
+@pytest.mark.slow
 def test_the_short_digest_chaos_run_loses_and_doubles_nothing(tmp_path: Path) -> None:
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is needed")
-        pytest.skip("redis-server is not installed")
-    path = tmp_path / "chaos.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "chaos", "--short", "--digests", "only", "--json", str(path)],
-        cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
-    digests = json.loads(path.read_text())["digests"]
+    digests = _chaos(tmp_path, "--digests", "only")["digests"]
     assert digests["ok"] and digests["events_acknowledged"] >= 200, digests
     assert digests["events_lost"] == digests["events_doubled"] == digests["digests_doubled"] == []
     assert digests["windows"] == digests["digest_records"] > 20, digests
@@ -300,3 +262,22 @@ def test_the_digest_verdicts_pass_a_clean_run_and_fail_each_fault() -> None:
     assert not sent_twice.ok and sent_twice.digests_doubled == ["r1"]
     stuck = _digest_verdict([("r1", "w1", "waiting", (1,))], [1], {})
     assert not stuck.ok and stuck.not_final == ["r1"]
+
+
+def _chaos(tmp_path: Path, *args: str) -> Any:
+    """The report of ``python -m chaos --short ARGS`` (it must pass)."""
+    if shutil.which("redis-server") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is needed")
+        pytest.skip("redis-server is not installed")
+    path = tmp_path / "chaos.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", "--short", *args, "--json", str(path)],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
+    return json.loads(path.read_text())

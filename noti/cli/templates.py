@@ -284,14 +284,9 @@ def notify(
     delay: str | None,
     at: str | None,
     key: str | None,
-    digest: str | None,
-    window: str | None,
-    digest_max: str | None,
-    backoff: bool | None,
-    dedupe: str | None,
-    dedupe_window: str | None,
     owner: str | None,
     out: Output,
+    **digest_options: Any,
 ) -> None:
     """Notify a recipient from a template: their profile, preferences, quiet hours and locale
     decide the channels; prints the notice's id (noti get shows it; -json: the notice), and
@@ -313,7 +308,7 @@ def notify(
         idempotency_key=key,
         user=ctx.user,
         owner=owner,
-        **_digest_args(digest, window, digest_max, backoff, dedupe, dedupe_window),
+        **_digest_args(digest_options),
     )
     if out.wants_json or out.quiet:
         show_notice(notice, out)
@@ -328,31 +323,17 @@ def notify(
         click.echo("(the idempotency key named this notice already: nothing new was made)", err=True)
 
 
-def _digest_args(
-    digest: str | None,
-    window: str | None,
-    digest_max: str | None,
-    backoff: bool | None,
-    dedupe: str | None,
-    dedupe_window: str | None,
-) -> dict[str, object]:
-    """``notify``'s digest and deduplication arguments from the options given (the window
-    as seconds when it is a number; ``-dedupe -``: the content's own key)."""
-    given: dict[str, object] = {}
-    if digest is not None:
-        given["digest"] = digest
-    if window is not None:
-        given["window"] = float(window) if window.replace(".", "", 1).isdigit() else window
-    if digest_max is not None:
-        given["digest_max"] = digest_max
-    if backoff is not None:
-        given["backoff"] = backoff
-    if dedupe is not None:
-        given["dedupe"] = True if dedupe == "-" else dedupe
-    if dedupe_window is not None:
-        given["dedupe_window"] = (
-            float(dedupe_window) if dedupe_window.replace(".", "", 1).isdigit() else dedupe_window
-        )
+def _digest_args(options: dict[str, Any]) -> dict[str, object]:
+    """``notify``'s digest and deduplication arguments from the options given (``-digest``,
+    ``-window``, ``-digest-max``, ``-backoff``, ``-dedupe``, ``-dedupe-window``): a window as
+    seconds when it is a number, ``-dedupe -`` the content's own key."""
+    given: dict[str, object] = {k: v for k, v in options.items() if v is not None}
+    for name in ("window", "dedupe_window"):
+        value = given.get(name)
+        if isinstance(value, str) and value.replace(".", "", 1).isdigit():
+            given[name] = float(value)
+    if given.get("dedupe") == "-":
+        given["dedupe"] = True
     return given
 
 
