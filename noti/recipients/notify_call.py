@@ -143,15 +143,15 @@ class NotifyCalls:
         for record, default in records:
             message = messages.get(record.id)
             record_key = k.record(record.id)
-            keys += [
-                record_key,
-                message[0] if message else record_key,
-                k.suppressed(record.channel.value),
-                k.throttle(notice.owner, notice.recipient, notice.category, record.channel.value),
-                k.digest(
-                    notice.owner, notice.recipient, _throttle_digest(notice.category, record.channel.value)
-                ),
-            ]
+            channel = record.channel.value
+            keys += [record_key, message[0] if message else record_key, k.suppressed(channel)]
+            if limit:  # the throttle's keys (any key when the category has none: never read)
+                keys += [
+                    k.throttle(notice.owner, notice.recipient, notice.category, channel),
+                    k.digest(notice.owner, notice.recipient, _throttle_digest(notice.category, channel)),
+                ]
+            else:
+                keys += [record_key, record_key]
             fields = to_hash(record)
             args += [
                 record.channel.value,
