@@ -235,7 +235,8 @@ def test_the_short_digest_chaos_run_loses_and_doubles_nothing(tmp_path: Path) ->
     digests = _chaos(tmp_path, "--digests", "only")["digests"]
     assert digests["ok"] and digests["events_acknowledged"] >= 200, digests
     assert digests["events_lost"] == digests["events_doubled"] == digests["digests_doubled"] == []
-    assert digests["windows"] == digests["digest_records"] > 20, digests
+    # every recipient's events made a digest (how many windows each closed depends on the load)
+    assert digests["windows"] == digests["digest_records"] >= 20, digests
     assert digests["worker_kills"] >= 2 and digests["redis_kills"] == 2, digests
 
 
