@@ -13,24 +13,15 @@
 -- Returns {window id, events in it so far} (1: this event opened the window); {window id,
 -- -1} when the idempotency key named an event already (nothing added).
 --#include tally.lua
+--#include digest_window.lua
 if ARGV[7] ~= '0' then
   local existing = redis.call('GET', KEYS[3])
   if existing then
     return {existing, -1}
   end
 end
-local window = redis.call('HGET', KEYS[1], 'w')
-if not window then
-  window = ARGV[1]
-  redis.call('HSET', KEYS[1], 'w', window, 'due', ARGV[3], 'n', '0', 'doc', ARGV[4], 'opened', ARGV[2],
-    'first', ARGV[10])
-  redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
-  redis.call('ZADD', KEYS[5], ARGV[3], KEYS[1])
-end
-local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-if n <= tonumber(ARGV[6]) then
-  redis.call('RPUSH', ARGV[8] .. window, ARGV[5])
-end
+local window, n = digest_put(KEYS[1], KEYS[2], KEYS[5], ARGV[1], ARGV[3], ARGV[4], ARGV[2], ARGV[10], ARGV[5],
+  tonumber(ARGV[6]), ARGV[8])
 if ARGV[7] ~= '0' then
   redis.call('SET', KEYS[3], window, 'PX', ARGV[7])
 end

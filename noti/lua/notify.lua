@@ -46,6 +46,7 @@
 -- (the chain had two already: no record).
 --#include tally.lua
 --#include preference.lua
+--#include digest_window.lua
 local now, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_prefix, events_kept = ARGV[3], tonumber(ARGV[4])
 local trim_before = '(' .. string.format('%d', now - keep)
@@ -100,23 +101,6 @@ local function throttle(tkey, at, id, limit, period, over)
   redis.call('ZADD', tkey, at, id)
   redis.call('PEXPIRE', tkey, at - now + period)
   return result, at
-end
-
--- Put a notice over its throttle into the digest hkey (its window opened when none is, due
--- at `due`, as digest_add.lua does); the window.
-local function digest_put(hkey, owner_index, window, doc, event, due)
-  local open = redis.call('HGET', hkey, 'w')
-  if not open then
-    open = window
-    redis.call('HSET', hkey, 'w', open, 'due', string.format('%d', due), 'n', '0', 'doc', doc,
-      'opened', string.format('%d', now), 'first', '0')
-    redis.call('ZADD', KEYS[8], due, hkey)
-    redis.call('ZADD', owner_index, due, hkey)
-  end
-  if redis.call('HINCRBY', hkey, 'n', 1) <= events_kept then
-    redis.call('RPUSH', events_prefix .. open, event)
-  end
-  return open
 end
 
 -- one notice whose keys start at k and arguments at a; its answer, and where the next starts
@@ -226,7 +210,8 @@ local function notice(k, a)
         throttled, at = throttle(KEYS[k + 11 + 5 * c], math.max(due, now), id, limit, period, over)
       end
       if throttled == 'digest' then
-        local window = digest_put(KEYS[k + 12 + 5 * c], KEYS[k + 7], ARGV[b + 9], ARGV[b + 10], ARGV[a + 15], at)
+        local window = digest_put(KEYS[k + 12 + 5 * c], KEYS[8], KEYS[k + 7], ARGV[b + 9], string.format('%d', at),
+          ARGV[b + 10], string.format('%d', now), '0', ARGV[a + 15], events_kept, events_prefix)
         count(counts, 'throttled|' .. category .. '|' .. channel .. '|digest')
         state, made = 'digested', window
       elseif throttled == 'drop' then
