@@ -142,7 +142,7 @@ class Digests:
                     now,
                     due,
                     json.dumps(
-                        {**_window_doc(request, now), "user": self.notices.notifier.user(request.user).name},
+                        request.window_doc(user=self.notices.notifier.user(request.user).name, opened=now),
                         separators=(",", ":"),
                     ),
                     json.dumps(
@@ -365,26 +365,6 @@ class Digests:
         )
         request = replace(request, values=values, notice_id=window, made_key=self.keys.digest_made(window))
         return notices._make(request, notices.snapshots.kept(request) or notices._read(request))
-
-
-def _window_doc(request: NoticeRequest, now: int) -> dict[str, Any]:
-    """What a window's notice is made with (the opening event's call)."""
-    return {
-        "digest": request.digest,
-        "owner": request.owner,
-        "rcpt": request.rid,
-        "tmpl": request.template if request.version is None else f"{request.template}@{request.version}",
-        "cat": request.category,
-        "channels": None if request.chain else request.wanted,
-        "chain": request.wanted if request.chain else None,
-        "after_ms": request.after_ms,
-        "locale": request.locale,
-        "lv": parse_level(request.lv),
-        "user": request.user,
-        "level_cap": request.level_cap,
-        "providers": sorted(request.providers_allowed) if request.providers_allowed is not None else None,
-        "opened": now,
-    }
 
 
 def _digest_values(digest: str, events: list[Any], count: int, opened_ms: int, due_ms: int) -> dict[str, Any]:

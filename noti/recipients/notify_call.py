@@ -185,22 +185,14 @@ class NotifyCalls:
         digests may put there: the throttle's ``template``, on the record's channel alone, as
         the call's user."""
         channel = record.channel.value
-        doc = {
-            "digest": _throttle_digest(notice.category, channel),
-            "owner": notice.owner,
-            "rcpt": notice.recipient,
-            "tmpl": template,
-            "cat": notice.category,
-            "channels": [channel],
-            "chain": None,
-            "after_ms": 0,
-            "locale": request.locale,
-            "lv": record.level,
-            "user": self.notifier.user(request.user).name,
-            "level_cap": request.level_cap,
-            "providers": sorted(request.providers_allowed) if request.providers_allowed is not None else None,
-            "opened": notice.created_ms,
-        }
+        doc = request.window_doc(
+            user=self.notifier.user(request.user).name,
+            opened=notice.created_ms,
+            digest=_throttle_digest(notice.category, channel),
+            template=template,
+            channel=channel,
+            level=record.level,
+        )
         return NOTICE_MARK + new_id(notice.created_ms), _DOC.encode(doc)
 
     def _added_field(self, record: Notification) -> str:

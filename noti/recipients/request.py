@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from noti.core.delay import iso_time, validate_idempotency_key
-from noti.core.record import parse_channel
+from noti.core.record import parse_channel, parse_level
 from noti.errors import InvalidInput, NotiError
 from noti.inputs import duration_ms, integer, plain_object, shown
 from noti.recipients.categories import GENERAL, category_name
@@ -218,6 +218,39 @@ class NoticeRequest:
     #: makes it once.
     notice_id: str | None = None
     made_key: str | None = None
+
+    def window_doc(
+        self,
+        *,
+        user: str,
+        opened: int,
+        digest: str | None = None,
+        template: str | None = None,
+        channel: str | None = None,
+        level: int | None = None,
+    ) -> dict[str, Any]:
+        """What a digest window's notice is made with (JSON-ready): this call's template,
+        channels or chain, locale, level and limits, as ``user``; or, for the digest a
+        category's throttle puts what is over it into, ``digest``, ``template`` and ``level``
+        on ``channel`` alone."""
+        chain = self.wanted if self.chain and channel is None else None
+        tmpl = self.template if self.version is None else f"{self.template}@{self.version}"
+        return {
+            "digest": digest or self.digest,
+            "owner": self.owner,
+            "rcpt": self.rid,
+            "tmpl": template or tmpl,
+            "cat": self.category,
+            "channels": [channel] if channel is not None else None if self.chain else self.wanted,
+            "chain": chain,
+            "after_ms": self.after_ms if chain else 0,
+            "locale": self.locale,
+            "lv": level if level is not None else parse_level(self.lv),
+            "user": user,
+            "level_cap": self.level_cap,
+            "providers": sorted(self.providers_allowed) if self.providers_allowed is not None else None,
+            "opened": opened,
+        }
 
     def once_key(self, keys: Keys, idempotency_ttl_ms: int) -> tuple[str | None, int]:
         """The Redis key under which this call is made once, and its time-to-live in ms
