@@ -149,9 +149,21 @@ def test_an_idempotency_key_puts_an_event_in_once(rt: Any) -> None:
     assert made_text(rt, done.made[0]) == "2 new: 1 2 "
 
 
-def test_a_window_whose_recipient_was_erased_is_dropped_and_counted(rt: Any) -> None:
+def test_erasure_drops_the_recipients_open_windows_and_their_events(rt: Any) -> None:
+    recipients.put("43", {"addresses": {"sms": "+8613900000043"}})
     window = event(1)
+    other = noti.notify(recipient="43", template="new_comments", data={"n": 2}, category="comments",
+                        digest="comments", window=1)  # fmt: skip
     recipients.delete("42")
+    owner = noti.api.notifier().user(None).name
+    assert not rt.redis.exists(rt.keys.digest(owner, "42", "comments"), rt.keys.digest_events(window))
+    assert [w.window for w in digests().open_windows(owner)] == [other]
+    assert digests().tick(now=int(time.time() * 1000) + 1000).made == [other]
+
+
+def test_a_window_whose_template_was_deleted_is_dropped_and_counted(rt: Any) -> None:
+    window = event(1)
+    recipients.delete_template("new_comments")
     done = digests().tick(now=int(time.time() * 1000) + 1000)
     assert (done.made, done.failed) == ([], [window])
     assert not rt.redis.exists(rt.keys.digest_closed(window), rt.keys.digest_events(window))

@@ -5,7 +5,8 @@ Erasure: the profile hash and the recipient's log go (in one MULTI); waiting rec
 the recipient are revoked (never sent); every record kept afterwards has its target masked
 (``+86139****5678``), its content fields removed, the address taken out of its error text,
 and ``noti_erased`` (when); the dead-letter entries of those records are written again with
-the target masked and the address taken out of their error text. What is *not* erased, on
+the target masked and the address taken out of their error text; the recipient's open digest
+windows go with their events. What is *not* erased, on
 purpose: an address on a channel's suppression list stays there (an opt-out or a hard bounce
 must outlive the profile), and the notices keep the recipient id (the owner's own
 pseudonymous key).
@@ -93,9 +94,32 @@ def erase(
     for start in range(0, len(records), ERASE_BATCH):
         targets.update(_mask(client, keys, records[start : start + ERASE_BATCH]))
     dead = _mask_dead_letters(client, keys, targets) if targets else 0
+    _drop_windows(client, keys, owner, rid)
     with translate_errors(client):
         client.delete(log)
     return Erasure(rid, revoked, len(targets), notices, dead)
+
+
+def _drop_windows(client: redis.Redis, keys: Keys, owner: str, rid: str) -> None:
+    """The recipient's open digest windows go, with the events they hold (their data is the
+    recipient's too; a window closed meanwhile makes no notice: its recipient is gone)."""
+    prefix = keys.digest(owner, rid, "")
+    with translate_errors(client):
+        mine = [str(k) for k in client.zrange(keys.digests_of(owner), 0, -1) if str(k).startswith(prefix)]
+        if not mine:
+            return
+        pipe = client.pipeline(transaction=False)
+        for digest_key in mine:
+            pipe.hget(digest_key, "w")
+        windows = pipe.execute()
+        pipe = client.pipeline(transaction=True)
+        for digest_key, window in zip(mine, windows, strict=True):
+            pipe.delete(digest_key)
+            if window is not None:
+                pipe.delete(keys.digest_events(str(window)))
+        pipe.zrem(keys.digests_due, *mine)
+        pipe.zrem(keys.digests_of(owner), *mine)
+        pipe.execute()
 
 
 def _older_records(client: redis.Redis, keys: Keys, owner: str, rid: str, before_ms: int) -> list[str]:
