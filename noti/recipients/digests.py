@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import time as dt_time
 from typing import TYPE_CHECKING, Any
 
@@ -91,14 +91,7 @@ class OpenWindow:
     due_ms: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "window": self.window,
-            "recipient": self.recipient,
-            "digest": self.digest,
-            "events": self.events,
-            "opened_ms": self.opened_ms,
-            "due_ms": self.due_ms,
-        }
+        return asdict(self)
 
 
 class Digests:

@@ -136,7 +136,7 @@ def parse_digest(digest: object, window: object, digest_max: object) -> tuple[st
             raise refused("baddigest", f"a daily window is at HH:MM on a 24-hour clock, got {shown(window)}")
         window_ms, at = 0, f"{hour:02d}:{minute:02d}"
     else:
-        window_ms, at = _duration_ms(window, "baddigest", "window"), None
+        window_ms, at = duration_ms(window, what="window", code="e.cmd.noti.notify.baddigest"), None
     kept = DIGEST_MAX
     if digest_max is not None:
         kept = integer(
@@ -148,10 +148,6 @@ def parse_digest(digest: object, window: object, digest_max: object) -> tuple[st
             digits=True,
         )
     return digest, window_ms, kept, at
-
-
-def _duration_ms(value: object, code: str, what: str) -> int:
-    return duration_ms(value, what=what, code=f"e.cmd.noti.notify.{code}")
 
 
 def _dedupe_key(
@@ -345,8 +341,10 @@ def parse_request(
             raise refused("baddedupe", "give an idempotency_key or dedupe, not both")
         cat = GENERAL if category is None else category_name(category)
         dedupe_key = _dedupe_key(dedupe, name, version, cat, values, wanted, chain is not None)
-        dedupe_ms = _duration_ms(
-            "1h" if dedupe_window is None else dedupe_window, "baddedupe", "dedupe_window"
+        dedupe_ms = duration_ms(
+            "1h" if dedupe_window is None else dedupe_window,
+            what="dedupe_window",
+            code="e.cmd.noti.notify.baddedupe",
         )
     return NoticeRequest(
         owner=scoped or acting.name,
