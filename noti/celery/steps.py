@@ -81,6 +81,15 @@ def _close_due_digests() -> None:
     (:mod:`noti.recipients.digests`): in the pump's lock holder, not as a Celery task, so
     the windows close within ``NOTI_DIGEST_TICK_INTERVAL_S`` without a task a second in
     Flower (beat's ``noti.maintenance.digest_tick`` is the backstop)."""
+    from noti.core.record import now_ms
+
+    runtime = get_runtime()
+    keys, now = runtime.keys, now_ms()
+    pipe = runtime.redis.pipeline(transaction=False)
+    pipe.zcount(keys.digests_due, "-inf", now)
+    pipe.zcount(keys.digests_closing, "-inf", now)
+    if not any(pipe.execute()):  # nothing due: the recipients layer is not even imported
+        return
     from noti.recipients.api import recipients
 
     recipients().digests.tick(budget_s=DIGEST_PASS_S)
