@@ -27,6 +27,7 @@ Scenarios (each on its own private redis-server; repetitions interleaved noti, b
 18. the channel registry's cost: scenario 3's drain vs the workers before it (bench.registry_bench)
 19. recipients: notify(recipient, template) vs notify_sms; profile import   (bench.recipients_bench)
 20. digests: events into open windows, one at a time and bulk; closing 10,000 (bench.digests_bench)
+21. the timeline's cost: scenario 3's drain and notify() vs the revision before it (bench.timeline_bench)
 
 Prints one table (noti median, min..max, baseline median, ratio, fraction of the floor, target,
 met) and writes ``bench/results/all.json`` (``all-smoke.json`` with ``--smoke``). Exit status 1
@@ -55,6 +56,7 @@ from bench import (
     registry_bench,
     replica_bench,
     soak_bench,
+    timeline_bench,
     webman_bench,
 )
 from bench._runner import Scenario, main
@@ -78,6 +80,7 @@ SCENARIOS: dict[int, Scenario] = {
     **registry_bench.SCENARIOS,
     **recipients_bench.SCENARIOS,
     **digests_bench.SCENARIOS,
+    **timeline_bench.SCENARIOS,
 }
 
 if __name__ == "__main__":

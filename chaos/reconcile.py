@@ -18,6 +18,12 @@ receiver drops a ``webhook-id`` it has) the repeat is *provider-deduped*, elsewh
 *sent twice*; each repeat, and each notification delivered under two record ids, gets its
 cause from :mod:`chaos.causes`. One without a fault to explain it fails the run.
 
+**Explained by its timeline**: every record's final status is its timeline's last decisive
+step (sent, failed, invalid or revoked; a waiting one's last is a retry or a re-drive, or it has
+none), and every acceptance a provider saw is either an attempt the timeline tells (outcome
+ok) or the send of an attempt whose sender died before recording it (a claim no outcome
+follows), unless a Redis restart's cut AOF dropped the steps written then.
+
 Also checked: no delayed notification was sent before its time, a debounced one was sent
 with the content of the last call that returned its id, every failed or invalid record has
 its dead letter, no process crashed.
@@ -90,6 +96,7 @@ def reconcile(data: RunData) -> Report:
     _content_and_time(run, report)
     _flood(run, report)
     _faults(run, report)
+    _timelines(run, report)
     _verdict(run, report)
     return report
 
@@ -283,6 +290,57 @@ def _faults(run: Facts, report: Report) -> None:
     )
 
 
+#: The steps that decide a record's status, and what each status's last one may be.
+DECISIVE = frozenset({"sent", "failed", "invalid", "revoked", "retry", "requeued"})
+OUTCOME_STEPS = DECISIVE | {"dead_letter"}
+LAST_FOR_STATUS = {
+    "10": {"sent"},
+    "0": {"failed"},
+    "-1": {"invalid", "revoked"},
+    "1": {None, "retry", "requeued"},
+}
+
+
+def _timelines(run: Facts, report: Report) -> None:
+    """Each record's status and each acceptance, explained by the record's timeline."""
+    explained = 0
+    for record_id, fields in run.data.records.items():
+        steps = run.data.timelines.get(record_id, [])
+        if not fields or fields.get("noti_tl_drop"):
+            continue
+        events = [s.get("ev") for s in steps]
+        last = next((e for e in reversed(events) if e in DECISIVE), None)
+        allowed = LAST_FOR_STATUS.get(str(fields.get("noti_st")), set())
+        if last not in allowed:
+            report.anomalies["timeline_disagrees"].append(
+                {"id": record_id, "status": fields.get("noti_st"), "last_step": last, "steps": events}
+            )
+            continue
+        told = sum(1 for s in steps if s.get("ev") == "attempt" and s.get("outcome") == "ok")
+        unfinished = sum(
+            1
+            for i, e in enumerate(events)
+            if e == "claimed" and not any(x in OUTCOME_STEPS for x in events[i + 1 : _next_claim(events, i)])
+        )
+        accepted = run.accepts(record_id)
+        if len(accepted) > told + unfinished and not any(run.cut_covering(a.at, a.at + 10) for a in accepted):
+            report.anomalies["timeline_cannot_explain"].append(
+                {
+                    "id": record_id,
+                    "accepted": len(accepted),
+                    "ok": told,
+                    "unfinished": unfinished,
+                }
+            )
+            continue
+        explained += 1
+    report.counts["explained_by_timeline"] = explained
+
+
+def _next_claim(events: list[str | None], i: int) -> int:
+    return next((j for j in range(i + 1, len(events)) if events[j] == "claimed"), len(events))
+
+
 def _verdict(run: Facts, report: Report) -> None:
     counts, fail = report.counts, report.failures
     unexplained_lost = [x for x in report.lost if not x["explained"]]
@@ -295,6 +353,8 @@ def _verdict(run: Facts, report: Report) -> None:
         "outcome_without_evidence",
         "final_without_dead_letter",
         "stuck_records_no_call_returned",
+        "timeline_disagrees",
+        "timeline_cannot_explain",
     ):
         if report.anomalies.get(name):
             fail.append(f"{len(report.anomalies[name])} {name.replace('_', ' ')}")

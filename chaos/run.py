@@ -10,6 +10,7 @@ and 4 s (``exponential:1:4``, 3 attempts).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import threading
@@ -59,6 +60,8 @@ class RunData:
     attempts: list[Attempt] = field(default_factory=list)
     #: Record id -> its hash at the end (None: no such record).
     records: dict[str, dict[str, str] | None] = field(default_factory=dict)
+    #: Record id -> its timeline's steps at the end (noti/core/timeline.py), oldest first.
+    timelines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: Record ids in Redis's index of every record (finds records no call returned).
     indexed: set[str] = field(default_factory=set)
     #: Record id -> dead letters naming it.
@@ -131,8 +134,11 @@ def _collect(data: RunData, runtime: Any, ids: set[str]) -> None:
     pipe = redis.pipeline(transaction=False)
     for record_id in wanted:
         pipe.hgetall(runtime.keys.record(record_id))
-    for record_id, fields in zip(wanted, pipe.execute(), strict=True):
+        pipe.lrange(runtime.keys.timeline(record_id), 0, -1)
+    replies = pipe.execute()
+    for record_id, fields, steps in zip(wanted, replies[0::2], replies[1::2], strict=True):
         data.records[record_id] = fields or None
+        data.timelines[record_id] = [json.loads(s) for s in steps]
     for _, fields in redis.xrange(runtime.keys.dead_letters):
         rid = fields.get("record_id", "")
         data.dead_letters[rid] = data.dead_letters.get(rid, 0) + 1

@@ -48,9 +48,23 @@ def _accept(
     data.attempts.append(Attempt(T0 + at, "sms", record_id, f"c{seq}v0", sender, outcome))
 
 
+#: The steps a record's timeline ends with, by its status (noti/core/timeline.py).
+_ENDINGS = {
+    "10": [{"ev": "attempt", "outcome": "ok"}, {"ev": "sent"}],
+    "0": [{"ev": "attempt", "outcome": "failed"}, {"ev": "failed"}, {"ev": "dead_letter"}],
+    "-1": [{"ev": "attempt", "outcome": "failed"}, {"ev": "invalid"}, {"ev": "dead_letter"}],
+    "1": [],
+}
+
+
 def _done(data: RunData, record_id: str, status: str = "10") -> None:
+    """The record at the end, with the timeline its sends so far would have left: a claim whose
+    sender died per acceptance but the last, then the claim and the steps of its status."""
     data.records[record_id] = {"noti_st": status}
     data.indexed.add(record_id)
+    accepted = sum(1 for a in data.attempts if a.record_id == record_id and a.outcome in (ACCEPTED, DEDUPED))
+    died = [{"ev": "claimed"}] * max(0, accepted - 1)
+    data.timelines[record_id] = [*died, {"ev": "claimed"}, *_ENDINGS[status]] if status != "1" else died
 
 
 def test_a_delivered_run_passes() -> None:
@@ -219,6 +233,35 @@ def test_a_debounced_record_sent_with_replaced_content_fails() -> None:
 
 
 @pytest.mark.slow
+def test_a_status_its_timeline_does_not_end_with_fails_the_run() -> None:
+    data = _data()
+    _returned(data, "r1", 1, 1.0)
+    _accept(data, "r1", 1, 1.5)
+    _done(data, "r1")
+    assert reconcile(data).ok
+    data.timelines["r1"] = [{"ev": "claimed"}, {"ev": "attempt", "outcome": "ok"}, {"ev": "retry"}]
+    report = reconcile(data)
+    assert report.anomalies["timeline_disagrees"][0]["last_step"] == "retry"
+    assert any("timeline disagrees" in f for f in report.failures)
+
+
+def test_an_acceptance_the_timeline_does_not_tell_fails_unless_a_claim_died_or_the_aof_was_cut() -> None:
+    data = _data()
+    _returned(data, "r1", 1, 1.0)
+    _accept(data, "r1", 1, 2.0)
+    _accept(data, "r1", 1, 14.0)
+    _done(data, "r1")
+    data.worker_kills.append(WorkerKill(T0 + 2.02, 1, "w1.1"))
+    assert reconcile(data).ok  # the first claim's sender died: its send is told by the claim
+    data.timelines["r1"] = [{"ev": "claimed"}, {"ev": "attempt", "outcome": "ok"}, {"ev": "sent"}]
+    report = reconcile(data)
+    assert report.anomalies["timeline_cannot_explain"] == [
+        {"id": "r1", "accepted": 2, "ok": 1, "unfinished": 0}
+    ]
+    data.redis_kills.append(RedisKill(killed_at=T0 + 3.0, kept_until=T0 + 1.9, cut_bytes=10, up_at=T0 + 4.0))
+    assert not reconcile(data).anomalies.get("timeline_cannot_explain")
+
+
 def test_the_short_chaos_run_loses_nothing_and_explains_every_duplicate(tmp_path: Path) -> None:
     run = _chaos(tmp_path, "--fsync", "always", "--digests", "off")["runs"][0]
     counts = run["counts"]
@@ -228,6 +271,11 @@ def test_the_short_chaos_run_loses_nothing_and_explains_every_duplicate(tmp_path
     assert counts["delivered"] + counts.get("failed", 0) + counts.get("invalid", 0) == counts["ids_returned"]
     assert run["faults"]["worker_sigkills"] == 2 and len(run["faults"]["redis_restarts"]) == 1
     assert not run["faults"]["crashes"]
+    # every record's end and every send is told by its timeline
+    assert counts["explained_by_timeline"] >= counts["ids_returned"], counts
+    assert not run["anomalies"].get("timeline_disagrees") and not run["anomalies"].get(
+        "timeline_cannot_explain"
+    )
 
 
 @pytest.mark.slow
