@@ -12,9 +12,9 @@ What holds today is a plain test (a delivered notification is SUCCESS in the API
 page, and the page shows what the API says). The target — the Celery task id of a delivery
 is the record id, and the worker sends truthful events (received, started, then succeeded,
 failed, retried or revoked) — checks what the batch worker reports per notification under its
-record id (``noti/celery/report.py``). Beat's housekeeping runs meanwhile, and Flower lists none
-of it (issue 36, point 5): its tasks send no task events
-(``noti/celery/tasks/housekeeping.py``), while the worker's log and ``celery inspect stats``
+record id (``noti/celery/report.py``). Beat's housekeeping runs meanwhile (and one job is sent
+with ``celery -A noti call``), and Flower lists none of it (issue 36, point 5): its tasks send
+no task events (``noti/celery/beat.py``), while the worker's log and ``celery inspect stats``
 still count every run.
 """
 
@@ -23,6 +23,8 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import subprocess
+import sys
 import time
 import tomllib
 from collections import Counter
@@ -37,7 +39,7 @@ import redis
 from noti.core.record import Notification, Status
 from tests.conftest import ADMIN, BASE_ENV, WorkerProcess, sandbox_outbox, wait_until
 from tests.flower import Browser, FlowerProcess, find_chromium, require_chromium, table_rows
-from tests.servers import CeleryProcess
+from tests.servers import ROOT, CeleryProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -117,6 +119,8 @@ class Scenario:
     worker: WorkerProcess
     #: Stopped once the notifications are final and every job of :data:`HOUSEKEEPING_RUN` ran.
     beat: CeleryProcess
+    #: The task id of the clean job sent by name with ``celery -A noti call`` after beat stopped.
+    called: str
     workdir: Path
     ids: dict[str, str]
     #: Each case's record once the store shows it final (None: the record is gone).
@@ -233,6 +237,18 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         )
         assert beat.alive(), f"beat exited:\n{beat.output()[-3000:]}"
         beat.stop()
+        # a job sent by name from a process that imported none of noti's tasks
+        call = subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "noti", "call", "noti.maintenance.clean"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert call.returncode == 0, call.stderr
+        called = call.stdout.strip()
+        wait_until(lambda: f"noti.maintenance.clean[{called}] succeeded" in running.output(), timeout=15)
         flower.wait_settled()  # the events of those outcomes have reached Flower
         records = {name: store.find(record_id) for name, record_id in ids.items()}
         delivered = {e["id"] for name in ("sandbox", "flaky") for e in sandbox_outbox(rt, name)}
@@ -240,6 +256,7 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             flower,
             worker,
             beat,
+            called,
             workdir,
             ids,
             records,
@@ -432,16 +449,16 @@ def test_flower_shows_each_notification_in_its_true_state(scenario: Scenario, tm
 # --- housekeeping stays off Flower's list (issue 36, point 5) -------------------------------
 
 
-def test_every_beat_job_is_a_housekeeping_task(redis_url: str) -> None:
+def test_beat_sends_housekeeping_only_and_only_it_sends_no_events(redis_url: str) -> None:
     # (redis_url: the app reads its settings once, and they must name the test Redis)
     from noti.celery.app import app
-    from noti.celery.tasks.housekeeping import Housekeeping
+    from noti.celery.beat import HOUSEKEEPING_TASKS
 
     for module in app.conf.include:  # what a worker and beat import at start
         importlib.import_module(module)
-    tasks = housekeeping_tasks()
-    assert set(HOUSEKEEPING_RUN) | {"noti.maintenance.digest_tick"} == tasks
-    assert {name for name in tasks if not isinstance(app.tasks[name], Housekeeping)} == set()
+    assert housekeeping_tasks() == HOUSEKEEPING_TASKS == {*HOUSEKEEPING_RUN, "noti.maintenance.digest_tick"}
+    quiet = {name for name, task in app.tasks.items() if not task.send_events}
+    assert quiet == HOUSEKEEPING_TASKS  # the deliveries, noti.notify and the event tasks send theirs
 
 
 def test_flower_lists_the_deliveries_and_no_housekeeping(scenario: Scenario, tmp_path: Path) -> None:
@@ -450,6 +467,7 @@ def test_flower_lists_the_deliveries_and_no_housekeeping(scenario: Scenario, tmp
     # given: beat sent its jobs while the notifications went out, and the worker ran them
     runs = housekeeping_runs(scenario.worker.output())
     assert all(runs[name] for name in HOUSEKEEPING_RUN), runs
+    assert f"noti.maintenance.clean[{scenario.called}] succeeded" in scenario.worker.output()
 
     # then: Flower's API holds every delivery (the revoked one included) and no housekeeping
     tasks = flower.tasks()
@@ -460,6 +478,7 @@ def test_flower_lists_the_deliveries_and_no_housekeeping(scenario: Scenario, tmp
     delivered = [record_id for name, record_id in ids.items() if name != "revoked"] + [scenario.notice[1]]
     assert {i: tasks[i]["name"] for i in delivered if i in tasks} == dict.fromkeys(delivered, "noti.deliver")
     assert not housekeeping & set(flower.api("/api/task/types")["task-types"])
+    assert flower.task_info(scenario.called) is None  # no task-sent from `celery call` either
 
     # the workers' counters: Flower's (events) count the deliveries' attempts only; the
     # worker's own (`celery inspect stats`, Flower's worker page) every task it ran, the
