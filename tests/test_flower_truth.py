@@ -1,25 +1,33 @@
 """Flower shows each notification in its true state, in its API and in a real browser (issue 17, point 9).
 
-One scenario for the module: Flower (basic auth, as ``scripts/run.sh`` runs it) and a real
-``celery -A noti worker`` on the test Redis; then five SMS through sandbox providers set up to
-deliver, to refuse permanently, to refuse once and then deliver, and to refuse until the
-attempts run out, plus a delayed one revoked with ``app.control.revoke(record id)`` before it
-is due. The tests read Flower's HTTP API, its workers counters, and its ``/tasks`` and
-``/workers`` pages as headless Chromium renders them (screenshots under the test's
-``tmp_path``).
+One scenario for the module: Flower (basic auth, as ``scripts/run.sh`` runs it), a real
+``celery -A noti worker`` and a real ``celery -A noti beat`` (its jobs every second or less) on
+the test Redis; then five SMS through sandbox providers set up to deliver, to refuse
+permanently, to refuse once and then deliver, and to refuse until the attempts run out, plus a
+delayed one revoked with ``app.control.revoke(record id)`` before it is due. The tests read
+Flower's HTTP API, its workers counters, and its ``/tasks`` and ``/workers`` pages as headless
+Chromium renders them (screenshots under the test's ``tmp_path``).
 
 What holds today is a plain test (a delivered notification is SUCCESS in the API and on the
 page, and the page shows what the API says). The target — the Celery task id of a delivery
 is the record id, and the worker sends truthful events (received, started, then succeeded,
 failed, retried or revoked) — checks what the batch worker reports per notification under its
-record id (``noti/celery/report.py``).
+record id (``noti/celery/report.py``). Beat's housekeeping runs meanwhile (and one job is sent
+with ``celery -A noti call``), and Flower lists none of it (issue 36, point 5): its tasks send
+no task events (``noti/celery/beat.py``), while the worker's log and ``celery inspect stats``
+still count every run.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
+import subprocess
+import sys
 import time
 import tomllib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +39,7 @@ import redis
 from noti.core.record import Notification, Status
 from tests.conftest import ADMIN, BASE_ENV, WorkerProcess, sandbox_outbox, wait_until
 from tests.flower import Browser, FlowerProcess, find_chromium, require_chromium, table_rows
+from tests.servers import ROOT, CeleryProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -40,6 +49,26 @@ REVOKE_DELAY_S = 4.0
 #: How long Flower gets to show what the record store already says (events go out every 0.1 s).
 FLOWER_LAG_S = 10.0
 READY_STATES = {"SUCCESS", "FAILURE", "REVOKED"}
+#: Beat's jobs, often enough that each runs while the notifications go out (beat's own
+#: intervals are seconds to an hour; the digest tick's 30 s backstop is fixed).
+HOUSEKEEPING_ENV = {
+    "NOTI_DELIVERY_TICK_INTERVAL_S": "0.5",
+    "NOTI_CLEAN_INTERVAL_S": "1",
+    "NOTI_SWEEP_INTERVAL_S": "1",
+    "NOTI_DEAD_LETTER_TRIM_INTERVAL_S": "1",
+    "NOTI_RECEIPT_POLL_INTERVAL_S": "1",
+    "NOTI_EVENT_SWEEP_INTERVAL_S": "1",
+}
+#: The jobs the scenario waits to see run (every beat entry but the digest backstop).
+HOUSEKEEPING_RUN = (
+    "noti.maintenance.delivery_tick",
+    "noti.maintenance.clean",
+    "noti.maintenance.sweep_lost",
+    "noti.maintenance.trim_dead_letters",
+    "noti.maintenance.poll_receipts",
+    "noti.events.sweep",
+    "noti.events.clean",
+)
 
 # Providers for every outcome; the worker reads this file, the test process the same settings.
 CONFIG = """\
@@ -88,6 +117,10 @@ CASES = {
 class Scenario:
     flower: FlowerProcess
     worker: WorkerProcess
+    #: Stopped once the notifications are final and every job of :data:`HOUSEKEEPING_RUN` ran.
+    beat: CeleryProcess
+    #: The task id of the clean job sent by name with ``celery -A noti call`` after beat stopped.
+    called: str
     workdir: Path
     ids: dict[str, str]
     #: Each case's record once the store shows it final (None: the record is gone).
@@ -112,6 +145,20 @@ def _final(record: Notification | None) -> bool:
     return record is None or record.status is not Status.WAITING
 
 
+def housekeeping_tasks() -> set[str]:
+    """The tasks beat sends (every entry of the app's schedule)."""
+    from noti.celery.app import app
+
+    return {entry["task"] for entry in app.conf.beat_schedule.values()}
+
+
+def housekeeping_runs(worker_log: str) -> Counter[str]:
+    """The housekeeping runs a worker's log shows done, by task name (Celery's ``Task
+    <name>[<id>] succeeded in …`` line at INFO)."""
+    names = "|".join(re.escape(name) for name in sorted(housekeeping_tasks()))
+    return Counter(re.findall(rf"Task ({names})\[[^\]]+\] succeeded in ", worker_log))
+
+
 @pytest.fixture(scope="module")
 def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     import noti.sending.runtime
@@ -122,9 +169,16 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     config = workdir / "noti.toml"
     config.write_text(CONFIG)
     rt = noti.sending.runtime.configure(**tomllib.loads(CONFIG))
-    env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config)}
+    env = {
+        **os.environ,
+        **BASE_ENV,
+        **HOUSEKEEPING_ENV,
+        "NOTI_REDIS_URL": redis_url,
+        "NOTI_CONFIG": str(config),
+    }
     flower = FlowerProcess(env)
     worker: WorkerProcess | None = None
+    beat: CeleryProcess | None = None
     try:
         flower.wait_ready()
         worker = WorkerProcess(env, name="flowertruth")
@@ -132,6 +186,8 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         # Flower has seen the worker come online: its event receiver listens (events are a
         # Redis PUBLISH, lost when nobody subscribes)
         wait_until(lambda: any(h.startswith("flowertruth@") for h in flower.worker_counters()), timeout=30)
+        # beat's housekeeping runs while the notifications go out, as it does in production
+        beat = CeleryProcess(env, "beat", "-l", "INFO", "-s", str(workdir / "beat-schedule"), name="beat")
 
         sent_at = time.monotonic()
         ids = {
@@ -169,12 +225,38 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             if info and info.get("state") == "REVOKED":
                 break
             time.sleep(0.1)
+        # every job beat sends (but the digest backstop) has run on the worker, then beat stops:
+        # what the worker counted of them can be compared with its log
+        running = worker
+        wait_until(
+            lambda: (
+                all(housekeeping_runs(running.output())[name] for name in HOUSEKEEPING_RUN)
+                or not (beat and beat.alive())
+            ),
+            timeout=30,
+        )
+        assert beat.alive(), f"beat exited:\n{beat.output()[-3000:]}"
+        beat.stop()
+        # a job sent by name from a process that imported none of noti's tasks
+        call = subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "noti", "call", "noti.maintenance.clean"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert call.returncode == 0, call.stderr
+        called = call.stdout.strip()
+        wait_until(lambda: f"noti.maintenance.clean[{called}] succeeded" in running.output(), timeout=15)
         flower.wait_settled()  # the events of those outcomes have reached Flower
         records = {name: store.find(record_id) for name, record_id in ids.items()}
         delivered = {e["id"] for name in ("sandbox", "flaky") for e in sandbox_outbox(rt, name)}
         yield Scenario(
             flower,
             worker,
+            beat,
+            called,
             workdir,
             ids,
             records,
@@ -183,6 +265,8 @@ def scenario(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             store.find(notice_record),
         )
     finally:
+        if beat is not None:
+            beat.stop()
         if worker is not None:
             worker.stop()
         flower.stop()
@@ -360,3 +444,72 @@ def test_flower_shows_each_notification_in_its_true_state(scenario: Scenario, tm
         if os.environ.get("CI") == "true":
             require_chromium()
         pytest.skip("the browser part: chromium is not installed")
+
+
+# --- housekeeping stays off Flower's list (issue 36, point 5) -------------------------------
+
+
+def test_beat_sends_housekeeping_only_and_only_it_sends_no_events(redis_url: str) -> None:
+    # (redis_url: the app reads its settings once, and they must name the test Redis)
+    from noti.celery.app import app
+    from noti.celery.beat import HOUSEKEEPING_TASKS
+
+    for module in app.conf.include:  # what a worker and beat import at start
+        importlib.import_module(module)
+    assert housekeeping_tasks() == HOUSEKEEPING_TASKS == {*HOUSEKEEPING_RUN, "noti.maintenance.digest_tick"}
+    quiet = {name for name, task in app.tasks.items() if not task.send_events}
+    assert quiet == HOUSEKEEPING_TASKS  # the deliveries, noti.notify and the event tasks send theirs
+
+
+def test_flower_lists_the_deliveries_and_no_housekeeping(scenario: Scenario, tmp_path: Path) -> None:
+    flower, ids = scenario.flower, scenario.ids
+    housekeeping = housekeeping_tasks()
+    # given: beat sent its jobs while the notifications went out, and the worker ran them
+    runs = housekeeping_runs(scenario.worker.output())
+    assert all(runs[name] for name in HOUSEKEEPING_RUN), runs
+    assert f"noti.maintenance.clean[{scenario.called}] succeeded" in scenario.worker.output()
+
+    # then: Flower's API holds every notification's task (the revoked one's too) and no housekeeping
+    tasks = flower.tasks()
+    listed = Counter(t.get("name") for t in tasks.values())
+    assert not {name: n for name, n in listed.items() if name in housekeeping}, (
+        f"Flower lists housekeeping tasks: {listed}"
+    )
+    deliveries = [*ids.values(), scenario.notice[1]]
+    names = {i: (tasks.get(i) or {}).get("name") for i in deliveries}
+    assert names == dict.fromkeys(deliveries, "noti.deliver"), listed
+    assert not housekeeping & set(flower.api("/api/task/types")["task-types"])
+    assert flower.task_info(scenario.called) is None  # no task-sent from `celery call` either
+
+    # the workers' counters: Flower's (events) count the deliveries' attempts only; the
+    # worker's own (`celery inspect stats`, Flower's worker page) every task it ran, the
+    # housekeeping runs by name, as its log lists them
+    counters = flower.worker_counters()
+    (hostname,) = [h for h in counters if h.startswith("flowertruth@")]
+    received = counters[hostname].get("task-received", 0)
+
+    def totals() -> dict[str, int]:
+        stats = flower.api("/api/workers?refresh=1").get(hostname, {}).get("stats") or {}
+        return dict(stats.get("total") or {})
+
+    def counted_and_logged() -> tuple[dict[str, int], dict[str, int]]:
+        total, logged = totals(), housekeeping_runs(scenario.worker.output())
+        return {n: total.get(n, 0) for n in housekeeping}, {n: logged[n] for n in housekeeping}
+
+    # beat has stopped: the jobs it sent last are soon run and logged
+    deadline = time.monotonic() + 20
+    while (both := counted_and_logged())[0] != both[1] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    counted, logged = both
+    assert counted == logged, f"inspect stats counts {counted}; the worker's log shows {logged}"
+    total = totals()
+    assert total.get("noti.deliver") == received > 0, (total, counters[hostname])
+
+    # the rendered tasks page: a row per notification, none of housekeeping
+    browser = Browser(require_chromium(), tmp_path)
+    rows = table_rows(browser.dom(f"{flower.auth_base}/tasks"), "tasks-table")
+    assert [row for row in rows if row["Name"] in housekeeping] == [], rows
+    rendered = {row["_id"]: row["Name"] for row in rows}
+    assert {i: rendered.get(i) for i in deliveries} == dict.fromkeys(deliveries, "noti.deliver"), rows
+    shot = browser.screenshot(f"{flower.auth_base}/tasks", tmp_path / "flower-tasks.png")
+    print(f"Flower tasks page: {shot}")

@@ -13,7 +13,7 @@ from celery import Celery
 from celery.app.utils import Settings as Settings_
 from celery.loaders.app import AppLoader
 
-from noti.celery.beat import beat_schedule, redbeat_config
+from noti.celery.beat import HOUSEKEEPING_TASKS, NO_SENT_EVENT, beat_schedule, redbeat_config
 from noti.celery.queues import (
     EVENTS_QUEUE,
     INTAKE_QUEUE,
@@ -154,7 +154,8 @@ class NotiLoader(AppLoader):
 
 class NotiCelery(Celery):
     """noti's Celery app: its settings come from noti's configuration only (:class:`_OwnSettings`),
-    and no fix-up (Django's) attaches to it: noti's worker needs no host project's settings."""
+    no fix-up (Django's) attaches to it (noti's worker needs no host project's settings), and
+    beat's housekeeping tasks are sent without a ``task-sent`` event (:mod:`noti.celery.beat`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, fixups=[], loader=NotiLoader, **kwargs)
@@ -166,6 +167,14 @@ class NotiCelery(Celery):
         project's included)."""
         opts.setdefault("shared", False)
         return super().task(*args, **opts)
+
+    def send_task(self, name: str, *args: Any, **options: Any) -> Any:
+        """Celery's ``send_task`` (every send goes through it: ``apply_async``, beat, ``celery
+        call``), with no ``task-sent`` event for a housekeeping task (its worker sends none
+        either: a ``task-sent`` alone would stay PENDING in Flower)."""
+        if name in HOUSEKEEPING_TASKS:
+            options.setdefault("event_dispatcher", NO_SENT_EVENT)
+        return super().send_task(name, *args, **options)
 
     def _load_config(self) -> Any:
         # the settings object Celery builds when the configuration is first read

@@ -16,6 +16,25 @@ release is left to expire (``redbeat_lock_timeout``), and a standby takes over t
 lost while beat waited (it expired, and another beat took it) still makes the next tick
 raise ``LockNotOwnedError``, and beat exits for its supervisor to restart it: it never fires
 alongside the new holder.
+
+Every job is housekeeping (:data:`HOUSEKEEPING_TASKS`), and sends no task events, so Flower
+lists notifications, not the store's upkeep (``noti.maintenance.delivery_tick`` alone ran
+every 2 s and filled most of its list):
+
+- none from the worker: each task is declared with ``send_events=False``, Celery's ``Task``
+  attribute, for which the worker's default strategy sends no ``task-received`` and its
+  ``Request.send_event`` none of the rest (started, succeeded, failed, retried, rejected,
+  revoked, expired: ``celery/worker/strategy.py``, ``celery/worker/request.py``);
+- no ``task-sent`` from whoever sends one (noti sets ``task_send_sent_event`` for its app):
+  Celery publishes that event through the ``event_dispatcher`` the send is given
+  (``celery/app/amqp.py``, ``send_task_message``), its own otherwise, and noti's app gives
+  these tasks :data:`NO_SENT_EVENT`, which publishes nothing (``NotiCelery.send_task``,
+  by name: beat's sends, ``.delay()`` and ``celery -A noti call`` alike).
+
+What a run does is still seen: the worker logs each run (Celery's ``Task … succeeded in
+…s: <result>`` at INFO, a failure at ERROR with its traceback), counts it in ``celery
+inspect stats`` (``total``, by task name) and lists it in ``inspect active`` while it runs;
+the records a job changes are counted in ``noti:metrics`` by the scripts that change them.
 """
 
 from __future__ import annotations
@@ -28,7 +47,14 @@ from noti.config import Settings
 from noti.redis.outage import Outage, OutageRetry
 from noti.redis.urls import SentinelUrl, split_password
 
-__all__ = ["LOCK_TIMEOUT_S", "OUTAGE_BACKOFF_CAP_S", "beat_schedule", "redbeat_config"]
+__all__ = [
+    "HOUSEKEEPING_TASKS",
+    "LOCK_TIMEOUT_S",
+    "NO_SENT_EVENT",
+    "OUTAGE_BACKOFF_CAP_S",
+    "beat_schedule",
+    "redbeat_config",
+]
 
 
 #: Longest wait between two tries of RedBeat's client while Redis is unavailable (seconds).
@@ -40,6 +66,34 @@ LOCK_TIMEOUT_S = 30
 
 #: How often beat closes due digest windows besides the workers' pump.
 DIGEST_BACKSTOP_S = 30.0
+
+#: The tasks beat sends: housekeeping, which sends no task events (see the module).
+HOUSEKEEPING_TASKS = frozenset(
+    {
+        "noti.maintenance.clean",
+        "noti.maintenance.sweep_lost",
+        "noti.maintenance.trim_dead_letters",
+        "noti.maintenance.delivery_tick",
+        "noti.maintenance.poll_receipts",
+        "noti.maintenance.digest_tick",
+        "noti.events.sweep",
+        "noti.events.clean",
+    }
+)
+
+
+class _NoSentEvent:
+    """Stands where Celery's event dispatcher publishes a sent task's ``task-sent`` event."""
+
+    def publish(self, *args: Any, **kwargs: Any) -> None:
+        """Publish nothing."""
+
+    def __repr__(self) -> str:
+        return "NO_SENT_EVENT"
+
+
+#: The ``event_dispatcher`` a housekeeping task is sent with: no ``task-sent`` event.
+NO_SENT_EVENT = _NoSentEvent()
 
 
 def _every(task: str, seconds: float) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""Event tasks, all on the ``noti.events`` queue: the processor, its beat sweep, the clean job,
-and ``noti.events.dispatch`` for applications that only know task names::
+"""Event tasks, all on the ``noti.events`` queue: the processor, its beat sweep, the clean job
+(both housekeeping: no task events, :mod:`noti.celery.beat`), and
+``noti.events.dispatch`` for applications that only know task names::
 
     celery_app.send_task("noti.events.dispatch", queue="noti.events",
                          kwargs={"name": "order.paid", "payload": {"id": 42}})
@@ -33,7 +34,7 @@ def process(self: Task) -> dict[str, Any]:
     return report.to_json()
 
 
-@app.task(name="noti.events.sweep", ignore_result=True)
+@app.task(name="noti.events.sweep", send_events=False, ignore_result=True)
 def sweep() -> bool:
     """Beat: queue a processor if events are waiting and none is alive (a dead processor's
     lock has expired) or already queued."""
@@ -43,7 +44,7 @@ def sweep() -> bool:
     return started
 
 
-@app.task(name="noti.events.clean", ignore_result=True)
+@app.task(name="noti.events.clean", send_events=False, ignore_result=True)
 def clean() -> int:
     """Beat: remove done events older than their keep window (``NOTI_EVENT_KEEP_DONE_S``)."""
     removed = events().clean_done()
