@@ -55,6 +55,10 @@ def test_a_backlog_is_claimed_and_finished_in_batches(
     assert len(claims) == 1 and 1 <= claims[0] <= 50, claims
     assert sum(finishes) == 300 and len(finishes) <= 30, finishes
     assert _script_calls(rt) - scripts_before <= 70
+    # and each one's timeline tells its claim, its one provider call and its send (the batch
+    # path's claims: the batcher's and the fetch script's; its finishes: one call per batch)
+    timelines = {tuple(s.event for s in noti.timeline(i).steps) for i in ids}
+    assert timelines == {("created", "claimed", "attempt", "sent")}
 
 
 def _script_calls(rt: Any) -> int:
@@ -140,6 +144,10 @@ def test_slow_providers_wait_on_the_send_loop_while_the_consumer_goes_on(
     # and each was received once, signed
     assert sorted(slow_receiver.ids) == sorted(hooks) and slow_receiver.refusals == []
     assert [e["id"] for e in sandbox_outbox(rt)] == sms
+    # the send loop's calls are told by the timeline with how long each took
+    [attempt] = [s for s in noti.timeline(hooks[0]).steps if s.event == "attempt"]
+    assert attempt.detail["provider"] == "hook" and attempt.detail["outcome"] == "ok"
+    assert attempt.detail["ms"] >= 300
 
 
 @pytest.mark.parametrize("kind", ["auto", "asyncio"])

@@ -347,3 +347,26 @@ def test_search_over_http_and_the_cli(rt: Any, made: dict[str, str], api: ApiPro
     assert refused.exit_code == 1 and "e.cmd.noti.search.bad" in refused.stderr
     assert run("search", "-since", "1h", "-to", PHONE, "-json", user=ALICE).stdout.count('"id"') == 1
     assert run("search", "-since", "soon", user=ALICE).exit_code == 1
+
+
+def test_erasure_masks_the_address_in_the_steps_and_takes_the_records_out_of_the_address_index(
+    configure: Any,
+) -> None:
+    rt = configure(pump_interval_s=0.1)
+    recipients.put_template("hi", {"default_locale": "en", "channels": {"sms": {"en": {"text": "hi"}}}})
+    recipients.put("r9", {"addresses": {"sms": PHONE}})
+    notice = noti.get_notice(noti.notify(recipient="r9", template="hi", channels=["sms"]))
+    [record] = noti.search(to=PHONE)
+    assert record.parent == notice.id
+    vendor_text = step_text(
+        1, "attempt", {"provider": "x", "outcome": "failed", "text": f"{PHONE} is unknown"}
+    )
+    rt.store.note_steps(record.id, [vendor_text])
+    recipients.delete("r9")
+    steps = noti.timeline(record.id).steps
+    assert PHONE not in json.dumps([s.to_dict() for s in steps], ensure_ascii=False)
+    [told] = [s for s in steps if s.event == "attempt"]
+    assert told.detail["text"].endswith(" is unknown") and told.detail["text"] != vendor_text
+    assert steps[-1].event == "revoked"  # erasure revokes what still waits
+    assert noti.search(to=PHONE) == []
+    assert not [k for k in rt.redis.scan_iter(match=rt.keys.address_index("*"))]
