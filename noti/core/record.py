@@ -203,6 +203,8 @@ class Notification:
     recipient: str | None = None
     category: str | None = None
     preference: str | None = None
+    #: The W3C trace context it was made in (:mod:`noti.tracing`), kept while tracing is on.
+    trace: str | None = None
 
 
 def _integer(value: str | None, default: int = 0) -> int:
@@ -255,6 +257,7 @@ def to_hash(record: Notification) -> dict[str, str]:
         ("noti_rcpt", record.recipient),
         ("noti_cat", record.category),
         ("noti_pref", record.preference),
+        ("noti_trace", record.trace),
     ):
         if value is not None:
             out[key] = str(value)
@@ -316,6 +319,7 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         recipient=data.get("noti_rcpt") or None,
         category=data.get("noti_cat") or None,
         preference=data.get("noti_pref") or None,
+        trace=data.get("noti_trace") or None,
     )
 
 
