@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 
 #: ``opentelemetry.trace``, once this process has imported it (see the module docstring).
 _trace: Any = None
+_UNKNOWN = object()
 _installed: bool | None = None
 
 #: A context manager that does nothing, returned by the helpers when nothing is traced.
@@ -162,10 +163,18 @@ def tracer() -> Tracer | None:
         return _override[1]  # type: ignore[no-any-return]
     api = _trace
     if api is None:
-        api = _trace = sys.modules.get("opentelemetry.trace")
+        api = sys.modules.get("opentelemetry.trace")
         if api is None:  # not imported: no provider can have been set
             return None
-    provider = api.get_tracer_provider()
+        api.get_tracer_provider()  # once: it sets the one OTEL_PYTHON_TRACER_PROVIDER names
+        _trace = api
+    # the API's global, None until a provider is set: get_tracer_provider() would look in the
+    # environment at each call, ten times the cost of this whole check
+    provider: Any = getattr(api, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None:
+        return None
+    if provider is _UNKNOWN:  # an API without that global
+        provider = api.get_tracer_provider()
     cached = _cached
     if cached is not None and cached[0] is provider:
         return cached[1]  # type: ignore[no-any-return]
