@@ -43,27 +43,33 @@ server, twilio = fake_fixtures(lambda: TwilioFake(), name="twilio")
 
 
 @pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """noti's spans, kept in memory (an SDK provider of this test's, not the global one)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use_tracer_provider(provider)
-    yield exporter
+def provider() -> Iterator[TracerProvider]:
+    """An SDK tracer provider of this test's (not the global one), which noti uses."""
+    made = TracerProvider()
+    tracing.use_tracer_provider(made)
+    yield made
     tracing.use_tracer_provider(None)
-    provider.shutdown()
+    made.shutdown()
+
+
+@pytest.fixture
+def spans(provider: TracerProvider) -> InMemorySpanExporter:
+    """noti's spans (and the application's, :func:`caller`), kept in memory."""
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+@pytest.fixture
+def caller(provider: TracerProvider) -> Any:
+    """The application's own tracer, on the provider noti uses here."""
+    return provider.get_tracer("the-app")
 
 
 @pytest.fixture
 def receiver() -> Iterator[WebhookReceiver]:
     with WebhookReceiver() as running:
         yield running
-
-
-def caller_tracer() -> Any:
-    """The application's own tracer (on the provider noti uses here)."""
-    assert tracing._override is not None
-    return tracing._override[0].get_tracer("the-app")
 
 
 def finished(exporter: InMemorySpanExporter, name: str, count: int) -> list[ReadableSpan]:
@@ -92,7 +98,12 @@ def queued(rt: Any, channel: Channel) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("mode", ["task", "batch"])
 def test_notify_to_the_vendors_request_is_one_trace_across_a_retry(
-    configure: Any, start_worker_now: Any, twilio: TwilioFake, spans: InMemorySpanExporter, mode: str
+    configure: Any,
+    start_worker_now: Any,
+    twilio: TwilioFake,
+    spans: InMemorySpanExporter,
+    mode: str,
+    caller: Any,
 ) -> None:
     # given Twilio behind an SMS channel, refusing the first send with a rate limit (the
     # record then waits in the delayed set and the pump publishes its message again)
@@ -102,7 +113,7 @@ def test_notify_to_the_vendors_request_is_one_trace_across_a_retry(
     twilio.script(error_reply(20429, headers={"retry-after": "0"}))
     with start_worker_now():
         # when the application notifies inside a span of its own
-        with caller_tracer().start_as_current_span("checkout") as checkout:
+        with caller.start_as_current_span("checkout") as checkout:
             record_id = noti.notify_sms(PHONE, "traced", lv=3)
         wait_until(lambda: rt.store.get(record_id).status is Status.DONE)
         delivers = finished(spans, "noti.deliver", 2)
@@ -165,13 +176,13 @@ def test_a_webhooks_receiver_is_told_the_trace(
 
 
 def test_a_batch_of_records_is_a_deliver_span_each_in_its_own_trace(
-    configure: Any, start_worker_now: Any, spans: InMemorySpanExporter
+    configure: Any, start_worker_now: Any, spans: InMemorySpanExporter, caller: Any
 ) -> None:
     # given 5 notifications, each made in a trace of its own, queued before a batch worker runs
     rt = configure(delivery_mode="batch")
     made = {}
     for n in range(5):
-        with caller_tracer().start_as_current_span(f"request {n}") as request:
+        with caller.start_as_current_span(f"request {n}") as request:
             made[noti.notify_sms(PHONE, f"n{n}")] = request.get_span_context().trace_id
     # when one batch worker fetches and sends them together (the sandbox: on its consumer thread)
     with start_worker_now():
@@ -318,18 +329,18 @@ def test_the_template_envelope_with_a_traceparent_is_the_one_built_field_by_fiel
 # --- receipts -------------------------------------------------------------------------------
 
 
-def test_a_receipt_is_a_span_in_its_records_trace(rt: Any, spans: InMemorySpanExporter) -> None:
+def test_a_receipt_is_a_span_in_its_records_trace(rt: Any, spans: InMemorySpanExporter, caller: Any) -> None:
     # given a record sent through the sandbox vendor that takes signed receipts
     from noti.delivery.state import Delivery, DeliveryReport
 
-    with caller_tracer().start_as_current_span("checkout") as checkout:
+    with caller.start_as_current_span("checkout") as checkout:
         record_id = noti.notify_sms(PHONE, "hi")
     list(noti.send(record_id))
     # when its vendor's report is applied (as a push or a poll applies it)
     from noti.sending.poll import _apply
 
     report = DeliveryReport("sandbox", Delivery.DELIVERED, record_id=record_id)
-    with caller_tracer().start_as_current_span("poll") as poll:
+    with caller.start_as_current_span("poll") as poll:
         _apply(rt, [report], answered_by="sandbox")
     # then its span is a child of the record's notify span, linked to the poll's
     [receipt] = [s for s in spans.get_finished_spans() if s.name == "noti.receipt"]
