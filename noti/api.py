@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from noti.core.record import Notification
 from noti.errors import InvalidInput
 from noti.sending.notifier import Notifier, Revocation
+from noti.tracing import span
 
 if TYPE_CHECKING:
     from noti.core.timeline import Timeline
@@ -96,6 +97,25 @@ def notify(
         InvalidInput: bad input, nothing stored. StoreUnavailable: Redis is down.
         NotFound: (a recipient notice) no such recipient, template or category.
     """
+    with span("noti.notify", kind="producer", attributes={"messaging.system": "celery"}) as current:
+        made = _notify(type, target, lv=lv, user=user, recipient=recipient, template=template, fields=fields)
+        if current is not None:  # a record's id, or a recipient notice's
+            current.set_attribute("noti.record_id" if recipient is None else "noti.notice_id", made)
+            if type is not None:
+                current.set_attribute("noti.channel", str(type))
+        return made
+
+
+def _notify(
+    type: str | None,  # noqa: A002
+    target: str | None,
+    *,
+    lv: object,
+    user: str | None,
+    recipient: object,
+    template: object,
+    fields: dict[str, Any],
+) -> str:
     if recipient is not None:
         if type is not None or target is not None:
             raise InvalidInput(

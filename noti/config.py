@@ -203,6 +203,16 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     #: Address the worker's exporter and ``noti metrics`` listen on.
     metrics_bind: str = "0.0.0.0"
+    #: OpenTelemetry tracing (:mod:`noti.tracing`, the ``otel`` extra): ``auto`` traces when
+    #: the process has a tracer provider (set by the application or ``opentelemetry-instrument``);
+    #: ``otlp`` has noti set one up exporting OTLP over HTTP, configured by the standard
+    #: ``OTEL_*`` variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_SERVICE_NAME``, …) unless
+    #: the process has one; ``off`` never traces.
+    tracing: Literal["auto", "otlp", "off"] = "auto"
+    #: Which provider requests carry the trace context headers (``traceparent``): ``webhook``
+    #: (the webhooks' receivers, usually the application's own services), ``all`` (vendors'
+    #: APIs too) or ``none``.
+    tracing_propagate: Literal["webhook", "all", "none"] = "webhook"
 
     #: Mask what Celery shows of ``noti.notify`` calls (``argsrepr``/``kwargsrepr``: worker
     #: logs, task events, Flower, ``inspect``; and the target in its failure messages):

@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "noti"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # settings, errors, input checks, loading by name, and the Redis plumbing; the bridge's
     # settings are a table of the settings kept beside the bridge they configure (they import
-    # only the ground)
+    # only the ground); tracing (OpenTelemetry, optional) is used from the sending path and
+    # the providers up to the HTTP app, so it stands below them all and imports nothing of noti
     (
         "ground",
         (
@@ -25,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "noti.inputs",
             "noti.imports",
             "noti.config",
+            "noti.tracing",
             "noti.lua",
             "noti.redis",
             "noti.bridge.webman.settings",
@@ -52,7 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 #: every API call does. noti's own providers pass both (``NumberPool.trusted``) and never take it.
 UPWARD = {("noti.numpool.pool", "noti.sending.runtime")}
 #: The modules at the top of noti/: the front door and the ground (everything else has a folder).
-FLAT = {"__init__", "__main__", "api", "tasks", "config", "errors", "inputs", "imports"}
+FLAT = {"__init__", "__main__", "api", "tasks", "config", "errors", "inputs", "imports", "tracing"}
 #: What the core (noti/core/) may import from noti besides itself: the ground it stands on.
 CORE_GROUND = ("noti.errors", "noti.inputs", "noti.redis", "noti.imports", "noti.config")
 #: The only modules that may import the Python API: the package's front door and the API

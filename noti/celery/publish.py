@@ -14,6 +14,12 @@ built for a record that is then not stored (its idempotency key named another re
 its ``before_task_publish`` but gets no ``after_task_publish``. What is
 skipped: the ``task-sent`` event (Flower sees each task from its ``task-received``).
 
+When noti traces (:mod:`noti.tracing`), each message carries the W3C trace context it was
+published in (``traceparent``, and ``tracestate`` if any) in its headers, where Celery's
+workers show custom headers as the task request's attributes: the current span's for a
+record queued by ``notify()``, the record's own (``noti_trace``) for one the pump publishes
+later (``traces`` of :meth:`Publisher.publish`). The template then has one more placeholder.
+
 On any other broker (RabbitMQ), messages go through ``send_task``.
 
 The Redis path imports nothing of Celery or kombu (the CLI and applications that only add
@@ -56,6 +62,7 @@ from noti.redis.entropy import hex64
 from noti.redis.outage import translate_errors
 from noti.redis.pipelines import run_batches
 from noti.redis.urls import SENTINEL_SCHEME, masked_url
+from noti.tracing import carrier
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -76,11 +83,20 @@ _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 _TASK_ID, _TAG, _RECORD_ID, _BODY = "@@TASKID@@", "@@TAG@@", "@@RECORD@@", "@@BODY@@"
-_PARENT = "@@PARENT@@"
+_PARENT, _TRACE = "@@PARENT@@", "@@TRACE@@"
 _SAFE_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+#: A ``traceparent`` the template may take as it is (W3C Trace Context, version 00).
+_SAFE_TRACE = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _BODY_PREFIX, _BODY_SUFFIX = (part.encode() for part in json.dumps([["@"], {}, _EMBED]).split("@"))
 
-_FORMAT_NAMES = {_TASK_ID: "task", _TAG: "tag", _RECORD_ID: "record", _BODY: "body", _PARENT: "parent"}
+_FORMAT_NAMES = {
+    _TASK_ID: "task",
+    _TAG: "tag",
+    _RECORD_ID: "record",
+    _BODY: "body",
+    _PARENT: "parent",
+    _TRACE: "trace",
+}
 
 Item = PublishItem
 
@@ -208,23 +224,39 @@ class Publisher:
         return f"gen{os.getpid()}@{socket.gethostname()}"
 
     def message(
-        self, record_id: str, channel: Channel, level: int, parent: str | None = None
+        self,
+        record_id: str,
+        channel: Channel,
+        level: int,
+        parent: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[str, str]:
         """The Redis list and the JSON envelope of one delivery message (``before_task_publish``
         has fired for it when a receiver is connected). ``parent``: the notice a record of
         ``notify(recipient=…)`` belongs to, written as the message's ``parent_id`` and
-        ``root_id`` (Flower shows them on the task's page and searches by them)."""
+        ``root_id`` (Flower shows them on the task's page and searches by them). ``trace``:
+        the trace context its headers carry (default: the current span's, when traced)."""
+        if trace is None:
+            trace = carrier()
         signals = _celery_signals()
         if signals is not None and signals.before_task_publish.receivers:
-            return self._signalled(signals, record_id, channel, level, parent)
+            return self._signalled(signals, record_id, channel, level, parent, trace)
         with_parent = parent is not None
-        shape = self._shapes.get((channel, level, with_parent))
+        traceparent = trace.get("traceparent") if trace else None
+        with_trace = traceparent is not None
+        shape = self._shapes.get((channel, level, with_parent, with_trace))
         if shape is None:
-            shape = self._shape(channel, level, with_parent)
-        if not _SAFE_ID.match(record_id) or (with_parent and not _SAFE_ID.match(parent or "")):
-            # ids noti makes always match; anything else the slow way
+            shape = self._shape(channel, level, with_parent, with_trace)
+        if (
+            not _SAFE_ID.match(record_id)
+            or (with_parent and not _SAFE_ID.match(parent or ""))
+            or (trace and (len(trace) > 1 or not _SAFE_TRACE.match(traceparent or "")))
+        ):
+            # ids noti makes always match, and so do traceparents; anything else the slow way
             priority = priority_for_level(level)
-            return shape[0], self._envelope(record_id, channel, priority, task_id=record_id, parent=parent)
+            return shape[0], self._envelope(
+                record_id, channel, priority, task_id=record_id, parent=parent, trace=trace
+            )
         h = hex64()  # the delivery tag
         return shape[0], shape[1] % {
             "task": record_id,
@@ -232,15 +264,24 @@ class Publisher:
             "record": record_id,
             "body": base64.b64encode(_BODY_PREFIX + record_id.encode() + _BODY_SUFFIX).decode(),
             "parent": parent,
+            "trace": traceparent,
         }
 
     def _signalled(
-        self, signals: ModuleType, record_id: str, channel: Channel, level: int, parent: str | None = None
+        self,
+        signals: ModuleType,
+        record_id: str,
+        channel: Channel,
+        level: int,
+        parent: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> tuple[str, str]:
         """The message built field by field, with ``before_task_publish`` sent for it as
         Celery sends it (its receivers may change the headers before they are written)."""
         priority = priority_for_level(level)
-        envelope = json.loads(self._envelope(record_id, channel, priority, task_id=record_id, parent=parent))
+        envelope = json.loads(
+            self._envelope(record_id, channel, priority, task_id=record_id, parent=parent, trace=trace)
+        )
         signals.before_task_publish.send(
             sender=DELIVER_TASK,
             body=([record_id], {}, _EMBED),
@@ -271,17 +312,23 @@ class Publisher:
             )
 
     @cached_property
-    def _shapes(self) -> dict[tuple[Channel, int, bool], tuple[str, str]]:
-        """Per channel, level and whether it names a parent: the queue list and the envelope
-        as a %-format."""
+    def _shapes(self) -> dict[tuple[Channel, int, bool, bool], tuple[str, str]]:
+        """Per channel, level, whether it names a parent and whether it carries a
+        ``traceparent``: the queue list and the envelope as a %-format."""
         return {}
 
-    def _shape(self, channel: Channel, level: int, with_parent: bool = False) -> tuple[str, str]:
+    def _shape(
+        self, channel: Channel, level: int, with_parent: bool = False, with_trace: bool = False
+    ) -> tuple[str, str]:
         """The queue list and the envelope as a %-format, rendered once per queue and
-        priority step with placeholders for the ids, the body (and the parent notice)."""
+        priority step with placeholders for the ids, the body (the parent notice, the
+        ``traceparent``)."""
         priority = priority_for_level(level)
         parent = _PARENT if with_parent else None
-        text = self._envelope(_RECORD_ID, channel, priority, task_id=_TASK_ID, tag=_TAG, parent=parent)
+        trace = {"traceparent": _TRACE} if with_trace else None
+        text = self._envelope(
+            _RECORD_ID, channel, priority, task_id=_TASK_ID, tag=_TAG, parent=parent, trace=trace
+        )
         body_start = text.index('"body": "') + len('"body": "')
         body_end = text.index('"', body_start)
         text = (text[:body_start] + _BODY + text[body_end:]).replace("%", "%%")
@@ -289,7 +336,7 @@ class Publisher:
             text = text.replace(placeholder, f"%({name})s")
         shape = (queue_key(channel.queue, priority), text)
         if len(self._shapes) < 4096:  # levels are few; an unbounded range must not grow this
-            self._shapes[(channel, level, with_parent)] = shape
+            self._shapes[(channel, level, with_parent, with_trace)] = shape
         return shape
 
     def _envelope(
@@ -301,8 +348,10 @@ class Publisher:
         task_id: str = "",
         tag: str = "",
         parent: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> str:
-        """The envelope built field by field (the reference the template is made from)."""
+        """The envelope built field by field (the reference the template is made from);
+        ``trace``: trace context headers it carries."""
         task_id = task_id or str(uuid.uuid4())
         body = json.dumps([[record_id], {}, _EMBED])
         envelope: dict[str, Any] = {
@@ -340,17 +389,27 @@ class Publisher:
                 "delivery_tag": tag or str(uuid.uuid4()),
             },
         }
+        if trace:
+            envelope["headers"].update(trace)
         return json.dumps(envelope)
 
-    def publish(self, items: Iterable[Item]) -> int:
-        """Send a delivery message per item; how many were sent.
+    def publish(self, items: Iterable[Item], *, traces: Mapping[str, Mapping[str, str]] | None = None) -> int:
+        """Send a delivery message per item; how many were sent. ``traces``: by record id,
+        the trace context its message carries (the pump's: each record's own); by default
+        the current span's, when traced.
 
         Raises:
             StoreUnavailable: the broker cannot be reached.
         """
         if self.writes_wire_format:
             client = self.broker_redis
-            pushes = [("LPUSH", *self.message(*item)) for item in items]
+            if traces is None:
+                pushes = [("LPUSH", *self.message(*item)) for item in items]
+            else:
+                pushes = [
+                    ("LPUSH", *self.message(*_with_parent(item), trace=traces.get(item[0], {})))
+                    for item in items
+                ]
             batches = (
                 pushes[start : start + _PUBLISH_BATCH] for start in range(0, len(pushes), _PUBLISH_BATCH)
             )
@@ -359,9 +418,9 @@ class Publisher:
                     pass
             self.published((queue, payload) for _, queue, payload in pushes)
             return len(pushes)
-        return self._send_tasks(items)
+        return self._send_tasks(items, traces)
 
-    def _send_tasks(self, items: Iterable[Item]) -> int:
+    def _send_tasks(self, items: Iterable[Item], traces: Mapping[str, Mapping[str, str]] | None) -> int:
         from kombu.exceptions import OperationalError  # the send_task path only: kombu is there
 
         count = 0
@@ -370,6 +429,7 @@ class Publisher:
                 for item in items:
                     record_id, channel, level = item[0], item[1], item[2]
                     parent = item[3] if len(item) > 3 else None
+                    trace = carrier() if traces is None else traces.get(record_id)
                     self._app.send_task(
                         DELIVER_TASK,
                         args=[record_id],
@@ -381,6 +441,7 @@ class Publisher:
                         priority=priority_for_level(level),
                         producer=producer,
                         retry_policy=_PUBLISH_RETRY,
+                        headers=dict(trace) if trace else None,
                     )
                     count += 1
         except OperationalError as exc:
@@ -388,3 +449,8 @@ class Publisher:
                 f"cannot reach the broker at {masked_url(self.broker_url)}: {exc}"
             ) from exc
         return count
+
+
+def _with_parent(item: Item) -> tuple[str, Channel, int, str | None]:
+    """An item with its parent notice, None when it names none."""
+    return (item[0], item[1], item[2], item[3] if len(item) > 3 else None)

@@ -5,7 +5,8 @@ from the worker it runs in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from celery import bootsteps
@@ -13,8 +14,9 @@ from celery import bootsteps
 from noti.celery.publish import Publisher
 from noti.celery.queues import ADOPT_INTERVAL_S, ForeignPriorities
 from noti.celery.transport import worker_transport
-from noti.core.delay import Pump
-from noti.sending.runtime import get_runtime
+from noti.core.delay import PublishItem, Pump
+from noti.sending.runtime import Runtime, get_runtime
+from noti.sending.traces import record_traces
 
 __all__ = ["DRAIN_TIMEOUT_S", "EVENT_WATCH_INTERVAL_S", "DelayPump", "DeliveryDrain", "KombuCheck"]
 
@@ -52,7 +54,7 @@ class DelayPump(bootsteps.StartStopStep):
         runtime.handler  # noqa: B018 - a bad NOTI_HANDLERS stops the worker here, naming it
         pump = Pump(
             runtime.delayed,
-            publisher.publish,
+            functools.partial(_publish_due, runtime, publisher),
             interval_s=runtime.settings.pump_interval_s,
             periodic=periodic,
         )
@@ -60,6 +62,14 @@ class DelayPump(bootsteps.StartStopStep):
 
         serve_pump(pump, worker.app)  # inspect scheduled / stats answer for its delayed set
         return pump
+
+
+def _publish_due(runtime: Runtime, publisher: Publisher, items: Iterable[PublishItem]) -> int:
+    """Publish the messages of records the pump found due, each carrying the trace context
+    its record was made in (read only while noti traces), so a delayed or retried record
+    goes on in the trace of the ``notify()`` that made it."""
+    items = list(items)
+    return publisher.publish(items, traces=record_traces(runtime, [item[0] for item in items]) or None)
 
 
 #: How often the pump's worker checks that waiting events have a processor.

@@ -206,6 +206,8 @@ class Notification:
     #: Through which door it came in (:data:`noti.core.timeline.DOORS`: ``api``, ``task``,
     #: ``cli``, ``http``, ``webman``, ``events``); None on records made before it was kept.
     door: str | None = None
+    #: The W3C trace context it was made in (:mod:`noti.tracing`), kept while tracing is on.
+    trace: str | None = None
 
 
 def _integer(value: str | None, default: int = 0) -> int:
@@ -259,6 +261,7 @@ def to_hash(record: Notification) -> dict[str, str]:
         ("noti_cat", record.category),
         ("noti_pref", record.preference),
         ("noti_door", record.door),
+        ("noti_trace", record.trace),
     ):
         if value is not None:
             out[key] = str(value)
@@ -321,6 +324,7 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         category=data.get("noti_cat") or None,
         preference=data.get("noti_pref") or None,
         door=data.get("noti_door") or None,
+        trace=data.get("noti_trace") or None,
     )
 
 

@@ -41,6 +41,7 @@ from noti.http.models import (
 )
 from noti.http.receipts import Receipts
 from noti.http.statuses import BatchRefused, install_error_handlers
+from noti.http.traces import TraceRequests
 from noti.redis.outage import translate_errors
 
 if TYPE_CHECKING:
@@ -356,6 +357,7 @@ def create_app(
         BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes
     )
     app.add_middleware(_HttpDoor)
+    app.add_middleware(TraceRequests)  # outermost: a refused request is a span too
     return app
 
 

@@ -13,6 +13,11 @@ any other transport error                        TemporaryFailure     retried pe
 an answer that is not the JSON expected          AmbiguousOutcome     the vendor may have
                                                                       acted on it
 ==============================================  ===================  ======================
+
+When noti traces (:mod:`noti.tracing`), each request is a client span (:func:`traced`: the
+method, the URL without its query and with path secrets masked, the status) carrying the
+record, channel and provider it is made for; the provider is named by
+:func:`map_transport_errors`, which every provider's request passes through.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from noti import tracing
 from noti.errors import AmbiguousOutcome, ProviderMisconfigured, ProviderOutage, TemporaryFailure
 
 __all__ = [
@@ -39,6 +45,8 @@ __all__ = [
     "map_transport_errors",
     "no_complete_answer",
     "retry_after_s",
+    "span_url",
+    "traced",
     "transport_failed",
     "unencodable",
 ]
@@ -103,13 +111,57 @@ def client() -> httpx.Client:
     global _client, _client_pid
     with _lock:
         if _client is None or _client_pid != os.getpid():
+            limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
             _client = httpx.Client(
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                transport=traced(httpx.HTTPTransport(limits=limits)),
                 follow_redirects=False,
                 headers={"user-agent": "noti"},
             )
             _client_pid = os.getpid()
         return _client
+
+
+def span_url(url: httpx.URL) -> str:
+    """``url`` as a client span shows it: no query (credentials travel there), no user or
+    password, path secrets masked (:func:`mask_in_path`)."""
+    path = _masked(url).raw_path.split(b"?", 1)[0].decode("ascii", "replace")
+    return f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{path}"
+
+
+class _Traced(httpx.BaseTransport):
+    """A transport whose requests are client spans while noti traces."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if tracing.tracer() is None:
+            return self._inner.handle_request(request)
+        url = request.url
+        attributes = tracing.client_attributes(request.method, span_url(url), url.host, url.port)
+        with tracing.client_span(attributes) as span:
+            if tracing.propagates_to():
+                carried: dict[str, str] = {}
+                tracing.inject_headers(carried)
+                request.headers.update(carried)
+            try:
+                response = self._inner.handle_request(request)
+            except Exception as exc:
+                if span is not None:
+                    span.set_attribute("error.type", type(exc).__qualname__)
+                raise
+            if span is not None:
+                tracing.answered(span, response.status_code)
+            return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def traced(transport: httpx.BaseTransport) -> httpx.BaseTransport:
+    """``transport`` with a client span per request while noti traces (and nothing more
+    than one check per request while it does not)."""
+    return _Traced(transport)
 
 
 def join_path(base: str, path: str) -> str:
@@ -147,7 +199,9 @@ def transport_failed(provider: str, exc: BaseException) -> TemporaryFailure:
 
 @contextmanager
 def map_transport_errors(provider: str) -> Iterator[None]:
-    """Translate httpx transport failures into the outcome classes above."""
+    """Translate httpx transport failures into the outcome classes above (and, traced, name
+    ``provider`` on the requests made inside)."""
+    token = tracing.provider_call(provider)
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
@@ -165,6 +219,8 @@ def map_transport_errors(provider: str) -> Iterator[None]:
         raise no_complete_answer(provider, exc) from exc
     except httpx.HTTPError as exc:
         raise transport_failed(provider, exc) from exc
+    finally:
+        tracing.provider_done(token)
 
 
 def json_object(response: httpx.Response, provider: str) -> dict[str, Any]:

@@ -28,6 +28,8 @@ as :mod:`noti.providers._http` does for httpx: :class:`CannotConnect` (nothing w
 DNS, refused, TLS handshake or certificate, connect timeout), :class:`NoCompleteAnswer`
 (the request may have arrived: timeout after connecting, closed connection, an answer
 that is not HTTP) and :class:`Unencodable` (the request cannot be written).
+
+Traced (:mod:`noti.tracing`), each POST is a client span, as :mod:`noti.providers._http`'s.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from functools import lru_cache
 
 import httpx
 
-from noti.providers._http import cannot_connect, no_complete_answer, unencodable
+from noti import tracing
+from noti.providers._http import cannot_connect, no_complete_answer, span_url, unencodable
 from noti.providers._http11_answer import MAX_HEAD, TOKEN, Response, read_response
 
 __all__ = [
@@ -195,6 +198,36 @@ async def post(
         NoCompleteAnswer: the request may have arrived; no complete answer came back.
         Unencodable: the URL or a header cannot be written.
     """
+    if tracing.tracer() is None:
+        return await _post(url, body, headers, timeout_s=timeout_s, server_hostname=server_hostname)
+    destination = parse_destination(url)
+    attributes = tracing.client_attributes(
+        "POST", span_url(httpx.URL(url)), server_hostname or destination.host, destination.port
+    )
+    with tracing.client_span(attributes) as span:
+        if tracing.propagates_to():
+            carried: dict[str, str] = {}
+            tracing.inject_headers(carried)
+            headers = {**headers, **carried}
+        try:
+            response = await _post(url, body, headers, timeout_s=timeout_s, server_hostname=server_hostname)
+        except HttpError as exc:
+            if span is not None:
+                span.set_attribute("error.type", type(exc).__name__)
+            raise
+        if span is not None:
+            tracing.answered(span, response.status)
+        return response
+
+
+async def _post(
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    timeout_s: float,
+    server_hostname: str | None = None,
+) -> Response:
     destination = parse_destination(url)
     head = _request_head(destination, headers, len(body))
     loop = asyncio.get_running_loop()
@@ -358,7 +391,9 @@ def _sweep(pool: _Pool) -> None:
 
 @contextlib.contextmanager
 def map_errors(provider: str) -> Iterator[None]:
-    """Translate this client's failures into the outcome classes (see :mod:`noti.providers._http`)."""
+    """Translate this client's failures into the outcome classes (see :mod:`noti.providers._http`);
+    traced, the requests made inside name ``provider``."""
+    token = tracing.provider_call(provider)
     try:
         yield
     except CannotConnect as exc:
@@ -367,6 +402,8 @@ def map_errors(provider: str) -> Iterator[None]:
         raise unencodable(provider) from exc
     except NoCompleteAnswer as exc:
         raise no_complete_answer(provider, exc) from exc
+    finally:
+        tracing.provider_done(token)
 
 
 async def close_pool() -> None:

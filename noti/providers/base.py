@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -157,8 +158,11 @@ class Provider(abc.ABC):
 
     async def send_async(self, message: Message) -> Receipt:
         """:meth:`send` on an asyncio loop. This default runs :meth:`send` in the loop's
-        executor (a thread); providers with a native asynchronous client override it."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.send, message)
+        executor (a thread), in a copy of the caller's context (as ``asyncio.to_thread``
+        does: the record's trace goes on there); providers with a native asynchronous client
+        override it."""
+        run = contextvars.copy_context().run
+        return await asyncio.get_running_loop().run_in_executor(None, run, self.send, message)
 
     #: A send this provider makes is delivered when it returns (the webhook's 2xx is the
     #: application's own answer; SMTP's 250 is the relay's): no receipt is awaited.

@@ -30,6 +30,7 @@ from noti.core.timeline import current_door
 from noti.errors import InvalidInput
 from noti.inputs import bad_character, shown
 from noti.sending.runtime import Runtime
+from noti.tracing import current_text
 
 if TYPE_CHECKING:
     from noti.access.grants import Grants
@@ -149,6 +150,9 @@ class RecordBuilder:
         }
         if record_extra:
             made.update(record_extra)
+        trace = current_text()  # the trace it is made in, for its later messages and receipts
+        if trace is not None:
+            made["trace"] = trace
         record = Notification(**made)
         if (acting.name, channel, record.provider, providers_allowed) not in self._authorized:
             self._authorize(acting, channel, record.provider, providers_allowed)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from noti.core.delay import iso_time, validate_idempotency_key
 from noti.core.record import Notification
 from noti.errors import InvalidConfig, InvalidInput, NotiError, StoreUnavailable
+from noti.tracing import span
 
 if TYPE_CHECKING:
     from noti.core.creating import CreatePipeline
@@ -154,6 +155,35 @@ def add_many(
         InvalidConfig: a provider's settings are broken (the chunks before the one holding
             that item are stored whole, nothing from it on).
     """
+    with span("noti.notify_many", kind="producer", attributes={"messaging.system": "celery"}) as current:
+        result = _add_many(
+            notifier,
+            items,
+            user=user,
+            defaults=defaults,
+            chunk_size=chunk_size,
+            level_cap=level_cap,
+            providers_allowed=providers_allowed,
+            whole=whole,
+        )
+        if current is not None:
+            current.set_attributes({"noti.count": result.stored, "noti.refused": len(result.refused)})
+            if len(result.ids) == 1 and result.ids[0] is not None:
+                current.set_attribute("noti.record_id", str(result.ids[0]))
+        return result
+
+
+def _add_many(
+    notifier: Notifier,
+    items: Iterable[object],
+    *,
+    user: str | None,
+    defaults: Mapping[str, Any] | None,
+    chunk_size: int,
+    level_cap: int | None,
+    providers_allowed: frozenset[str] | None,
+    whole: bool,
+) -> BulkResult:
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         raise InvalidInput(
             f"items must be a list (or another iterable) of mappings, got {type(items).__name__}",

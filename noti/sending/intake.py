@@ -28,6 +28,7 @@ from collections.abc import Callable
 from noti.delivery.state import ReceiptBatch, ReceiptReply, ReceiptRequest
 from noti.errors import NotiError, ReceiptRejected
 from noti.sending.runtime import Runtime
+from noti.sending.traces import traced_receipts
 
 __all__ = ["UNREADABLE", "ReceiptIntake"]
 
@@ -76,7 +77,9 @@ class ReceiptIntake:
                 code="e.noti.receipt.toomany",
             )
         if batch.reports:
-            results = self.runtime.delivery.apply(batch.reports)
+            with traced_receipts(self.runtime, batch.reports) as traced:
+                results = self.runtime.delivery.apply(batch.reports)
+                traced += results
             log.info(
                 "receipts from %s: %s",
                 provider_name,

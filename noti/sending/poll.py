@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from noti.delivery.state import DeliveryReport
 from noti.errors import DeliveryError, InvalidConfig, StoreUnavailable
 from noti.sending.runtime import Runtime
+from noti.sending.traces import traced_receipts
+from noti.tracing import span
 
 __all__ = ["HELD_AT_MOST", "held_reports", "poll_receipts"]
 
@@ -63,7 +65,10 @@ def _apply(runtime: Runtime, reports: Sequence[DeliveryReport], *, answered_by: 
         StoreUnavailable: Redis cannot be reached (``reports`` are held).
     """
     try:
-        results = runtime.delivery.apply(reports)
+        with span("noti.receipts", attributes={"noti.provider": answered_by or "(held)"}):
+            with traced_receipts(runtime, reports) as traced:
+                results = runtime.delivery.apply(reports)
+                traced += results
     except StoreUnavailable:
         _hold(runtime, reports)
         if answered_by is None:

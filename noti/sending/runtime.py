@@ -17,6 +17,7 @@ from noti.core.delay import DelayedQueue
 from noti.core.keys import Keys
 from noti.core.store import RecordStore
 from noti.redis.conn import PoolClient, ReplicaWait, connect, connect_any
+from noti.tracing import configure as configure_tracing
 
 if TYPE_CHECKING:
     from noti.access.signing import SigningKeys
@@ -38,6 +39,7 @@ class Runtime:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        configure_tracing(mode=settings.tracing, propagate=settings.tracing_propagate)
         self.keys = Keys(settings.key_prefix, tuple(sorted(settings.numpool_keys.items())))
         self.redis = connect(settings.redis_url)
         replica_wait = None

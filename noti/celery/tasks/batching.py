@@ -55,6 +55,8 @@ from noti.core.attempt import Claim, ClaimState, Outcome, Revoked, claim_from_ro
 from noti.errors import StoreUnavailable
 from noti.sending.runtime import Runtime, get_runtime
 from noti.sending.sender import Attempt, Sender, SendResult
+from noti.sending.traces import note_outcome
+from noti.tracing import active, start_delivery
 
 __all__ = ["DeliveryBatcher", "delivery_claims"]
 
@@ -222,7 +224,11 @@ class DeliveryBatcher:
             self.waves.submit(sender, [h for h, _ in waiting], [a for _, a in waiting])
         if inline:
             attempts = [attempt for _, attempt in inline]
+            spans = _delivery_spans(inline) if active() else []
             outcomes = sender.attempt_many(attempts, hold_leases=False)  # they answer at once
+            for span, outcome in zip(spans, outcomes, strict=False):  # none when not traced
+                note_outcome(span, outcome)
+                span.end()
             self._conclude(sender, [h for h, _ in inline], list(zip(attempts, outcomes, strict=True)))
 
     def _drop_revoked(self, sender: Sender, pairs: list[tuple[Held, Attempt]]) -> list[tuple[Held, Attempt]]:
@@ -342,6 +348,15 @@ class DeliveryBatcher:
                 self._reject(h.message, requeue=True)
             except Exception:  # it comes back after the visibility timeout instead
                 log.exception("noti.deliver %s: could not requeue", h.record_id)
+
+
+def _delivery_spans(inline: list[tuple[Held, Attempt]]) -> list[Any]:
+    """A ``noti.deliver`` span per record sent on the consumer thread (providers that make
+    no request: the spans need not be current), each in the trace its message carries."""
+    return [
+        start_delivery(h.message.headers, a.record.id, a.record.channel.value, task_id=h.id)
+        for h, a in inline
+    ]
 
 
 def delivery_claims(rt: Runtime, task: str, sender: Sender) -> DeliveryClaims | None:

@@ -15,6 +15,8 @@ from noti.core.retry import outcome_error
 from noti.errors import NotiError, StoreUnavailable
 from noti.sending.runtime import get_runtime
 from noti.sending.sender import Sender
+from noti.sending.traces import note_outcome
+from noti.tracing import delivering
 
 __all__ = ["deliver"]
 
@@ -54,10 +56,15 @@ def deliver(self: Task, record_id: str) -> dict[str, str]:
     timeout) up to 12 times; the record stays waiting meanwhile.
     """
     sender = Sender(get_runtime(), owner=f"{self.request.hostname or 'worker'}")
-    try:
-        outcome = sender.deliver(record_id).outcome
-    except StoreUnavailable as exc:
-        raise self.retry(exc=exc, countdown=5) from exc
+    request = self.request
+    queue = (request.delivery_info or {}).get("routing_key") or ""
+    # the trace its message carries goes on here (custom headers are the request's attributes)
+    with delivering(request, record_id, queue.removeprefix("noti.") or None, task_id=request.id) as span:
+        try:
+            outcome = sender.deliver(record_id).outcome
+        except StoreUnavailable as exc:
+            raise self.retry(exc=exc, countdown=5) from exc
+        note_outcome(span, outcome)
     if outcome is None:
         raise Ignore()
     if outcome.status is Status.DONE:

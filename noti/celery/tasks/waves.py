@@ -17,6 +17,8 @@ from noti.celery.tasks.held import Held
 from noti.core.attempt import Outcome
 from noti.sending.loop import send_loop
 from noti.sending.sender import Attempt, Sender, SendResult
+from noti.sending.traces import note_outcome
+from noti.tracing import delivering
 
 __all__ = ["CONCLUDE_WINDOW_S", "SendWaves"]
 
@@ -60,7 +62,7 @@ class SendWaves:
         leases = [(a.record.id, a.owner, a.lease_ms) for a in attempts]
         with sender.runtime.lease_keeper.hold_many(leases) as release:
             if len(attempts) == 1:  # no task of its own: it starts now, not a loop turn later
-                outcome = await _attempt(sender, attempts[0])
+                outcome = await _attempt(sender, attempts[0], held[0])
                 release([0])
                 await self._conclude_wave(sender, held, attempts, [(0, outcome)])
                 return
@@ -69,7 +71,7 @@ class SendWaves:
             left = [len(attempts)]  # sends not concluded yet
 
             async def send(i: int) -> None:
-                answered.append((i, await _attempt(sender, attempts[i])))
+                answered.append((i, await _attempt(sender, attempts[i], held[i])))
                 arrived.set()
                 if len(answered) >= left[0]:
                     everyone.set()
@@ -139,10 +141,16 @@ class SendWaves:
         self.in_flight.discard(future)
 
 
-async def _attempt(sender: Sender, attempt: Attempt) -> Outcome | Exception:
+async def _attempt(sender: Sender, attempt: Attempt, held: Held) -> Outcome | Exception:
     """One send's outcome, or what it raised (a bug: never let it stop the batch's other
-    sends or keep their outcomes from being recorded)."""
-    try:
-        return await sender.attempt_async(attempt)
-    except Exception as exc:
-        return exc
+    sends or keep their outcomes from being recorded). Traced, it is the record's
+    ``noti.deliver`` span, in the trace its message carries (this coroutine is a task of its
+    own: the span is current for its provider calls only)."""
+    record = attempt.record
+    with delivering(held.message.headers, record.id, record.channel.value, task_id=held.id) as span:
+        try:
+            outcome = await sender.attempt_async(attempt)
+        except Exception as exc:
+            return exc
+        note_outcome(span, outcome)
+        return outcome
