@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 
 #: Headers of every answer of the admin page: nothing but its own scripts, styles and forms
 #: (an injected ``<script>`` would not run even if one got through the escaping), never in
-#: a frame, never cached (it shows personal data), no Referer sent on.
+#: a frame, never cached (it shows personal data), no Referer sent to another site
+#: (``same-origin``: with ``no-referrer`` Chromium sends ``Origin: null`` with the page's own
+#: forms, which :func:`~noti.http.admin.session.same_origin` refuses).
 HEADERS = {
     "content-security-policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -42,7 +44,7 @@ HEADERS = {
     ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 _STATIC = {"admin.css": "text/css; charset=utf-8", "admin.js": "text/javascript; charset=utf-8"}
