@@ -41,6 +41,7 @@ __all__ = [
     "csrf_of",
     "forget",
     "keep",
+    "local_path",
     "read_form",
     "same_origin",
 ]
@@ -100,6 +101,7 @@ class Form:
     fields: Mapping[str, str]
 
     def get(self, name: str) -> str:
+        """The field ``name`` ("" when the form has none)."""
         return self.fields.get(name, "")
 
 

@@ -45,6 +45,7 @@ class Site:
         self.suppressions = Suppressions(runtime)
 
     def role(self, who: Caller) -> Role:
+        """The role the settings give the token's user (a token carries no role of its own)."""
         return resolve_user(self.notifier.runtime.settings, who.user).role
 
     def page(
@@ -65,6 +66,8 @@ class Site:
         )
 
     def login_page(self, request: Request, *, message: str = "", status_code: int = 200) -> HTMLResponse:
+        """The login form, saying ``message`` (why the session was refused), sending the
+        browser back to the page it asked for; a refused session's cookie is cleared."""
         base = base_path(request)
         here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         after = local_path(here, base=base) if request.method == "GET" else None
