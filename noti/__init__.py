@@ -36,7 +36,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ b
         notify_weixin,
         revoke,
         schedule_many,
+        search,
         send,
+        timeline,
     )
     from noti.core.record import Channel, Notification, Status
     from noti.errors import (
@@ -75,7 +77,9 @@ _SOURCES: dict[str, str] = {
             "notify_weixin",
             "revoke",
             "schedule_many",
+            "search",
             "send",
+            "timeline",
         ),
         "noti.api",
     ),
@@ -135,7 +139,9 @@ __all__ = [
     "notify_weixin",
     "revoke",
     "schedule_many",
+    "search",
     "send",
+    "timeline",
 ]
 
 

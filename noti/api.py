@@ -15,6 +15,7 @@ from noti.errors import InvalidInput
 from noti.sending.notifier import Notifier, Revocation
 
 if TYPE_CHECKING:
+    from noti.core.timeline import Timeline
     from noti.recipients.notices import Notice
     from noti.sending.bulk import BulkResult
     from noti.sending.redrive import Redrive
@@ -255,6 +256,16 @@ def get(record_id: str, *, user: str | None = None) -> Notification:
 def list_notifications(**kwargs: Any) -> list[Notification]:
     """Records, newest first (see :meth:`Notifier.select`)."""
     return notifier().select(**kwargs)
+
+
+def timeline(record_id: str, *, user: str | None = None) -> Timeline:
+    """What happened to a notification, step by step (see :meth:`Notifier.timeline`)."""
+    return notifier().timeline(record_id, user=user)
+
+
+def search(**kwargs: Any) -> list[Notification]:
+    """Records by address, recipient, status, provider, vendor id, time (see :meth:`Notifier.search`)."""
+    return notifier().search(**kwargs)
 
 
 def delete(record_id: str, *, user: str | None = None) -> Notification:

@@ -19,6 +19,7 @@ from importlib import import_module
 import click
 
 from noti.cli._options import CliContext
+from noti.core.timeline import through
 from noti.errors import NotiError
 
 __all__ = ["COMMANDS", "cli", "console_main", "main"]
@@ -35,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "get": "noti.cli.notify:get",
     "send": "noti.cli.notify:send",
     "list": "noti.cli.notify:list_",
+    "search": "noti.cli.history:search",
     "del": "noti.cli.notify:delete",
     "revoke": "noti.cli.notify:revoke",
     "clean": "noti.cli.notify:clean",
@@ -100,6 +102,7 @@ class LazyGroup(click.Group):
 def cli(ctx: click.Context, acting_user: str | None) -> None:
     """Notifications delivered by Celery workers from Redis."""
     ctx.obj = CliContext(user=acting_user, one_shot=_one_shot)
+    ctx.with_resource(through("cli"))
 
 
 def main(argv: list[str] | None = None) -> None:

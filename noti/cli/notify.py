@@ -321,11 +321,20 @@ def list_(
 
 @click.command("get")
 @click.argument("record_ids", metavar="ID...", nargs=-1, required=True)
+@click.option(
+    "-timeline", "--timeline", is_flag=True, help="Every step of its life instead: attempts, receipts…"
+)
 @json_options
 @pass_cli
-def get(ctx: CliContext, /, record_ids: tuple[str, ...], out: Output) -> None:
-    """Show notifications by id (yours; root members: anyone's): every field, or -json. A
-    notice id (n…, from noti notify) shows the notice: each channel's state and record."""
+def get(ctx: CliContext, /, record_ids: tuple[str, ...], timeline: bool, out: Output) -> None:
+    """Show notifications by id (yours; root members: anyone's): every field, or -json; with
+    -timeline, what happened to each, step by step. A notice id (n…, from noti notify)
+    shows the notice: each channel's state and record."""
+    if timeline:
+        from noti.cli.history import show_timelines
+
+        show_timelines([ctx.api.timeline(i, user=ctx.user) for i in record_ids], out)
+        return
     if any(_notice_shaped(record_id) for record_id in record_ids):
         _get_with_notices(ctx, record_ids, out)
         return

@@ -18,6 +18,7 @@ from noti.core.record import Notification, Status, from_hash
 __all__ = [
     "REVOKED_CODE",
     "UNSURE_FIELD",
+    "CallNote",
     "Claim",
     "ClaimState",
     "Finish",
@@ -103,6 +104,24 @@ REVOKED_CODE = "e.cmd.noti.revoked"
 
 
 @dataclass(frozen=True, slots=True)
+class CallNote:
+    """One provider call of an attempt, as the sender saw it (the sending layer turns its
+    answers into these: :func:`noti.sending.failover.call_note`)."""
+
+    provider: str
+    at_ms: int
+    seconds: float
+    #: ``ok`` (the vendor took it), ``failed`` (a delivery error), ``waited`` (our rate limit
+    #: kept it from being sent), ``error`` (the provider itself broke).
+    outcome: str
+    msgid: str | None = None
+    #: noti's error code (``e.noti.delivery.temporary``…), the vendor's own code, the text.
+    code: str = ""
+    vendor_code: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     """One send's outcome to record, fenced by the lease ``owner`` that claimed it."""
 
@@ -115,6 +134,8 @@ class Finish:
     provider: str = ""
     #: Each provider call of the attempt, ``(provider, seconds)``: the latency histogram.
     calls: tuple[tuple[str, float], ...] = ()
+    #: Each provider call of the attempt as its timeline tells it (:mod:`noti.core.timeline`).
+    notes: tuple[CallNote, ...] = ()
 
 
 def claim_from_row(row: list[Any]) -> Claim:

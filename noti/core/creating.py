@@ -17,6 +17,7 @@ from redis.commands.core import Script
 
 from noti.core.keys import Keys
 from noti.core.record import Channel, Notification, to_hash
+from noti.core.search import AddressIndex
 from noti.redis.conn import ReplicaWait
 from noti.redis.counters import added_field
 from noti.redis.outage import translate_errors
@@ -29,8 +30,9 @@ class CreateCalls:
     """Builds ``create.lua`` calls under ``keys``, remembering the ``added`` counter field of
     each (channel, provider named) it meets: a store keeps one between calls."""
 
-    def __init__(self, keys: Keys) -> None:
+    def __init__(self, keys: Keys, addresses: AddressIndex) -> None:
         self.keys = keys
+        self.addresses = addresses
         self._added: dict[tuple[Channel, str | None], str] = {}
 
     def __call__(
@@ -61,11 +63,11 @@ class CreateCalls:
             k.metrics,
         ]
         args: list[Any] = [int(first.status), len(shared), *itertools.chain.from_iterable(shared)]
-        added = self._added
+        added, address = self._added, self.addresses.key
         for record, fields in zip(records, hashes, strict=True):
             record_key = k.record(record.id)
             idempotency_key = idempotency_keys.get(record.id)
-            keys += [record_key, idempotency_key or record_key]
+            keys += [record_key, idempotency_key or record_key, address(record.channel, record.target)]
             own = () if alone else fields.items() - shared
             label = added.get((record.channel, record.provider))
             if label is None:

@@ -7,6 +7,15 @@ key                             type     holds
 ==============================  =======  ==================================================
 ``noti:rec:<id>``               HASH     one notification record (the original system's
                                          field names)
+``noti:tl:<id>``                LIST     the record's timeline (:mod:`noti.core.timeline`): its
+                                         steps after its creation, JSON, oldest first, the
+                                         newest 50 kept; written by the scripts that change
+                                         the record, deleted with it
+``noti:idx:to:<digest>``       ZSET     ids of the records sent to one address on one channel,
+                                         score = created ms; ``<digest>``: HMAC-SHA256 of the
+                                         channel and the address under ``noti:search:secret``
+                                         (:mod:`noti.core.search`), so no key names an address
+``noti:search:secret``          STRING   that HMAC's key (random, made on first use)
 ``noti:idx:all``                ZSET     every record id, score = created ms
 ``noti:idx:user:<user>``        ZSET     ids created by ``<user>``, score = created ms
 ``noti:idx:st:<st>``            ZSET     ids in status ``<st>``, score = ms it entered it
@@ -176,6 +185,16 @@ class Keys:
 
     def record(self, record_id: str) -> str:
         return f"{self.prefix}rec:{record_id}"
+
+    def timeline(self, record_id: str) -> str:
+        return f"{self.prefix}tl:{record_id}"
+
+    def address_index(self, digest: str) -> str:
+        return f"{self.prefix}idx:to:{digest}"
+
+    @property
+    def search_secret(self) -> str:
+        return f"{self.prefix}search:secret"
 
     @property
     def all_index(self) -> str:

@@ -203,6 +203,9 @@ class Notification:
     recipient: str | None = None
     category: str | None = None
     preference: str | None = None
+    #: Through which door it came in (:data:`noti.core.timeline.DOORS`: ``api``, ``task``,
+    #: ``cli``, ``http``, ``webman``, ``events``); None on records made before it was kept.
+    door: str | None = None
 
 
 def _integer(value: str | None, default: int = 0) -> int:
@@ -255,6 +258,7 @@ def to_hash(record: Notification) -> dict[str, str]:
         ("noti_rcpt", record.recipient),
         ("noti_cat", record.category),
         ("noti_pref", record.preference),
+        ("noti_door", record.door),
     ):
         if value is not None:
             out[key] = str(value)
@@ -316,6 +320,7 @@ def from_hash(data: Mapping[str, str]) -> Notification:
         recipient=data.get("noti_rcpt") or None,
         category=data.get("noti_cat") or None,
         preference=data.get("noti_pref") or None,
+        door=data.get("noti_door") or None,
     )
 
 

@@ -23,7 +23,9 @@ from noti.core.deadletter import DeadLetter
 from noti.core.keys import Keys
 from noti.core.reads import RecordReader
 from noti.core.record import DELIVERY_STATES, Channel, Notification, Status, now_ms, to_hash
+from noti.core.search import AddressIndex
 from noti.core.suppression import Suppressed, SuppressionList
+from noti.core.timeline import finish_steps
 from noti.errors import StoreUnavailable
 from noti.redis.conn import ReplicaWait, load_script
 from noti.redis.counters import added_field, finish_tally
@@ -47,12 +49,15 @@ class RecordStore(RecordReader):
         self._create = load_script(client, "create")
         #: The connection ``create_one`` keeps between calls (``notify()`` one at a time).
         self._held = HeldConnection(client)
-        self._create_calls = CreateCalls(keys)
+        #: The address index's key names (:mod:`noti.core.search`).
+        self.addresses = AddressIndex(client, keys)
+        self._create_calls = CreateCalls(keys, self.addresses)
         self._schedule = load_script(client, "schedule")
         self._cancel = load_script(client, "cancel")
         self._revoke = load_script(client, "revoke")
         self._revive = load_script(client, "revive")
         self._renew = load_script(client, "renew")
+        self._timeline_add = load_script(client, "timeline_add")
         self.suppressions = SuppressionList(client, keys)
         #: Each channel and the key of its opted-out set: what a claim checks (the claim
         #: script, and the broker transport's fetch when it claims).
@@ -170,6 +175,7 @@ class RecordStore(RecordReader):
                         k.waiting_index,
                         k.delayed,
                         k.metrics,
+                        self.addresses.key(record.channel, record.target),
                     ],
                     [
                         current or "",
@@ -209,6 +215,7 @@ class RecordStore(RecordReader):
                     *k.status_indexes,
                     identifier_key or k.record(record.id),
                     k.metrics,
+                    self.addresses.key(record.channel, record.target),
                 ],
                 args=[record.id, record.creator],
             )
@@ -355,7 +362,7 @@ class RecordStore(RecordReader):
                     dead_letter=item.letter is not None,
                     calls=item.calls,
                 )
-            args.append(tally)
+            args += [tally, finish_steps(item, now)]
         keys = [
             k.waiting_index,
             k.delayed,
@@ -400,6 +407,12 @@ class RecordStore(RecordReader):
             codes = self._revoke(keys=[*keys, *(k.record(i) for i in record_ids)], args=[now, errmsg, owner])
         return [Revoked(int(code)) for code in codes]
 
+    def note_steps(self, record_id: str, steps: Sequence[str]) -> bool:
+        """Append steps (:func:`noti.core.timeline.step_text`) to a record's timeline that no
+        change of the record comes with; False when there is no such record."""
+        with translate_errors(self.redis):
+            return bool(self._timeline_add(keys=[self.keys.record(record_id)], args=["\n".join(steps)]))
+
     def delete(self, record_id: str) -> Notification | None:
         """Remove a record and its index entries; the removed record, or None if there was none."""
         k = self.keys
@@ -418,6 +431,7 @@ class RecordStore(RecordReader):
                         *k.status_indexes,
                         *(k.delivery_index(state) for state in DELIVERY_STATES),
                         k.delivery_watch,
+                        self.addresses.key(record.channel, record.target),
                     ],
                     args=[record_id, record.creator],
                 )

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from noti.core.record import Channel, check_field_names, parse_channel, parse_level
+from noti.core.timeline import through
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.event import Outcome
 from noti.events.templates import ADD_PREFIX, CompiledTemplate, compile_template
@@ -283,16 +284,17 @@ class CompiledNotify:
             notifier.build(
                 action.type.value, target, lv=action.lv, user=run.user, provider=action.provider, **fields
             )
-        record = notifier.add(
-            action.type.value,
-            target,
-            lv=action.lv,
-            user=run.owner,
-            level_cap=run.level_cap,
-            provider=action.provider,
-            idempotency_key=run.key,
-            **fields,
-        )
+        with through("events"):
+            record = notifier.add(
+                action.type.value,
+                target,
+                lv=action.lv,
+                user=run.owner,
+                level_cap=run.level_cap,
+                provider=action.provider,
+                idempotency_key=run.key,
+                **fields,
+            )
         return Outcome(run.listener_name, notification=record.id)
 
 

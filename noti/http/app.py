@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Body, FastAPI, Query, Request, Response
 from fastapi.responses import PlainTextResponse, RedirectResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from noti.core.record_json import to_json_dict
+from noti.core.timeline import through
 from noti.errors import InvalidInput
 from noti.http.guard import BodyLimit, CallerDep
 from noti.http.models import (
@@ -35,6 +37,7 @@ from noti.http.models import (
     Refusal,
     RevokeOut,
     StoredOut,
+    TimelineOut,
 )
 from noti.http.receipts import Receipts
 from noti.http.statuses import BatchRefused, install_error_handlers
@@ -175,6 +178,15 @@ def create_app(
         return to_json_dict(notifier.get(record_id, user=who.user))
 
     @app.get(
+        "/v1/notifications/{record_id}/timeline",
+        response_model=TimelineOut,
+        responses=_RECORD_ERRORS,
+        summary="What happened to a notification: every step, oldest first",
+    )
+    def get_timeline(record_id: str, who: CallerDep) -> dict[str, Any]:
+        return notifier.timeline(record_id, user=who.user).to_dict()
+
+    @app.get(
         "/v1/notifications",
         response_model=NotificationsOut,
         responses={
@@ -194,10 +206,40 @@ def create_app(
         ] = None,
         user: Annotated[str | None, Query(description="Only this user's (root members and admins)")] = None,
         limit: Annotated[int, Query(ge=1, le=LIST_MAX, description="At most this many")] = 100,
+        to: Annotated[
+            str | None, Query(max_length=2048, description="Sent to this address (phone, e-mail, openid…)")
+        ] = None,
+        recipient: Annotated[
+            str | None, Query(max_length=2048, description="Made for this recipient id")
+        ] = None,
+        provider: Annotated[
+            str | None, Query(max_length=2048, description="Asked for or sent by this provider")
+        ] = None,
+        msgid: Annotated[str | None, Query(max_length=2048, description="The vendor's message id")] = None,
+        since: Annotated[int | None, Query(ge=0, description="Created at or after (epoch ms)")] = None,
+        until: Annotated[int | None, Query(ge=0, description="Created at or before (epoch ms)")] = None,
     ) -> dict[str, Any]:
-        records = notifier.select(
-            user=who.user, creator=user, status=st, type=type, delivery=delivery, limit=limit
-        )
+        searched = (to, recipient, provider, msgid, since, until)
+        if any(x is not None for x in searched):
+            if delivery is not None:
+                raise InvalidInput("delivery= is not a search filter", code="e.cmd.noti.search.bad")
+            records = notifier.search(
+                user=who.user,
+                creator=user,
+                to=to,
+                channel=type,
+                recipient=recipient,
+                status=st,
+                provider=provider,
+                msgid=msgid,
+                since_ms=since,
+                until_ms=until,
+                limit=limit,
+            )
+        else:
+            records = notifier.select(
+                user=who.user, creator=user, status=st, type=type, delivery=delivery, limit=limit
+            )
         return {"notifications": [to_json_dict(r) for r in records]}
 
     @app.delete(
@@ -321,7 +363,20 @@ def create_app(
     app.add_middleware(
         BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes
     )
+    app.add_middleware(_HttpDoor)
     return app
+
+
+class _HttpDoor:
+    """Records made while a request is answered come in through the ``http`` door (their
+    timeline's first step says so: :mod:`noti.core.timeline`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with through("http"):
+            await self.app(scope, receive, send)
 
 
 class _Parts:

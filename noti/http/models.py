@@ -167,6 +167,24 @@ class NotificationsOut(BaseModel):
     notifications: list[RecordOut]
 
 
+class StepOut(BaseModel):
+    """One step of a record's life (:mod:`noti.core.timeline`): when, what, and its details
+    (provider, ms, msgid, code, text, state, worker…, as the event has them)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    at: int = Field(description="When, epoch ms")
+    event: str = Field(description="created, delayed, held, claimed, attempt, failover, sent, retry, …")
+
+
+class TimelineOut(BaseModel):
+    """A record's steps, oldest first; ``dropped``: older steps no longer kept (the newest 50 are)."""
+
+    id: str
+    dropped: int
+    steps: list[StepOut]
+
+
 class RevokeOut(BaseModel):
     """``DELETE``: ``revoked`` (it will never be sent) or ``held`` (a sender holds it right
     now: it is revoked at its next claim unless the send in progress delivers it)."""

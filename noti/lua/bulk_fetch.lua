@@ -22,6 +22,7 @@
 -- Returns {popped, claims}: the messages popped, in the order kombu would have taken
 -- them, and one claim per message (the one BRPOP took first), empty when not claiming.
 --#include preference.lua
+--#include timeline.lua
 --#include claim_record.lua
 
 local function note(raw)

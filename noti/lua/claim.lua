@@ -5,6 +5,7 @@
 -- ARGV[6..] the channel of each opted-out set, in the order of the keys.
 -- Returns one claim_record row per record (claim_record.lua says what each means).
 --#include preference.lua
+--#include timeline.lua
 --#include claim_record.lua
 local times = claim_times(ARGV[1], ARGV[2])
 local n = tonumber(ARGV[5])

@@ -13,7 +13,8 @@
 --   {4}                     made by another creator ("" = anyone may claim it)
 --   {0}                     no such record
 -- times is claim_times(now_ms, lease_ms); optouts maps a channel to the key of its
--- opted-out set.
+-- opted-out set. A claim is a step of the record's timeline (timeline.lua, which the
+-- including script includes first): the worker, and the claims since the last finish.
 
 -- A time (ms) as the text HSET stores for it: Redis writes a whole number below 2^53 as
 -- plain digits (older versions with "%.17g", newer as an integer); anything else stays a
@@ -68,6 +69,8 @@ local function claim_record(key, times, owner, creator, optouts)
     redis.call('HINCRBY', key, '_claims', 1)
     redis.call('HINCRBY', key, '_inflight', 1)
   end
+  tl_add(key, tl_step(times.now, 'claimed', {worker = string.match(owner, '^(.*):%x+$') or owner,
+    claims = tonumber(inflight or redis.call('HGET', key, '_inflight'))}))
   local row = redis.call('HGETALL', key)
   local set = optouts[kind]
   if set and redis.call('SISMEMBER', set, target) == 1 then

@@ -5,8 +5,9 @@
 -- index and the queue get one command for the whole call.
 -- KEYS: 1 all index, 2 creator index, 3 status index, 4 waiting index, 5 delayed set,
 -- 6 the queue list of the messages (any key when no record has one), 7 the counters hash;
--- then per record r (from 0): KEYS[7+2r+1] the record, KEYS[7+2r+2] its idempotency key
--- (the record key again when it has none).
+-- then per record r (from 0): KEYS[7+3r+1] the record, KEYS[7+3r+2] its idempotency key
+-- (the record key again when it has none), KEYS[7+3r+3] its address's index
+-- (noti/core/search.py).
 -- ARGV: 1 status, 2 c, then c hash field name, value pairs shared by every record of the
 -- call; then per record from offset a: a+1 id, +2 created ms, +3 level, +4 due ms (0 =
 -- now), +5 the message ("" = none), +6 the idempotency key's time-to-live in ms (0 = no
@@ -15,12 +16,13 @@
 -- Returns, per record, the id stored, or the id its idempotency key already names (then
 -- nothing of it is written, and nothing is counted).
 --#include tally.lua
+--#include timeline.lua
 local waiting = ARGV[1] == '1'
 local shared = tonumber(ARGV[2])
 local a = 2 + 2 * shared
 local out, by_time, by_level, due, messages, counts = {}, {}, {}, {}, {}, {}
-for r = 0, (#KEYS - 7) / 2 - 1 do
-  local record, key = KEYS[8 + 2 * r], KEYS[9 + 2 * r]
+for r = 0, (#KEYS - 7) / 3 - 1 do
+  local record, key = KEYS[8 + 3 * r], KEYS[9 + 3 * r]
   local id = ARGV[a + 1]
   local n = tonumber(ARGV[a + 7])
   local existing = false
@@ -40,6 +42,7 @@ for r = 0, (#KEYS - 7) / 2 - 1 do
       redis.call('HSET', record, unpack(ARGV, a + 9, a + 8 + 2 * n))
     end
     count(counts, ARGV[a + 8])
+    redis.call('ZADD', KEYS[10 + 3 * r], ARGV[a + 2], id)
     by_time[#by_time + 1] = ARGV[a + 2]
     by_time[#by_time + 1] = id
     if waiting then
@@ -48,6 +51,7 @@ for r = 0, (#KEYS - 7) / 2 - 1 do
       if ARGV[a + 4] ~= '0' then
         due[#due + 1] = ARGV[a + 4]
         due[#due + 1] = id
+        tl_add(record, tl_step(ARGV[a + 2], 'delayed', {['until'] = tonumber(ARGV[a + 4])}))
       end
     end
     if ARGV[a + 5] ~= '' then

@@ -28,6 +28,7 @@
 -- not the record the report names: a receipt key of one provider or account never speaks for
 -- the messages of another).
 --#include tally.lua
+--#include timeline.lua
 --#include standby.lua
 --#include early_keep.lua
 local now, changes_max, early_max, early_ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -71,6 +72,8 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
     count(counts, 'receipts|stale|' .. provider)
   else
     redis.call('HSET', key, 'noti_dlv', state, 'noti_dlv_at', at, 'noti_dlv_' .. state .. '_at', at)
+    tl_add(key, tl_step(now, 'receipt', {state = state, provider = provider, code = code, text = text,
+      vendor_at = tonumber(at), vendor = vendors}))
     if rank[state] == 3 then
       redis.call('HSET', key, 'noti_dlv_code', code, 'noti_dlv_text', text)
     end
@@ -92,8 +95,12 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
         redis.call('ZREM', KEYS[10], fid)
         redis.call('ZADD', KEYS[9], now, fid)
         count(counts, 'fallbacks|' .. (kind or '') .. '|cancelled')
+        tl_add(fallback_key, tl_step(now, 'fallback', {why = 'cancelled: ' .. id .. ' was delivered'}))
+        tl_add(key, tl_step(now, 'fallback', {record = fid, why = 'cancelled: delivered'}))
       elseif fid and state == 'undelivered' then -- the pump queues it on its next round
-        standby_now(KEYS[7], fallback_key, fid, now)
+        if standby_now(KEYS[7], fallback_key, fid, now) then
+          tl_add(key, tl_step(now, 'fallback', {record = fid, why = 'due now: undelivered'}))
+        end
       end
     end
     if cb then

@@ -3,6 +3,7 @@
 -- was) and its not-before time with it.
 -- KEYS[1] delayed set, KEYS[2..] the fallback records. ARGV[1] now (ms).
 -- Returns how many were moved.
+--#include timeline.lua
 --#include standby.lua
 local now, moved = ARGV[1], 0
 for i = 2, #KEYS do

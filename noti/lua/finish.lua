@@ -12,7 +12,8 @@
 -- re-queued then), retry count, expi ("" = none), JSON object of extra fields to set,
 -- JSON object of the dead-letter entry ("" = none), the counters the outcome moves
 -- (noti/redis/counters.py: lines "family|labels" or "family|labels<TAB>amount", without the
--- channel, which is the record's own noti_type, put after the family here).
+-- channel, which is the record's own noti_type, put after the family here), then the steps
+-- its timeline gets (noti/core/timeline.py: JSON texts, one per line; "" = none).
 -- A record sent with a delivery status among its fields (noti_dlv: accepted, or delivered for
 -- providers whose answer is the delivery) enters that status' index; an accepted one awaits
 -- its receipt in the watch, its vendor id noted to match the receipt. A record that asked
@@ -21,6 +22,7 @@
 -- (then nothing of it is written or counted), or the JSON of a receipt that came before the
 -- send was recorded (applied: the caller applies the receipt now).
 --#include tally.lua
+--#include timeline.lua
 local now, letter_max, unknown_after, changes_max = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local index = {['-1'] = KEYS[3], ['0'] = KEYS[4], ['10'] = KEYS[6]}
 -- tallies[channel][tally text] = records applied with it: records of one batch mostly share
@@ -28,7 +30,7 @@ local index = {['-1'] = KEYS[3], ['0'] = KEYS[4], ['10'] = KEYS[6]}
 local out, tallies = {}, {}
 for i = 16, #KEYS do
   local key = KEYS[i]
-  local a = 5 + (i - 16) * 9
+  local a = 5 + (i - 16) * 10
   local owner, new_st, errmsg, not_before = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local st, held_by, id, kind, prior_dlv, cb = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id',
     'noti_type', 'noti_dlv', 'noti_status_cb'))
@@ -121,6 +123,9 @@ for i = 16, #KEYS do
       tallies[kind or ''] = texts
     end
     texts[ARGV[a + 8]] = (texts[ARGV[a + 8]] or 0) + 1
+    if ARGV[a + 9] ~= '' then
+      tl_add_lines(key, ARGV[a + 9])
+    end
     out[#out + 1] = result
   end
 end

@@ -10,10 +10,11 @@
 -- offset k: k+1 the recipient's hash, +2 the notice's hash, +3 the recipient's log, +4 the
 -- notice's idempotency key (the notice key again when none), +5 its records' creator index,
 -- +6 the template's hash, +7 the owner's index of open digest windows; then per candidate c
--- (from 0): k+8+5c its record, +9+5c the queue list of its message (any key when it has
--- none), +10+5c the suppression set of its channel, +11+5c the recipient's throttle set of
--- the category on its channel (send times), +12+5c the digest (hash) a throttle that digests
--- puts what is over it into (the next notice starts at k + 7 + 5 * candidates).
+-- (from 0): k+8+6c its record, +9+6c the queue list of its message (any key when it has
+-- none), +10+6c the suppression set of its channel, +11+6c the recipient's throttle set of
+-- the category on its channel (send times), +12+6c the digest (hash) a throttle that digests
+-- puts what is over it into, +13+6c its address's index (noti/core/search.py) (the next
+-- notice starts at k + 7 + 6 * candidates).
 -- ARGV: 1 now ms, 2 how long a notice is kept (ms; a recipient's log drops older entries; a
 -- notice with an idempotency key is kept at least as long as its key), 3 the prefix of digest
 -- windows' event lists, 4 how many events a digest window keeps in full; then per notice
@@ -47,6 +48,7 @@
 --#include tally.lua
 --#include preference.lua
 --#include digest_window.lua
+--#include timeline.lua
 local now, keep = tonumber(ARGV[1]), tonumber(ARGV[2])
 local events_prefix, events_kept = ARGV[3], tonumber(ARGV[4])
 local trim_before = '(' .. string.format('%d', now - keep)
@@ -109,7 +111,7 @@ local function notice(k, a)
   local keyed = key_ttl ~= '0'
   local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 16])
   local limit, period, over = tonumber(ARGV[a + 12]), tonumber(ARGV[a + 13]), ARGV[a + 14]
-  local next_k, b = k + 7 + 5 * candidates, a + 16 + 2 * h
+  local next_k, b = k + 7 + 6 * candidates, a + 16 + 2 * h
   local skip_b = b
   for _ = 1, candidates do
     skip_b = skip_b + 11 + 2 * tonumber(ARGV[skip_b + 11])
@@ -156,6 +158,7 @@ local function notice(k, a)
     redis.call('HSET', key, unpack(ARGV, b + 12, b + 11 + 2 * n))
     add_later(KEYS[1], now, id)
     add_later(creator_index, now, id)
+    add_later(KEYS[k + 13 + 6 * c], now, id)
     log[#log + 1] = now
     log[#log + 1] = id
     if waiting then
@@ -165,7 +168,7 @@ local function notice(k, a)
         redis.call('HSET', key, 'noti_timeout_at', string.format('%d', due))
         add_later(KEYS[3], due, id)
       elseif message ~= '' then
-        push_later(KEYS[k + 9 + 5 * c], message)
+        push_later(KEYS[k + 9 + 6 * c], message)
       end
       count(counts, ARGV[b + 8])
     else
@@ -175,13 +178,13 @@ local function notice(k, a)
   end
 
   for c = 0, candidates - 1 do
-    local key, channel, id, target = KEYS[k + 8 + 5 * c], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+    local key, channel, id, target = KEYS[k + 8 + 6 * c], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
     local n = tonumber(ARGV[b + 11])
     local due = tonumber(ARGV[b + 6])
     local why = nil
     if chain and picked >= 2 then
       why = 'unused'
-    elseif redis.call('SISMEMBER', KEYS[k + 10 + 5 * c], target) == 1 then
+    elseif redis.call('SISMEMBER', KEYS[k + 10 + 6 * c], target) == 1 then
       why = 'suppressed'
     elseif enforced then
       why = preference_out(rkey, category, channel, ARGV[b + 4], true)
@@ -193,6 +196,7 @@ local function notice(k, a)
       local text = why == 'optout' and 'the recipient opted out of ' .. category .. ' on ' .. channel
         or 'the address is on the ' .. channel .. ' suppression list'
       store(c, key, id, n, false, 0, '', 'e.noti.pref.' .. why .. ': ' .. text)
+      tl_add(key, tl_step(now, 'invalid', {code = 'e.noti.pref.' .. why, text = text}))
       count(counts, 'suppressed|' .. category .. '|' .. channel .. '|' .. why)
       state, made = 'suppressed:' .. why, id
     elseif why then
@@ -202,15 +206,16 @@ local function notice(k, a)
       store(c, key, id, n, true, at, '', '')
       redis.call('HSET', key, 'noti_fallback_of', primary_id)
       redis.call('HSET', primary_key, 'noti_fallback', id)
+      tl_add(key, tl_step(now, 'held', {reason = 'fallback', ['until'] = at, of = primary_id}))
       picked = 2
       state, made = 'fallback', id
     else
       local throttled, at = nil, due
       if limit > 0 then
-        throttled, at = throttle(KEYS[k + 11 + 5 * c], math.max(due, now), id, limit, period, over)
+        throttled, at = throttle(KEYS[k + 11 + 6 * c], math.max(due, now), id, limit, period, over)
       end
       if throttled == 'digest' then
-        local window = digest_put(KEYS[k + 12 + 5 * c], KEYS[8], KEYS[k + 7], ARGV[b + 9], string.format('%d', at),
+        local window = digest_put(KEYS[k + 12 + 6 * c], KEYS[8], KEYS[k + 7], ARGV[b + 9], string.format('%d', at),
           ARGV[b + 10], string.format('%d', now), '0', ARGV[a + 15], events_kept, events_prefix)
         count(counts, 'throttled|' .. category .. '|' .. channel .. '|digest')
         state, made = 'digested', window
@@ -218,6 +223,8 @@ local function notice(k, a)
         store(c, key, id, n, false, 0, '', 'e.noti.pref.throttled: over the ' .. category .. ' throttle on '
           .. channel .. ' (' .. limit .. ' per ' .. (period / 1000) .. ' s)')
         count(counts, 'throttled|' .. category .. '|' .. channel .. '|drop')
+        tl_add(key, tl_step(now, 'invalid', {code = 'e.noti.pref.throttled', text = 'over the ' .. category
+          .. ' throttle on ' .. channel}))
         state, made = 'suppressed:throttled', id
       else
         if throttled == 'delay' then
@@ -231,6 +238,12 @@ local function notice(k, a)
         picked = picked + 1
         primary_key, primary_id, primary_due = key, id, due
         state = (throttled and 'throttled') or (quiet and 'held') or (due > 0 and 'scheduled') or 'queued'
+        if state == 'scheduled' then
+          tl_add(key, tl_step(now, 'delayed', {['until'] = due}))
+        elseif state ~= 'queued' then
+          tl_add(key, tl_step(now, 'held', {reason = state == 'held' and 'quiet hours' or 'throttle',
+            ['until'] = due}))
+        end
         made = id
       end
     end

@@ -5,6 +5,7 @@
 -- Returns {1, type, level} when revived, {0, status} when it was not failed/invalid,
 -- {-1} when missing.
 --#include tally.lua
+--#include timeline.lua
 local st, kind, level = unpack(redis.call('HMGET', KEYS[1], 'noti_st', 'noti_type', 'noti_lv'))
 if not st then
   return {-1}
@@ -17,5 +18,6 @@ redis.call('HDEL', KEYS[1], '_claims', '_inflight', '_owner', 'expi')
 redis.call('ZREM', KEYS[st == '0' and 4 or 3], ARGV[1])
 redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[2], -tonumber(level), ARGV[1])
+tl_add(KEYS[1], tl_step(ARGV[2], 'requeued', {was = st == '0' and 'failed' or 'invalid'}))
 redis.call('HINCRBY', KEYS[7], 'revived|' .. (kind or '') .. '|' .. provider_label(KEYS[1], kind or ''), 1)
 return {1, kind, tonumber(level)}

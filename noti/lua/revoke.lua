@@ -9,6 +9,7 @@
 -- Returns one value per record: 1 revoked, 0 no such record, 2 another sender holds it,
 -- 3 not waiting any more (done, failed, invalid or already revoked).
 --#include tally.lua
+--#include timeline.lua
 local now, errmsg, owner = ARGV[1], ARGV[2], ARGV[3]
 local out, counts = {}, {}
 for i = 6, #KEYS do
@@ -30,6 +31,7 @@ for i = 6, #KEYS do
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[4], id)
     redis.call('ZADD', KEYS[3], now, id)
+    tl_add(key, tl_step(now, 'revoked', {text = errmsg}))
     count(counts, 'revoked|' .. (kind or '') .. '|' .. provider_label(key, kind or ''))
     out[#out + 1] = 1
   end

@@ -3,12 +3,16 @@
 -- restart its delay; otherwise store the new record and point the identifier at it.
 -- KEYS[1] identifier key, KEYS[2] the current record's key (KEYS[3] when there is none),
 -- KEYS[3] new record, KEYS[4] all index, KEYS[5] creator index, KEYS[6] status-1 index,
--- KEYS[7] waiting index, KEYS[8] delayed set, KEYS[9] counters hash.
+-- KEYS[7] waiting index, KEYS[8] delayed set, KEYS[9] counters hash, KEYS[10] the new
+-- record's address index (noti/core/search.py).
 -- ARGV[1] current id ("" = none known), ARGV[2] new id, ARGV[3] created ms, ARGV[4] level,
 -- ARGV[5] due ms, ARGV[6] identifier time-to-live (ms), ARGV[7] the new record's "added"
 -- counter field (counted when it is stored; a replacement is not a new record),
 -- ARGV[8..] new record field/values.
+-- The record's timeline (timeline.lua) gets a step: scheduled, or replaced (its content and
+-- delay, by a later call under the identifier).
 -- Returns {2, id} replaced, {1, id} created, {-1, id} the identifier moved meanwhile (retry).
+--#include timeline.lua
 local current = redis.call('GET', KEYS[1])
 if current and current ~= ARGV[1] then
   return {-1, current}
@@ -28,6 +32,8 @@ if current then
     redis.call('ZADD', KEYS[7], -tonumber(ARGV[4]), current)
     redis.call('ZADD', KEYS[8], ARGV[5], current)
     redis.call('PEXPIRE', KEYS[1], ARGV[6])
+    redis.call('ZADD', KEYS[10], ct, current)
+    tl_add(KEYS[2], tl_step(ARGV[3], 'delayed', {['until'] = tonumber(ARGV[5]), why = 'replaced (debounce)'}))
     return {2, current}
   end
 end
@@ -39,4 +45,6 @@ redis.call('ZADD', KEYS[7], -tonumber(ARGV[4]), ARGV[2])
 redis.call('ZADD', KEYS[8], ARGV[5], ARGV[2])
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[6])
 redis.call('HINCRBY', KEYS[9], ARGV[7], 1)
+redis.call('ZADD', KEYS[10], ARGV[3], ARGV[2])
+tl_add(KEYS[3], tl_step(ARGV[3], 'delayed', {['until'] = tonumber(ARGV[5]), why = 'scheduled (debounce)'}))
 return {1, ARGV[2]}

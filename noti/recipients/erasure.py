@@ -19,6 +19,7 @@ records older than the log keeps, a page at a time (their ``noti_rcpt``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -28,6 +29,7 @@ import redis
 from noti.core.keys import Keys
 from noti.core.privacy import mask_target
 from noti.core.record import Channel, now_ms
+from noti.core.search import AddressIndex
 from noti.errors import NotFound, NotiError
 from noti.inputs import shown
 from noti.redis.outage import translate_errors
@@ -150,17 +152,22 @@ def _older_records(client: redis.Redis, keys: Keys, owner: str, rid: str, before
 
 
 def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> dict[str, str]:
-    """Mask the target, remove the content and take the address out of the error text of
-    each record still kept; their original targets by id."""
+    """Mask the target, remove the content and take the address out of the error text and the
+    timeline's steps (a vendor's text may quote it) of each record still kept, and out of the
+    address index (:mod:`noti.core.search`: the record is no longer found by it); their
+    original targets by id."""
+    addresses = AddressIndex(client, keys)
     with translate_errors(client):
         pipe = client.pipeline(transaction=False)
         for record_id in record_ids:
             pipe.hmget(keys.record(record_id), ["noti_type", "noti_target", "noti_erased", "noti_errmsg"])
-        rows = pipe.execute()
+            pipe.lrange(keys.timeline(record_id), 0, -1)
+        replies = pipe.execute()
+        rows, steps_of = replies[0::2], replies[1::2]
         pipe = client.pipeline(transaction=False)
         masked: dict[str, str] = {}
         now = now_ms()
-        for record_id, (kind, target, erased, errmsg) in zip(record_ids, rows, strict=True):
+        for record_id, (kind, target, erased, errmsg), steps in zip(record_ids, rows, steps_of, strict=True):
             if kind is None or erased is not None:
                 continue
             try:
@@ -176,6 +183,17 @@ def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> dict[str, s
             pipe.hset(key, mapping=changes)
             if content:
                 pipe.hdel(key, *content)
+            if target:
+                pipe.zrem(addresses.key(str(kind), target), record_id)
+                # by index: the record is revoked or sent, so at most a receipt's step comes meanwhile
+                quoted = json.dumps(target, ensure_ascii=False)[1:-1]  # as a step's JSON holds it
+                forms = {target: hidden, quoted: hidden, quoted.replace("/", "\\/"): hidden}
+                for i, step in enumerate(steps):
+                    text = str(step)
+                    if any(form in text for form in forms):
+                        for form, mask in forms.items():
+                            text = text.replace(form, mask)
+                        pipe.lset(keys.timeline(record_id), i, text)
             masked[record_id] = target
         if masked:
             pipe.execute()

@@ -140,6 +140,7 @@ class NotifyCalls:
             "doc",
             doc,
         ]
+        address = self.runtime.store.addresses.key
         for record, default in records:
             message = messages.get(record.id)
             record_key = k.record(record.id)
@@ -152,6 +153,7 @@ class NotifyCalls:
                 ]
             else:
                 keys += [record_key, record_key]
+            keys.append(address(record.channel, record.target))
             fields = to_hash(record)
             args += [
                 record.channel.value,

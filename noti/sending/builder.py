@@ -26,6 +26,7 @@ from noti.core.record import (
     validate_target,
 )
 from noti.core.retry import RetryPolicy
+from noti.core.timeline import current_door
 from noti.errors import InvalidInput
 from noti.inputs import bad_character, shown
 from noti.sending.runtime import Runtime
@@ -144,6 +145,7 @@ class RecordBuilder:
             "retry_policy": retry_policy.strip() if retry_policy else None,
             "identifier": identifier,
             "status_callback": status_callback,
+            "door": current_door(),
         }
         if record_extra:
             made.update(record_extra)

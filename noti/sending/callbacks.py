@@ -30,6 +30,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
+from noti.core.record import now_ms
+from noti.core.timeline import step_text
 from noti.errors import NotiError
 from noti.redis.outage import translate_errors
 
@@ -96,8 +98,18 @@ class StatusCallbacks:
                 )
                 # marked as a status callback by noti alone (no input sets it): signed as one
                 callback = replace(callback, status_of=record.id)
-                self.notifier.store_one(callback, idempotency_key=f"status-callback:{entry_id}")
+                made_id = self.notifier.store_one(callback, idempotency_key=f"status-callback:{entry_id}").id
                 made += 1
+                self.notifier.runtime.store.note_steps(
+                    record.id,
+                    [
+                        step_text(
+                            now_ms(),
+                            "callback",
+                            {"status": fields.get("delivery") or fields.get("status"), "record": made_id},
+                        )
+                    ],
+                )
             except NotiError as exc:  # e.g. the creator lost its role: logged, not retried forever
                 log.warning("status callback of %s (%s) not made: %s", record.id, entry_id, exc)
             done.append(entry_id)

@@ -16,8 +16,9 @@ import logging
 import time
 from collections.abc import Generator
 
+from noti.core.attempt import CallNote
 from noti.core.privacy import mask_target
-from noti.core.record import Notification
+from noti.core.record import Notification, now_ms
 from noti.errors import (
     AmbiguousOutcome,
     DeliveryError,
@@ -34,7 +35,7 @@ from noti.providers._lookup import LookupProvider
 from noti.providers.ratelimit import Place
 from noti.sending.runtime import Runtime
 
-__all__ = ["Failover", "Plan", "StepResult"]
+__all__ = ["Failover", "Plan", "StepResult", "call_note"]
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +44,39 @@ StepResult = Receipt | DeliveryError | float
 Plan = Generator[tuple[Provider, Message], StepResult, Receipt]
 
 
+def call_note(provider: str, seconds: float, answer: object) -> CallNote:
+    """One provider call as the record's timeline tells it (:mod:`noti.core.timeline`): the
+    vendor took it (a receipt), refused it (a delivery error: noti's code, the vendor's code
+    and text), our rate limit kept it from being sent (a wait), or the provider broke."""
+    at = now_ms() - int(seconds * 1000)
+    if isinstance(answer, Receipt):
+        return CallNote(provider, at, seconds, "ok", msgid=answer.msgid)
+    if isinstance(answer, DeliveryError):
+        return CallNote(
+            provider,
+            at,
+            seconds,
+            "failed",
+            code=answer.code,
+            vendor_code=answer.vendor_code,
+            text=answer.message,
+        )
+    if isinstance(answer, int | float):
+        return CallNote(provider, at, seconds, "waited", text=f"rate limit: a token in {answer:.3f} s")
+    return CallNote(provider, at, seconds, "error", text=f"{type(answer).__name__}: {answer}")
+
+
 class Failover:
     """The failover rules for the records of one runtime."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def run_async(self, plan: Plan, record: Notification, calls: list[tuple[str, float]]) -> Receipt:
+    async def run_async(
+        self, plan: Plan, record: Notification, calls: list[tuple[str, float]], notes: list[CallNote]
+    ) -> Receipt:
         """Drive ``record``'s failover plan on the running asyncio loop; each provider call is
-        noted in ``calls`` with its duration."""
+        noted in ``calls`` with its duration, and in ``notes`` with its answer."""
         loop = asyncio.get_running_loop()
         try:
             provider, message = next(plan)
@@ -74,6 +99,7 @@ class Failover:
                         result = exc
                     finally:
                         calls.append((provider.name, time.perf_counter() - started))
+                    notes.append(call_note(provider.name, calls[-1][1], result))
                 provider, message = plan.send(result)
         except StopIteration as done:
             receipt: Receipt = done.value

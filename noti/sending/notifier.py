@@ -23,6 +23,7 @@ from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, finite_number, integer, shown, user_name
 from noti.redis.outage import translate_errors
 from noti.sending.builder import RecordBuilder
+from noti.sending.history import History, parse_status
 from noti.sending.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class Revocation:
 SEND_TIMEOUT_DEFAULT_S = 10.0
 
 
-class Notifier:
+class Notifier(History):
     """The operations of noti over one runtime and one publisher of delivery messages."""
 
     def __init__(self, runtime: Runtime, publisher: Publishing) -> None:
@@ -274,7 +275,7 @@ class Notifier:
             that is no user name (``e.cmd.noti.baduser``).
         """
         creator = self.user(user).scope(creator, code="e.cmd.noti.list.nopvg", action="list notifications")
-        st = _status(status)
+        st = parse_status(status)
         limit = _limit(limit, "e.cmd.noti.list.badlimit")
         if delivery is not None and delivery not in DELIVERY_STATES:
             raise InvalidInput(
@@ -483,17 +484,3 @@ def _limit(value: object, code: str) -> int | None:
         return None
     number = integer(value, what="limit", code=code)
     return number if number > 0 else None
-
-
-def _status(value: Status | int | None) -> Status | None:
-    if value is None:
-        return None
-    try:
-        if isinstance(value, (bool, float)) or (isinstance(value, str) and len(value) > 20):
-            raise ValueError(value)
-        return Status(int(value))
-    except (TypeError, ValueError, OverflowError):
-        known = ", ".join(str(int(s)) for s in Status)
-        raise InvalidInput(
-            f"unknown status {shown(value)} (known: {known})", code="e.cmd.noti.list.badst"
-        ) from None

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from noti.core.attempt import Claim, ClaimState, Finish, Outcome, Revoked
+from noti.core.attempt import CallNote, Claim, ClaimState, Finish, Outcome, Revoked
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Notification, Status, now_ms
 from noti.core.retry import RetryPolicy, decide
@@ -27,7 +27,7 @@ from noti.errors import (
 )
 from noti.providers import Message, Provider
 from noti.redis.entropy import owner_token
-from noti.sending.failover import Failover, Plan, StepResult
+from noti.sending.failover import Failover, Plan, StepResult, call_note
 from noti.sending.outcomes import Outcomes, run_hooks, still_unsure, why_suppressed
 from noti.sending.runtime import Runtime
 
@@ -77,6 +77,8 @@ class Attempt:
     #: Each provider call made for it, ``(provider, seconds)``, in order: the last one's
     #: provider decided the outcome (the counters and the latency histogram, :mod:`noti.redis.counters`).
     calls: list[tuple[str, float]] = field(default_factory=list)
+    #: The same calls with their answers, for the record's timeline (:mod:`noti.core.timeline`).
+    notes: list[CallNote] = field(default_factory=list)
 
     @property
     def record(self) -> Notification:
@@ -218,6 +220,7 @@ class Sender:
                 requests = {}
                 for i, timing in timings.items():
                     attempts[i].calls.append(timing)
+                    attempts[i].notes.append(call_note(timing[0], timing[1], answers.get(i)))
                 for i, answer in answers.items():
                     record = attempts[i].record
                     try:
@@ -304,6 +307,7 @@ class Sender:
                     ),
                     record,
                     attempt.calls,
+                    attempt.notes,
                 )
             except Exception as exc:
                 return self.outcomes.failed(record, exc, policy)
@@ -336,7 +340,15 @@ class Sender:
                 )
             outcome = still_unsure(outcome, attempt.claim.in_doubt)
             items.append(
-                Finish(record.id, attempt.owner, outcome, letter, calls[-1][0] if calls else "", tuple(calls))
+                Finish(
+                    record.id,
+                    attempt.owner,
+                    outcome,
+                    letter,
+                    calls[-1][0] if calls else "",
+                    tuple(calls),
+                    tuple(attempt.notes),
+                )
             )
         applied = self._finish(items)
         results = []

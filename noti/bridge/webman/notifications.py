@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 from noti.bridge.webman.codec import Reason
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
 from noti.celery.process import process_notifier
+from noti.core.timeline import through
 from noti.errors import InvalidInput, MalformedMessage, PermissionDenied
 from noti.sending.runtime import get_runtime
 
@@ -93,9 +94,10 @@ class NotificationConsumer(Consumer):
         try:
             request = NotificationRequest.from_data(message.data)
             user = self.notify_user or get_runtime().settings.webman.notify_user
-            process_notifier().notify(
-                request.type, request.target, lv=request.level, user=user, **request.fields
-            )
+            with through("webman"):
+                process_notifier().notify(
+                    request.type, request.target, lv=request.level, user=user, **request.fields
+                )
         except (MalformedMessage, InvalidInput, PermissionDenied) as exc:
             message.disable_fail_retry()
             self.handle_dead_letter(message.id, message, exc)

@@ -48,6 +48,7 @@ from noti.celery.tasks.calls import bind_call
 from noti.core.delay import due_ms
 from noti.core.privacy import mask_target
 from noti.core.record import now_ms, parse_level
+from noti.core.timeline import through
 from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied, StoreUnavailable
 from noti.inputs import finite_number, shown
 from noti.redis.outage import translate_errors
@@ -270,7 +271,8 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
     if not own_key:
         fields["task_id"] = self.request.id
     try:
-        made = make(fields)
+        with through("task"):
+            made = make(fields)
     except StoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=5) from exc
     except NotiError as exc:
