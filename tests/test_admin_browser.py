@@ -2,8 +2,9 @@
 driven by Selenium, against a real ``noti serve``, a real Celery worker and a fake Twilio that
 pushes its status callbacks to that server.
 
-An operator logs in with a token, finds the failed notification, opens it, retries its dead
-letter and watches it be sent and delivered; the pages read the same with JavaScript off;
+An operator logs in with a token, finds the failed notification by its phone number, opens it
+and reads each attempt in its timeline, retries its dead letter and watches it be sent and
+delivered; the pages read the same with JavaScript off;
 markup in a record shows as text and runs nothing.
 
 ``ADMIN_SCREENSHOT=docs/img/admin-page.png`` makes the first test save the record's page
@@ -119,6 +120,14 @@ def log_in(driver: Any, base: str, token: str, path: str = "/admin/") -> None:
     wait_for(lambda: driver.find_elements(By.ID, "whoami"), what="the page after logging in")
 
 
+def events_of(driver: Any) -> list[str]:
+    """The events of the record's timeline, oldest first, as its page lists them."""
+    from selenium.webdriver.common.by import By
+
+    rows = driver.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")
+    return [str(row.find_elements(By.TAG_NAME, "td")[1].text) for row in rows]
+
+
 def text_of(driver: Any, element_id: str) -> str:
     from selenium.webdriver.common.by import By
 
@@ -142,17 +151,24 @@ def test_an_operator_finds_a_failed_sms_retries_its_dead_letter_and_watches_it_d
         log_in(driver, api.url, api_token(stage, MEMBER))
         assert text_of(driver, "whoami").startswith(f"{MEMBER} (root member)")
         assert int(text_of(driver, "dead-letters")) >= 1
-        # and looks for failed notifications
+        # and looks for the phone number
         driver.get(f"{api.url}/admin/notifications")
+        driver.find_element(By.ID, "to").send_keys(US_PHONE)
         Select(driver.find_element(By.NAME, "status")).select_by_visible_text("failed")
         driver.find_element(By.ID, "search-button").click()
-        wait_for(lambda: "status=failed" in driver.current_url)
+        wait_for(lambda: "to=%2B1415" in driver.current_url, what="the search's page")
         rows = driver.find_elements(By.CSS_SELECTOR, "#records tbody tr")
         assert [row.find_element(By.TAG_NAME, "a").text for row in rows] == [record_id]
         assert US_PHONE in rows[0].text
-        # and opens it: failed, with its dead letter
+        # and opens it: failed, each attempt in its timeline, its dead letter
         rows[0].find_element(By.LINK_TEXT, record_id).click()
         wait_for(lambda: text_of(driver, "status") == "failed", what="the record's page")
+        attempts = driver.find_elements(By.CSS_SELECTOR, "#timeline tr.ev-attempt")
+        assert len(attempts) == stage.store.get(record_id).retry_max
+        assert all("provider tw" in a.text and "30003" in a.text for a in attempts), [
+            a.text for a in attempts
+        ]
+        assert events_of(driver)[-2:] == ["failed", "dead_letter"]
         assert "exhausted" in text_of(driver, "letter")
         # when Twilio takes messages again and the dead letter is retried
         twilio.send_refusal = None
@@ -165,12 +181,19 @@ def test_an_operator_finds_a_failed_sms_retries_its_dead_letter_and_watches_it_d
             return text_of(driver, "status") == "sent" and text_of(driver, "delivery") == "delivered"
 
         wait_for(delivered, timeout=30, what="the record sent and delivered")
+        # its timeline goes on: put back by the re-drive, sent through Twilio, Twilio's receipts
+        after = events_of(driver)
+        assert after[after.index("dead_letter") + 1 :][:4] == ["requeued", "claimed", "attempt", "sent"], (
+            after
+        )
+        assert after[-1] == "receipt"
         record = stage.store.get(record_id)
         assert record.status is Status.DONE and record.sent_by == "tw" and record.retry == 0
         assert [m["to"] for m in twilio.messages.values()] == [US_PHONE]
         # and the dead letter is gone
         driver.get(f"{api.url}/admin/dead")
         assert text_of(driver, "none") == "No dead letters."
+        driver.set_window_size(1400, 1300)  # the whole timeline in the picture
         driver.get(f"{api.url}/admin/notifications/{record_id}")
         picture = tmp_path / "admin-page.png"
         assert driver.save_screenshot(str(picture)) and picture.stat().st_size > 10_000

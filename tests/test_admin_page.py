@@ -89,10 +89,10 @@ def failed_record(rt: Any, user: str, *, text: str = "your code is 4321", target
     record = noti.api.notifier().build("sms", target, text=text, user=user)
     rt.store.create(record)
     rt.store.claim(record.id, owner="w", lease_ms=1000)
-    letter = DeadLetter(
-        record.id, "sms", target, 3, "exhausted", "e.cmd.noti.send.reachMaxRetry: " + text, now_ms()
-    )
-    rt.store.finish(record.id, owner="w", outcome=Outcome(Status.FAILED, "boom", 3), letter=letter)
+    errmsg = "e.cmd.noti.send.reachMaxRetry: " + text
+    letter = DeadLetter(record.id, "sms", target, 3, "exhausted", errmsg, now_ms())
+    outcome = Outcome(Status.FAILED, errmsg, 3, error_class="exhausted")
+    rt.store.finish(record.id, owner="w", outcome=outcome, letter=letter)
     return str(record.id)
 
 
@@ -225,6 +225,57 @@ def test_a_user_sees_their_own_records_and_another_users_record_is_a_missing_one
     assert code_of(bob.get(f"/admin/notifications?user={ALICE}")) == (403, "e.cmd.noti.list.nopvg")
     assert code_of(bob.get(f"/admin/held?owner={ALICE}")) == (403, "e.cmd.noti.rcpt.nopvg")
     assert theirs in ops.get(f"/admin/notifications?user={ALICE}").text
+    assert stored(raw) == before
+
+
+def test_the_search_finds_a_users_own_records_by_address_and_the_timeline_shows_their_steps(
+    browser: Callable[[], httpx.Client], token: Callable[..., str], rt: Any, raw: redis.Redis
+) -> None:
+    # given two records of alice's to one number, one to another number, one of bob's to it
+    notifier = noti.api.notifier()
+    mine = [notifier.add("sms", PHONE, text=f"code {i}", user=ALICE).id for i in range(2)]
+    other = notifier.add("sms", "+8613800000000", text="elsewhere", user=ALICE).id
+    bobs = notifier.add("sms", PHONE, text="bob's", user=BOB).id
+    failed = failed_record(rt, ALICE, target="+8613811112222")
+    alice, bob, ops = browser(), browser(), browser()
+    log_in(alice, token(ALICE))
+    log_in(bob, token(BOB))
+    log_in(ops, token(MEMBER))
+    before = stored(raw)
+
+    def found(client: httpx.Client, **query: str) -> list[str]:
+        answer = client.get("/admin/notifications", params=query)
+        assert answer.status_code == 200, answer.text
+        return re.findall(r'<a href="/admin/notifications/([0-9a-z]+)">', answer.text)
+
+    # then the number finds the records sent to it that the user may see, newest first
+    assert found(alice, to=PHONE) == mine[::-1]
+    assert found(alice, to=PHONE, channel="sms") == mine[::-1]
+    assert found(bob, to=PHONE) == [bobs]
+    assert found(ops, to=PHONE) == [bobs, *mine[::-1]]
+    assert found(ops, to=PHONE, user=ALICE) == mine[::-1]
+    assert found(alice, to="+8613800000000") == [other]
+    assert found(alice, to="+8613811112222", status="failed") == [failed]
+    assert found(alice, to=PHONE, status="failed") == []
+    assert found(alice, to=PHONE, since="2000-01-01T00:00", until="2999-01-01T00:00") == mine[::-1]
+    assert found(alice, to=PHONE, until="2000-01-01T00:00") == []
+    # and refuses what is no search, changing nothing
+    for query, code in (
+        ({"to": "not an address"}, "e.cmd.noti.search.bad"),
+        ({"to": PHONE, "channel": "email"}, "e.cmd.noti.search.bad"),
+        ({"to": PHONE, "delivery": "delivered"}, "e.cmd.noti.search.bad"),
+        ({"since": "yesterday"}, "e.cmd.noti.search.bad"),
+        ({"until": "2026-13-45T99:99"}, "e.cmd.noti.search.bad"),
+        ({"msgid": "a\x01b"}, "e.cmd.noti.search.bad"),
+        ({"to": PHONE, "user": ALICE}, "e.cmd.noti.list.nopvg"),
+    ):
+        answer = bob.get("/admin/notifications", params=query)
+        assert code_of(answer)[1] == code, (query, answer.text[-400:])
+    # the record's page shows its timeline: created, then the failure and its dead letter
+    page = alice.get(f"/admin/notifications/{failed}").text
+    events = re.findall(r'<tr class="ev-([a-z_]+)">', page)
+    assert events[0] == "created" and events[-2:] == ["failed", "dead_letter"], events
+    assert "reachMaxRetry" in page
     assert stored(raw) == before
 
 
@@ -431,7 +482,8 @@ def test_what_anyone_wrote_is_shown_as_text(
         body = page.split("</head>", 1)[1]
         assert "<script>alert" not in body and "<img src=x" not in body and "<b>note" not in body, path
     page = client.get(f"/admin/notifications/{record_id}").text
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    shown = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"
+    assert page.count(shown) >= 3  # its text, its error, its timeline's failure
     # an error message quoting the input is escaped as well
     answer = client.get("/admin/notifications?status=%3Cscript%3Ealert(1)%3C/script%3E")
     assert answer.status_code == 422 and "<script>alert(1)" not in answer.text

@@ -7,8 +7,9 @@ page                        shows
 ``/admin/login``            the login form: paste an API token (``noti token add``)
 ``/admin/``                 live counters: records by status, deliveries, queues,
                             delayed set, dead letters, workers (refreshed by admin.js)
-``/admin/notifications``    records, newest first, filtered; each links to its page
-``/admin/notifications/ID`` one record: its fields, its dead letter (retry)
+``/admin/notifications``    the search (an address, a recipient, status, channel, provider,
+                            vendor id, times) or the listing; each links to its page
+``/admin/notifications/ID`` one record: its fields, its timeline, its dead letter (retry)
 ``/admin/dead``             dead letters (retry one, purge all): root members
 ``/admin/held``             records waiting for a time (quiet hours, delays, back-offs)
                             and open digest windows

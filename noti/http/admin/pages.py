@@ -10,6 +10,8 @@ Every page works without JavaScript; ``admin.js`` only refreshes the live counte
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -20,7 +22,7 @@ from noti.access.users import Role
 from noti.core.deadletter import DeadLetter
 from noti.core.record import DELIVERY_STATES, Channel, Notification, Status
 from noti.errors import InvalidInput, NotFound
-from noti.http.admin.render import STATUS_NAMES
+from noti.http.admin.render import STATUS_NAMES, when
 from noti.http.admin.session import SessionDep
 from noti.http.admin.site import Site
 from noti.http.guard import refuse_unknown_query
@@ -68,22 +70,32 @@ def page_routes(site: Site) -> APIRouter:
     def notifications(
         request: Request,
         who: Viewer,
-        user: Text = None,
+        to: Text = None,
+        recipient: Text = None,
         status: Text = None,
         channel: Text = None,
         delivery: Text = None,
+        provider: Text = None,
+        msgid: Text = None,
+        since: Text = None,
+        until: Text = None,
+        user: Text = None,
         limit: Limit = 100,
     ) -> HTMLResponse:
-        asked = {"user": user, "status": status, "channel": channel, "delivery": delivery}
+        asked = {
+            "to": to,
+            "recipient": recipient,
+            "status": status,
+            "channel": channel,
+            "delivery": delivery,
+            "provider": provider,
+            "msgid": msgid,
+            "since": since,
+            "until": until,
+            "user": user,
+        }
         given = {name: value.strip() for name, value in asked.items() if value and value.strip()}
-        found = site.notifier.select(
-            user=who.user,
-            creator=given.get("user"),
-            status=_status(given.get("status")),
-            type=given.get("channel"),
-            delivery=given.get("delivery"),
-            limit=limit,
-        )
+        found = _find(site, who, given, limit)
         return site.page(
             request,
             who,
@@ -103,6 +115,7 @@ def page_routes(site: Site) -> APIRouter:
         if len(record_id) > 64:
             raise NotFound(f"no notification has the id {record_id[:64]!r}…")
         found = site.notifier.get(record_id, user=who.user)
+        timeline = site.notifier.timeline(record_id, user=who.user)
         letter = _letter_of(site, found, who)
         return site.page(
             request,
@@ -112,6 +125,8 @@ def page_routes(site: Site) -> APIRouter:
             rows=_rows(found),
             channel_fields=sorted((k, _shown(v)) for k, v in found.fields.items()),
             letter=letter,
+            timeline=timeline,
+            steps=[(step.at_ms, step.event, _details(step.detail)) for step in timeline.steps],
             retried=retried is not None,
         )
 
@@ -171,6 +186,86 @@ def page_routes(site: Site) -> APIRouter:
     return router
 
 
+#: The fields only a search takes (any of them given: :meth:`Notifier.search`, else the
+#: plain listing, :meth:`Notifier.select`, which alone filters by delivery).
+SEARCH_FIELDS = ("to", "recipient", "provider", "msgid", "since", "until")
+
+
+def _find(site: Site, who: Caller, given: dict[str, str], limit: int) -> list[Notification]:
+    """The records the search form asks for, as ``GET /v1/notifications`` finds them.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.search.bad`` (a bad field, a time that is none, a delivery
+            with a search field), ``e.cmd.noti.list.badst``, ``e.cmd.noti.add.badtype``.
+        PermissionDenied: ``e.cmd.noti.list.nopvg``: a user names another user.
+    """
+    status = _status(given.get("status"))
+    if not any(name in given for name in SEARCH_FIELDS):
+        return site.notifier.select(
+            user=who.user,
+            creator=given.get("user"),
+            status=status,
+            type=given.get("channel"),
+            delivery=given.get("delivery"),
+            limit=limit,
+        )
+    if "delivery" in given:
+        raise InvalidInput(
+            "delivery is not a search filter: leave it out, or search without to, recipient, "
+            "provider, message id and times",
+            code="e.cmd.noti.search.bad",
+        )
+    return site.notifier.search(
+        user=who.user,
+        creator=given.get("user"),
+        to=given.get("to"),
+        channel=given.get("channel"),
+        recipient=given.get("recipient"),
+        status=status,
+        provider=given.get("provider"),
+        msgid=given.get("msgid"),
+        since_ms=_moment(given.get("since"), "since"),
+        until_ms=_moment(given.get("until"), "until"),
+        limit=limit,
+    )
+
+
+def _moment(text: str | None, what: str) -> int | None:
+    """Epoch ms of a form's time (``2026-01-31T12:00``, as a browser's date-time field sends
+    it; UTC unless it names its zone), or of a number of epoch ms.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.search.bad``.
+    """
+    if text is None:
+        return None
+    if text.isdigit() and len(text) <= 16:
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(
+            f"{what} {text[:40]!r} is not a time such as 2026-01-31T12:00 (UTC) or epoch ms",
+            code="e.cmd.noti.search.bad",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0, int(moment.timestamp() * 1000))
+
+
+#: The details of timeline steps that are times (epoch ms), shown as times.
+TIME_DETAILS = frozenset({"at", "until", "vendor_at", "due"})
+
+
+def _details(detail: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A timeline step's details as (name, text), as the record's page lists them."""
+    return [
+        (name, when(value) if name in TIME_DETAILS and type(value) is int else _shown(value))
+        for name, value in detail.items()
+        if value not in (None, "")
+    ]
+
+
 def _status(text: str | None) -> int | None:
     """A status given by number (``-1``, ``0``, ``1``, ``10``) or name (``sent`` …).
 
@@ -211,8 +306,6 @@ def _shown(value: Any) -> str:
 
 def _rows(record: Notification) -> list[tuple[str, str]]:
     """The record's fields as the page shows them (label, text), unset ones left out."""
-    from noti.http.admin.render import when
-
     rows = [
         ("id", record.id),
         ("channel", record.channel.value),
@@ -221,7 +314,7 @@ def _rows(record: Notification) -> list[tuple[str, str]]:
         ("level", str(record.level)),
         ("status", f"{int(record.status)} {STATUS_NAMES[record.status]}"),
         ("error", record.errmsg),
-        ("attempts", f"{record.retry} of {record.retry_max}"),
+        ("retries", f"{record.retry} of {record.retry_max}"),
         ("created", when(record.created_ms)),
         ("modified", when(record.modified_ms)),
         ("expires", when(record.expires_ms)),
