@@ -488,3 +488,45 @@ def test_what_anyone_wrote_is_shown_as_text(
     answer = client.get("/admin/notifications?status=%3Cscript%3Ealert(1)%3C/script%3E")
     assert answer.status_code == 422 and "<script>alert(1)" not in answer.text
     assert "&lt;script&gt;" in answer.text
+
+
+def test_held_records_and_open_digests_show_to_their_owner(
+    browser: Callable[[], httpx.Client], token: Callable[..., str], rt: Any, raw: redis.Redis
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from noti import recipients
+
+    # given alice's recipient inside their quiet hours, a notice held by them, an SMS
+    # scheduled for later and an open digest window
+    recipients.put_category("orders", {"channels": {"sms": True}}, user=MEMBER)
+    recipients.put_template(
+        "shipped",
+        {"default_locale": "en", "channels": {"sms": {"en": {"text": "{{ count | default(1) }} shipped"}}}},
+    )
+    now = datetime.now(UTC)
+    quiet = f"{now - timedelta(minutes=1):%H:%M}-{now + timedelta(hours=2):%H:%M}"
+    recipients.put("42", {"addresses": {"sms": PHONE}, "timezone": "UTC", "quiet_hours": quiet})
+    held = noti.get_notice(noti.notify(recipient="42", template="shipped", category="orders"))
+    [entry] = held.entries
+    assert entry.state == "held"
+    later = noti.api.notifier().add("sms", PHONE, text="later", delay=3600, user=ALICE).id
+    window = noti.notify(recipient="42", template="shipped", category="orders", digest="orders", window=3600)
+    alice, bob, ops = browser(), browser(), browser()
+    log_in(alice, token(ALICE))
+    log_in(bob, token(BOB))
+    log_in(ops, token(MEMBER))
+    before = stored(raw)
+    # then alice sees both records, soonest first, and her window
+    page = alice.get("/admin/held").text
+    waiting = re.findall(r'<a href="/admin/notifications/([0-9a-z]+)">', page)
+    assert waiting == [later, entry.record]  # due in an hour; then when the quiet hours end
+    assert held.id in page  # the held one's notice
+    digests = page[page.index('id="digests"') :]
+    assert window in digests and "<td>42</td>" in digests and "<td>1</td>" in digests
+    # bob sees none of it; a root member sees the records, and alice's window when naming her
+    page = bob.get("/admin/held").text
+    assert 'id="none-waiting"' in page and 'id="none-digests"' in page
+    assert later in ops.get("/admin/held").text and window not in ops.get("/admin/held").text
+    assert window in ops.get(f"/admin/held?owner={ALICE}").text
+    assert stored(raw) == before
