@@ -4,10 +4,10 @@
 # ./var/redis; or uses the Redis NOTI_REDIS_URL names, if one answers there), a worker, beat,
 # Flower and the HTTP API (`noti serve`), sends a few demo notifications through the sandbox
 # provider, waits until they are delivered, prints `noti list`, and makes an API token for a
-# curl example. It writes ./noti.toml (the demo's settings: Redis, providers, user), which
-# `noti` finds from a second terminal without exported variables. Ctrl-C stops the HTTP API,
-# the worker, beat and Flower, in that order, then Redis (SHUTDOWN: its AOF flushed), removes
-# ./noti.toml, and exits 0.
+# curl example and the admin page (its address printed as `admin page: http://…/admin`). It
+# writes ./noti.toml (the demo's settings: Redis, providers, user), which `noti` finds from a
+# second terminal without exported variables. Ctrl-C stops the HTTP API, the worker, beat and
+# Flower, in that order, then Redis (SHUTDOWN: its AOF flushed), removes ./noti.toml, and exits 0.
 #   scripts/run.sh --once        stop after the demo instead of waiting for Ctrl-C
 #   NOTI_REDIS_URL=redis://…     a Redis of your own (not flushed, not stopped)
 #   NOTI_RUN_REDIS_PORT=N        the port of the Redis this script starts (default: a free one)
@@ -215,6 +215,8 @@ TOKEN=$($N token add -user "$NOTI_USER" -note "make run demo" 2>/dev/null)
 echo
 echo "Flower: http://127.0.0.1:$FLOWER_PORT (user:password $FLOWER_AUTH)"
 echo "HTTP API: $API_URL (OpenAPI: $API_URL/docs); an API token for $NOTI_USER was made for you:"
+echo "  $TOKEN"
+echo "admin page: $API_URL/admin (log in with that token)"
 echo "  curl -X POST $API_URL/v1/notifications -H 'Authorization: Bearer $TOKEN' \\"
 echo "    -H 'Content-Type: application/json' -d '{\"type\": \"sms\", \"to\": \"+8613912345678\", \"text\": \"hi\"}'"
 echo "Sandbox outbox: redis-cli -u $NOTI_REDIS_URL lrange noti:sandbox:sandbox 0 -1"

@@ -79,20 +79,21 @@ if [ -z "${NOTI_TEST_REDIS_URL:-}" ] && ! command -v redis-server >/dev/null 2>&
 fi
 
 have_chromium() {
-    command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
-        command -v google-chrome >/dev/null 2>&1 || command -v google-chrome-stable >/dev/null 2>&1
+    { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ||
+        command -v google-chrome >/dev/null 2>&1 || command -v google-chrome-stable >/dev/null 2>&1; } &&
+        { command -v chromedriver >/dev/null 2>&1 || [ -x /usr/lib/chromium/chromedriver ]; }
 }
-if [ "$FAST" != 1 ] && ! have_chromium; then  # the slow tests need it
+if [ "$FAST" != 1 ] && ! have_chromium; then  # the slow tests need it (and its driver: Selenium)
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "==> chromium is missing: installing Debian's chromium package" >&2
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
+        echo "==> chromium or chromedriver is missing: installing Debian's chromium and chromium-driver" >&2
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >&2
     elif [ "${CI:-}" = true ]; then
-        echo "chromium is not installed and cannot be installed here (not root, or no apt-get);" \
-             "Debian/Ubuntu: apt-get install chromium" >&2
+        echo "chromium or chromedriver is not installed and cannot be installed here (not root, or no" \
+             "apt-get); Debian/Ubuntu: apt-get install chromium chromium-driver" >&2
         exit 1
     else
-        echo "==> chromium is not installed (Debian/Ubuntu: apt-get install chromium):" \
-             "the browser checks of Flower's pages are skipped" >&2
+        echo "==> chromium or chromedriver is not installed (Debian/Ubuntu: apt-get install chromium" \
+             "chromium-driver): the browser checks of Flower's pages and the admin page are skipped" >&2
     fi
 fi
 

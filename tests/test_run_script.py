@@ -74,6 +74,13 @@ def test_ctrl_c_stops_everything_in_order_and_exits_0(tmp_path: Path) -> None:
         posted = httpx.post(url, json={"type": "sms", "to": "+8613912345678", "text": "hi"},
                             headers={"Authorization": f"Bearer {token}"}, timeout=10)  # fmt: skip
         assert posted.status_code == 201, posted.text
+        # the admin page it prints takes the same token
+        admin = re.search(r"^admin page: (http://\S+/admin) ", text, re.M).group(1)  # type: ignore[union-attr]
+        assert admin == url.removesuffix("/v1/notifications") + "/admin"
+        with httpx.Client(timeout=10) as browser:
+            assert browser.get(admin, follow_redirects=True).status_code == 401  # the login form
+            logged = browser.post(f"{admin}/login", data={"token": token}, follow_redirects=True)
+            assert logged.status_code == 200 and "demo (root administrator)" in logged.text, logged.text
 
         os.killpg(run.pid, signal.SIGINT)  # what a Ctrl-C at its terminal sends
         assert run.wait(timeout=90) == 0, log.read_text()

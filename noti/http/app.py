@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Body, FastAPI, Query, Response
-from fastapi.responses import PlainTextResponse
+from fastapi import Body, FastAPI, Query, Request, Response
+from fastapi.responses import PlainTextResponse, RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from noti.core.record_json import to_json_dict
@@ -353,6 +353,14 @@ def create_app(
     app.include_router(notice_routes(people))
     app.include_router(unsubscribe_routes(runtime))
 
+    from noti.http.admin import Site, build_site
+
+    @app.get("/admin", include_in_schema=False)
+    def admin_root(request: Request) -> RedirectResponse:
+        return RedirectResponse(f"{request.scope.get('root_path', '')}/admin/", status_code=307)
+
+    app.mount("/admin", build_site(Site(notifier, people, lambda: parts.observer().snapshot())))
+
     app.add_middleware(
         BodyLimit, max_bytes=settings.http_body_max_bytes, all_max_bytes=settings.http_bodies_max_bytes
     )
@@ -391,15 +399,22 @@ class _Parts:
                 self._events = Events(self._notifier.runtime)
             return self._events
 
+    def observer(self) -> Observer:
+        with self._lock:
+            if self._observer is None:
+                from noti.observe.snapshot import Observer
+
+                self._observer = Observer(self._notifier.runtime)
+            return self._observer
+
     def registry(self) -> Any:
+        observer = self.observer()
         with self._lock:
             if self._registry is None:
                 from prometheus_client import CollectorRegistry
 
                 from noti.observe.prometheus import NotiCollector
-                from noti.observe.snapshot import Observer
 
-                observer = self._observer or Observer(self._notifier.runtime)
                 self._registry = CollectorRegistry(auto_describe=False)
                 self._registry.register(NotiCollector(observer.snapshot))
             return self._registry

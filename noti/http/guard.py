@@ -5,9 +5,10 @@ before its body is read, and the limits on bodies.
 
 - over ``NOTI_HTTP_BODY_MAX_BYTES`` by its ``Content-Length``: 413 ``e.noti.http.toolarge``;
 - to a route that takes an API token (all but ``/v1/receipts/…``, whose vendors sign or key
-  their pushes) without a valid one: 401 (or 429, 503) from its ``Authorization`` header alone;
-  the :func:`caller` dependency then takes the caller found here (one rate-limit step, one
-  Redis round trip);
+  their pushes) without a valid one: 401 (or 429, 503) from its ``Authorization`` header alone
+  (under ``/admin/``, the admin page's session cookie: :data:`SESSION_COOKIE`); the
+  :func:`caller` and :func:`session_caller` dependencies then take the caller found here (one
+  rate-limit step, one Redis round trip);
 - over what is left of ``NOTI_HTTP_BODIES_MAX_BYTES``, the bytes of bodies this process reads
   at once: 503 ``e.noti.http.busy``.
 
@@ -30,13 +31,31 @@ from noti.access.tokens import Caller, TokenStore
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.http.statuses import TOO_LARGE, error_response
 
-__all__ = ["BUSY", "PUBLIC_PREFIXES", "BodyLimit", "CallerDep", "caller"]
+__all__ = [
+    "BUSY",
+    "PUBLIC_PATHS",
+    "PUBLIC_PREFIXES",
+    "SESSION_COOKIE",
+    "SESSION_PREFIX",
+    "BodyLimit",
+    "CallerDep",
+    "caller",
+    "refuse_unknown_query",
+    "session_caller",
+]
 
 #: The code of a request refused because the process is at one of its limits (HTTP 503).
 BUSY = "e.noti.http.busy"
 #: Paths whose requests carry no API token: vendors' receipts (they authenticate by signature or
 #: key) and unsubscribe links (the link's own signed token).
 PUBLIC_PREFIXES = ("/v1/receipts/", "/v1/unsubscribe/")
+#: Paths whose requests carry no API token: the admin page's login form (its body is the token,
+#: authenticated by the route).
+PUBLIC_PATHS = frozenset({"/admin/login"})
+#: The admin page (:mod:`noti.http.admin`): its requests carry the API token in the
+#: :data:`SESSION_COOKIE` its login form sets, never in an ``Authorization`` header.
+SESSION_PREFIX = "/admin/"
+SESSION_COOKIE = "noti_admin"
 #: The scope key under which :class:`BodyLimit` leaves the caller it authenticated.
 CALLER_KEY = "noti.caller"
 
@@ -61,11 +80,28 @@ def caller(
     if who is None:
         tokens: TokenStore = request.app.state.tokens
         who = tokens.authenticate(credentials.credentials if credentials is not None else None)
-    _refuse_unknown_query(request)
+    refuse_unknown_query(request)
     return who
 
 
-def _refuse_unknown_query(request: Request) -> None:
+def session_caller(request: Request) -> Caller:
+    """Who an admin page request acts as: the user of the API token in its session cookie,
+    authenticated as :func:`caller` authenticates a bearer token (the same revocation, expiry
+    and rate limit).
+
+    Raises:
+        Unauthenticated: no cookie, an unknown, revoked or expired token (401).
+        RateLimitExceeded: the token is over its rate limit (429).
+        StoreUnavailable: Redis cannot be reached (503).
+    """
+    who: Caller | None = request.scope.get(CALLER_KEY)  # authenticated before the body was read
+    if who is None:
+        tokens: TokenStore = request.app.state.tokens
+        who = tokens.authenticate(request.cookies.get(SESSION_COOKIE))
+    return who
+
+
+def refuse_unknown_query(request: Request) -> None:
     """A query parameter the route does not take is refused, as an unknown key of a body is:
     a misspelt filter (``?stat=1``) must not silently list everything.
 
@@ -112,11 +148,9 @@ class BodyLimit:
             return
         if not _public(scope):
             try:
-                credentials = await _bearer(Request(scope))  # as the caller dependency reads it
+                token = await _token_of(Request(scope))
                 tokens: TokenStore = scope["app"].state.tokens
-                scope[CALLER_KEY] = await run_in_threadpool(
-                    tokens.authenticate, credentials.credentials if credentials is not None else None
-                )
+                scope[CALLER_KEY] = await run_in_threadpool(tokens.authenticate, token)
             except NotiError as exc:
                 await _refuse(scope, receive, send, exc)
                 return
@@ -189,12 +223,26 @@ def _declared_body(scope: Scope) -> tuple[int, bool]:
     return declared, chunked
 
 
-def _public(scope: Scope) -> bool:
+def _path(scope: Scope) -> str:
     path: str = scope.get("path", "")
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
-    return path.startswith(PUBLIC_PREFIXES)
+    return path
+
+
+def _public(scope: Scope) -> bool:
+    path = _path(scope)
+    return path.startswith(PUBLIC_PREFIXES) or path in PUBLIC_PATHS
+
+
+async def _token_of(request: Request) -> str | None:
+    """The API token a request carries, as the :func:`caller` and :func:`session_caller`
+    dependencies read it: the session cookie under :data:`SESSION_PREFIX`, else the bearer."""
+    if _path(request.scope).startswith(SESSION_PREFIX):
+        return request.cookies.get(SESSION_COOKIE)
+    credentials = await _bearer(request)
+    return credentials.credentials if credentials is not None else None
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, error: NotiError) -> None:
