@@ -2,10 +2,12 @@
 an HTTP request, through the ``noti.deliver`` message (``traceparent`` in its headers, and on
 the record for what the pump publishes later), to the provider's HTTP request and the
 receipt. Real Redis, real workers (in this process, spans in the SDK's in-memory exporter;
-in a subprocess, spans exported over OTLP/HTTP to a receiver here that decodes them)."""
+in a subprocess, spans exported over OTLP/HTTP to a receiver here that decodes them), and a
+real ``noti serve`` exporting its request spans to that receiver."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -20,6 +22,7 @@ import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ExportedSpan
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -30,14 +33,17 @@ from noti.celery.publish import Publisher
 from noti.celery.queues import PRIORITY_STEPS, priority_for_level, queue_key
 from noti.core.record import Channel, Status
 from noti.providers import _http
-from tests.conftest import ADMIN, ALICE, ROOT, wait_until
+from tests.conftest import ADMIN, ALICE, BASE_ENV, ROOT, wait_until
 from tests.fakes.twilio import TwilioFake, error_reply, twilio_options
 from tests.fakes.webhook import SECRET, WebhookReceiver, hook_options
+from tests.servers import ApiProcess
 from tests.vendor_env import fake_fixtures
 
 PHONE = "+14155550123"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
+#: An exported (OTLP) span's kind when it is a server's.
+SERVER = ExportedSpan.SpanKind.SPAN_KIND_SERVER
 
 server, twilio = fake_fixtures(lambda: TwilioFake(), name="twilio")
 
@@ -193,68 +199,7 @@ def test_a_batch_of_records_is_a_deliver_span_each_in_its_own_trace(
     assert {d.attributes["noti.outcome"] for d in delivers} == {"done"}
 
 
-# --- the HTTP API ---------------------------------------------------------------------------
-
-
-def _http_client() -> Any:
-    from fastapi.testclient import TestClient
-
-    from noti.http.app import create_app
-
-    return TestClient(create_app(noti.api.notifier()))
-
-
-def test_an_http_request_with_a_traceparent_continues_the_callers_trace(
-    rt: Any, spans: InMemorySpanExporter
-) -> None:
-    # given a caller whose trace is TRACE_ID
-    plain = str(rt.tokens.add(ALICE, acting=ADMIN)[0])
-    headers = {"Authorization": f"Bearer {plain}", "traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
-    # when it posts a notification
-    with _http_client() as client:
-        answer = client.post(
-            "/v1/notifications", json={"type": "sms", "to": PHONE, "text": "hi"}, headers=headers
-        )
-    assert answer.status_code == 201, answer.text
-    record_id = answer.json()["id"]
-    # then the request's server span continues it, and the notify span is its child
-    [server_span] = [s for s in spans.get_finished_spans() if s.kind is trace.SpanKind.SERVER]
-    [notify] = [s for s in spans.get_finished_spans() if s.name == "noti.notify_many"]
-    assert f"{server_span.context.trace_id:032x}" == TRACE_ID and parent_of(server_span) == int(PARENT_ID, 16)
-    assert server_span.name == "POST /v1/notifications"
-    assert server_span.attributes["http.route"] == "/v1/notifications"
-    assert server_span.attributes["http.response.status_code"] == 201
-    assert (
-        parent_of(notify) == server_span.context.span_id and notify.attributes["noti.record_id"] == record_id
-    )
-    # and the queued message carries it on, as does the record
-    [message] = queued(rt, Channel.SMS)
-    assert message["headers"]["traceparent"] == f"00-{TRACE_ID}-{notify.context.span_id:016x}-01"  # its flags
-    assert rt.redis.hget(rt.keys.record(record_id), "noti_trace").startswith(f"00-{TRACE_ID}-")
-
-
-@pytest.mark.parametrize(
-    "traceparent",
-    [
-        "garbage",
-        f"00-{'0' * 32}-{PARENT_ID}-01",  # an all-zero trace id is invalid
-        f"00-{TRACE_ID}-{PARENT_ID}",  # no flags
-        f"00-{TRACE_ID.upper()}-{PARENT_ID}-01",
-        "x" * 5000,
-    ],
-)
-def test_a_malformed_traceparent_starts_a_new_trace(
-    rt: Any, spans: InMemorySpanExporter, traceparent: str
-) -> None:
-    plain = str(rt.tokens.add(ALICE, acting=ADMIN)[0])
-    headers = {"Authorization": f"Bearer {plain}", "traceparent": traceparent, "tracestate": "=,=,"}
-    with _http_client() as client:
-        answer = client.post(
-            "/v1/notifications", json={"type": "sms", "to": PHONE, "text": "hi"}, headers=headers
-        )
-    assert answer.status_code == 201, answer.text
-    [server_span] = [s for s in spans.get_finished_spans() if s.kind is trace.SpanKind.SERVER]
-    assert server_span.parent is None and f"{server_span.context.trace_id:032x}" != TRACE_ID
+# --- a message's trace headers -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -388,14 +333,33 @@ class _OtlpReceiver(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
-@pytest.fixture
-def otlp() -> Iterator[_OtlpReceiver]:
+@contextlib.contextmanager
+def _receiving() -> Iterator[_OtlpReceiver]:
     running = _OtlpReceiver()
     thread = threading.Thread(target=running.serve_forever, daemon=True)
     thread.start()
-    yield running
-    running.shutdown()
-    running.server_close()
+    try:
+        yield running
+    finally:
+        running.shutdown()
+        running.server_close()
+
+
+@pytest.fixture
+def otlp() -> Iterator[_OtlpReceiver]:
+    with _receiving() as running:
+        yield running
+
+
+def otlp_env(receiver: _OtlpReceiver, service: str) -> dict[str, str]:
+    """What a noti process is told to export its spans to ``receiver`` as ``service``:
+    ``NOTI_TRACING=otlp`` and the standard ``OTEL_*`` variables (docs/howto/tracing.md)."""
+    return {
+        "NOTI_TRACING": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "OTEL_SERVICE_NAME": service,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
 
 
 @pytest.mark.slow
@@ -416,12 +380,7 @@ def test_a_worker_process_exports_its_spans_over_otlp_in_the_callers_trace(
     )
     worker = spawn_worker(
         config,
-        env={
-            "NOTI_TRACING": "otlp",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
-            "OTEL_SERVICE_NAME": "noti-worker-test",
-            "OTEL_BSP_SCHEDULE_DELAY": "100",
-        },
+        env=otlp_env(otlp, "noti-worker-test"),
     )
     rt = configure(
         providers={"hook": hook_options(receiver)},
@@ -451,6 +410,133 @@ def test_a_worker_process_exports_its_spans_over_otlp_in_the_callers_trace(
     assert (
         receiver.requests[0].headers["traceparent"].split("-")[1]
         == notify.context.trace_id.to_bytes(16, "big").hex()
+    )
+
+
+# --- the HTTP API: a noti serve process exporting over OTLP ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def traced_api(redis_url: str) -> Iterator[tuple[ApiProcess, _OtlpReceiver]]:
+    """``noti serve`` on the test database, told NOTI_TRACING=otlp, exporting to a receiver here."""
+    with _receiving() as receiver:
+        env = {
+            **{name: value for name, value in os.environ.items() if not name.startswith("OTEL_")},
+            **BASE_ENV,
+            "NOTI_REDIS_URL": redis_url,
+            "NOTI_CHANNELS__SMS__PROVIDER": "sandbox",
+            **otlp_env(receiver, "noti-api-test"),
+        }
+        api = ApiProcess(env, "--no-access-log")
+        try:
+            api.wait_ready()
+            yield api, receiver
+        finally:
+            api.stop()
+
+
+def _values(span: Any) -> dict[str, Any]:
+    """An exported span's attributes, each as the value it carries (string, int, ...)."""
+    return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in span.attributes}
+
+
+def _post(api: ApiProcess, rt: Any, headers: dict[str, str]) -> str:
+    """POST one SMS to ``api`` as alice with ``headers``; the new record's id (answered 201)."""
+    plain = str(rt.tokens.add(ALICE, acting=ADMIN)[0])
+    answer = httpx.post(
+        f"{api.url}/v1/notifications",
+        json={"type": "sms", "to": PHONE, "text": "hi"},
+        headers={"Authorization": f"Bearer {plain}", **headers},
+        timeout=10.0,
+    )
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["id"])
+
+
+def _request_spans(receiver: _OtlpReceiver, record_id: str) -> list[Any]:
+    """The exported spans from the ``noti.notify_many`` that made ``record_id`` up through its
+    parents, as far as they have reached ``receiver``: the notify span first, the request's
+    outermost span last (FastAPI's own server span, on a FastAPI that makes one, is around
+    noti's: the first server span up the chain is noti's)."""
+    by_id = {s.span_id: s for _, s in receiver.spans}
+    chain = [
+        s
+        for s in by_id.values()
+        if s.name == "noti.notify_many" and _values(s).get("noti.record_id") == record_id
+    ]
+    while chain and chain[-1].parent_span_id in by_id:
+        chain.append(by_id[chain[-1].parent_span_id])
+    return chain
+
+
+def _server_span(chain: list[Any]) -> Any:
+    return next((s for s in chain if s.kind == SERVER), None)
+
+
+@pytest.mark.slow
+def test_an_http_request_with_a_traceparent_continues_the_callers_trace(
+    traced_api: tuple[ApiProcess, _OtlpReceiver], rt: Any
+) -> None:
+    # given a caller whose trace is TRACE_ID, its span PARENT_ID
+    api, receiver = traced_api
+    # when it posts a notification to noti serve
+    record_id = _post(api, rt, {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    # then the server process exports the request's server span, continuing the caller's
+    # trace, with the notify span under it
+    chain = wait_until(
+        lambda: (found := _request_spans(receiver, record_id)) and _server_span(found) and found
+    )
+    notify, server_span = chain[0], _server_span(chain)
+    assert server_span.trace_id.hex() == TRACE_ID and server_span.parent_span_id.hex() == PARENT_ID
+    assert server_span.name == "POST /v1/notifications"
+    attributes = _values(server_span)
+    assert attributes["http.route"] == "/v1/notifications"
+    assert attributes["http.response.status_code"] == 201
+    assert {s.trace_id.hex() for s in chain} == {TRACE_ID}
+    services = {service["service.name"] for service, s in receiver.spans if s.trace_id.hex() == TRACE_ID}
+    assert services == {"noti-api-test"}, api.output()
+    # and the queued message carries it on, as does the record
+    [message] = queued(rt, Channel.SMS)
+    assert message["headers"]["traceparent"] == f"00-{TRACE_ID}-{notify.span_id.hex()}-01"  # its flags
+    assert rt.redis.hget(rt.keys.record(record_id), "noti_trace").startswith(
+        f"00-{TRACE_ID}-{notify.span_id.hex()}-"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "traceparent",
+    [
+        "garbage",
+        f"00-{'0' * 32}-{PARENT_ID}-01",  # an all-zero trace id is invalid
+        f"00-{TRACE_ID}-{PARENT_ID}",  # no flags
+        f"00-{TRACE_ID.upper()}-{PARENT_ID}-01",
+        "x" * 5000,
+    ],
+)
+def test_a_malformed_traceparent_starts_a_new_trace(
+    traced_api: tuple[ApiProcess, _OtlpReceiver], rt: Any, traceparent: str
+) -> None:
+    api, receiver = traced_api
+    # when a request carries a malformed trace context, it is still answered 201
+    record_id = _post(api, rt, {"traceparent": traceparent, "tracestate": "=,=,"})
+    # then its spans, waited for up to the outermost (no parent; the caller's span would fail below),
+    chain = wait_until(
+        lambda: (
+            (found := _request_spans(receiver, record_id))
+            and found[-1].parent_span_id in (b"", bytes.fromhex(PARENT_ID))
+            and found
+        )
+    )
+    notify, server_span, outermost = chain[0], _server_span(chain), chain[-1]
+    # are a new trace started in this server: the outermost is a server span with no parent
+    assert outermost.kind == SERVER and outermost.parent_span_id == b"", api.output()
+    assert server_span.name == "POST /v1/notifications"
+    assert server_span.trace_id.hex() not in (TRACE_ID, "0" * 32)
+    assert {s.trace_id for s in chain} == {server_span.trace_id}
+    # which the notification carries on
+    assert rt.redis.hget(rt.keys.record(record_id), "noti_trace").startswith(
+        f"00-{server_span.trace_id.hex()}-{notify.span_id.hex()}-"
     )
 
 
