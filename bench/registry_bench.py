@@ -24,7 +24,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from bench._runner import main
 from bench.drain_bench import SIZES, _interleaved, _rate, noti_drain_sandbox
 from bench.enqueue_bench import SIZES as ENQUEUE_SIZES
 
-__all__ = ["BEFORE_REGISTRY", "scenario_18"]
+__all__ = ["BEFORE_REGISTRY", "Cost", "against_revision", "scenario_18"]
 
 #: The last commit of main before the channel registry (issue 32's release).
 BEFORE_REGISTRY = "527a6ef"
@@ -85,8 +85,8 @@ def notify_rate(url: str, n: int, path: str) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def _notify_row(reps: int, smoke: bool, old: Path, rev: str) -> Row:
-    """notify() one at a time: this revision against the one before, interleaved."""
+def notify_row(reps: int, smoke: bool, old: Path, rev: str, cost: Cost) -> Row:
+    """notify() one at a time: this revision against ``rev`` (checked out at ``old``), interleaved."""
     n = ENQUEUE_SIZES[1][smoke]
     samples: dict[str, list[float | None]] = {"noti": [], "before": []}
     errors: dict[str, list[str]] = {"noti": [], "before": []}
@@ -97,25 +97,46 @@ def _notify_row(reps: int, smoke: bool, old: Path, rev: str) -> Row:
                     attempt(errors[side], f"{side} rep {rep + 1}", partial(notify_rate, url, n, str(path)))
                 )
     return Row(
-        18,
-        f"notify() one at a time, {n:,} SMS: registry cost",
+        cost.scenario,
+        f"notify() one at a time, {n:,} SMS: {cost.what} cost",
         "/s",
         present(samples["noti"]),
-        "<= 3 % slower (ratio >= 0.97)",
+        cost.target,
         baseline=present(samples["before"]),
-        baseline_name=f"the same calls, noti of {rev} (before the channel registry)",
-        check=lambda r: r.ratio is not None and r.ratio >= 0.97,
+        baseline_name=f"the same calls, noti of {rev} (before {cost.before})",
+        check=cost.met,
         ratio=paired_ratio(samples["noti"], samples["before"]),
         error=errors_of(errors, "noti", "before"),
     )
 
 
-def scenario_18(
-    reps: int, smoke: bool, config: WorkerConfig = FAST, ctx: dict[str, Any] | None = None
-) -> list[Row]:
-    """The sandbox drain, this revision's workers against the revision before the registry."""
+@dataclass(frozen=True)
+class Cost:
+    """What a change costs on the hot path, measured against the revision before it."""
+
+    scenario: int
+    #: "registry", "timeline + address index", … (in the rows' names)
+    what: str
+    #: "the channel registry", … (in the baselines' names)
+    before: str
+    #: The revision before it (an environment variable may name another).
+    rev: str
+    env: str
+    min_ratio: float
+
+    @property
+    def target(self) -> str:
+        return f"<= {round((1 - self.min_ratio) * 100)} % slower (ratio >= {self.min_ratio:.2f})"
+
+    def met(self, row: Row) -> bool:
+        return row.ratio is not None and row.ratio >= self.min_ratio
+
+
+def against_revision(cost: Cost, reps: int, smoke: bool, config: WorkerConfig) -> list[Row]:
+    """Scenario 3's sandbox drain and ``notify()`` one at a time, this revision against the
+    revision before a change (its workers and its ``notify()``), interleaved, in the same run."""
     n = SIZES[3][smoke]
-    rev = os.environ.get("NOTI_BENCH_BEFORE") or BEFORE_REGISTRY
+    rev = os.environ.get(cost.env) or cost.rev
     with worktree(rev) as old:
         with redis_server() as url:
             before = replace(config, extra_env=(("PYTHONPATH", str(old)),))
@@ -124,25 +145,35 @@ def scenario_18(
                 "before": partial(noti_drain_sandbox, url, n, before),
             }
             drains, errors = _interleaved(reps, runs)
-        notify_row = _notify_row(reps, smoke, old, rev)
+        calls = notify_row(reps, smoke, old, rev, cost)
     now, then = ([_rate(d) for d in drains[side]] for side in ("noti", "before"))
     return [
         Row(
-            18,
-            f"drain {n:,} SMS, sandbox: registry cost [{config.label}]",
+            cost.scenario,
+            f"drain {n:,} SMS, sandbox: {cost.what} cost [{config.label}]",
             "/s",
             present(now),
-            "<= 3 % slower (ratio >= 0.97)",
+            cost.target,
             baseline=present(then),
-            baseline_name=f"the same drain, workers of {rev} (before the channel registry)",
-            check=lambda r: r.ratio is not None and r.ratio >= 0.97,
+            baseline_name=f"the same drain, workers of {rev} (before {cost.before})",
+            check=cost.met,
             ratio=paired_ratio(now, then),
             config=config.as_json(),
             extra={side: [d and d.as_json() for d in ds] for side, ds in drains.items()},
             error=errors_of(errors, "noti", "before"),
         ),
-        notify_row,
+        calls,
     ]
+
+
+REGISTRY = Cost(18, "registry", "the channel registry", BEFORE_REGISTRY, "NOTI_BENCH_BEFORE", 0.97)
+
+
+def scenario_18(
+    reps: int, smoke: bool, config: WorkerConfig = FAST, ctx: dict[str, Any] | None = None
+) -> list[Row]:
+    """The sandbox drain, this revision's workers against the revision before the registry."""
+    return against_revision(REGISTRY, reps, smoke, config)
 
 
 SCENARIOS = {18: scenario_18}
