@@ -10,9 +10,9 @@ import noti
 from noti.api import redrive
 from noti.core.deadletter import DeadLetter, DeadLetters
 from noti.core.record import Status, now_ms
-from noti.errors import InvalidInput, PermissionDenied
+from noti.errors import InvalidInput, NotFound, PermissionDenied
 from tests import hooks
-from tests.conftest import ADMIN, ALICE, sandbox_outbox, wait_until
+from tests.conftest import ADMIN, ALICE, BOB, sandbox_outbox, wait_until
 
 PHONE = "+8613912345678"
 
@@ -94,11 +94,27 @@ def test_retry_all_and_purge(rt: Any) -> None:
     assert redrive().entries(user=ADMIN) == []
 
 
-def test_dead_letters_are_for_root_members(rt: Any) -> None:
-    for call in (lambda: redrive().entries(user=ALICE), lambda: redrive().purge(user=ALICE)):
-        with pytest.raises(PermissionDenied) as info:
-            call()
-        assert info.value.code == "e.cmd.noti.dead.nopvg"
+def test_a_user_reads_retries_and_purges_the_dead_letters_of_their_own_records_only(configure: Any) -> None:
+    rt = configure(providers={"refuse": {"kind": "sandbox", "fail": "always", "error": "permanent"}})
+    mine = noti.notify_sms(PHONE, "a", provider="refuse", user=ALICE)
+    theirs = noti.notify_sms(PHONE, "b", provider="refuse", user=BOB)
+    noti.send(user=ADMIN)
+    assert {letter.record_id for letter in redrive().entries(user=ADMIN)} == {mine, theirs}
+    assert [letter.record_id for letter in redrive().entries(user=ALICE)] == [mine]
+    with pytest.raises(NotFound) as hidden:
+        redrive().get(theirs, user=ALICE)
+    with pytest.raises(NotFound) as missing:
+        redrive().get("0" * 26, user=ALICE)
+    assert hidden.value.code == missing.value.code == "e.cmd.noti.dead.not_found"
+    with pytest.raises(NotFound):
+        redrive().retry(theirs, user=ALICE)
+    assert rt.store.get(theirs).status in (Status.FAILED, Status.INVALID)
+    assert redrive().purge(user=ALICE) == 1
+    assert [letter.record_id for letter in redrive().entries(user=ADMIN)] == [theirs]
+    assert redrive().purge(user=ALICE) == 0
+    with pytest.raises(PermissionDenied) as info:
+        redrive().unsuppress("sms", PHONE, user=BOB)  # the suppression list is everyone's
+    assert info.value.code == "e.cmd.noti.dead.nopvg"
 
 
 def test_the_stream_is_capped_by_length_and_age(rt: Any) -> None:

@@ -1,4 +1,4 @@
-"""``noti dead list | show | retry | purge``: dead letters (root members only)."""
+"""``noti dead list | show | retry | purge``: dead letters (a user's own records', a root member's all)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def retry(ctx: CliContext, /, idents: tuple[str, ...], retry_all: bool) -> None:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_cli
 def purge(ctx: CliContext, /, yes: bool) -> None:
-    """Remove every dead letter."""
+    """Remove every dead letter you see (yours; root members: every one)."""
     count = len(ctx.redrive.entries(user=ctx.user))
     if not yes:
         click.confirm(f"remove all {count} dead letters?", abort=True)
@@ -104,6 +104,6 @@ def purge(ctx: CliContext, /, yes: bool) -> None:
 @click.argument("target")
 @pass_cli
 def unsuppress(ctx: CliContext, /, channel: str, target: str) -> None:
-    """Let TARGET receive CHANNEL notifications again after it opted out."""
+    """Let TARGET receive CHANNEL notifications again after it opted out (root members)."""
     lifted = ctx.redrive.unsuppress(channel, target, user=ctx.user)
     click.echo(f"{channel} {target}: {'opt-out lifted' if lifted else 'was not suppressed'}")

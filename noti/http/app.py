@@ -108,6 +108,10 @@ def create_app(
         redoc_url=None,
         # /v1/notifications/ is a 404: a redirect's Location would be built from the Host header
         redirect_slashes=False,
+        # noti's own server span is the request's (noti.http.traces); FastAPI >= 0.16x would add a
+        # second one, and spans of its own, under a global tracer provider (older versions
+        # keep the unknown keyword in FastAPI.extra)
+        telemetry={"tracing": False},
     )
     app.state.notifier = notifier
     app.state.tokens = runtime.tokens

@@ -29,25 +29,38 @@ class Redrive:
         return resolve_user(self.runtime.settings, name)
 
     def entries(self, *, user: str | None = None, limit: int | None = None) -> list[DeadLetter]:
-        """Dead letters, newest first (root members only).
+        """Dead letters, newest first: a root member's every one, another user's those of
+        their own records (a webman bridge's letters are the root members').
 
         Raises:
-            PermissionDenied: ``e.cmd.noti.dead.nopvg``.
             InvalidInput: ``e.cmd.noti.dead.badlimit``: a limit that is not an integer.
         """
-        self.user(user).require_root("e.cmd.noti.dead.nopvg", "read dead letters")
+        acting = self.user(user)
         if limit is not None:
             limit = integer(limit, what="limit", code="e.cmd.noti.dead.badlimit")
-        return self.runtime.dead_letters.entries(limit if limit and limit > 0 else None)
+        count = limit if limit and limit > 0 else None
+        if acting.is_root:
+            return self.runtime.dead_letters.entries(count)
+        return self._own(acting, self.runtime.dead_letters.entries())[:count]
+
+    def _own(self, acting: User, letters: list[DeadLetter]) -> list[DeadLetter]:
+        """The letters of records ``acting`` made (one read of those records)."""
+        ours = [letter for letter in letters if letter.source == "noti"]
+        records = self.runtime.store.find_many([letter.record_id for letter in ours])
+        mine = {r.id for r in records if r is not None and r.creator == acting.name}
+        return [letter for letter in ours if letter.record_id in mine]
 
     def get(self, ident: str, *, user: str | None = None) -> DeadLetter:
-        """One dead letter by entry id or record id (root members only).
+        """One dead letter by entry id or record id: a root member's any, another user's one of
+        their own records (any other is answered as a missing one).
 
         Raises:
-            NotFound: ``e.cmd.noti.dead.not_found``. PermissionDenied.
+            NotFound: ``e.cmd.noti.dead.not_found``.
         """
-        self.user(user).require_root("e.cmd.noti.dead.nopvg", "read dead letters")
+        acting = self.user(user)
         letter = self.runtime.dead_letters.find(ident) if could_be_id(ident) else None
+        if letter is not None and not acting.is_root and not self._own(acting, [letter]):
+            letter = None
         if letter is None:
             raise NotFound(f"no dead letter has the id {ident!r}", code="e.cmd.noti.dead.not_found")
         return letter
@@ -58,7 +71,6 @@ class Redrive:
         Raises:
             NotFound: no such dead letter, or its record is gone.
             InvalidInput: ``e.cmd.noti.dead.notretryable``: not a noti record, or not failed.
-            PermissionDenied: ``e.cmd.noti.dead.nopvg``.
         """
         letter = self.get(ident, user=user)
         if letter.source != "noti":
@@ -95,9 +107,12 @@ class Redrive:
         return revived
 
     def purge(self, *, user: str | None = None) -> int:
-        """Remove every dead letter (root members only); how many there were."""
-        self.user(user).require_root("e.cmd.noti.dead.nopvg", "purge dead letters")
-        return self.runtime.dead_letters.purge()
+        """Remove the dead letters the user sees (a root member: every one); how many."""
+        acting = self.user(user)
+        if acting.is_root:
+            return self.runtime.dead_letters.purge()
+        mine = [letter.entry_id for letter in self._own(acting, self.runtime.dead_letters.entries())]
+        return self.runtime.dead_letters.remove(mine) if mine else 0
 
     def unsuppress(self, channel: str, target: str, *, user: str | None = None) -> bool:
         """Let ``target`` receive ``channel`` notifications again after an opt-out (root only).

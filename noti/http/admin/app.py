@@ -54,7 +54,9 @@ _LOGIN_TOKEN_MAX = 200
 
 def build_site(site: Site) -> FastAPI:
     """The admin page's app over ``site`` (mounted at ``/admin`` by the HTTP API)."""
-    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, redirect_slashes=False)
+    app = FastAPI(
+        openapi_url=None, docs_url=None, redoc_url=None, redirect_slashes=False, telemetry={"tracing": False}
+    )
     app.state.tokens = site.tokens
 
     @app.get("/login")
