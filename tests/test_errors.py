@@ -88,7 +88,10 @@ def test_public_api_is_pinned() -> None:
             "notify_weixin",
             "revoke",
             "schedule_many",
+            # what happened to a notification (docs/concepts/history.md)
+            "search",
             "send",
+            "timeline",
         ]
     )
     for name in noti.__all__:

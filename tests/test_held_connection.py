@@ -161,6 +161,9 @@ def test_create_one_writes_what_create_many_writes(
         creating.send([record], messages={record.id: message} if message else None)
         assert creating.ids() == [record.id]
     many = _snapshot(rt.redis)
+    # the address index's secret (noti.core.search) is made by the first write and kept by
+    # the process: the flush takes it away from the database, not from the store
+    del many[rt.keys.search_secret]
     rt.redis.flushdb()
     store.create_one(record, message)
     assert _snapshot(rt.redis) == many

@@ -58,10 +58,12 @@ class AddressIndex:
         return self._secret
 
     def refresh(self) -> bool:
-        """Read the secret now (made when there is none); True when it changed."""
+        """Read the secret now; True when it changed. When there is none (a new database, or
+        one flushed), the one this process used is put back (a new one if it used none), so
+        processes that used one keep using it."""
         key = self.keys.search_secret
         with translate_errors(self.redis):
-            self.redis.set(key, secrets.token_hex(32), nx=True)
+            self.redis.set(key, self._secret or secrets.token_hex(32), nx=True)
             value = self.redis.get(key)
         secret = (value.encode() if isinstance(value, str) else cast(bytes, value)) or b""
         changed = self._secret is not None and secret != self._secret

@@ -197,6 +197,7 @@ def create_app(
         responses={
             **_ERRORS,
             403: {"model": ErrorOut, "description": "user= names another user (root members only)"},
+            431: {"model": ErrorOut, "description": "The request line is over NOTI_HTTP_HEADER_MAX_BYTES"},
         },
         summary="Records, newest first (the token user's own; root: anyone's)",
     )
