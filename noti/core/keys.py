@@ -12,10 +12,10 @@ key                             type     holds
                                          newest 50 kept; written by the scripts that change
                                          the record, deleted with it
 ``noti:idx:to:<digest>``       ZSET     ids of the records sent to one address on one channel,
-                                         score = created ms; ``<digest>``: HMAC-SHA256 of the
-                                         channel and the address under ``noti:search:secret``
+                                         score = created ms; ``<digest>``: keyed BLAKE2b of
+                                         the channel and the address (``noti:search:secret``)
                                          (:mod:`noti.core.search`), so no key names an address
-``noti:search:secret``          STRING   that HMAC's key (random, made on first use)
+``noti:search:secret``          STRING   that MAC's key (random, made on first use)
 ``noti:idx:all``                ZSET     every record id, score = created ms
 ``noti:idx:user:<user>``        ZSET     ids created by ``<user>``, score = created ms
 ``noti:idx:st:<st>``            ZSET     ids in status ``<st>``, score = ms it entered it
