@@ -19,7 +19,7 @@ from importlib import import_module
 import click
 
 from noti.cli._options import CliContext
-from noti.core.timeline import through
+from noti.core.door import through
 from noti.errors import NotiError
 
 __all__ = ["COMMANDS", "cli", "console_main", "main"]

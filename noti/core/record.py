@@ -203,7 +203,7 @@ class Notification:
     recipient: str | None = None
     category: str | None = None
     preference: str | None = None
-    #: Through which door it came in (:data:`noti.core.timeline.DOORS`: ``api``, ``task``,
+    #: Through which door it came in (:data:`noti.core.door.DOORS`: ``api``, ``task``,
     #: ``cli``, ``http``, ``webman``, ``events``); None on records made before it was kept.
     door: str | None = None
     #: The W3C trace context it was made in (:mod:`noti.tracing`), kept while tracing is on.

@@ -23,9 +23,7 @@ address masked, as it does the record's error text.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,48 +32,23 @@ from noti.core.record import Notification, Status
 from noti.errors import split_code
 
 __all__ = [
-    "DOORS",
     "EVENTS",
     "MAX_STEPS",
     "Step",
     "Timeline",
-    "current_door",
     "finish_steps",
     "first_step",
     "parse_steps",
     "step_text",
-    "through",
 ]
 
 #: The most steps a timeline keeps (``TL_MAX`` in ``timeline.lua``): the newest; a record
 #: retried this often has its oldest attempts dropped and counted.
 MAX_STEPS = 50
 
-#: Through which door a record came in (the record's ``noti_door``).
-DOORS = ("api", "task", "cli", "http", "webman", "events")
-_DOOR: ContextVar[str] = ContextVar("noti_door", default="api")
-
-
-def current_door() -> str:
-    """The door the records made now come in through (``api`` unless a door said otherwise)."""
-    return _DOOR.get()
-
-
-@contextmanager
-def through(door: str) -> Iterator[None]:
-    """Records made inside come in through ``door`` (one of :data:`DOORS`)."""
-    if door not in DOORS:
-        raise ValueError(f"not a door: {door!r}")
-    token = _DOOR.set(door)
-    try:
-        yield
-    finally:
-        _DOOR.reset(token)
-
-
 #: Every event a step may name, in the order a record usually meets them.
 EVENTS = (
-    "created",  # the record's own fields: by, door, level, channel, provider, notice, recipient
+    "created",  # the record's own fields: by, door (noti.core.door), level, channel, provider, notice
     "delayed",  # due later than made: until
     "held",  # notify(recipient=…) held it: reason (quiet hours, throttle), until
     "claimed",  # a worker took its lease: worker, claims

@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from noti.core.door import through
 from noti.core.record import Channel, check_field_names, parse_channel, parse_level
-from noti.core.timeline import through
 from noti.errors import InvalidInput, NotiError, StoreUnavailable
 from noti.events.event import Outcome
 from noti.events.templates import ADD_PREFIX, CompiledTemplate, compile_template

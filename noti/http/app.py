@@ -19,8 +19,8 @@ from fastapi import Body, FastAPI, Query, Request, Response
 from fastapi.responses import PlainTextResponse, RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from noti.core.door import through
 from noti.core.record_json import to_json_dict
-from noti.core.timeline import through
 from noti.errors import InvalidInput
 from noti.http.guard import BodyLimit, CallerDep
 from noti.http.models import (

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from noti.access.users import User, resolve_user
 from noti.core.delay import due_ms, validate_identifier
+from noti.core.door import current_door
 from noti.core.record import (
     Channel,
     Notification,
@@ -26,7 +27,6 @@ from noti.core.record import (
     validate_target,
 )
 from noti.core.retry import RetryPolicy
-from noti.core.timeline import current_door
 from noti.errors import InvalidInput
 from noti.inputs import bad_character, shown
 from noti.sending.runtime import Runtime

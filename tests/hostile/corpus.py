@@ -601,14 +601,13 @@ case("api", "delayed-limit-text", "e.cmd.noti.delayed.badlimit", Api("delayed", 
 
 # --- api: dead letters ------------------------------------------------------------------------------
 
-case("api", "dead-entries-not-root", "e.cmd.noti.dead.nopvg", Api("dead.entries"))
+# a user lists and purges the dead letters of their own records (none of the ones here): no refusal
 case(
     "api",
     "dead-entries-limit-text",
     "e.cmd.noti.dead.badlimit",
     Api("dead.entries", (), {"user": "boss", "limit": "x"}),
 )
-case("api", "dead-purge-not-root", "e.cmd.noti.dead.nopvg", Api("dead.purge"))
 for _name in ("unknown", "surrogate", "int", "none"):
     case(
         "api",
@@ -628,7 +627,9 @@ case(
     "e.cmd.noti.dead.notretryable",
     Api("dead.retry", (Ref("webman_letter"),), {"user": "boss"}),
 )
-case("api", "dead-retry-not-root", "e.cmd.noti.dead.nopvg", Api("dead.retry", (Ref("webman_letter"),)))
+# another user's letter (a webman bridge's is the root members') is answered as a missing one
+case("api", "dead-retry-not-theirs", "e.cmd.noti.dead.not_found", Api("dead.retry", (Ref("webman_letter"),)))
+case("api", "dead-get-not-theirs", "e.cmd.noti.dead.not_found", Api("dead.get", (Ref("webman_letter"),)))
 for _name, _channel in {"fax": "fax", "empty": "", "int": 5, "surrogate": "sm\udcff"}.items():
     case(
         "api",
@@ -1186,7 +1187,7 @@ cli("revoke-filter-without-all", None, "revoke", "-u", "bob")
 cli("revoke-nothing", "e.cmd.noti.revoke.what", "revoke")
 cli("revoke-all-others", "e.cmd.noti.revoke.nopvg", "revoke", "-all", "-u", "bob")
 cli("delayed-list-limit", None, "delayed", "list", "-limit", "x")
-cli("dead-list-not-root", "e.cmd.noti.dead.nopvg", "dead", "list")
+cli("dead-show-not-theirs", "e.cmd.noti.dead.not_found", "dead", "show", Ref("webman_letter"))
 cli("dead-show-unknown", "e.cmd.noti.dead.not_found", "dead", "show", UNKNOWN_ID, user="boss")
 cli("dead-show-surrogate", "e.cmd.noti.dead.not_found", "dead", "show", "\udcff", user="boss")
 cli(
@@ -1198,7 +1199,6 @@ cli(
     user="boss",
 )
 cli("dead-retry-nothing", None, "dead", "retry", user="boss")
-cli("dead-purge-not-root", "e.cmd.noti.dead.nopvg", "dead", "purge", "--yes")
 cli(
     "dead-unsuppress-fax", "e.cmd.noti.dead.badtype", "dead", "unsuppress", "fax", "+15550001111", user="boss"
 )

@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 from noti.bridge.webman.codec import Reason
 from noti.bridge.webman.consumer import Consumer, ConsumerMessage
 from noti.celery.process import process_notifier
-from noti.core.timeline import through
+from noti.core.door import through
 from noti.errors import InvalidInput, MalformedMessage, PermissionDenied
 from noti.sending.runtime import get_runtime
 

@@ -46,9 +46,9 @@ from noti.celery.app import app
 from noti.celery.queues import PRIORITY_STEPS, level_for_priority, priority_for_level
 from noti.celery.tasks.calls import bind_call
 from noti.core.delay import due_ms
+from noti.core.door import through
 from noti.core.privacy import mask_target
 from noti.core.record import now_ms, parse_level
-from noti.core.timeline import through
 from noti.errors import InvalidInput, NotFound, NotiError, PermissionDenied, StoreUnavailable
 from noti.inputs import finite_number, shown
 from noti.redis.outage import translate_errors
