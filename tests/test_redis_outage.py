@@ -153,8 +153,10 @@ def outage() -> Iterator[Outage]:
         wait_until(lambda: "before" in handle.outbox_texts(), timeout=30)
         # and an event processor busy with a listener that outlasts the lock's time-to-live
         handle.slow_event = handle.noti("event", "dispatch", "outage.slow", "-data", '{"sleep_s": 4}')
-        show = ("event", "show", handle.slow_event, "-json")
-        wait_until(lambda: '"activated"' in handle.noti(*show), timeout=30)
+        # read from Redis, not through `noti event show`: a CLI process takes seconds to start
+        # beside the whole suite, and the event is activated for its listener's 4 s only
+        event_key = Keys("noti:").event(handle.slow_event)
+        wait_until(lambda: handle.redis.hget(event_key, "status") in ("activated", b"activated"), timeout=30)
         # when: Redis is killed, stays down, and comes back with its data
         handle.killed_at = datetime.now()
         server.kill()
