@@ -17,7 +17,6 @@ within the time range, and filters the rest record by record, looking at no more
 from __future__ import annotations
 
 import hashlib
-import secrets
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import redis
 from noti.core.keys import Keys
 from noti.core.reads import RecordReader
 from noti.core.record import Channel, Notification, Status
+from noti.redis.kept_secret import new_secret, read_secret
 from noti.redis.outage import translate_errors
 
 __all__ = ["SCAN_MAX", "SECRET_RECHECK_S", "AddressIndex", "Query", "Search"]
@@ -60,11 +60,9 @@ class AddressIndex:
         """Read the secret now; True when it changed. When there is none (a new database, or
         one flushed), the one this process used is put back (a new one if it used none), so
         processes that used one keep using it."""
-        key = self.keys.search_secret
-        with translate_errors(self.redis):
-            self.redis.set(key, self._secret or secrets.token_hex(32), nx=True)
-            value = self.redis.get(key)
-        secret = (value.encode() if isinstance(value, str) else cast(bytes, value)) or b""
+        make = self._secret.hex() if self._secret is not None else new_secret()
+        secret = read_secret(self.redis, self.keys.search_secret, make=make)
+        assert secret is not None  # made above when missing
         changed = self._secret is not None and secret != self._secret
         self._secret, self._read_at = secret, time.monotonic()
         return changed

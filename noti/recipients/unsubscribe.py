@@ -21,12 +21,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import secrets
 import weakref
 from dataclasses import dataclass
 
 from noti.errors import InvalidInput
-from noti.redis.outage import translate_errors
+from noti.redis.kept_secret import new_secret, read_secret
 from noti.sending.runtime import Runtime
 
 __all__ = ["Unsubscribe", "read_token", "unsubscribe_url"]
@@ -55,15 +54,11 @@ def _secret(runtime: Runtime, *, create: bool = True, fresh: bool = False) -> by
     cached = _SECRETS.get(runtime)
     if cached is not None and not fresh:
         return cached
-    key = runtime.keys.unsubscribe_secret
-    with translate_errors(runtime.redis):
-        if create:
-            runtime.redis.set(key, secrets.token_hex(32), nx=True)
-        value = runtime.redis.get(key)
-    if value is None:
-        return None
-    secret = bytes.fromhex(str(value))
-    _SECRETS[runtime] = secret
+    secret = read_secret(
+        runtime.redis, runtime.keys.unsubscribe_secret, make=new_secret() if create else None
+    )
+    if secret is not None:
+        _SECRETS[runtime] = secret
     return secret
 
 
