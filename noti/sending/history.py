@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from noti.core.record import Channel, Notification, Status, parse_channel, validate_target
+from noti.core.record import Channel, Notification, Status, from_hash, parse_channel, validate_target
 from noti.core.search import Query, Search
 from noti.core.timeline import Timeline, first_step, parse_steps
 from noti.errors import InvalidInput, NotFound, NotiError
-from noti.inputs import bad_character, integer, shown
+from noti.inputs import bad_character, could_be_id, integer, shown
 from noti.redis.outage import translate_errors
 
 if TYPE_CHECKING:
@@ -44,15 +44,19 @@ class History:
         """
         acting = self.user(user)
         store = self.runtime.store
-        record = store.find(record_id)
+        fields: dict[str, str] = {}
+        raw: list[str] = []
+        if could_be_id(record_id):  # the record and its steps in one round trip
+            with translate_errors(store.redis):
+                pipe = store.redis.pipeline(transaction=False)
+                pipe.hgetall(store.keys.record(record_id))
+                pipe.lrange(store.keys.timeline(record_id), 0, -1)
+                fields, raw = pipe.execute()
+        record = from_hash(fields) if fields and "noti_type" in fields else None
         if record is None or not acting.can_touch(record.creator):
             raise NotFound(f"no notification has the id {shown(record_id)}")
-        with translate_errors(store.redis):
-            pipe = store.redis.pipeline(transaction=False)
-            pipe.lrange(store.keys.timeline(record_id), 0, -1)
-            pipe.hget(store.keys.record(record_id), "noti_tl_drop")
-            raw, dropped = pipe.execute()
-        return Timeline(record_id, [first_step(record), *parse_steps(raw)], int(dropped or 0))
+        steps = [first_step(record), *parse_steps(raw)]
+        return Timeline(record_id, steps, int(fields.get("noti_tl_drop") or 0))
 
     def search(
         self,
