@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from noti.cli._output import JsonStyle, dumps
+from noti.cli._output import JsonStyle, dumps, print_records_table, records_json
 from noti.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from noti.core.record import Notification
     from noti.sending.bulk import BulkResult
     from noti.sending.notifier import Notifier
     from noti.sending.redrive import Redrive
@@ -92,6 +93,15 @@ class Output:
     def json(self, value: Any) -> None:
         """Print ``value`` as JSON in the chosen style."""
         click.echo(dumps(value, self.style))
+
+    def records(self, records: list[Notification]) -> None:
+        """Records as ``noti list`` shows them: a table, JSON, or nothing with ``-Q``."""
+        if self.quiet:
+            return
+        if self.wants_json:
+            self.json(records_json(records))
+        else:
+            print_records_table(records)
 
 
 def json_options(func: F) -> F:

@@ -8,7 +8,7 @@ import time
 import click
 
 from noti.cli._options import CliContext, Output, json_options, parse_duration, pass_cli
-from noti.cli._output import print_records_table, records_json, when
+from noti.cli._output import when
 from noti.core.delay import iso_time
 from noti.core.timeline import Timeline
 from noti.errors import InvalidInput
@@ -87,12 +87,7 @@ def search(
         until_ms=_time_ms(until, "-until"),
         limit=limit,
     )
-    if out.quiet:
-        return
-    if out.wants_json:
-        out.json(records_json(records))
-    else:
-        print_records_table(records)
+    out.records(records)
 
 
 def show_timelines(timelines: list[Timeline], out: Output) -> None:

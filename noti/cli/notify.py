@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 import click
 
 from noti.cli._options import CliContext, Output, json_options, limit_option, parse_duration, pass_cli
-from noti.cli._output import print_records_table, records_json, rm_line, when
+from noti.cli._output import records_json, rm_line, when
 from noti.core.channel import BUILTIN, Channel, fields_by_name
 from noti.core.delay import iso_time
 from noti.core.record import parse_channel
@@ -311,12 +311,7 @@ def list_(
     records = ctx.api.select(
         user=ctx.user, creator=creator, status=status, limit=limit, delivery=delivery, type=type_
     )
-    if out.quiet:
-        return
-    if out.wants_json:
-        out.json(records_json(records))
-    else:
-        print_records_table(records)
+    out.records(records)
 
 
 @click.command("get")
