@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 __all__ = [
     "NULL",
     "active",
-    "answered",
     "carrier",
+    "client_call",
     "configure",
     "current_text",
     "delivering",
@@ -300,23 +300,7 @@ def span(
     found = tracer()
     if found is None:
         return NULL
-    return found.start_as_current_span(
-        name,
-        context=parent,
-        kind=_kind(kind),
-        attributes=dict(attributes or {}),
-        links=_links(links),
-    )
-
-
-def _links(contexts: tuple[Context | None, ...]) -> list[Any]:
-    """Links to the spans of ``contexts`` (None: the current one) that are valid."""
-    found = []
-    for context in contexts:
-        linked = _trace.get_current_span(context).get_span_context()
-        if linked.is_valid:
-            found.append(_trace.Link(linked))
-    return found
+    return found.start_as_current_span(name, **_options(kind, attributes, parent, links))
 
 
 def start(
@@ -331,13 +315,20 @@ def start(
     found = tracer()
     if found is None:
         return None
-    return found.start_span(
-        name,
-        context=parent,
-        kind=_kind(kind),
-        attributes=dict(attributes or {}),
-        links=_links(links),
-    )
+    return found.start_span(name, **_options(kind, attributes, parent, links))
+
+
+def _options(
+    kind: str, attributes: Mapping[str, Any] | None, parent: Context | None, links: tuple[Context | None, ...]
+) -> dict[str, Any]:
+    """What :func:`span` and :func:`start` give the tracer; ``links`` keeps the valid ones."""
+    linked = [_trace.get_current_span(c).get_span_context() for c in links]
+    return {
+        "context": parent,
+        "kind": _kind(kind),
+        "attributes": dict(attributes or {}),
+        "links": [_trace.Link(c) for c in linked if c.is_valid],
+    }
 
 
 def context_of(started: Span) -> Context:
@@ -449,17 +440,40 @@ def client_attributes(method: str, url: str, host: str, port: int | None) -> dic
     return attributes
 
 
-def client_span(attributes: Mapping[str, Any]) -> contextlib.AbstractContextManager[Span | None]:
-    """The client span of one provider HTTP request (see :func:`client_attributes`)."""
-    return span(str(attributes.get("http.request.method", "HTTP")), kind="client", attributes=attributes)
+class ClientCall:
+    """One provider HTTP request under its client span (:func:`client_call`): the headers it
+    carries besides its own (the trace context, when it is propagated), and its answer."""
+
+    def __init__(self, started: Span | None) -> None:
+        self.span = started
+        self.headers: dict[str, str] = {}
+
+    def answered(self, status: int) -> None:
+        """Note the HTTP status on the span (4xx and 5xx fail it)."""
+        if self.span is None:
+            return
+        self.span.set_attribute("http.response.status_code", status)
+        if status >= 400:
+            self.span.set_attribute("error.type", str(status))
+            fail(self.span, f"HTTP {status}")
 
 
-def answered(started: Span, status: int) -> None:
-    """Note a provider request's HTTP status on its client span (4xx and 5xx fail it)."""
-    started.set_attribute("http.response.status_code", status)
-    if status >= 400:
-        started.set_attribute("error.type", str(status))
-        fail(started, f"HTTP {status}")
+@contextlib.contextmanager
+def client_call(method: str, url: str, host: str, port: int | None) -> Iterator[ClientCall]:
+    """The client span of one provider HTTP request (attributes: :func:`client_attributes`),
+    for both of noti's HTTP clients (httpx's transport and :mod:`noti.providers._http11`); an
+    exception escaping the request is its ``error.type``."""
+    attributes = client_attributes(method, url, host, port)
+    with span(method, kind="client", attributes=attributes) as started:
+        call = ClientCall(started)
+        if propagates_to():
+            inject_headers(call.headers)
+        try:
+            yield call
+        except Exception as exc:
+            if started is not None:
+                started.set_attribute("error.type", type(exc).__qualname__)
+            raise
 
 
 def inject_headers(headers: dict[str, str]) -> None:

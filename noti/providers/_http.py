@@ -138,20 +138,10 @@ class _Traced(httpx.BaseTransport):
         if tracing.tracer() is None:
             return self._inner.handle_request(request)
         url = request.url
-        attributes = tracing.client_attributes(request.method, span_url(url), url.host, url.port)
-        with tracing.client_span(attributes) as span:
-            if tracing.propagates_to():
-                carried: dict[str, str] = {}
-                tracing.inject_headers(carried)
-                request.headers.update(carried)
-            try:
-                response = self._inner.handle_request(request)
-            except Exception as exc:
-                if span is not None:
-                    span.set_attribute("error.type", type(exc).__qualname__)
-                raise
-            if span is not None:
-                tracing.answered(span, response.status_code)
+        with tracing.client_call(request.method, span_url(url), url.host, url.port) as call:
+            request.headers.update(call.headers)
+            response = self._inner.handle_request(request)
+            call.answered(response.status_code)
             return response
 
     def close(self) -> None:

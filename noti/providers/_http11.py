@@ -201,22 +201,11 @@ async def post(
     if tracing.tracer() is None:
         return await _post(url, body, headers, timeout_s=timeout_s, server_hostname=server_hostname)
     destination = parse_destination(url)
-    attributes = tracing.client_attributes(
-        "POST", span_url(httpx.URL(url)), server_hostname or destination.host, destination.port
-    )
-    with tracing.client_span(attributes) as span:
-        if tracing.propagates_to():
-            carried: dict[str, str] = {}
-            tracing.inject_headers(carried)
-            headers = {**headers, **carried}
-        try:
-            response = await _post(url, body, headers, timeout_s=timeout_s, server_hostname=server_hostname)
-        except HttpError as exc:
-            if span is not None:
-                span.set_attribute("error.type", type(exc).__name__)
-            raise
-        if span is not None:
-            tracing.answered(span, response.status)
+    host = server_hostname or destination.host
+    with tracing.client_call("POST", span_url(httpx.URL(url)), host, destination.port) as call:
+        sent = {**headers, **call.headers}
+        response = await _post(url, body, sent, timeout_s=timeout_s, server_hostname=server_hostname)
+        call.answered(response.status)
         return response
 
 
