@@ -11,7 +11,8 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -234,15 +235,34 @@ def api(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ap
     """``noti serve`` on a free loopback port, on the test database, bodies up to 64 KiB."""
     config = tmp_path_factory.mktemp("api") / "noti.toml"
     config.write_text(_API_CONFIG)
-    env = {
-        **os.environ,
+    with serving_api(
+        redis_url,
+        config,
+        NOTI_HTTP_BODY_MAX_BYTES=str(API_BODY_MAX),
+        NOTI_PUBLIC_URL="https://noti.example.com/base",
+    ) as server:
+        yield server
+
+
+@contextmanager
+def serving_api(
+    redis_url: str,
+    config: Path | None = None,
+    *,
+    port: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    **env: str,
+) -> Iterator[ApiProcess]:
+    """``noti serve`` on the test database, ready, stopped afterwards: its settings from
+    ``config`` (a TOML file) and ``env``, over ``environ`` (default: this process's)."""
+    full = {
+        **(os.environ if environ is None else environ),
         **BASE_ENV,
         "NOTI_REDIS_URL": redis_url,
-        "NOTI_CONFIG": str(config),
-        "NOTI_HTTP_BODY_MAX_BYTES": str(API_BODY_MAX),
-        "NOTI_PUBLIC_URL": "https://noti.example.com/base",
+        **({"NOTI_CONFIG": str(config)} if config is not None else {}),
+        **env,
     }
-    server = ApiProcess(env, "--no-access-log")
+    server = ApiProcess(full, "--no-access-log", port=port)
     try:
         server.wait_ready()
         yield server

@@ -24,7 +24,7 @@ import pytest
 
 from noti.core.record import Status
 from tests.admin_browser import chrome_session, require_browser, wait_for
-from tests.conftest import ADMIN, ALICE, BASE_ENV, MEMBER, wait_until
+from tests.conftest import ADMIN, ALICE, MEMBER, serving_api, wait_until
 from tests.fakes.twilio import TwilioFake, error_reply
 from tests.servers import ApiProcess, free_port
 from tests.sms_vendors import TWILIO, US_PHONE
@@ -60,19 +60,8 @@ def setup(
         + _toml(settings["channels"], "channels")
         + '[provider_grants]\n"*" = ["tw"]\n'
     )
-    env = {
-        **os.environ,
-        **BASE_ENV,
-        "NOTI_REDIS_URL": redis_url,
-        "NOTI_CONFIG": str(config),
-        "NOTI_PUBLIC_URL": public,
-    }
-    api = ApiProcess(env, "--no-access-log", port=port)
-    try:
-        api.wait_ready()
+    with serving_api(redis_url, config, port=port, NOTI_PUBLIC_URL=public) as api:
         yield {"api": api, **settings}
-    finally:
-        api.stop()
 
 
 @pytest.fixture

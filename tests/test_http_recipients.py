@@ -636,19 +636,13 @@ alice = ["internal"]
 
 @pytest.fixture(scope="module")
 def private_api(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiProcess]:
-    import os
 
-    from tests.conftest import BASE_ENV
+    from tests.conftest import serving_api
 
     config = tmp_path_factory.mktemp("private") / "noti.toml"
     config.write_text(_PRIVATE_CONFIG)
-    env = {**os.environ, **BASE_ENV, "NOTI_REDIS_URL": redis_url, "NOTI_CONFIG": str(config)}
-    server = ApiProcess(env, "--no-access-log")
-    try:
-        server.wait_ready()
+    with serving_api(redis_url, config) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_a_notice_goes_only_through_providers_the_token_may_use(

@@ -9,7 +9,6 @@ Tencent Cloud and Aliyun to their callback URLs with noti's receipt key.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 import noti
 from noti.core.record import Status
 from noti.providers.sandbox import read_outbox
-from tests.conftest import BASE_ENV, wait_until
+from tests.conftest import serving_api, wait_until
 from tests.fakes.weixin import WeixinFake
 from tests.receipt_vendors import RECEIPT_KEY, WX_APPID, WX_SECRET, WX_TOKEN, authenticated, receiving
 from tests.servers import ApiProcess, free_port
@@ -95,19 +94,8 @@ def flows(
     runtime = configure(
         providers=providers, channels=channels, pump_interval_s=0.1, receipt_poll_interval_s=3600
     )
-    env = {
-        **os.environ,
-        **BASE_ENV,
-        "NOTI_REDIS_URL": redis_url,
-        "NOTI_CONFIG": str(config),
-        "NOTI_PUBLIC_URL": public,
-    }
-    api = ApiProcess(env, "--no-access-log", port=port)
-    try:
-        api.wait_ready()
+    with serving_api(redis_url, config, port=port, NOTI_PUBLIC_URL=public) as api:
         yield runtime, api
-    finally:
-        api.stop()
         for fake in fakes.values():
             fake.deliver_to(CN_FAILING)
             fake.deliver_to(US_FAILING)

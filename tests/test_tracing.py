@@ -33,7 +33,7 @@ from noti.celery.publish import Publisher
 from noti.celery.queues import PRIORITY_STEPS, priority_for_level, queue_key
 from noti.core.record import Channel, Status
 from noti.providers import _http
-from tests.conftest import ADMIN, ALICE, BASE_ENV, ROOT, wait_until
+from tests.conftest import ADMIN, ALICE, ROOT, serving_api, wait_until
 from tests.fakes.twilio import TwilioFake, error_reply, twilio_options
 from tests.fakes.webhook import SECRET, WebhookReceiver, hook_options
 from tests.servers import ApiProcess
@@ -420,19 +420,10 @@ def test_a_worker_process_exports_its_spans_over_otlp_in_the_callers_trace(
 def traced_api(redis_url: str) -> Iterator[tuple[ApiProcess, _OtlpReceiver]]:
     """``noti serve`` on the test database, told NOTI_TRACING=otlp, exporting to a receiver here."""
     with _receiving() as receiver:
-        env = {
-            **{name: value for name, value in os.environ.items() if not name.startswith("OTEL_")},
-            **BASE_ENV,
-            "NOTI_REDIS_URL": redis_url,
-            "NOTI_CHANNELS__SMS__PROVIDER": "sandbox",
-            **otlp_env(receiver, "noti-api-test"),
-        }
-        api = ApiProcess(env, "--no-access-log")
-        try:
-            api.wait_ready()
+        environ = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+        env = {"NOTI_CHANNELS__SMS__PROVIDER": "sandbox", **otlp_env(receiver, "noti-api-test")}
+        with serving_api(redis_url, environ=environ, **env) as api:
             yield api, receiver
-        finally:
-            api.stop()
 
 
 def _values(span: Any) -> dict[str, Any]:
