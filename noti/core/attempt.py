@@ -132,10 +132,15 @@ class Finish:
     letter: DeadLetter | None = None
     #: The provider whose answer decided the outcome ("": none answered), for the counters.
     provider: str = ""
-    #: Each provider call of the attempt, ``(provider, seconds)``: the latency histogram.
-    calls: tuple[tuple[str, float], ...] = ()
-    #: Each provider call of the attempt as its timeline tells it (:mod:`noti.core.timeline`).
+    #: Each provider call of the attempt, in order, as its timeline tells it
+    #: (:mod:`noti.core.timeline`).
     notes: tuple[CallNote, ...] = ()
+
+    @property
+    def calls(self) -> tuple[tuple[str, float], ...]:
+        """Each provider call, ``(provider, seconds)``: the latency histogram's (and the key
+        records of a batch share their tally by: a provider group's calls took as long)."""
+        return tuple((note.provider, note.seconds) for note in self.notes)
 
 
 def claim_from_row(row: list[Any]) -> Claim:

@@ -72,11 +72,9 @@ class Failover:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def run_async(
-        self, plan: Plan, record: Notification, calls: list[tuple[str, float]], notes: list[CallNote]
-    ) -> Receipt:
+    async def run_async(self, plan: Plan, record: Notification, notes: list[CallNote]) -> Receipt:
         """Drive ``record``'s failover plan on the running asyncio loop; each provider call is
-        noted in ``calls`` with its duration, and in ``notes`` with its answer."""
+        noted in ``notes`` with its duration and its answer."""
         loop = asyncio.get_running_loop()
         try:
             provider, message = next(plan)
@@ -97,9 +95,10 @@ class Failover:
                         result = await provider.send_async(message)
                     except DeliveryError as exc:
                         result = exc
-                    finally:
-                        calls.append((provider.name, time.perf_counter() - started))
-                    notes.append(call_note(provider.name, calls[-1][1], result))
+                    except BaseException as exc:  # the provider broke: noted, and it goes on up
+                        notes.append(call_note(provider.name, time.perf_counter() - started, exc))
+                        raise
+                    notes.append(call_note(provider.name, time.perf_counter() - started, result))
                 provider, message = plan.send(result)
         except StopIteration as done:
             receipt: Receipt = done.value

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
 from typing import Literal
 
 from noti.core.attempt import UNSURE_FIELD, Outcome
@@ -115,7 +114,7 @@ class Outcomes:
         )
 
 
-def why_suppressed(record: Notification, outcome: Outcome, calls: Sequence[tuple[str, float]]) -> Suppressed:
+def why_suppressed(record: Notification, outcome: Outcome, provider: str) -> Suppressed:
     """Why a record's target is suppressed after its vendor said the recipient opted out."""
     code, text = split_code(outcome.errmsg)
     return Suppressed(
@@ -126,7 +125,7 @@ def why_suppressed(record: Notification, outcome: Outcome, calls: Sequence[tuple
         text=text,
         record=record.id,
         user=record.creator,
-        provider=calls[-1][0] if calls else "",
+        provider=provider,
         at_ms=now_ms(),
     )
 

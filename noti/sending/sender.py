@@ -74,10 +74,9 @@ class Attempt:
     claim: Claim
     owner: str
     lease_ms: int
-    #: Each provider call made for it, ``(provider, seconds)``, in order: the last one's
-    #: provider decided the outcome (the counters and the latency histogram, :mod:`noti.redis.counters`).
-    calls: list[tuple[str, float]] = field(default_factory=list)
-    #: The same calls with their answers, for the record's timeline (:mod:`noti.core.timeline`).
+    #: Each provider call made for it, in order, with its duration and answer (its timeline;
+    #: the last one's provider decided the outcome: the counters and the latency histogram,
+    #: :mod:`noti.redis.counters`).
     notes: list[CallNote] = field(default_factory=list)
 
     @property
@@ -218,9 +217,8 @@ class Sender:
                 timings: dict[int, tuple[str, float]] = {}
                 answers = self._send_round(requests, timings, attempts)
                 requests = {}
-                for i, timing in timings.items():
-                    attempts[i].calls.append(timing)
-                    attempts[i].notes.append(call_note(timing[0], timing[1], answers.get(i)))
+                for i, (provider_name, seconds) in timings.items():
+                    attempts[i].notes.append(call_note(provider_name, seconds, answers.get(i)))
                 for i, answer in answers.items():
                     record = attempts[i].record
                     try:
@@ -306,7 +304,6 @@ class Sender:
                         unsubscribed=attempt.claim.unsubscribed,
                     ),
                     record,
-                    attempt.calls,
                     attempt.notes,
                 )
             except Exception as exc:
@@ -333,23 +330,13 @@ class Sender:
                     errmsg=outcome.errmsg,
                     at_ms=now_ms(),
                 )
-            calls = attempt.calls
+            last = attempt.notes[-1].provider if attempt.notes else ""
             if outcome.error_class == "opted_out":
                 rt.store.suppress(
-                    record.channel.value, record.target, why=why_suppressed(record, outcome, calls)
+                    record.channel.value, record.target, why=why_suppressed(record, outcome, last)
                 )
             outcome = still_unsure(outcome, attempt.claim.in_doubt)
-            items.append(
-                Finish(
-                    record.id,
-                    attempt.owner,
-                    outcome,
-                    letter,
-                    calls[-1][0] if calls else "",
-                    tuple(calls),
-                    tuple(attempt.notes),
-                )
-            )
+            items.append(Finish(record.id, attempt.owner, outcome, letter, last, tuple(attempt.notes)))
         applied = self._finish(items)
         results = []
         early: list[tuple[str, str]] = []
