@@ -282,6 +282,10 @@ def test_search_by_recipient_and_notifys_holds_are_steps(configure: Any) -> None
     assert events(steps) == ["created", "held"]
     assert steps[0]["notice"] == notice.id and steps[0]["recipient"] == "r1"
     assert steps[1]["reason"] == "quiet hours" and steps[1]["until"] == notice.held_until_ms
+    # the notice's id (what noti notify printed) shows its records' timelines
+    assert (
+        json.loads(run("get", notice.id, "-timeline", "-json").stdout) == noti.timeline(record.id).to_dict()
+    )
 
 
 def _quiet_now(seconds_left: float) -> str:

@@ -4,6 +4,7 @@ timeline ``noti get ID -timeline`` shows (:mod:`noti.core.timeline`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import click
 
@@ -13,7 +14,7 @@ from noti.core.delay import iso_time
 from noti.core.timeline import Timeline
 from noti.errors import InvalidInput
 
-__all__ = ["search", "show_timelines"]
+__all__ = ["records_of", "search", "show_timelines"]
 
 
 def _time_ms(text: str | None, what: str) -> int | None:
@@ -88,6 +89,21 @@ def search(
         limit=limit,
     )
     out.records(records)
+
+
+def records_of(ctx: CliContext, ids: tuple[str, ...], is_notice: Callable[[str], bool]) -> list[str]:
+    """The ids, a notice's (``n…``, from ``noti notify``) replaced by the records it made, in
+    its channels' order (a digested channel's "record" is its digest window: none yet)."""
+    out: list[str] = []
+    for ident in ids:
+        if is_notice(ident):
+            from noti.api import get_notice  # the recipients layer, only for a notice
+
+            notice = get_notice(ident, user=ctx.user)
+            out += [e.record for e in notice.entries if e.record and e.state != "digested"]
+        else:
+            out.append(ident)
+    return out
 
 
 def show_timelines(timelines: list[Timeline], out: Output) -> None:

@@ -324,11 +324,12 @@ def list_(
 def get(ctx: CliContext, /, record_ids: tuple[str, ...], timeline: bool, out: Output) -> None:
     """Show notifications by id (yours; root members: anyone's): every field, or -json; with
     -timeline, what happened to each, step by step. A notice id (n…, from noti notify)
-    shows the notice: each channel's state and record."""
+    shows the notice: each channel's state and record (with -timeline: each record's steps)."""
     if timeline:
-        from noti.cli.history import show_timelines
+        from noti.cli.history import records_of, show_timelines
 
-        show_timelines([ctx.api.timeline(i, user=ctx.user) for i in record_ids], out)
+        ids = records_of(ctx, record_ids, _notice_shaped)
+        show_timelines([ctx.api.timeline(i, user=ctx.user) for i in ids], out)
         return
     if any(_notice_shaped(record_id) for record_id in record_ids):
         _get_with_notices(ctx, record_ids, out)
