@@ -7,6 +7,11 @@ every registered request its new event dispatcher (``request.eventer = …``). A
 registers its messages as :class:`noti.celery.report.HeldRequest`, which had none of these:
 the worker stopped with ``Unrecoverable error: AttributeError("'_Held' object has no attribute
 'acknowledged'")`` whenever Redis went away while a webhook was being sent.
+
+A pool that cannot stop a task in progress (threads, solo) has no ``terminate_job``: on Celery
+5.5.0 the cancel's ``NotImplementedError`` stopped the worker whenever Redis went away while
+any other task ran (found by tests/test_redis_outage.py on the lowest versions); noti cancels
+only where the pool can (:class:`noti.celery.steps.CancelWhereThePoolCan`).
 """
 
 from __future__ import annotations
@@ -102,3 +107,44 @@ def test_a_worker_sending_a_webhook_when_redis_dies_reconnects_and_records_it(
         finally:
             worker.stop()
             client.close()
+
+
+@pytest.mark.integration
+def test_a_threads_worker_running_a_task_when_redis_dies_lets_it_finish_and_lives(
+    server: RedisProcess, tmp_path: Path
+) -> None:
+    # given: a worker on the threads pool running a task that takes 3 s
+    client = redis.Redis(port=server.port, decode_responses=True)
+    server.start(client)
+    url = f"redis://127.0.0.1:{server.port}/0"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
+        **BASE_ENV,
+        "NOTI_USER": ADMIN,
+        "NOTI_REDIS_URL": url,
+    }
+    args = ("worker", "-P", "threads", "-c", "2", "-l", "INFO", "--without-mingle", "--without-gossip")
+    worker = CeleryProcess(env, *args, "-I", "tests.outage_tasks", name="reconnect-threads")
+    try:
+        wait_until(lambda: "ready." in worker.output() or not worker.alive(), timeout=60)
+        assert worker.alive(), worker.output()
+        call = ("-m", "celery", "-A", "noti", "call", "tests.outage.busy")
+        call += ("--args", f'[{ANSWER_S}, "tests:busy"]')
+        called = subprocess.run([sys.executable, *call], env=env, cwd=ROOT, capture_output=True, text=True)
+        assert called.returncode == 0, called.stderr
+        wait_until(lambda: "Task tests.outage.busy[" in worker.output(), timeout=30)
+        # when: Redis dies while the task runs, and comes back
+        server.kill()
+        time.sleep(1.0)
+        server.start(client)
+        # then: the task ran to its end and the worker lives on
+        wait_until(lambda: client.get("tests:busy") == "done" or not worker.alive(), timeout=60)
+        log = worker.output()
+        assert worker.alive(), log[-5000:]
+        assert client.get("tests:busy") == "done"
+        assert "Unrecoverable error" not in log, log[-5000:]
+        assert "does not implement kill_job" not in log, log[-5000:]
+        assert "Failed to cancel active request" not in log, log[-5000:]
+    finally:
+        worker.stop()
+        client.close()

@@ -84,6 +84,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_concurrency": settings.worker_concurrency,
         "worker_send_task_events": settings.worker_task_events,
         "task_send_sent_event": True,
+        # where the pool can stop a task (not solo, not threads: steps.CancelWhereThePoolCan)
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "worker_hijack_root_logger": False,
         "timezone": "UTC",
@@ -204,6 +205,6 @@ WORKER_STEPS = (
     "noti.celery.observe:Observing",  # the worker's heartbeat; its exporter with NOTI_METRICS_PORT
     "noti.bridge.webman.runner:WebmanBridge",  # does nothing unless [webman] enabled = true
 )
-CONSUMER_STEPS = ("noti.celery.steps:DeliveryDrain",)
+CONSUMER_STEPS = ("noti.celery.steps:DeliveryDrain", "noti.celery.steps:CancelWhereThePoolCan")
 app.steps["worker"].update(WORKER_STEPS)
 app.steps["consumer"].update(CONSUMER_STEPS)

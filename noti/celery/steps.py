@@ -18,7 +18,14 @@ from noti.core.delay import PublishItem, Pump
 from noti.sending.runtime import Runtime, get_runtime
 from noti.sending.traces import record_traces
 
-__all__ = ["DRAIN_TIMEOUT_S", "EVENT_WATCH_INTERVAL_S", "DelayPump", "DeliveryDrain", "KombuCheck"]
+__all__ = [
+    "DRAIN_TIMEOUT_S",
+    "EVENT_WATCH_INTERVAL_S",
+    "CancelWhereThePoolCan",
+    "DelayPump",
+    "DeliveryDrain",
+    "KombuCheck",
+]
 
 
 class KombuCheck(bootsteps.Step):
@@ -119,6 +126,37 @@ class DeliveryDrain(bootsteps.StartStopStep):
             drain(DRAIN_TIMEOUT_S)
 
     shutdown = stop
+
+
+class CancelWhereThePoolCan(bootsteps.StartStopStep):
+    """Consumer bootstep: tasks in progress are cancelled when the broker connection is lost
+    (``worker_cancel_long_running_tasks_on_connection_loss``, noti's default) only where the
+    pool can stop one (prefork, eventlet, gevent).
+
+    Celery cancels a request through ``pool.terminate_job``, which the solo and threads pools
+    do not have: Celery 5.5.0 lets that ``NotImplementedError`` out of the consumer and the
+    worker stops (``Unrecoverable error``) whenever Redis goes away while one of their tasks
+    runs, a user's listener task or noti's own; later releases catch it and log a traceback
+    per task. In those pools the task runs to its end instead; its message, which cannot be
+    acked on the lost connection, comes back after the visibility timeout (noti's records
+    are final by then: the claim turns the redelivery away)."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def start(self, c: Any) -> None:
+        if not pool_can_terminate(c.pool):
+            c.app.conf.worker_cancel_long_running_tasks_on_connection_loss = False
+
+
+def pool_can_terminate(pool: Any) -> bool:
+    """Whether ``pool`` can stop a task in progress (prefork sets ``terminate_job`` on the
+    instance when it starts, eventlet and gevent define it; solo and threads inherit the
+    base pool's, which raises)."""
+    from celery.concurrency.base import BasePool
+
+    if pool is None:
+        return False
+    return "terminate_job" in vars(pool) or type(pool).terminate_job is not BasePool.terminate_job
 
 
 #: Seconds a stopping consumer waits for batch-mode sends in flight.
