@@ -41,7 +41,7 @@ fi
 ONCE=0
 [ "${1:-}" = "--once" ] && ONCE=1
 
-NOTI_EXTRAS=${NOTI_EXTRAS:-flower,http} scripts/venv.sh  # Flower and the HTTP API are extras
+NOTI_EXTRAS=${NOTI_EXTRAS:-flower,http,fast} scripts/venv.sh  # Flower, the HTTP API, msgspec are extras
 BIN=$PWD/.venv/bin
 VAR=${NOTI_RUN_VAR:-$PWD/var}
 SETTINGS=${NOTI_RUN_SETTINGS:-$PWD/noti.toml}

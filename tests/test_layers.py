@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "noti.imports",
             "noti.config",
             "noti.tracing",
+            "noti.fastjson",
             "noti.lua",
             "noti.redis",
             "noti.bridge.webman.settings",
@@ -54,9 +55,20 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 #: every API call does. noti's own providers pass both (``NumberPool.trusted``) and never take it.
 UPWARD = {("noti.numpool.pool", "noti.sending.runtime")}
 #: The modules at the top of noti/: the front door and the ground (everything else has a folder).
-FLAT = {"__init__", "__main__", "api", "tasks", "config", "errors", "inputs", "imports", "tracing"}
+FLAT = {
+    "__init__",
+    "__main__",
+    "api",
+    "tasks",
+    "config",
+    "errors",
+    "inputs",
+    "imports",
+    "tracing",
+    "fastjson",
+}
 #: What the core (noti/core/) may import from noti besides itself: the ground it stands on.
-CORE_GROUND = ("noti.errors", "noti.inputs", "noti.redis", "noti.imports", "noti.config")
+CORE_GROUND = ("noti.errors", "noti.inputs", "noti.redis", "noti.imports", "noti.config", "noti.fastjson")
 #: The only modules that may import the Python API: the package's front door and the API
 #: itself; and the CLI (``noti.cli`` and below).
 API_USERS = ("noti", "noti.api")

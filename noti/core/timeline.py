@@ -30,6 +30,7 @@ from typing import Any
 from noti.core.attempt import CallNote, Finish
 from noti.core.record import Notification, Status
 from noti.errors import split_code
+from noti.fastjson import dumps
 
 __all__ = [
     "EVENTS",
@@ -99,7 +100,7 @@ class Timeline:
 def step_text(at_ms: int, event: str, detail: Mapping[str, Any]) -> str:
     """A step as the list keeps it: one line of JSON (no newline inside: JSON escapes them)."""
     clean = {k: v for k, v in detail.items() if v not in (None, "")}
-    return json.dumps({"at": at_ms, "ev": event, **clean}, separators=(",", ":"), ensure_ascii=False)
+    return dumps({"at": at_ms, "ev": event, **clean})
 
 
 def _call_steps(notes: Sequence[CallNote]) -> Iterable[str]:

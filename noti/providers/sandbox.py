@@ -46,6 +46,7 @@ from noti.core.keys import Keys
 from noti.core.record import now_ms
 from noti.delivery.state import Delivery, DeliveryReport, ReceiptBatch, ReceiptReply, ReceiptRequest
 from noti.errors import PermanentFailure, ReceiptRejected, TemporaryFailure
+from noti.fastjson import dumps
 from noti.providers._sender import SenderPoolOptions, pooled_send
 from noti.providers.base import Message, Provider, Receipt
 from noti.redis.outage import translate_errors
@@ -185,7 +186,7 @@ class SandboxProvider(Provider):
         }
         if sender is not None:
             entry["sender"] = sender
-        return json.dumps(entry, ensure_ascii=False)
+        return dumps(entry)
 
     def _receipt(self, message: Message) -> Receipt:
         return Receipt(provider=self.name, msgid=f"sandbox-{message.id}", raw="ok")
