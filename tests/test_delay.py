@@ -138,6 +138,34 @@ def test_delayed_list_shows_own_records_soonest_first(rt: Any) -> None:
     assert len(notifier().delayed(user=ADMIN)) == 3
 
 
+def test_a_delayed_list_with_a_limit_reads_a_page_at_a_time_until_it_has_enough(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: Alice's first record, then 1,200 of Bob's, then Alice's two others
+    first = noti.notify_sms(PHONE, "first", delay=10)
+    stored = noti.notify_many(
+        [{"type": "sms", "to": PHONE, "text": f"b{i}", "delay": 60} for i in range(1_200)], user=BOB
+    )
+    assert stored.stored == 1_200
+    second = noti.notify_sms(PHONE, "second", delay=120)
+    third = noti.notify_sms(PHONE, "third", delay=180)
+    pages: list[tuple[int, int | None]] = []
+    page = rt.store.delayed_page
+    monkeypatch.setattr(
+        rt.store, "delayed_page", lambda start, size: pages.append((start, size)) or page(start, size)
+    )
+    # then: a limit of 1 reads one page; one of 2 reads on past Bob's until it has Alice's two
+    assert [r.id for r, _ in notifier().delayed(user=ALICE, limit=1)] == [first]
+    assert pages == [(0, 500)]
+    pages.clear()
+    assert [r.id for r, _ in notifier().delayed(user=ALICE, limit=2)] == [first, second]
+    assert pages == [(0, 500), (500, 500), (1_000, 500)]
+    # and without a limit, or with more than there are, every one
+    assert [r.id for r, _ in notifier().delayed(user=ALICE)] == [first, second, third]
+    assert [r.id for r, _ in notifier().delayed(user=ALICE, limit=10)] == [first, second, third]
+    assert len(notifier().delayed(user=ADMIN, limit=1_201)) == 1_201
+
+
 def test_two_pumps_never_publish_a_record_twice(rt: Any) -> None:
     # given 600 due records and two pumps, each able to take the lock
     t = now_ms()

@@ -150,15 +150,24 @@ class RecordReader:
             if cursor == 0:
                 return list(dict.fromkeys(found))  # ZSCAN may return a member twice
 
-    def delayed_entries(self, limit: int | None = None) -> list[tuple[Notification, int]]:
-        """Records in the delayed set with their due ms, soonest first."""
+    def delayed_entries(self, limit: int | None = None, *, start: int = 0) -> list[tuple[Notification, int]]:
+        """Records in the delayed set with their due ms, soonest first: ``limit`` entries of the
+        set from its ``start``-th (every one from there without a limit; an entry whose record
+        is gone is left out)."""
+        return self.delayed_page(start, limit)[1]
+
+    def delayed_page(self, start: int, size: int | None) -> tuple[int, list[tuple[Notification, int]]]:
+        """``size`` entries of the delayed set from its ``start``-th (every one from there when
+        None): how many entries there were, and their records with their due ms, soonest first
+        (an entry whose record is gone is left out)."""
+        stop = start + size - 1 if size else -1
         with translate_errors(self.redis):
             rows = cast(
-                list[tuple[str, float]],
-                self.redis.zrange(self.keys.delayed, 0, (limit or 0) - 1, withscores=True),
+                list[tuple[str, float]], self.redis.zrange(self.keys.delayed, start, stop, withscores=True)
             )
         records = self.find_many([record_id for record_id, _ in rows])
-        return [(r, int(score)) for r, (_, score) in zip(records, rows, strict=True) if r is not None]
+        found = [(r, int(score)) for r, (_, score) in zip(records, rows, strict=True) if r is not None]
+        return len(rows), found
 
     def done_before(self, cutoff_ms: int, limit: int | None = None) -> list[str]:
         """Ids of records done at or before ``cutoff_ms``, oldest first."""

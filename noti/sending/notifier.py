@@ -337,11 +337,18 @@ class Notifier(History):
         """Records waiting for a time (scheduled, or backing off), soonest first, with their due ms."""
         acting = self.user(user)
         limit = _limit(limit, "e.cmd.noti.delayed.badlimit")
-        entries = self.runtime.store.delayed_entries()
-        visible = [
-            (r, due) for r, due in entries if r.status is Status.WAITING and acting.can_touch(r.creator)
-        ]
-        return visible[:limit] if limit else visible
+        store = self.runtime.store
+        visible: list[tuple[Notification, int]] = []
+        start = 0
+        # a page at a time, soonest first, until ``limit`` are found (the set may hold millions)
+        while True:
+            rows, entries = store.delayed_page(start, DELAYED_PAGE if limit else None)
+            visible += [
+                (r, due) for r, due in entries if r.status is Status.WAITING and acting.can_touch(r.creator)
+            ]
+            start += rows
+            if not limit or len(visible) >= limit or rows < DELAYED_PAGE:
+                return visible[:limit] if limit else visible
 
     def cancel(self, ident: str, *, user: str | None = None, creator: str | None = None) -> Notification:
         """Cancel a scheduled record by id, or by identifier (of ``creator``, default the user).
@@ -472,6 +479,10 @@ class Notifier(History):
             limit=_limit(limit, "e.cmd.noti.send.badlimit"),
             timeout_s=timeout_s,
         )
+
+
+#: Entries of the delayed set read per round trip by a listing with a limit.
+DELAYED_PAGE = 500
 
 
 def _limit(value: object, code: str) -> int | None:
