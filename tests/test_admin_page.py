@@ -294,6 +294,8 @@ def test_held_records_and_open_digests_show_to_their_owner(
     page = alice.get("/admin/held").text
     waiting = re.findall(r'<a href="/admin/notifications/([0-9a-z]+)">', page)
     assert waiting == [later, entry.record]  # due in an hour; then when the quiet hours end
+    # each with why it waits, from its timeline
+    assert re.findall(r'<td class="why">([^<]*)</td>', page) == ["scheduled", "quiet hours"]
     assert held.id in page  # the held one's notice
     digests = page[page.index('id="digests"') :]
     assert window in digests and "<td>42</td>" in digests and "<td>1</td>" in digests

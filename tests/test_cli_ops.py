@@ -38,8 +38,9 @@ def test_delayed_list_and_cancel(rt: Any) -> None:
     record_id = run("add", "sms", "-to", PHONE, "-text", "x", "-delay", "60", "-id", "remind").stdout.strip()
     table = run("delayed", "list").stdout
     assert record_id in table and "remind" in table and "1 delayed notification" in table
+    assert "WHY" in table and "scheduled" in table
     rows = json.loads(run("delayed", "list", "-json").stdout)
-    assert rows[0]["id"] == record_id and rows[0]["due"] >= now_ms()
+    assert rows[0]["id"] == record_id and rows[0]["due"] >= now_ms() and rows[0]["why"] == "scheduled"
     assert run("delayed", "cancel", "remind").stdout == f"rm sms({record_id})[1] > {PHONE}\n"
     again = run("delayed", "cancel", "remind")
     assert again.exit_code == 1 and again.stderr.startswith("e.cmd.noti.cancel.not_found: ")

@@ -24,7 +24,7 @@ import noti.tasks
 from noti import recipients
 from noti.api import redrive
 from noti.core.record import Status
-from noti.core.timeline import MAX_STEPS, step_text
+from noti.core.timeline import MAX_STEPS, Step, step_text, why_waiting
 from noti.delivery import ReceiptRequest
 from noti.errors import InvalidInput, NotFound, PermissionDenied
 from noti.providers.sandbox import sign_receipt
@@ -374,3 +374,22 @@ def test_erasure_masks_the_address_in_the_steps_and_takes_the_records_out_of_the
     assert steps[-1].event == "revoked"  # erasure revokes what still waits
     assert noti.search(to=PHONE) == []
     assert not [k for k in rt.redis.scan_iter(match=rt.keys.address_index("*"))]
+
+
+@pytest.mark.parametrize(
+    "events,why",
+    [
+        ([("delayed", {"until": 1})], "scheduled"),
+        ([("held", {"reason": "quiet hours", "until": 1})], "quiet hours"),
+        ([("held", {"reason": "throttle", "until": 1})], "throttle"),
+        ([("held", {"reason": "fallback", "until": 1, "of": "r1"})], "fallback"),
+        ([("delayed", {}), ("claimed", {}), ("attempt", {}), ("retry", {"at": 5, "retry": 2})], "retry 2"),
+        ([("retry", {"retry": 1}), ("claimed", {}), ("attempt", {})], ""),
+        ([("requeued", {"by": "ops"})], ""),
+        ([], ""),
+    ],
+)
+def test_why_a_delayed_record_waits_is_its_newest_step_that_says(
+    events: list[tuple[str, dict[str, Any]]], why: str
+) -> None:
+    assert why_waiting([Step(i, event, detail) for i, (event, detail) in enumerate(events)]) == why

@@ -31,8 +31,12 @@ def list_delayed(
     entries = ctx.api.delayed(user=ctx.user, limit=limit)
     if out.quiet:
         return
+    why = ctx.api.why_waiting([record for record, _ in entries])
     if out.wants_json:
-        as_dicts = [{**to_json_dict(record), "due": due} for record, due in entries]
+        as_dicts = [
+            {**to_json_dict(record), "due": due, "why": w}
+            for (record, due), w in zip(entries, why, strict=True)
+        ]
         out.json(as_dicts)
         return
     now = now_ms()
@@ -46,11 +50,12 @@ def list_delayed(
             record.creator,
             record.target,
             f"{record.retry}/{record.retry_max}",
+            w,
             record.identifier or "",
         )
-        for record, due in entries
+        for (record, due), w in zip(entries, why, strict=True)
     )
-    columns = ("DUE (UTC)", "IN", "ID", "TYPE", "LV", "CREATOR", "TARGET", "RETRY", "IDENT")
+    columns = ("DUE (UTC)", "IN", "ID", "TYPE", "LV", "CREATOR", "TARGET", "RETRY", "WHY", "IDENT")
     print_table(columns, rows, "delayed notification")
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "finish_steps",
     "first_step",
     "parse_steps",
+    "why_waiting",
     "step_text",
 ]
 
@@ -177,6 +178,22 @@ def first_step(record: Notification) -> Step:
         "status_of": record.status_of,
     }
     return Step(record.created_ms, "created", {k: v for k, v in detail.items() if v not in (None, "")})
+
+
+def why_waiting(steps: Sequence[Step]) -> str:
+    """Why a record in the delayed set waits, from its newest step that says so: ``quiet
+    hours``, ``throttle`` or ``fallback`` (held by ``notify(recipient=…)``), ``scheduled`` (a
+    delay or an eta), ``retry n`` (backing off after a failed attempt); "" when no step says."""
+    for step in reversed(steps):
+        if step.event == "held":
+            return str(step.detail.get("reason") or "held")
+        if step.event == "delayed":
+            return "scheduled"
+        if step.event == "retry":
+            return f"retry {step.detail.get('retry', '')}".rstrip()
+        if step.event in ("claimed", "attempt", "requeued"):
+            return ""
+    return ""
 
 
 def parse_steps(raw: Iterable[bytes | str]) -> list[Step]:

@@ -6,13 +6,13 @@ missing one). :class:`~noti.sending.notifier.Notifier` has these methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from noti.core.record import Channel, Notification, Status, from_hash, parse_channel, validate_target
 from noti.core.search import Query, Search
-from noti.core.timeline import Timeline, first_step, parse_steps
+from noti.core.timeline import Timeline, first_step, parse_steps, why_waiting
 from noti.errors import InvalidInput, NotFound, NotiError
 from noti.inputs import bad_character, could_be_id, integer, shown
 from noti.redis.outage import translate_errors
@@ -27,6 +27,10 @@ __all__ = ["SEARCH_MAX", "History", "parse_status"]
 SEARCH_MAX = 1000
 #: The longest text a search field takes (an address, a vendor id, a provider, a recipient id).
 FIELD_MAX = 2048
+
+
+#: The newest steps :meth:`History.why_waiting` reads of each record.
+WHY_STEPS = 8
 
 
 class History:
@@ -57,6 +61,20 @@ class History:
             raise NotFound(f"no notification has the id {shown(record_id)}")
         steps = [first_step(record), *parse_steps(raw)]
         return Timeline(record_id, steps, int(fields.get("noti_tl_drop") or 0))
+
+    def why_waiting(self, records: Sequence[Notification]) -> list[str]:
+        """Why each of ``records`` (delayed ones, as :meth:`delayed` lists them) waits, read
+        from its newest steps in one round trip (:func:`noti.core.timeline.why_waiting`:
+        ``quiet hours``, ``throttle``, ``fallback``, ``scheduled``, ``retry n``, or "")."""
+        if not records:
+            return []
+        store = self.runtime.store
+        with translate_errors(store.redis):
+            pipe = store.redis.pipeline(transaction=False)
+            for record in records:
+                pipe.lrange(store.keys.timeline(record.id), -WHY_STEPS, -1)
+            raws = pipe.execute()
+        return [why_waiting(parse_steps(raw)) for raw in raws]
 
     def search(
         self,

@@ -144,12 +144,13 @@ def page_routes(site: Site) -> APIRouter:
     def held(request: Request, who: Viewer, owner: Text = None, limit: Limit = 200) -> HTMLResponse:
         owner = owner.strip() if owner and owner.strip() else None
         waiting = site.notifier.delayed(user=who.user, limit=limit)
+        why = site.notifier.why_waiting([r for r, _ in waiting])
         digests = site.people.open_digests(user=who.user, owner=owner, limit=limit)
         return site.page(
             request,
             who,
             "held.html",
-            waiting=waiting,
+            waiting=list(zip(waiting, why, strict=True)),
             digests=digests,
             owner=owner or who.user,
             limit=limit,
