@@ -199,7 +199,7 @@ def test_the_search_finds_a_users_own_records_by_address_and_the_timeline_shows_
     for query, code in (
         ({"to": "not an address"}, "e.cmd.noti.search.bad"),
         ({"to": PHONE, "channel": "email"}, "e.cmd.noti.search.bad"),
-        ({"to": PHONE, "delivery": "delivered"}, "e.cmd.noti.search.bad"),
+        ({"to": PHONE, "delivery": "lost"}, "e.cmd.noti.list.baddelivery"),
         ({"since": "yesterday"}, "e.cmd.noti.search.bad"),
         ({"until": "2026-13-45T99:99"}, "e.cmd.noti.search.bad"),
         ({"msgid": "a\x01b"}, "e.cmd.noti.search.bad"),

@@ -266,6 +266,13 @@ def test_search_by_status_provider_msgid_and_time(rt: Any, made: dict[str, str])
     rt.redis.hset(rt.keys.record(mine), mapping={"noti_st": "10", "noti_sms_msgid": "SM123"})
     assert [r.id for r in noti.search(msgid="SM123", user=ALICE)] == [mine]
     assert noti.search(msgid="SM123", user=BOB) == []
+    # a delivery status goes with the other filters
+    rt.redis.hset(rt.keys.record(mine), mapping={"noti_dlv": "delivered"})
+    assert [r.id for r in noti.search(to=PHONE, delivery="delivered", user=ALICE)] == [mine]
+    assert noti.search(to=PHONE, delivery="undelivered", user=ALICE) == []
+    assert [r.id for r in noti.search(msgid="SM123", delivery="delivered", user=ALICE)] == [mine]
+    listed = json.loads(run("search", "-to", PHONE, "-delivery", "delivered", "-json").stdout)
+    assert [r["id"] for r in listed] == [mine]
 
 
 def test_search_by_recipient_and_notifys_holds_are_steps(configure: Any) -> None:
@@ -311,6 +318,9 @@ def _quiet_now(seconds_left: float) -> str:
         ({"until_ms": 2**64}, "e.cmd.noti.search.bad"),
         ({"since_ms": 1.5}, "e.cmd.noti.search.bad"),
         ({"status": 7}, "e.cmd.noti.list.badst"),
+        ({"to": PHONE, "delivery": "lost"}, "e.cmd.noti.list.baddelivery"),
+        ({"msgid": "x", "delivery": ""}, "e.cmd.noti.list.baddelivery"),
+        ({"msgid": "x", "delivery": ["delivered"]}, "e.cmd.noti.list.baddelivery"),
         ({"channel": "pigeon"}, "e.cmd.noti.add.badtype"),
     ],
 )
@@ -330,13 +340,21 @@ def test_search_over_http_and_the_cli(rt: Any, made: dict[str, str], api: ApiPro
             )
             assert answer.status_code == 200, answer.text
             assert [r["id"] for r in answer.json()["notifications"]] == expected
+        # a delivery status goes with a search (none of alice's was delivered)
+        answer = client.get(
+            "/v1/notifications",
+            params={"to": PHONE, "delivery": "delivered"},
+            headers={"Authorization": f"Bearer {alice}"},
+        )
+        assert answer.status_code == 200 and answer.json() == {"notifications": []}, answer.text
         hostile = [
             {"to": "x" * 3000},
             {"to": "a\x01b"},
             {"since": "-5"},
             {"since": "yesterday"},
             {"to": PHONE, "user": BOB},
-            {"to": PHONE, "delivery": "delivered"},
+            {"to": PHONE, "delivery": "lost"},
+            {"to": PHONE, "delivery": "x" * 3000},
             {"to": PHONE, "limit": "0"},
         ]
         for params in hostile:

@@ -50,6 +50,9 @@ def _time_ms(text: str | None, what: str) -> int | None:
 @click.option("-provider", "--provider", help="Asked for, or sent by, this provider.")
 @click.option("-msgid", "--msgid", help="The vendor's message id.")
 @click.option(
+    "-delivery", "--delivery", help="Only this delivery status: accepted, delivered, undelivered, unknown."
+)
+@click.option(
     "-since", "--since", metavar="WHEN", help="Created since: epoch ms, an ISO time, or 30m / 2day ago."
 )
 @click.option("-until", "--until", metavar="WHEN", help="Created until (same forms).")
@@ -68,6 +71,7 @@ def search(
     status: int | None,
     provider: str | None,
     msgid: str | None,
+    delivery: str | None,
     since: str | None,
     until: str | None,
     limit: int,
@@ -84,6 +88,7 @@ def search(
         status=status,
         provider=provider,
         msgid=msgid,
+        delivery=delivery,
         since_ms=_time_ms(since, "-since"),
         until_ms=_time_ms(until, "-until"),
         limit=limit,

@@ -89,6 +89,8 @@ class Query:
     status: Status | None = None
     provider: str | None = None
     msgid: str | None = None
+    #: The delivery status (``accepted``, ``delivered``, ``undelivered``, ``unknown``).
+    delivery: str | None = None
     since_ms: int | None = None
     until_ms: int | None = None
     limit: int = 100
@@ -122,6 +124,8 @@ class Search:
         if q.recipient is not None and record.recipient != q.recipient[1]:
             return False
         if q.msgid is not None and record.msgid != q.msgid:
+            return False
+        if q.delivery is not None and record.delivery != q.delivery:
             return False
         if q.provider is not None:
             named = (record.provider or "").split(",")

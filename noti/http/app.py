@@ -227,8 +227,6 @@ def create_app(
     ) -> dict[str, Any]:
         searched = (to, recipient, provider, msgid, since, until)
         if any(x is not None for x in searched):
-            if delivery is not None:
-                raise InvalidInput("delivery= is not a search filter", code="e.cmd.noti.search.bad")
             records = notifier.search(
                 user=who.user,
                 creator=user,
@@ -238,6 +236,7 @@ def create_app(
                 status=st,
                 provider=provider,
                 msgid=msgid,
+                delivery=delivery,
                 since_ms=since,
                 until_ms=until,
                 limit=limit,

@@ -10,7 +10,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from noti.core.record import Channel, Notification, Status, from_hash, parse_channel, validate_target
+from noti.core.record import (
+    DELIVERY_STATES,
+    Channel,
+    Notification,
+    Status,
+    from_hash,
+    parse_channel,
+    validate_target,
+)
 from noti.core.search import Query, Search
 from noti.core.timeline import Timeline, first_step, parse_steps, why_waiting
 from noti.errors import InvalidInput, NotFound, NotiError
@@ -87,6 +95,7 @@ class History:
         status: Status | int | None = None,
         provider: str | None = None,
         msgid: str | None = None,
+        delivery: str | None = None,
         since_ms: int | None = None,
         until_ms: int | None = None,
         limit: int = 100,
@@ -95,11 +104,13 @@ class History:
         number, an e-mail address, an openid… as given to ``notify``; on ``channel``, or on every
         channel it is an address of), ``recipient`` a recipient id (of ``creator``, or of the
         acting user), a status, a provider (asked for or that sent it), the vendor's message
-        id, created within ``since_ms`` … ``until_ms``. A non-root user finds their own only.
+        id, a delivery status (``accepted``, ``delivered``, ``undelivered``, ``unknown``),
+        created within ``since_ms`` … ``until_ms``. A non-root user finds their own only.
 
         Raises:
             InvalidInput: ``e.cmd.noti.search.bad`` (a field of the wrong type, too long, with a
-            control character; an address no channel takes; a limit out of 1…1000), ``e.cmd.noti.list.badst``.
+            control character; an address no channel takes; a limit out of 1…1000),
+            ``e.cmd.noti.list.badst``, ``e.cmd.noti.list.baddelivery``.
             PermissionDenied: ``e.cmd.noti.list.nopvg``: a non-root user names another creator.
         """
         acting = self.user(user)
@@ -111,6 +122,11 @@ class History:
             _text(provider, "provider"),
             _text(msgid, "msgid"),
         )
+        if delivery is not None and delivery not in DELIVERY_STATES:
+            raise InvalidInput(
+                f"unknown delivery status {shown(delivery)} (known: {', '.join(DELIVERY_STATES)})",
+                code="e.cmd.noti.list.baddelivery",
+            )
         store = self.runtime.store
         addresses: tuple[str, ...] = ()
         if to is not None:
@@ -126,6 +142,7 @@ class History:
             status=parse_status(status),
             provider=provider,
             msgid=msgid,
+            delivery=delivery,
             since_ms=_time(since_ms, "since"),
             until_ms=_time(until_ms, "until"),
             limit=_search_limit(limit),

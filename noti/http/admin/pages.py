@@ -188,7 +188,7 @@ def page_routes(site: Site) -> APIRouter:
 
 
 #: The fields only a search takes (any of them given: :meth:`Notifier.search`, else the
-#: plain listing, :meth:`Notifier.select`, which alone filters by delivery).
+#: plain listing, :meth:`Notifier.select`, which reads the delivery status's own index).
 SEARCH_FIELDS = ("to", "recipient", "provider", "msgid", "since", "until")
 
 
@@ -196,8 +196,8 @@ def _find(site: Site, who: Caller, given: dict[str, str], limit: int) -> list[No
     """The records the search form asks for, as ``GET /v1/notifications`` finds them.
 
     Raises:
-        InvalidInput: ``e.cmd.noti.search.bad`` (a bad field, a time that is none, a delivery
-            with a search field), ``e.cmd.noti.list.badst``, ``e.cmd.noti.add.badtype``.
+        InvalidInput: ``e.cmd.noti.search.bad`` (a bad field, a time that is none),
+            ``e.cmd.noti.list.badst``, ``e.cmd.noti.list.baddelivery``, ``e.cmd.noti.add.badtype``.
         PermissionDenied: ``e.cmd.noti.list.nopvg``: a user names another user.
     """
     status = _status(given.get("status"))
@@ -210,12 +210,6 @@ def _find(site: Site, who: Caller, given: dict[str, str], limit: int) -> list[No
             delivery=given.get("delivery"),
             limit=limit,
         )
-    if "delivery" in given:
-        raise InvalidInput(
-            "delivery is not a search filter: leave it out, or search without to, recipient, "
-            "provider, message id and times",
-            code="e.cmd.noti.search.bad",
-        )
     return site.notifier.search(
         user=who.user,
         creator=given.get("user"),
@@ -225,6 +219,7 @@ def _find(site: Site, who: Caller, given: dict[str, str], limit: int) -> list[No
         status=status,
         provider=given.get("provider"),
         msgid=given.get("msgid"),
+        delivery=given.get("delivery"),
         since_ms=_moment(given.get("since"), "since"),
         until_ms=_moment(given.get("until"), "until"),
         limit=limit,
