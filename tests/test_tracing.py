@@ -274,6 +274,34 @@ def test_the_template_envelope_with_a_traceparent_is_the_one_built_field_by_fiel
 # --- receipts -------------------------------------------------------------------------------
 
 
+def test_the_lost_message_sweep_and_a_redrive_publish_in_the_records_own_trace(
+    rt: Any, spans: InMemorySpanExporter
+) -> None:
+    from noti.core.record import now_ms
+    from noti.sending.upkeep import sweep_lost
+    from tests.admin_client import failed_record
+
+    own = f"00-{TRACE_ID}-{PARENT_ID}-01"
+    lists = [queue_key(Channel.SMS.queue, step) for step in PRIORITY_STEPS]
+    publisher = Publisher.for_settings(rt.settings, noti.celery.app.app)
+    # given a waiting record made in a trace, whose delivery message was lost
+    lost = noti.notify_sms(PHONE, "lost")
+    rt.redis.delete(*lists)
+    rt.redis.hset(rt.keys.record(lost), "noti_trace", own)
+    # when the sweep (a beat job: no span of its own) queues it again
+    assert sweep_lost(rt, publisher, older_than_s=0, at_ms=now_ms() + 3_600_000) == 1
+    # then its message carries the record's trace, not a new one
+    [envelope] = queued(rt, Channel.SMS)
+    assert envelope["headers"]["id"] == lost and envelope["headers"]["traceparent"] == own
+    # and a dead letter's retry goes on in its record's trace too
+    rt.redis.delete(*lists)
+    failed = failed_record(rt, ALICE)
+    rt.redis.hset(rt.keys.record(failed), "noti_trace", own)
+    noti.api.redrive().retry(failed, user=ALICE)
+    [envelope] = queued(rt, Channel.SMS)
+    assert envelope["headers"]["id"] == failed and envelope["headers"]["traceparent"] == own
+
+
 def test_a_receipt_is_a_span_in_its_records_trace(rt: Any, spans: InMemorySpanExporter, caller: Any) -> None:
     # given a record sent through the sandbox vendor that takes signed receipts
     from noti.delivery.state import Delivery, DeliveryReport

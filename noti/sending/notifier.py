@@ -57,8 +57,11 @@ class Publishing(Protocol):
         """Tell the publisher that ``messages`` (of :meth:`message`) were written."""
         ...
 
-    def publish(self, items: Iterable[PublishItem]) -> int:
-        """Publish the delivery message of each ``(record id, channel, level)``; how many."""
+    def publish(
+        self, items: Iterable[PublishItem], *, traces: Mapping[str, Mapping[str, str]] | None = None
+    ) -> int:
+        """Publish the delivery message of each ``(record id, channel, level)``, carrying
+        ``traces[record id]`` when given (else the current span's context); how many."""
         ...
 
 

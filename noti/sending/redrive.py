@@ -11,6 +11,7 @@ from noti.core.record import Notification, parse_channel, validate_target
 from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, integer
 from noti.sending.runtime import Runtime
+from noti.sending.traces import record_traces
 
 if TYPE_CHECKING:
     from noti.sending.notifier import Publishing
@@ -90,7 +91,9 @@ class Redrive:
                 f"record {letter.record_id} is not failed or invalid (st={int(existing.status)})",
                 code="e.cmd.noti.dead.notretryable",
             )
-        self.publisher.publish([(record.id, record.channel, record.level)])
+        # in the trace the record was made in, where it has one (else the current span's)
+        traces = record_traces(self.runtime, [record.id]) or None
+        self.publisher.publish([(record.id, record.channel, record.level)], traces=traces)
         self.runtime.dead_letters.remove([letter.entry_id])
         return record
 

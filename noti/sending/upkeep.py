@@ -4,13 +4,14 @@ dead letters. Each job is idempotent, so a duplicate run is harmless."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol, cast
 
 from noti.core.delay import PublishItem
 from noti.core.record import Channel, now_ms
 from noti.redis.outage import translate_errors
 from noti.sending.runtime import Runtime
+from noti.sending.traces import record_traces
 
 __all__ = ["Requeuing", "sweep_lost", "trim_dead_letters"]
 
@@ -26,8 +27,11 @@ class Requeuing(Protocol):
         """The channels whose queue holds no delivery message (none when not known)."""
         ...
 
-    def publish(self, items: Iterable[PublishItem]) -> int:
-        """Publish the delivery message of each ``(record id, channel, level)``; how many."""
+    def publish(
+        self, items: Iterable[PublishItem], *, traces: Mapping[str, Mapping[str, str]] | None = None
+    ) -> int:
+        """Publish the delivery message of each ``(record id, channel, level)``, carrying
+        ``traces[record id]`` (the trace context its record was made in); how many."""
         ...
 
 
@@ -68,7 +72,8 @@ def sweep_lost(
             break
         start += _PAGE
     if lost:
-        publisher.publish(lost)
+        # each message carries the trace its record was made in (none: no root span of its own)
+        publisher.publish(lost, traces=record_traces(runtime, [item[0] for item in lost]))
         log.warning("sweep: queued %d waiting records again whose messages were lost", len(lost))
     return len(lost)
 
