@@ -38,6 +38,37 @@ def test_a_push_carries_title_body_data_collapse_and_priority(rt: Any, vendor: V
     assert record.delivery == "delivered"  # no receipts: the vendor's acceptance is all there is
 
 
+def test_each_push_request_is_a_client_span_with_the_device_token_masked(
+    rt: Any, vendor: Vendor, fake: Any
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from noti import tracing
+
+    made, exporter = TracerProvider(), InMemorySpanExporter()
+    made.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use_tracer_provider(made)
+    try:
+        record_id = add(vendor)
+        send_now(rt, record_id)
+    finally:
+        tracing.use_tracer_provider(None)
+        made.shutdown()
+    posts = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.kind is trace.SpanKind.CLIENT and "/token" not in str(s.attributes["url.full"])
+    ]
+    [post] = posts  # the push itself (FCM's credential exchange is a span of its own)
+    assert post.attributes["http.request.method"] == "POST"
+    assert post.attributes["http.response.status_code"] == 200
+    assert str(post.attributes["url.full"]).startswith(fake.url)
+    assert vendor.target() not in str(post.attributes["url.full"])  # APNs: /3/device/***
+
+
 def test_a_default_level_push_goes_at_normal_priority(rt: Any, vendor: Vendor, fake: Any) -> None:
     send_now(rt, add(vendor))
     [sent] = vendor.sent(fake)

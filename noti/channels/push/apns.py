@@ -257,10 +257,10 @@ class ApnsProvider(PushProvider):
             if self._http is None or self._pid != os.getpid():
                 ca_file = self.options.ca_file
                 context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+                # a client span per request while noti traces (the device token masked in its URL)
+                transport = httpx.HTTPTransport(http1=False, http2=True, verify=context)
                 self._http = httpx.Client(
-                    http1=False,
-                    http2=True,
-                    verify=context,
+                    transport=_http.traced(transport),
                     follow_redirects=False,
                     headers={"user-agent": "noti"},
                 )
