@@ -394,6 +394,26 @@ def test_erasure_masks_the_address_in_the_steps_and_takes_the_records_out_of_the
     assert not [k for k in rt.redis.scan_iter(match=rt.keys.address_index("*"))]
 
 
+def test_erasures_rewrite_is_plain_text_in_one_step_over_a_full_timeline(rt: Any) -> None:
+    from noti.redis.conn import load_script
+
+    # given a full timeline quoting an address full of Lua pattern characters, and a look-alike
+    address, lookalike = "a.b+c%d-(x)@example.com", "aXb+c%d-(x)@example.com"
+    key = rt.keys.timeline("r1")
+    steps = [step_text(i, "attempt", {"text": f"{address} bounced"}) for i in range(MAX_STEPS - 1)]
+    rt.redis.rpush(key, *steps, step_text(99, "receipt", {"text": f"{lookalike} is another"}))
+    # when the script masks it (the form a step's JSON holds, as erasure passes it)
+    changed = load_script(rt.redis, "timeline_mask")(
+        keys=[key, rt.keys.timeline("r2")], args=[1, address, "a***", 0]
+    )
+    # then every step quoting it is rewritten in place, the look-alike is not, and none moved
+    assert changed == MAX_STEPS - 1
+    after = rt.redis.lrange(key, 0, -1)
+    assert len(after) == MAX_STEPS and all(address not in s for s in after)
+    assert after[0] == step_text(0, "attempt", {"text": "a*** bounced"})
+    assert after[-1] == step_text(99, "receipt", {"text": f"{lookalike} is another"})
+
+
 @pytest.mark.parametrize(
     "events,why",
     [

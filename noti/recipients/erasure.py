@@ -32,6 +32,7 @@ from noti.core.record import Channel, now_ms
 from noti.core.search import AddressIndex
 from noti.errors import NotFound, NotiError
 from noti.inputs import shown
+from noti.redis.conn import load_script
 from noti.redis.outage import translate_errors
 
 __all__ = ["ERASE_BATCH", "NOTICE_MARK", "Erasure", "erase", "repoint"]
@@ -161,13 +162,13 @@ def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> dict[str, s
         pipe = client.pipeline(transaction=False)
         for record_id in record_ids:
             pipe.hmget(keys.record(record_id), ["noti_type", "noti_target", "noti_erased", "noti_errmsg"])
-            pipe.lrange(keys.timeline(record_id), 0, -1)
-        replies = pipe.execute()
-        rows, steps_of = replies[0::2], replies[1::2]
+        rows = pipe.execute()
         pipe = client.pipeline(transaction=False)
         masked: dict[str, str] = {}
+        timelines: list[str] = []
+        forms_of: list[Any] = []
         now = now_ms()
-        for record_id, (kind, target, erased, errmsg), steps in zip(record_ids, rows, steps_of, strict=True):
+        for record_id, (kind, target, erased, errmsg) in zip(record_ids, rows, strict=True):
             if kind is None or erased is not None:
                 continue
             try:
@@ -185,16 +186,13 @@ def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> dict[str, s
                 pipe.hdel(key, *content)
             if target:
                 pipe.zrem(addresses.key(str(kind), target), record_id)
-                # by index: the record is revoked or sent, so at most a receipt's step comes meanwhile
                 quoted = json.dumps(target, ensure_ascii=False)[1:-1]  # as a step's JSON holds it
-                forms = {target: hidden, quoted: hidden, quoted.replace("/", "\\/"): hidden}
-                for i, step in enumerate(steps):
-                    text = str(step)
-                    if any(form in text for form in forms):
-                        for form, mask in forms.items():
-                            text = text.replace(form, mask)
-                        pipe.lset(keys.timeline(record_id), i, text)
+                forms = dict.fromkeys((target, quoted, quoted.replace("/", "\\/")), hidden)
+                timelines.append(keys.timeline(record_id))
+                forms_of += [len(forms), *(text for pair in forms.items() for text in pair)]
             masked[record_id] = target
+        if timelines:  # in one script: a step written meanwhile cannot shift the rewritten ones
+            load_script(client, "timeline_mask")(keys=timelines, args=forms_of, client=pipe)
         if masked:
             pipe.execute()
     return masked
