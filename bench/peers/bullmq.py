@@ -73,15 +73,19 @@ def _config(name: str) -> str:
     return f"{processes} Node process{'es' if processes > 1 else ''} x Worker concurrency {concurrency}"
 
 
+_BEST = ", ".join(CONFIGS)
 #: How each run is set up, for the table's notes.
 SETUP = {
     "enqueue": "await queue.add() one at a time (one Node process)",
     "enqueue_many": f"queue.addBulk() of {CHUNK:,} jobs per call (one Node process)",
-    "drain_noop": f"the best of {', '.join(CONFIGS)} in each repetition, one LPUSH per job, {RETENTION}",
-    "drain_http": f"the best of {', '.join(CONFIGS)} in each repetition, one keep-alive POST per job",
+    "drain_noop": f"the best of {_BEST} in each repetition, one LPUSH per job, {RETENTION}",
+    "drain_http": f"the best of {_BEST} in each repetition, one keep-alive POST per job, {RETENTION}",
     "latency": f"{_config(LATENCY)}, a job recording now - t0, {RETENTION}",
     **{f"drain_noop {name}": f"{_config(name)}, one LPUSH per job, {RETENTION}" for name in CONFIGS},
-    **{f"drain_http {name}": f"{_config(name)}, one keep-alive http.Agent POST per job" for name in CONFIGS},
+    **{
+        f"drain_http {name}": f"{_config(name)}, one keep-alive http.Agent POST per job, {RETENTION}"
+        for name in CONFIGS
+    },
 }
 
 _skip: str | None = None
