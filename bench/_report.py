@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "Row",
+    "Skip",
+    "Skipped",
     "attempt",
     "errors_of",
     "format_table",
@@ -23,16 +25,32 @@ __all__ = [
     "paired_ratio",
     "present",
     "rows_json",
+    "skips_of",
 ]
 
 T = TypeVar("T")
 
 
+class Skipped(Exception):
+    """A run this machine cannot do at all (a peer whose runtime is absent, such as Node.js for
+    BullMQ): its rows say why, and it is not a failure."""
+
+
+class Skip(str):
+    """An entry of an errors list that is the reason a run was skipped, not a failure:
+    :func:`errors_of` leaves it out, :func:`skips_of` finds it."""
+
+
 def attempt(errors: list[str], label: str, run: Callable[[], T]) -> T | None:
     """``run()``, or None after noting its failure in ``errors`` (and on stderr, loudly): one
-    failed repetition fails its row without losing the other scenarios."""
+    failed repetition fails its row without losing the other scenarios. A run that raises
+    :class:`Skipped` is noted as a :class:`Skip` (and printed with its reason)."""
     try:
         return run()
+    except Skipped as exc:
+        print(f"SKIPPED {label}: {exc}", file=sys.stderr)
+        errors.append(Skip(f"skipped: {exc}"))
+        return None
     except Exception as exc:  # noqa: BLE001 - reported, and the row fails
         print(f"FAILED {label}: {exc}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
@@ -41,8 +59,15 @@ def attempt(errors: list[str], label: str, run: Callable[[], T]) -> T | None:
 
 
 def errors_of(errors: dict[str, list[str]], *keys: str) -> str | None:
-    """The failures noted under ``keys`` of ``errors`` (one list per kind of run), or None."""
-    found = [e for key in keys for e in errors.get(key, [])]
+    """The failures noted under ``keys`` of ``errors`` (one list per kind of run), or None;
+    skipped runs (:class:`Skip`) are not failures."""
+    found = [e for key in keys for e in errors.get(key, []) if not isinstance(e, Skip)]
+    return "; ".join(found) or None
+
+
+def skips_of(errors: dict[str, list[str]], *keys: str) -> str | None:
+    """Why the runs under ``keys`` of ``errors`` were skipped (each reason once), or None."""
+    found = dict.fromkeys(e for key in keys for e in errors.get(key, []) if isinstance(e, Skip))
     return "; ".join(found) or None
 
 

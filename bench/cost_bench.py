@@ -9,6 +9,10 @@ and for plain Celery's drain baselines.
   :mod:`bench._counting_worker` (every ``send_packed_command`` counted, kombu's included),
   from ``worker_ready`` to the last delivery, divided by N.
 - The producer: round trips per ``notify()`` call, and per plain ``.delay()``.
+- BullMQ (issue 38): its worker and Redis CPU per job over the drains of scenarios 3 and 4
+  (its best configuration of each repetition), against noti's of the same repetition; noti's
+  worker CPU per notification must be at most BullMQ's in every repetition, the Redis CPU is
+  shown beside it (held, no target). Run here too when 3 / 4 did not run.
 
     .venv/bin/python -m bench.cost_bench [--smoke]
 """
@@ -20,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from bench import plain_celery
+from bench import peers, plain_celery
 from bench._drain import Drain
 from bench._harness import redis_server
 from bench._noti import FAST, PHONE, SECRET, WorkerConfig
@@ -28,6 +32,7 @@ from bench._report import Row, attempt
 from bench._runner import main
 from bench.drain_bench import (
     SIZES,
+    best,
     celery_drain_http,
     celery_drain_noop,
     noti_drain_http,
@@ -53,6 +58,66 @@ def _timed_drains(smoke: bool, config: WorkerConfig, errors: list[str]) -> dict[
             "noti_http": [attempt(errors, "noti http", lambda: noti_drain_http(url, n4, fake, config))],
             "celery_http": [attempt(errors, "celery http", lambda: celery_drain_http(url, n4, fake))],
         }
+
+
+def _bullmq_drains(smoke: bool, have: dict[str, Any]) -> dict[str, Any]:
+    """BullMQ's best drains of scenarios 3 (``noop``) and 4 (``http``) and their errors
+    (``noop_errors``, ``http_errors``): those of ``have`` (left by those scenarios), the
+    others run here once, in each configuration."""
+    out = dict(have)
+    missing = [kind for kind in ("noop", "http") if kind not in out]
+    if not missing:
+        return out
+    n3, n4 = SIZES[3][smoke], SIZES[4][smoke]
+    module = peers.load("bullmq")
+    with redis_server() as url, FakeHttp(SECRET) as fake:
+        for kind in missing:
+            drains: dict[str, list[Drain | None]] = {}
+            errors: dict[str, list[str]] = {}
+            for peer_config in peers.configurations("bullmq"):
+                config = peer_config.split(" ", 1)[1]
+                errors[peer_config] = []
+
+                def run(config: str = config, kind: str = kind) -> Drain:
+                    if kind == "noop":
+                        return module.drain_noop(url, n3, config)  # type: ignore[no-any-return]
+                    return module.drain_http(url, n4, fake, config)  # type: ignore[no-any-return]
+
+                drains[peer_config] = [attempt(errors[peer_config], f"{peer_config} {kind} drain", run)]
+            best(drains, errors)
+            out[kind], out[f"{kind}_errors"] = drains["bullmq"], errors["bullmq"]
+    return out
+
+
+def _bullmq_rows(noti: dict[str, list[Drain | None]], bullmq: dict[str, Any], errors: list[str]) -> list[Row]:
+    """noti's worker and Redis CPU per notification against BullMQ's per job, repetition by
+    repetition, for the sandbox drain and the 20 ms HTTP drain."""
+    rows: list[Row] = []
+    specs = (("drain", "noti_sandbox", "noop", "drain_noop"), ("I/O", "noti_http", "http", "drain_http"))
+    for label, ours, kind, run in specs:
+        failed = {"noti": [e for e in errors if e.startswith("noti")], "bullmq": bullmq[f"{kind}_errors"]}
+        for what, cpu, need in (("worker", "worker_cpu_s", 1.0), ("Redis", "redis_cpu_s", None)):
+            rows += peers.rows(
+                9,
+                f"{label}: {what} CPU / notification",
+                "µs",
+                _per_rep(noti[ours], cpu),
+                {"bullmq": _per_rep(bullmq[kind], cpu)},
+                run,
+                {"bullmq": need},
+                failed,
+                lower_is_better=True,
+            )
+    for row in rows:
+        if "Redis" in row.name:
+            row.notes.append(
+                "issue 38: Redis CPU per notification held against BullMQ's (printed, no target)"
+            )
+    return rows
+
+
+def _per_rep(drains: list[Drain | None], what: str) -> list[float | None]:
+    return [d.per_item_us(getattr(d, what)) if d is not None and d.timed else None for d in drains]
 
 
 def _counted(dirname: str, run: Callable[[str], Drain]) -> float:
@@ -143,6 +208,8 @@ def scenario_9(
     for row in rows:  # a failure fails the rows it left without a figure
         if errors and (not row.noti or (row.baseline_name and not row.baseline)):
             row.error = "; ".join(errors)
+    bullmq = _bullmq_drains(smoke, dict((ctx or {}).get("bullmq", {})))
+    rows += _bullmq_rows(drains, bullmq, errors)
     n3, n4, nc = COUNTED[smoke]
     rows[2].notes.append(
         f"round trips counted in separate runs ({n3:,} SMS, {n4:,} webhooks, {nc:,} Celery tasks), "

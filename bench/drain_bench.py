@@ -6,9 +6,10 @@
    configuration, against ``celery worker -P threads -c 50`` doing one signed POST per task
    on a per-thread keep-alive ``http.client`` connection.
 
-The peers are drained in the same repetitions (:mod:`bench.peers`): noti must be ahead of
-those the issue names (dramatiq and huey in scenario 3, taskiq and dramatiq in scenario 4);
-the third peer of each is shown for context.
+The peers are drained in the same repetitions (:mod:`bench.peers`). Issue 38: noti against
+BullMQ's best configuration of each repetition (one Node process with concurrency 50, 200,
+two processes: ``bench.peers.bullmq.CONFIGS``, each shown as a row of its own): ahead of it in
+scenario 3, >= 1.5x in scenario 4; dramatiq, huey and taskiq are shown for context.
 
 Each run fills the queue first, then starts the workers, and times from the first
 delivered to the N-th (:mod:`bench._drain`). Afterwards every record must be in status 10
@@ -68,11 +69,15 @@ SIZES = {3: (20_000, 2_000), 4: (5_000, 300)}  # (full, smoke)
 HTTP_THREADS = 50
 #: The peers each scenario drains beside noti: the factor the issue wants noti ahead of
 #: them by in every repetition (1.0: ahead), None where they are shown for context. Issue
-#: 24: the sandbox drain >= 1.5x dramatiq; the 20 ms HTTP drain >= 1.5x the best peer.
+#: 38: the sandbox drain ahead of BullMQ's best configuration, the 20 ms HTTP drain >= 1.5x
+#: it; the peers of issue 24 (dramatiq, huey, taskiq) are context now.
 PEERS: dict[int, dict[str, float | None]] = {
-    3: {"dramatiq": 1.5, "huey": 1.0, "taskiq": None},
-    4: {"taskiq": 1.5, "dramatiq": 1.5, "huey": 1.5},
+    3: {"bullmq": 1.0, "dramatiq": None, "huey": None, "taskiq": None},
+    4: {"bullmq": 1.5, "taskiq": None, "dramatiq": None, "huey": None},
 }
+#: The peers drained in several configurations (:func:`bench.peers.configurations`): their
+#: own row is the best configuration of each repetition.
+CONFIGURED = ("bullmq",)
 
 
 def _noti_prefill(
@@ -221,8 +226,38 @@ def _rows(
         extra={side: [d and d.as_json() for d in ds] for side, ds in drains.items()},
         error=errors_of(errors, "noti", "celery"),
     )
-    theirs = {peer: rates[peer] for peer in PEERS[number]}
-    return [row, *peers.rows(number, name, "/s", rates["noti"], theirs, run, PEERS[number], errors)]
+    needs: dict[str, float | None] = {}
+    for peer, need in PEERS[number].items():
+        needs[peer] = need
+        needs |= {config: None for config in drains if config.startswith(f"{peer} ")}
+    theirs = {peer: rates[peer] for peer in needs}
+    return [row, *peers.rows(number, name, "/s", rates["noti"], theirs, run, needs, errors)]
+
+
+def _peer_runs(number: int, function: str, *args: Any) -> dict[str, Callable[[], Drain]]:
+    """The runs of scenario ``number``'s peers: each configuration of a :data:`CONFIGURED`
+    peer (its configuration's name passed last), the others once."""
+    runs: dict[str, Callable[[], Drain]] = {}
+    for peer in PEERS[number]:
+        if peer in CONFIGURED:
+            for config in peers.configurations(peer):
+                runs[config] = peers.runner(peer, function, *args, config.split(" ", 1)[1])
+        else:
+            runs[peer] = peers.runner(peer, function, *args)
+    return runs
+
+
+def best(drains: dict[str, list[Drain | None]], errors: dict[str, list[str]]) -> None:
+    """Add each :data:`CONFIGURED` peer's best configuration of each repetition (the drain
+    of the highest rate; None where one of them failed, as the best is then unknown) to
+    ``drains``, under the peer's name, and its configurations' errors to ``errors``."""
+    for peer in CONFIGURED:
+        configs = [name for name in drains if name.startswith(f"{peer} ")]
+        if not configs:
+            continue
+        reps = zip(*(drains[name] for name in configs), strict=True)
+        drains[peer] = [None if None in rep else max(rep, key=lambda d: _rate(d) or 0.0) for rep in reps]
+        errors[peer] = [e for name in configs for e in errors[name]]
 
 
 def scenario_3(
@@ -236,11 +271,13 @@ def scenario_3(
             "noti": partial(noti_drain_sandbox, url, n, config),
             "noti_quiet": partial(noti_drain_sandbox, url, n, quiet),
             "celery": partial(celery_drain_noop, url, n),
-            **{peer: peers.runner(peer, "drain_noop", url, n) for peer in PEERS[3]},
+            **_peer_runs(3, "drain_noop", url, n),
         }
         drains, errors = _interleaved(reps, runs)
+    best(drains, errors)
     if ctx is not None:
         ctx.setdefault("drains", {}).update(noti_sandbox=drains["noti"], celery_noop=drains["celery"])
+        ctx.setdefault("bullmq", {}).update(noop=drains["bullmq"], noop_errors=errors["bullmq"])
     baseline = "plain Celery prefork -c 2, INCR-only task"
     rows = _rows(
         3,
@@ -281,14 +318,18 @@ def scenario_4(
         runs = {
             "noti": partial(noti_drain_http, url, n, fake, config),
             "celery": partial(celery_drain_http, url, n, fake),
-            **{peer: peers.runner(peer, "drain_http", url, n, fake) for peer in PEERS[4]},
+            **_peer_runs(4, "drain_http", url, n, fake),
         }
         drains, errors = _interleaved(reps, runs)
+    best(drains, errors)
     if ctx is not None:
         ctx.setdefault("drains", {}).update(noti_http=drains["noti"], celery_http=drains["celery"])
+        ctx.setdefault("bullmq", {}).update(http=drains["bullmq"], http_errors=errors["bullmq"])
     server = "uvloop" if _has_uvloop() else "asyncio"
     notes = []
     for side, ds in drains.items():
+        if side in CONFIGURED:  # its best configuration's drains: each is listed under its own name
+            continue
         fake_us = [d.per_item_us(d.other_cpu_s) for d in ds if d is not None and d.timed]
         if fake_us:
             notes.append(

@@ -6,9 +6,10 @@
    producer (Celery has no batch publish). The loop runs 10,000 (smoke: 1,000): its cost per
    message is constant, and 50,000 would take ~30 s a repetition.
 
-The peers the issue names are measured in the same repetitions (:mod:`bench.peers`): huey's
-one-at-a-time enqueue (scenario 1's long-term anchor) and RQ's ``enqueue_many`` (scenario 2:
-noti must do >= 2x). Repetitions are interleaved (noti, Celery, peers, noti, …) on one
+The peers are measured in the same repetitions (:mod:`bench.peers`). Issue 38: ``notify()``
+ahead of BullMQ's ``await queue.add()`` one at a time (scenario 1), ``notify_many`` >= 1.5x
+BullMQ's ``addBulk`` of 1,000 jobs per call (scenario 2); huey, RQ, dramatiq and taskiq are
+shown for context. Repetitions are interleaved (noti, Celery, peers, noti, …) on one
 private Redis, flushed before each run. :func:`round_trips_per_call` counts the producer's
 Redis round trips (scenario 9).
 
@@ -120,11 +121,13 @@ def round_trips_per_call(call: Callable[[int], object], n: int) -> float:
 
 #: ``run(url, n)``: enqueue ``n`` on the redis-server at ``url``, return the rate.
 Run = Callable[[str, int], float]
-#: Scenario 1 shows every peer's one-at-a-time enqueue for context (huey's is the issue's
-#: long-term anchor); scenario 2 needs noti >= 2x RQ's enqueue_many.
-#: The peers beside noti: the issue's target against each (None: shown for context). Issue 24:
-#: notify() ahead of huey's one-at-a-time enqueue in every repetition.
-PEERS = {1: {"huey": 1.0, "rq": None, "dramatiq": None, "taskiq": None}, 2: {"rq": 2.0}}
+#: The peers beside noti: the issue's target against each, in every repetition (None: shown
+#: for context). Issue 38: notify() ahead of BullMQ's add(), notify_many >= 1.5x its addBulk;
+#: the targets of issue 24 (ahead of huey, >= 2x RQ's enqueue_many) are context now.
+PEERS: dict[int, dict[str, float | None]] = {
+    1: {"bullmq": 1.0, "huey": None, "rq": None, "dramatiq": None, "taskiq": None},
+    2: {"bullmq": 1.5, "rq": None},
+}
 
 
 def _in_driver(run: Callable[[int], float]) -> Run:

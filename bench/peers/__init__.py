@@ -34,6 +34,14 @@ database; each function flushes its own database first and stops what it started
   running, as :func:`bench._probes.lag_latency` measures plain Celery.
 
 Each module also has ``SETUP``: how each of those runs is configured, for the table.
+
+BullMQ (:mod:`bench.peers.bullmq`) is a Node.js library: its module drives a small Node
+program instead of being the worker's app, installs it with ``npm ci`` on first use, and
+raises :class:`~bench._report.Skipped` (a printed reason, not a failure) where Node.js is
+absent. Its drains run in several configurations (``"bullmq 1x50"``: one Node process with
+concurrency 50); a peer named with such a suffix is that configuration of the library, and
+its ``SETUP`` entry is ``"<run> <configuration>"`` (:func:`configurations`); the drain
+scenarios also show the best configuration of each repetition as the library's own row.
 """
 
 from __future__ import annotations
@@ -44,12 +52,12 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from bench._report import Row, errors_of, paired_ratio, present
+from bench._report import Row, errors_of, paired_ratio, present, skips_of
 
-__all__ = ["DATABASES", "broker_url", "load", "rows", "runner", "version"]
+__all__ = ["DATABASES", "broker_url", "configurations", "load", "rows", "runner", "version"]
 
 #: Each peer's database on the scenario's redis-server (noti uses 0, plain Celery 1).
-DATABASES = {"rq": 2, "huey": 3, "dramatiq": 4, "taskiq": 5}
+DATABASES = {"rq": 2, "huey": 3, "dramatiq": 4, "taskiq": 5, "bullmq": 6}
 
 
 def broker_url(url: str, peer: str) -> str:
@@ -72,8 +80,15 @@ def runner(peer: str, function: str, *args: Any) -> Callable[..., Any]:
 
 
 def version(peer: str) -> str:
-    """The installed version of ``peer``'s library, for the table's notes."""
-    return metadata.version(peer)
+    """The installed version of ``peer``'s library, for the table's notes (a module that is
+    no Python distribution, such as BullMQ's, says it in ``VERSION``)."""
+    return getattr(load(peer), "VERSION", None) or metadata.version(peer)
+
+
+def configurations(peer: str) -> list[str]:
+    """The names of ``peer``'s drain configurations measured side by side (``"bullmq 1x50"``:
+    its module's ``CONFIGS``), or none for a library run in one configuration."""
+    return [f"{peer} {name}" for name in getattr(load(peer), "CONFIGS", {})]
 
 
 def rows(
@@ -100,7 +115,9 @@ def rows(
     """
     result = []
     for peer, samples in theirs.items():
-        need = needs[peer]
+        skipped = skips_of(dict(errors), peer)
+        # a peer this machine cannot run (no Node.js for BullMQ): its row says why, no target
+        need = None if skipped else needs[peer]
         # one ratio per repetition; a failed repetition leaves a gap, and the target is not met
         paired = [a / b for a, b in zip(ours, samples, strict=False) if a is not None and b]
         if len(paired) != max(len(ours), len(samples)):
@@ -111,9 +128,9 @@ def rows(
                 f"{name} vs {peer}",
                 unit,
                 present(ours),
-                _target(peer, need, lower_is_better),
+                _target(peer, needs[peer], lower_is_better),
                 baseline=present(samples),
-                baseline_name=_describe(peer, run),
+                baseline_name=f"{peer}: {skipped}" if skipped else _describe(peer, run),
                 check=None if need is None else _every_repetition(paired, need, lower_is_better),
                 ratio=paired_ratio(ours, samples),
                 error=errors_of(dict(errors), "noti", peer),
@@ -143,8 +160,10 @@ def _every_repetition(paired: Sequence[float], need: float, lower_is_better: boo
 
 
 def _describe(peer: str, run: str) -> str:
-    """``peer``'s version and how its ``run`` is set up (its module's ``SETUP``)."""
+    """``peer``'s version and how its ``run`` is set up (its module's ``SETUP``; a peer named
+    ``"library configuration"`` is that entry of the library's)."""
+    library, _, variant = peer.partition(" ")
     try:
-        return f"{peer} {version(peer)}: {load(peer).SETUP[run]}"
+        return f"{library} {version(library)}: {load(library).SETUP[f'{run} {variant}'.strip()]}"
     except (ImportError, metadata.PackageNotFoundError) as exc:
         return f"{peer}: not available ({exc})"
