@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: noti for real on this machine. Installs noti[flower,http] into ./.venv (the install
+# `make run`: noti for real on this machine. Installs noti[flower,http,fast] into ./.venv (the install
 # `make test` made does), starts its own redis-server on a free private port (AOF on, data in
 # ./var/redis; or uses the Redis NOTI_REDIS_URL names, if one answers there), a worker, beat,
 # Flower and the HTTP API (`noti serve`), sends a few demo notifications through the sandbox

@@ -71,9 +71,12 @@ def test_flower_is_an_extra_that_the_test_extra_and_make_run_install() -> None:
     # the HTTP API (noti serve) is an extra too, as are the vendor libraries of some channels
     [own] = [Requirement(r) for r in extras["test"] if Requirement(r).name == "noti"]
     assert {"flower", "http", "push", "email-apis", "apprise"} <= own.extras
+    # make run installs Flower, the HTTP API and msgspec (noti.fastjson)
     assert (
-        "NOTI_EXTRAS=${NOTI_EXTRAS:-flower,http} scripts/venv.sh" in (ROOT / "scripts" / "run.sh").read_text()
+        "NOTI_EXTRAS=${NOTI_EXTRAS:-flower,http,fast} scripts/venv.sh"
+        in (ROOT / "scripts" / "run.sh").read_text()
     )
+    assert [Requirement(r).name for r in extras["fast"]] == ["msgspec"]
 
 
 def test_every_celery_setting_noti_sets_exists_in_the_installed_celery(rt: Any) -> None:
