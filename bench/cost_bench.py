@@ -74,7 +74,7 @@ def _bullmq_drains(smoke: bool, have: dict[str, Any]) -> dict[str, Any]:
         for kind in missing:
             drains: dict[str, list[Drain | None]] = {}
             errors: dict[str, list[str]] = {}
-            for peer_config in peers.configurations("bullmq"):
+            for peer_config in peers.configurations("bullmq", smoke):
                 config = peer_config.split(" ", 1)[1]
                 errors[peer_config] = []
 

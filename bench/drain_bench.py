@@ -234,16 +234,17 @@ def _rows(
     return [row, *peers.rows(number, name, "/s", rates["noti"], theirs, run, needs, errors)]
 
 
-def _peer_runs(number: int, function: str, *args: Any) -> dict[str, Callable[[], Drain]]:
+def _peer_runs(number: int, smoke: bool, function: str, *args: Any) -> dict[str, Callable[[], Drain]]:
     """The runs of scenario ``number``'s peers: each configuration of a :data:`CONFIGURED`
-    peer (its configuration's name passed last), the others once."""
+    peer (its configuration's name passed last; the first only in a smoke run), the others once
+    (a context peer not at all in a smoke run: :func:`bench.peers.scenario_runner`)."""
     runs: dict[str, Callable[[], Drain]] = {}
     for peer in PEERS[number]:
         if peer in CONFIGURED:
-            for config in peers.configurations(peer):
+            for config in peers.configurations(peer, smoke):
                 runs[config] = peers.runner(peer, function, *args, config.split(" ", 1)[1])
         else:
-            runs[peer] = peers.runner(peer, function, *args)
+            runs[peer] = peers.scenario_runner(peer, PEERS[number][peer], smoke, function, *args)
     return runs
 
 
@@ -271,7 +272,7 @@ def scenario_3(
             "noti": partial(noti_drain_sandbox, url, n, config),
             "noti_quiet": partial(noti_drain_sandbox, url, n, quiet),
             "celery": partial(celery_drain_noop, url, n),
-            **_peer_runs(3, "drain_noop", url, n),
+            **_peer_runs(3, smoke, "drain_noop", url, n),
         }
         drains, errors = _interleaved(reps, runs)
     best(drains, errors)
@@ -318,7 +319,7 @@ def scenario_4(
         runs = {
             "noti": partial(noti_drain_http, url, n, fake, config),
             "celery": partial(celery_drain_http, url, n, fake),
-            **_peer_runs(4, "drain_http", url, n, fake),
+            **_peer_runs(4, smoke, "drain_http", url, n, fake),
         }
         drains, errors = _interleaved(reps, runs)
     best(drains, errors)

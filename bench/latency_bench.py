@@ -138,7 +138,10 @@ def scenario_5(
                 ("sandbox", partial(noti_latency, url, "sandbox", seconds, config)),
                 ("celery", partial(celery_latency, url, seconds)),
                 ("http", partial(noti_latency, url, "http", seconds, config, fake)),
-                *((peer, peers.runner(peer, "latency", url, seconds)) for peer in PEERS),
+                *(
+                    (peer, peers.scenario_runner(peer, need, smoke, "latency", url, seconds))
+                    for peer, need in PEERS.items()
+                ),
             ):
                 runs[name].append(attempt(errors[name], f"{name} rep {rep + 1}", run))
     done = {name: present(rs) for name, rs in runs.items()}

@@ -52,7 +52,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from bench._report import Row, errors_of, paired_ratio, present, skips_of
+from bench._report import Row, Skipped, errors_of, paired_ratio, present, skips_of
 
 __all__ = ["DATABASES", "broker_url", "configurations", "load", "rows", "runner", "version"]
 
@@ -79,16 +79,37 @@ def runner(peer: str, function: str, *args: Any) -> Callable[..., Any]:
     return lambda *more: getattr(load(peer), function)(*args, *more)
 
 
+#: Why a smoke run leaves a context peer's drain or latency run out.
+CONTEXT_IN_FULL_RUNS = "a context peer: its drains and latency run in full runs, not in the smoke run"
+
+
+def scenario_runner(
+    peer: str, target: float | None, smoke: bool, function: str, *args: Any
+) -> Callable[..., Any]:
+    """:func:`runner`, but a smoke run skips a context peer (no ``target``), with its reason:
+    the smoke run (CI) checks that the scenarios and the targets' peers run; the context
+    peers' drains and latencies cost it a minute on two cores and are the full runs'."""
+    if smoke and target is None:
+
+        def skipped(*_: Any) -> Any:
+            raise Skipped(CONTEXT_IN_FULL_RUNS)
+
+        return skipped
+    return runner(peer, function, *args)
+
+
 def version(peer: str) -> str:
     """The installed version of ``peer``'s library, for the table's notes (a module that is
     no Python distribution, such as BullMQ's, says it in ``VERSION``)."""
     return getattr(load(peer), "VERSION", None) or metadata.version(peer)
 
 
-def configurations(peer: str) -> list[str]:
+def configurations(peer: str, smoke: bool = False) -> list[str]:
     """The names of ``peer``'s drain configurations measured side by side (``"bullmq 1x50"``:
-    its module's ``CONFIGS``), or none for a library run in one configuration."""
-    return [f"{peer} {name}" for name in getattr(load(peer), "CONFIGS", {})]
+    its module's ``CONFIGS``; ``smoke``: the first only, the smoke run checks that it runs),
+    or none for a library run in one configuration."""
+    names = [f"{peer} {name}" for name in getattr(load(peer), "CONFIGS", {})]
+    return names[:1] if smoke else names
 
 
 def rows(
