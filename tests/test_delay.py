@@ -164,6 +164,19 @@ def test_a_delayed_list_with_a_limit_reads_a_page_at_a_time_until_it_has_enough(
     assert [r.id for r, _ in notifier().delayed(user=ALICE)] == [first, second, third]
     assert [r.id for r, _ in notifier().delayed(user=ALICE, limit=10)] == [first, second, third]
     assert len(notifier().delayed(user=ADMIN, limit=1_201)) == 1_201
+    # a record rescheduled between two pages (it moves past the first page's end) is listed once
+    pages.clear()
+    real = rt.store.delayed_page
+
+    def moving(start: int, size: int | None) -> Any:
+        found = real(start, size)
+        if start == 0:
+            rt.redis.zadd(rt.keys.delayed, {first: 10**15})  # now the last of the set
+        return found
+
+    monkeypatch.setattr(rt.store, "delayed_page", moving)
+    listed = [r.id for r, _ in notifier().delayed(user=ALICE, limit=5)]
+    assert listed == [first, second, third]
 
 
 def test_two_pumps_never_publish_a_record_twice(rt: Any) -> None:

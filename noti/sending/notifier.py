@@ -342,13 +342,18 @@ class Notifier(History):
         limit = _limit(limit, "e.cmd.noti.delayed.badlimit")
         store = self.runtime.store
         visible: list[tuple[Notification, int]] = []
+        seen: set[str] = set()
         start = 0
-        # a page at a time, soonest first, until ``limit`` are found (the set may hold millions)
+        # a page at a time, soonest first, until ``limit`` are found (the set may hold millions;
+        # one that moved between two pages, rescheduled, is listed once)
         while True:
             rows, entries = store.delayed_page(start, DELAYED_PAGE if limit else None)
-            visible += [
-                (r, due) for r, due in entries if r.status is Status.WAITING and acting.can_touch(r.creator)
-            ]
+            for record, due in entries:
+                if record.id in seen or record.status is not Status.WAITING:
+                    continue
+                if acting.can_touch(record.creator):
+                    seen.add(record.id)
+                    visible.append((record, due))
             start += rows
             if not limit or len(visible) >= limit or rows < DELAYED_PAGE:
                 return visible[:limit] if limit else visible
