@@ -53,13 +53,24 @@ def server() -> Iterator[RedisProcess]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _started(server: RedisProcess) -> tuple[redis.Redis, dict[str, str]]:
+    """A client of the started ``server``, and the environment of a worker on it."""
+    client = redis.Redis(port=server.port, decode_responses=True)
+    server.start(client)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
+        **BASE_ENV,
+        "NOTI_USER": ADMIN,
+        "NOTI_REDIS_URL": f"redis://127.0.0.1:{server.port}/0",
+    }
+    return client, env
+
+
 def test_a_worker_sending_a_webhook_when_redis_dies_reconnects_and_records_it(
     server: RedisProcess, tmp_path: Path
 ) -> None:
     # given: a batch worker, and a webhook receiver that takes 3 s to answer
-    client = redis.Redis(port=server.port, decode_responses=True)
-    server.start(client)
-    url = f"redis://127.0.0.1:{server.port}/0"
+    client, env = _started(server)
     with WebhookReceiver() as receiver:
         receiver.delay_s = ANSWER_S
         config = tmp_path / "noti.toml"
@@ -68,13 +79,7 @@ def test_a_worker_sending_a_webhook_when_redis_dies_reconnects_and_records_it(
             f'[providers.hook]\nkind = "webhook"\nsecret = "{SECRET}"\nallow_private = true\n'
             f'destinations = ["{receiver.url}/"]\n'
         )
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
-            **BASE_ENV,
-            "NOTI_USER": ADMIN,
-            "NOTI_REDIS_URL": url,
-            "NOTI_CONFIG": str(config),
-        }
+        env["NOTI_CONFIG"] = str(config)
         args = ("worker", "-P", "solo", "-l", "INFO", "--without-mingle", "--without-gossip")
         worker = CeleryProcess(env, *args, name="reconnect")
         try:
@@ -114,15 +119,7 @@ def test_a_threads_worker_running_a_task_when_redis_dies_lets_it_finish_and_live
     server: RedisProcess, tmp_path: Path
 ) -> None:
     # given: a worker on the threads pool running a task that takes 3 s
-    client = redis.Redis(port=server.port, decode_responses=True)
-    server.start(client)
-    url = f"redis://127.0.0.1:{server.port}/0"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("NOTI_")},
-        **BASE_ENV,
-        "NOTI_USER": ADMIN,
-        "NOTI_REDIS_URL": url,
-    }
+    client, env = _started(server)
     args = ("worker", "-P", "threads", "-c", "2", "-l", "INFO", "--without-mingle", "--without-gossip")
     worker = CeleryProcess(env, *args, "-I", "tests.outage_tasks", name="reconnect-threads")
     try:
