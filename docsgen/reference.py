@@ -31,6 +31,20 @@ MARKER = re.compile(r"^<!-- generate: ([a-z-]+) -->$", re.M)
 # --- settings ---------------------------------------------------------------------------------
 
 
+def _parse(source: str) -> ast.Module:
+    """``source``'s syntax tree. CPython 3.11 before 3.11.8 can fail a parse with a spurious
+    ``SystemError: AST constructor recursion depth mismatch`` while another thread parses too
+    (python/cpython#106905; seen in CI rendering the settings page beside the test suite's
+    threads): such a parse is made again."""
+    for attempt in range(3):
+        try:
+            return ast.parse(source)
+        except SystemError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _field_comments(cls: type) -> dict[str, str]:
     """The ``#:`` comment lines just above each field of ``cls``, joined (its meaning)."""
     source = inspect.getsource(cls)
@@ -39,7 +53,7 @@ def _field_comments(cls: type) -> dict[str, str]:
         if tok.type == tokenize.COMMENT and tok.string.startswith("#:"):
             comments[tok.start[0]] = tok.string[2:].strip()
     meanings: dict[str, str] = {}
-    body = ast.parse(source).body[0]
+    body = _parse(source).body[0]
     assert isinstance(body, ast.ClassDef)
     for node in body.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):

@@ -5,7 +5,7 @@ client and the keys, and :class:`~noti.core.store.RecordStore` adds the writes t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import cast
 
 import redis
@@ -16,9 +16,11 @@ from noti.errors import NotFound
 from noti.inputs import could_be_id, shown
 from noti.redis.outage import translate_errors
 
-__all__ = ["RecordReader"]
+__all__ = ["DELAYED_PAGE", "RecordReader"]
 
 _PAGE = 500
+#: Entries of the delayed set read per round trip by a listing with a limit.
+DELAYED_PAGE = 500
 
 
 class RecordReader:
@@ -155,6 +157,25 @@ class RecordReader:
         set from its ``start``-th (every one from there without a limit; an entry whose record
         is gone is left out)."""
         return self.delayed_page(start, limit)[1]
+
+    def delayed_where(
+        self, keep: Callable[[Notification], bool], limit: int | None
+    ) -> list[tuple[Notification, int]]:
+        """The delayed records ``keep`` takes, with their due ms, soonest first: ``limit`` of them
+        (every one without), read :data:`DELAYED_PAGE` entries at a time until there are enough
+        (the set may hold millions); one rescheduled between two pages is listed once."""
+        found: list[tuple[Notification, int]] = []
+        seen: set[str] = set()
+        start = 0
+        while True:
+            rows, entries = self.delayed_page(start, DELAYED_PAGE if limit else None)
+            for record, due in entries:
+                if record.id not in seen and keep(record):
+                    seen.add(record.id)
+                    found.append((record, due))
+            start += rows
+            if not limit or len(found) >= limit or rows < DELAYED_PAGE:
+                return found[:limit] if limit else found
 
     def delayed_page(self, start: int, size: int | None) -> tuple[int, list[tuple[Notification, int]]]:
         """``size`` entries of the delayed set from its ``start``-th (every one from there when

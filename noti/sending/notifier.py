@@ -340,23 +340,9 @@ class Notifier(History):
         """Records waiting for a time (scheduled, or backing off), soonest first, with their due ms."""
         acting = self.user(user)
         limit = _limit(limit, "e.cmd.noti.delayed.badlimit")
-        store = self.runtime.store
-        visible: list[tuple[Notification, int]] = []
-        seen: set[str] = set()
-        start = 0
-        # a page at a time, soonest first, until ``limit`` are found (the set may hold millions;
-        # one that moved between two pages, rescheduled, is listed once)
-        while True:
-            rows, entries = store.delayed_page(start, DELAYED_PAGE if limit else None)
-            for record, due in entries:
-                if record.id in seen or record.status is not Status.WAITING:
-                    continue
-                if acting.can_touch(record.creator):
-                    seen.add(record.id)
-                    visible.append((record, due))
-            start += rows
-            if not limit or len(visible) >= limit or rows < DELAYED_PAGE:
-                return visible[:limit] if limit else visible
+        return self.runtime.store.delayed_where(
+            lambda r: r.status is Status.WAITING and acting.can_touch(r.creator), limit
+        )
 
     def cancel(self, ident: str, *, user: str | None = None, creator: str | None = None) -> Notification:
         """Cancel a scheduled record by id, or by identifier (of ``creator``, default the user).
@@ -487,10 +473,6 @@ class Notifier(History):
             limit=_limit(limit, "e.cmd.noti.send.badlimit"),
             timeout_s=timeout_s,
         )
-
-
-#: Entries of the delayed set read per round trip by a listing with a limit.
-DELAYED_PAGE = 500
 
 
 def _limit(value: object, code: str) -> int | None:
