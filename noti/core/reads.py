@@ -152,12 +152,6 @@ class RecordReader:
             if cursor == 0:
                 return list(dict.fromkeys(found))  # ZSCAN may return a member twice
 
-    def delayed_entries(self, limit: int | None = None, *, start: int = 0) -> list[tuple[Notification, int]]:
-        """Records in the delayed set with their due ms, soonest first: ``limit`` entries of the
-        set from its ``start``-th (every one from there without a limit; an entry whose record
-        is gone is left out)."""
-        return self.delayed_page(start, limit)[1]
-
     def delayed_where(
         self, keep: Callable[[Notification], bool], limit: int | None
     ) -> list[tuple[Notification, int]]:

@@ -122,11 +122,7 @@ class History:
             _text(provider, "provider"),
             _text(msgid, "msgid"),
         )
-        if delivery is not None and delivery not in DELIVERY_STATES:
-            raise InvalidInput(
-                f"unknown delivery status {shown(delivery)} (known: {', '.join(DELIVERY_STATES)})",
-                code="e.cmd.noti.list.baddelivery",
-            )
+        delivery = parse_delivery(delivery)
         store = self.runtime.store
         addresses: tuple[str, ...] = ()
         if to is not None:
@@ -206,6 +202,20 @@ def _search_limit(value: object) -> int:
             f"limit must be from 1 to {SEARCH_MAX}, got {shown(value)}", code="e.cmd.noti.search.bad"
         )
     return limit
+
+
+def parse_delivery(value: object) -> str | None:
+    """A listing's or a search's delivery status: None, or one of :data:`DELIVERY_STATES`.
+
+    Raises:
+        InvalidInput: ``e.cmd.noti.list.baddelivery``.
+    """
+    if value is not None and value not in DELIVERY_STATES:
+        raise InvalidInput(
+            f"unknown delivery status {shown(value)} (known: {', '.join(DELIVERY_STATES)})",
+            code="e.cmd.noti.list.baddelivery",
+        )
+    return value
 
 
 def parse_status(value: Status | int | None) -> Status | None:

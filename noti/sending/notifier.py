@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from noti.core.attempt import Revoked
 from noti.core.delay import PublishItem, validate_idempotency_key
 from noti.core.record import (
-    DELIVERY_STATES,
     Channel,
     Notification,
     Status,
@@ -23,7 +22,7 @@ from noti.errors import InvalidInput, NotFound
 from noti.inputs import could_be_id, finite_number, integer, shown, user_name
 from noti.redis.outage import translate_errors
 from noti.sending.builder import RecordBuilder
-from noti.sending.history import History, parse_status
+from noti.sending.history import History, parse_delivery, parse_status
 from noti.sending.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -280,11 +279,7 @@ class Notifier(History):
         creator = self.user(user).scope(creator, code="e.cmd.noti.list.nopvg", action="list notifications")
         st = parse_status(status)
         limit = _limit(limit, "e.cmd.noti.list.badlimit")
-        if delivery is not None and delivery not in DELIVERY_STATES:
-            raise InvalidInput(
-                f"unknown delivery status {shown(delivery)} (known: {', '.join(DELIVERY_STATES)})",
-                code="e.cmd.noti.list.baddelivery",
-            )
+        delivery = parse_delivery(delivery)
         channel = parse_channel(type) if type is not None else None
         return self.runtime.store.select(
             creator=creator, status=st, limit=limit, delivery=delivery, channel=channel

@@ -73,7 +73,7 @@ def sweep_lost(
         start += _PAGE
     if lost:
         # each message carries the trace its record was made in (none: no root span of its own)
-        publisher.publish(lost, traces=record_traces(runtime, [item[0] for item in lost]))
+        publisher.publish(lost, traces=record_traces(runtime, [item[0] for item in lost]) or None)
         log.warning("sweep: queued %d waiting records again whose messages were lost", len(lost))
     return len(lost)
 
