@@ -130,11 +130,15 @@ class Finish:
     outcome: Outcome
     #: Appended to the dead-letter stream in the same atomic step.
     letter: DeadLetter | None = None
-    #: The provider whose answer decided the outcome ("": none answered), for the counters.
-    provider: str = ""
     #: Each provider call of the attempt, in order, as its timeline tells it
     #: (:mod:`noti.core.timeline`).
     notes: tuple[CallNote, ...] = ()
+
+    @property
+    def provider(self) -> str:
+        """The provider whose answer decided the outcome, the last one called ("": none
+        answered), for the counters."""
+        return self.notes[-1].provider if self.notes else ""
 
     @property
     def calls(self) -> tuple[tuple[str, float], ...]:

@@ -336,7 +336,7 @@ class Sender:
                     record.channel.value, record.target, why=why_suppressed(record, outcome, last)
                 )
             outcome = still_unsure(outcome, attempt.claim.in_doubt)
-            items.append(Finish(record.id, attempt.owner, outcome, letter, last, tuple(attempt.notes)))
+            items.append(Finish(record.id, attempt.owner, outcome, letter, tuple(attempt.notes)))
         applied = self._finish(items)
         results = []
         early: list[tuple[str, str]] = []
