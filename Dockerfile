@@ -5,6 +5,6 @@ FROM python:3.11.11-slim-bookworm
 WORKDIR /app
 COPY pyproject.toml README.md LICENSE ./
 COPY noti ./noti
-RUN pip install --no-cache-dir ".[flower,http]" && useradd --create-home noti
+RUN pip install --no-cache-dir ".[flower,http,fast]" && useradd --create-home noti
 USER noti
 CMD ["celery", "-A", "noti", "worker", "-l", "INFO"]
