@@ -4,12 +4,11 @@ dead letters. Each job is idempotent, so a duplicate run is harmless."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
 from typing import Protocol, cast
 
-from noti.core.delay import PublishItem
 from noti.core.record import Channel, now_ms
 from noti.redis.outage import translate_errors
+from noti.sending.notifier import Publishing
 from noti.sending.runtime import Runtime
 from noti.sending.traces import record_traces
 
@@ -19,19 +18,13 @@ log = logging.getLogger(__name__)
 _PAGE = 1000
 
 
-class Requeuing(Protocol):
-    """What the lost-message sweep needs of the Celery layer's publisher
-    (:class:`noti.celery.publish.Publisher` fills it, so nothing here imports it)."""
+class Requeuing(Publishing, Protocol):
+    """What the lost-message sweep needs of the Celery layer's publisher: a publisher that
+    also knows which queues are empty (:class:`noti.celery.publish.Publisher` fills it, so
+    nothing here imports it)."""
 
     def empty_channels(self) -> set[Channel]:
         """The channels whose queue holds no delivery message (none when not known)."""
-        ...
-
-    def publish(
-        self, items: Iterable[PublishItem], *, traces: Mapping[str, Mapping[str, str]] | None = None
-    ) -> int:
-        """Publish the delivery message of each ``(record id, channel, level)``, carrying
-        ``traces[record id]`` (the trace context its record was made in); how many."""
         ...
 
 
