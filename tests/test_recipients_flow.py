@@ -6,6 +6,7 @@ lost); erasure."""
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 import time
@@ -457,6 +458,33 @@ def test_a_notice_is_never_made_from_a_stale_profile_template_or_category(rt: An
         )
     )
     assert states(notice) == {"sms": "queued"}  # critical now: preferences no longer apply
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["notify", "notify_many"])
+@pytest.mark.parametrize("again", ["put", "import"])
+def test_a_profile_erased_and_made_again_under_its_id_is_never_sent_to_the_erased_address(
+    rt: Any, bulk: bool, again: str
+) -> None:
+    from noti.recipients.api import recipients as api
+    from noti.recipients.importing import rows_of_csv
+
+    def sms_target() -> str:
+        item = {"recipient": "42", "template": "order_shipped", "data": {"order": 1}, "channels": ["sms"]}
+        notice_id = api().notify_many([item]).ids[0] if bulk else noti.notify(**item)  # type: ignore[arg-type]
+        assert notice_id is not None
+        return str(rt.store.get(by(noti.get_notice(notice_id), "sms").record).target)
+
+    # given: this process keeps 42's profile (read by a first notice)
+    assert sms_target() == PHONE
+    # when: 42 is erased, and someone signs up (or is imported) under the same id, another phone
+    recipients.delete("42")
+    if again == "put":
+        recipients.put("42", {"addresses": {"sms": "+8613800000099"}, "locale": "en"})
+    else:
+        result = recipients.import_rows(rows_of_csv(io.StringIO("id,sms,locale\n42,+8613800000099,en\n")))
+        assert result.created == 1
+    # then: the kept profile is stale (its version was never reused): the new phone, never the erased one
+    assert sms_target() == "+8613800000099"
 
 
 def test_notify_many_makes_each_good_notice_and_refuses_each_bad_one_alone(rt: Any, worker: Any) -> None:

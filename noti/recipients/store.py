@@ -3,7 +3,10 @@
 The client is noti's (``decode_responses``: replies are text). One hash per recipient
 (``noti:rcpt:<owner>:<id>``, :mod:`noti.core.keys`) holds the profile
 (``doc``, JSON), ``ct`` / ``lm``, ``v`` (bumped by every profile write: what
-:mod:`noti.recipients.snapshot` checks a kept profile against) and the preferences as fields
+:mod:`noti.recipients.snapshot` checks a kept profile against; it starts at a random number
+when the hash is made, :func:`first_version`, so a profile erased and made again under the
+same id never repeats a version a process may have kept the erased one under) and the
+preferences as fields
 ``p:<category>:<channel>`` -> ``1`` / ``0`` (``*`` for every category or channel), so the one
 script that decides a send (``notify.lua``) and the claim before it (``preference.lua``) read
 a recipient's whole say in one ``HMGET``. A zset per owner lists the ids; a zset per
@@ -15,6 +18,7 @@ Erasure (:meth:`RecipientStore.erase`, "the right to be forgotten") is
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -51,6 +55,15 @@ class ImportResult:
             "updated": self.updated,
             "refused": [{"row": n, "code": c, "message": m} for n, c, m in self.refused],
         }
+
+
+def first_version() -> int:
+    """Where a new profile hash's ``v`` starts (then bumped to it + 1 by the write): a random
+    number below 2**52 (Lua and JSON read it exactly), multiple of 2**20 so bumps never reach
+    the next one. Starting at 0 made a profile erased and put again under its id (a sign-up
+    after an erasure, an import after a flush) version 1 again: a process that kept the erased
+    profile at version 1 found it fresh and sent to the erased person's addresses."""
+    return secrets.randbits(32) << 20
 
 
 def _pref_field(category: str, channel: str) -> str:
@@ -103,6 +116,7 @@ class RecipientStore:
             pipe.hsetnx(key, "ct", now)
             pipe.hget(key, "ct")
             pipe.hset(key, mapping={"doc": recipient.to_json(), "lm": now})
+            pipe.hsetnx(key, "v", first_version())
             pipe.hincrby(key, "v", 1)
             pipe.zadd(self.keys.recipients(owner), {recipient.id: now}, nx=True)
             created, ct = pipe.execute()[:2]
@@ -239,10 +253,11 @@ class RecipientStore:
                 key = k.recipient(owner, p.id)
                 pipe.hsetnx(key, "ct", p.created_ms)
                 pipe.hset(key, mapping={"doc": p.to_json(), "lm": p.updated_ms})
+                pipe.hsetnx(key, "v", first_version())
                 pipe.hincrby(key, "v", 1)
             pipe.zadd(k.recipients(owner), {p.id: p.created_ms for p in profiles}, nx=True)
             answers = pipe.execute()
-        made = sum(1 for flag in answers[0:-1:3] if flag)
+        made = sum(1 for flag in answers[0:-1:4] if flag)
         result.created += made
         result.updated += len(profiles) - made
 
