@@ -591,6 +591,56 @@ def test_notify_many_over_several_batches_makes_one_notice_per_item_and_writes_e
         assert x.id in recipients.history(x.recipient, limit=1000)
 
 
+def test_a_template_put_again_during_a_bulk_call_remakes_the_stale_notices_together(rt: Any) -> None:
+    from noti.recipients import bulk
+    from noti.recipients.api import recipients as api
+
+    # given: this process keeps the template (read by a first call), then it is put again;
+    # five recipients in turn, more items than two batches hold
+    for i in range(5):
+        recipients.put(f"t{i}", {"addresses": {"sms": f"+86138000020{i:02d}"}, "locale": "en"})
+    item = {"template": "order_shipped", "data": {"order": 0}, "channels": ["sms"]}
+    api().notify_many([{**item, "recipient": f"t{i}"} for i in range(5)])
+    recipients.put_template(
+        "order_shipped", {"default_locale": "en", "channels": {"sms": {"en": {"text": "v2 {{ order }}"}}}}
+    )
+    n = 2 * bulk.BULK_BATCH + 7
+    rt.redis.config_resetstat()
+    # when: every notice of the batches in flight was made from the kept (stale) template
+    batch = api().notify_many([{**item, "recipient": f"t{i % 5}", "data": {"order": i}} for i in range(n)])
+    # then: each made again from the new one, in a few calls (a round trip each was 1,000)
+    assert batch.refused == [] and None not in batch.ids and len(set(batch.ids)) == n
+    texts = {rt.store.get(by(noti.get_notice(i), "sms").record).fields["text"] for i in batch.ids[:: n // 7]}  # type: ignore[arg-type]
+    assert texts == {f"v2 {i}" for i in range(0, n, n // 7)}
+    calls = int(rt.redis.info("commandstats")["cmdstat_evalsha"]["calls"])
+    assert calls <= 3 * n // bulk.PER_CALL, calls
+
+
+def test_a_bulk_notice_whose_inputs_keep_changing_is_refused_alone_after_five_tries(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noti.recipients.api import recipients as api
+    from noti.recipients.request import parse_request
+    from noti.recipients.snapshot import Snapshots
+
+    # given: 42's profile kept, then changed behind it; this process keeps finding the old one
+    item = {"template": "order_shipped", "data": {"order": 1}, "channels": ["sms"]}
+    recipients.put("43", {"addresses": {"sms": "+8613800000043"}, "locale": "en"})
+    api().notify_many([{**item, "recipient": "42"}, {**item, "recipient": "43"}])
+    notices = api().notices
+    old = notices.snapshots.kept(parse_request(notices.notifier, **item, recipient="42"))
+    assert old is not None
+    recipients.update("42", {"locale": "en"})
+    kept = Snapshots.kept
+    monkeypatch.setattr(Snapshots, "kept", lambda self, r: old if r.rid == "42" else kept(self, r))
+    # when
+    batch = api().notify_many([{**item, "recipient": r} for r in ("43", "42", "43")])
+    # then: 42's is refused as a plain notify is, the others are made
+    assert [i is not None for i in batch.ids] == [True, False, True]
+    assert [(i, code) for i, code, _ in batch.refused] == [(1, "e.noti.store.unavailable")]
+    assert "changed 5 times" in batch.refused[0][2]
+
+
 def test_a_merged_away_recipients_held_notice_is_sent_to_the_one_it_joined(rt: Any, worker: Any) -> None:
     # given: anon-7 has a notice held by quiet hours for 2 more seconds
     recipients.put(

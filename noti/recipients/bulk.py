@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from noti.core.record import now_ms
 from noti.errors import NotiError
 from noti.inputs import shown
-from noti.recipients.notices import STALE
+from noti.recipients.notices import STALE, STALE_TRIES
 from noti.recipients.request import NoticeRequest, parse_request, refused
 from noti.recipients.snapshot import Snapshot
 from noti.redis.outage import translate_errors
@@ -172,21 +172,64 @@ def _prepare(
 
 
 def _conclude(notices: Notices, batch: _Batch, pipe: ScriptPipeline, result: NoticeBatch) -> None:
-    """Read a batch's answers: its notices' ids in ``result`` (a stale one made again alone)."""
+    """Read a batch's answers: its notices' ids in ``result``. The stale ones (what they were
+    made from changed meanwhile: a template put again while a bulk call runs makes every
+    notice of the batches in flight stale) are made again from the fresh values together, in
+    one call, not one round trip each."""
     with translate_errors(notices.runtime.redis):
         answers = iter([answer for call in pipe.results() for answer in call])
+    stale: list[tuple[int, NoticeRequest]] = []
     for i, p in enumerate(batch.prepared):
         if p is None or isinstance(p, str):
             result.ids.append(p)
             continue
         try:
             answer = next(answers)
-            if answer[0] == STALE:  # changed since read: this one again, alone
+            if answer[0] == STALE:  # changed since read: made again below, with the others
                 request = batch.requests[i]
                 assert request is not None
-                result.ids.append(notices._make(request, notices._fresh(request, answer)).id)
+                notices._fresh(request, answer)
+                stale.append((len(result.ids), request))
+                result.ids.append(None)
                 continue
             result.ids.append(notices._finish(p, answer, lean=True).id)
         except NotiError as exc:
             result.ids.append(None)
             result.refused.append((batch.offset + i, exc.code, exc.message))
+    if stale:
+        _again(notices, stale, result)
+
+
+def _again(notices: Notices, stale: list[tuple[int, NoticeRequest]], result: NoticeBatch) -> None:
+    """Make ``stale`` notices (each with its item's index: its place in ``result.ids``)
+    again from the values kept now, together, as often as they come back stale (at most
+    :data:`~noti.recipients.notices.STALE_TRIES` times, then refused as ``notify`` refuses
+    it: ``e.noti.store.unavailable``)."""
+    for _ in range(STALE_TRIES):
+        ready: list[tuple[int, NoticeRequest, _Prepared]] = []
+        for place, request in stale:
+            try:
+                snapshot = notices.snapshots.kept(request) or notices._read(request)
+                ready.append((place, request, notices._prepare(request, snapshot)))
+            except NotiError as exc:
+                result.refused.append((place, exc.code, exc.message))
+        stale = []
+        for start in range(0, len(ready), PER_CALL):
+            part = ready[start : start + PER_CALL]
+            keys, args = notices.calls.call_of([p for _, _, p in part], now_ms())
+            with translate_errors(notices.runtime.redis):
+                answers = notices._held.call_script(notices._script, keys, args)
+            for (place, request, prepared), answer in zip(part, answers, strict=True):
+                try:
+                    if answer[0] == STALE:
+                        notices._fresh(request, answer)
+                        stale.append((place, request))
+                    else:
+                        result.ids[place] = notices._finish(prepared, answer, lean=True).id
+                except NotiError as exc:
+                    result.refused.append((place, exc.code, exc.message))
+        if not stale:
+            return
+    for place, request in stale:
+        gone = notices.kept_changing(request)
+        result.refused.append((place, gone.code, gone.message))

@@ -142,7 +142,12 @@ class Notices:
             if answer[0] != STALE:
                 return self._finish(prepared, answer)
             snapshot = self._fresh(request, answer)
-        raise StoreUnavailable(
+        raise self.kept_changing(request)
+
+    @staticmethod
+    def kept_changing(request: NoticeRequest) -> StoreUnavailable:
+        """The error of a notice whose inputs changed :data:`STALE_TRIES` times while it was made."""
+        return StoreUnavailable(
             f"recipient {request.rid}, template {request.template} or category {request.category} "
             f"changed {STALE_TRIES} times while the notice was made: try again"
         )
