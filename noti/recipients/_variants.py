@@ -220,7 +220,8 @@ class Variant:
         out = {name: _render_tree(tree, values, budget) for name, tree in self.fields.items()}
         if self.params is not None:
             out["text"] = _encode_params(_render_tree(self.params, values, budget))
-        out.update(copy.deepcopy(dict(self.plain)))
+        if self.plain:
+            out.update(copy.deepcopy(dict(self.plain)))
         return out
 
     def constant_fields(self) -> dict[str, Any]:

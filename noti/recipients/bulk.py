@@ -141,9 +141,16 @@ def _prepare(
             requests.append(None)
             result.refused.append((offset + i, "e.cmd.noti.notify.baditem", str(exc)))
     redis_client = notices.runtime.redis
-    snapshots: list[Snapshot | None] = [
-        notices.snapshots.kept(r) if r is not None else None for r in requests
-    ]
+    snapshots: list[Snapshot | None] = []
+    seen: dict[tuple[str, str, str, str, int | None], Snapshot | None] = {}  # per batch: no locks
+    for r in requests:
+        if r is None:
+            snapshots.append(None)
+            continue
+        key = (r.owner, r.rid, r.category, r.template, r.version)
+        if key not in seen:
+            seen[key] = notices.snapshots.kept(r)
+        snapshots.append(seen[key])
     missing = [i for i, r in enumerate(requests) if r is not None and snapshots[i] is None]
     if missing:
         with translate_errors(redis_client):

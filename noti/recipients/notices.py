@@ -182,7 +182,7 @@ class Notices:
         entries: dict[str, NoticeEntry] = {}
         built: list[tuple[Notification, str]] = []
         locales: dict[str, str] = {}
-        base = {**request.values, "recipient": profile.template_view()}
+        base = {**request.values, "recipient": snapshot.view}
         asked = request.locale or profile.locale
         enforced = category.enforced
         rkey = self.keys.recipient(owner, profile.id)

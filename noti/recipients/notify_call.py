@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from noti.core.record import Notification, new_id, to_hash
+from noti.fastjson import dumps as fast_dumps
 from noti.recipients.categories import Category
 from noti.recipients.notice import Notice, NoticeEntry
 from noti.recipients.request import DIGEST_MAX, NoticeRequest
@@ -92,7 +93,7 @@ class NotifyCalls:
                         record.id, record.channel, record.level, record.parent
                     )
         idem_key, key_ttl = request.once_key(k, int(self.runtime.settings.idempotency_ttl_s * 1000))
-        doc = _DOC.encode(
+        doc = fast_dumps(  # read back by noti alone (Notice.from_hash): msgspec's where installed
             {
                 "owner": notice.owner,
                 "rcpt": notice.recipient,

@@ -49,6 +49,9 @@ class Snapshot:
     template: Template
     #: ``"<current> <ct>"`` of the template, or :data:`NO_CHECK` when the caller named a version.
     template_stamp: str
+    #: What a template sees as ``recipient`` (:meth:`Recipient.template_view`), made once per
+    #: kept profile: the templates' sandbox is immutable, so every notice may share it.
+    view: dict[str, Any]
 
 
 class Snapshots:
@@ -59,7 +62,7 @@ class Snapshots:
         self.templates = templates
         # bounded by their number of entries (each counts 1); thread-safe: a worker's threads
         # make notices through one process notifier
-        self._profiles: LruCache[tuple[str, str], tuple[str, Recipient]] = LruCache(
+        self._profiles: LruCache[tuple[str, str], tuple[str, Recipient, dict[str, Any]]] = LruCache(
             PROFILES_KEPT, PROFILES_KEPT
         )
         self._stamps: LruCache[tuple[str, str], str] = LruCache(TEMPLATES_KEPT, TEMPLATES_KEPT)
@@ -81,7 +84,7 @@ class Snapshots:
         template = self.templates.cached(request.owner, request.template, version)
         if template is None:
             return None
-        return Snapshot(profile[1], profile[0], category[1], category[0], template, stamp)
+        return Snapshot(profile[1], profile[0], category[1], category[0], template, stamp, profile[2])
 
     def queue_reads(self, pipe: Any, request: NoticeRequest) -> None:
         """The three reads a snapshot needs, queued on ``pipe`` (one round trip for any number
@@ -104,8 +107,9 @@ class Snapshots:
             raise NotFound(f"no category {shown(request.category)}", code="e.cmd.noti.cat.not_found")
         current, created = stamp
         recipient = Recipient.from_json(doc)
+        view = recipient.template_view()
         kept_category = Category.from_json(request.category, category)
-        self._profiles.put((request.owner, request.rid), (str(version or "0"), recipient), 1)
+        self._profiles.put((request.owner, request.rid), (str(version or "0"), recipient, view), 1)
         self._categories.put(request.category, (category or "", kept_category), 1)
         if request.version is None:
             if current is None:
@@ -119,5 +123,5 @@ class Snapshots:
             request.owner, request.template, version_wanted
         ) or self.templates.get(request.owner, request.template, version_wanted)
         return Snapshot(
-            recipient, str(version or "0"), kept_category, category or "", template, template_stamp
+            recipient, str(version or "0"), kept_category, category or "", template, template_stamp, view
         )

@@ -199,8 +199,9 @@ class Template:
                 f"template {self.name!r} v{self.version} has no {channel} variant in {shown(locale)} "
                 f"(it has {', '.join(variants)})",
             )
-        context = dict(values)
-        context.setdefault("locale", variant.locale)
+        context = values
+        if "locale" not in values:  # (a notice's values have it: not copied again)
+            context = {**values, "locale": variant.locale}
         try:
             return variant.render(context)
         except InvalidInput as exc:
