@@ -410,6 +410,79 @@ def test_erasure_reaches_records_older_than_the_log_and_their_dead_letters(
     assert rt.store.get(made["43"]).target == other
 
 
+def test_a_receipt_after_the_erasure_keeps_its_state_and_never_the_vendors_words(
+    rt: Any, worker: Any
+) -> None:
+    # given: 42's push was sent (accepted: its receipt comes later), then 42 was erased
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["push"])
+    )
+    record_id = by(notice, "push").record
+    wait_until(lambda: rt.store.get(record_id).delivery == "accepted")
+    recipients.delete("42")
+    # when: the vendor's receipt quotes the device token in its words
+    body = json.dumps(
+        [
+            {
+                "msgid": f"sandbox-{record_id}",
+                "state": "undelivered",
+                "code": "GONE",
+                "text": f"{TOKEN} unregistered",
+            }
+        ]
+    ).encode()
+    ReceiptIntake(rt).take(
+        "pushbox",
+        ReceiptRequest(
+            "POST",
+            "http://127.0.0.1/v1/receipts/pushbox",
+            {"x-sandbox-signature": sign_receipt(SECRET, body)},
+            body,
+        ),
+    )
+    # then: the delivery state is kept, the words are not (record, timeline)
+    record = rt.store.get(record_id)
+    assert record.delivery == "undelivered" and record.delivery_code == "GONE"
+    assert TOKEN not in (record.delivery_text or "") and "erased" in (record.delivery_text or "")
+    steps = rt.redis.lrange(rt.keys.timeline(record_id), 0, -1)
+    assert any('"receipt"' in s for s in steps) and not any(TOKEN in s for s in steps)
+
+
+def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(rt: Any) -> None:
+    from noti.core.attempt import CallNote, Finish, Outcome
+    from noti.core.deadletter import DeadLetter
+
+    # given: 42's SMS is being sent (a worker holds it) when 42 is erased
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
+    )
+    record_id = by(notice, "sms").record
+    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    recipients.delete("42")
+    # when: the send's outcome comes back quoting the number (a vendor's words), a dead letter
+    words = f"e.noti.send.invalid: {PHONE} is not a reachable number"
+    letter = DeadLetter(
+        record_id=record_id,
+        type="sms",
+        target=PHONE,
+        attempts=1,
+        error_class="invalid",
+        errmsg=words,
+        at_ms=1,
+    )
+    note = CallNote("sandbox", 1, 0.01, "failed", code="e.noti.send.invalid", vendor_code="21211", text=words)
+    outcome = Outcome(Status.INVALID, words, 1, error_class="invalid")
+    assert rt.store.finish_many([Finish(record_id, "w", outcome, letter, (note,))]) == [True]
+    # then: applied, without the number or the vendor's words anywhere it is kept
+    record = rt.store.get(record_id)
+    assert record.status is Status.INVALID and record.errmsg.startswith("e.noti.send.invalid: ")
+    assert PHONE not in record.errmsg and PHONE not in record.target
+    steps = rt.redis.lrange(rt.keys.timeline(record_id), 0, -1)
+    assert any('"attempt"' in s for s in steps) and not any(PHONE in s or "21211" in s for s in steps)
+    entries = json.dumps(rt.redis.xrange(rt.keys.dead_letters))
+    assert record_id in entries and PHONE not in entries
+
+
 def test_notify_delay_through_celery_answers_the_notice_id(rt: Any, worker: Any) -> None:
     result = noti.tasks.notify.delay(
         recipient="42", template="order_shipped", data={"order": 8}, channels=["sms"]

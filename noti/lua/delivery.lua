@@ -48,8 +48,11 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
   if at == '0' then
     at = now
   end
-  local id, current, kind, cb, by, st =
-    unpack(redis.call('HMGET', key, 'id', 'noti_dlv', 'noti_type', 'noti_status_cb', 'noti_sent_by', 'noti_st'))
+  local id, current, kind, cb, by, st, erased = unpack(redis.call('HMGET', key, 'id', 'noti_dlv', 'noti_type',
+    'noti_status_cb', 'noti_sent_by', 'noti_st', 'noti_erased'))
+  if erased then -- its recipient was erased: the vendor's words may quote the address
+    text = tl_unworded(text)
+  end
   if not id then
     out[#out + 1] = 'gone'
     count(counts, 'receipts|gone|' .. provider)

@@ -32,11 +32,23 @@ for i = 16, #KEYS do
   local key = KEYS[i]
   local a = 5 + (i - 16) * 10
   local owner, new_st, errmsg, not_before = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local st, held_by, id, kind, prior_dlv, cb = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id',
-    'noti_type', 'noti_dlv', 'noti_status_cb'))
+  local st, held_by, id, kind, prior_dlv, cb, erased = unpack(redis.call('HMGET', key, 'noti_st', '_owner', 'id',
+    'noti_type', 'noti_dlv', 'noti_status_cb', 'noti_erased'))
   if st ~= '1' or held_by ~= owner then
     out[#out + 1] = 0
   else
+    local steps, letter = ARGV[a + 9], ARGV[a + 7]
+    if erased then -- its recipient was erased while it was sent: no words, no address kept
+      errmsg, steps = tl_unworded(errmsg), tl_unworded_lines(steps)
+      if letter ~= '' then
+        local entry = cjson.decode(letter)
+        entry.target = redis.call('HGET', key, 'noti_target') or ''
+        if entry.errmsg then
+          entry.errmsg = tl_unworded(entry.errmsg)
+        end
+        letter = cjson.encode(entry)
+      end
+    end
     -- the new state with its expiry, if any, in one call; then the claim's fields go
     if ARGV[a + 5] == '' then
       redis.call('HSET', key, 'noti_st', new_st, 'noti_errmsg', errmsg, 'noti_timeout_at', not_before,
@@ -109,9 +121,9 @@ for i = 16, #KEYS do
       redis.call('ZREM', KEYS[5], id)
       redis.call('ZADD', index[new_st], now, id)
     end
-    if ARGV[a + 7] ~= '' then
+    if letter ~= '' then
       local entry = {}
-      for field, value in pairs(cjson.decode(ARGV[a + 7])) do
+      for field, value in pairs(cjson.decode(letter)) do
         entry[#entry + 1] = field
         entry[#entry + 1] = tostring(value)
       end
@@ -123,8 +135,8 @@ for i = 16, #KEYS do
       tallies[kind or ''] = texts
     end
     texts[ARGV[a + 8]] = (texts[ARGV[a + 8]] or 0) + 1
-    if ARGV[a + 9] ~= '' then
-      tl_add_lines(key, ARGV[a + 9])
+    if steps ~= '' then
+      tl_add_lines(key, steps)
     end
     out[#out + 1] = result
   end

@@ -7,6 +7,10 @@
 -- written together on the one primary that holds the records.
 -- tl_add(record key, step) appends one step (JSON text); tl_add_lines(record key, text)
 -- appends the steps of a text with one step per line (how a finish's attempt steps come).
+-- tl_unworded(text) / tl_unworded_lines(text): what a record whose recipient was erased
+-- (noti_erased, noti/recipients/erasure.py) keeps of an error text / of steps written after
+-- the erasure (a send in flight then, a late delivery receipt): a noti code, never the words,
+-- which a vendor's text may quote the erased address in.
 -- The list keeps the newest TL_MAX steps; the record's field noti_tl_drop counts the older
 -- ones dropped (the record's own creation fields are its first step: noti/core/timeline.py).
 local TL_MAX = 50
@@ -49,4 +53,30 @@ local function tl_step(at, ev, fields)
     end
   end
   return out .. '}'
+end
+
+local TL_UNWORDED = 'not kept: the recipient was erased'
+
+local function tl_unworded(text)
+  if not text or text == '' then
+    return text
+  end
+  local code = string.match(text, '^([%w%._%-]+):')
+  return code and (code .. ': ' .. TL_UNWORDED) or TL_UNWORDED
+end
+
+local function tl_unworded_lines(text)
+  local steps = {}
+  for line in string.gmatch(text, '[^\n]+') do
+    local ok, step = pcall(cjson.decode, line)
+    if ok and type(step) == 'table' then
+      for _, name in ipairs({'text', 'vendor_code'}) do
+        if step[name] and step[name] ~= cjson.null then
+          step[name] = TL_UNWORDED
+        end
+      end
+      steps[#steps + 1] = cjson.encode(step)
+    end
+  end
+  return table.concat(steps, '\n')
 end
