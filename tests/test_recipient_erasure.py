@@ -1,0 +1,199 @@
+"""Erasing a recipient (issue 34, "the right to be forgotten", :mod:`noti.recipients.erasure`):
+the profile forgotten, waiting records revoked, kept records and their dead letters masked,
+however old; what comes for a masked record afterwards (a send in flight, a late receipt)
+keeps no address and no vendor words; a profile made again under the id is never sent to
+the erased addresses by a process that kept the old one."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from typing import Any
+
+import pytest
+
+import noti
+import noti.sending.runtime
+import noti.tasks
+from noti import recipients
+from noti.core.record import Status
+from noti.delivery import ReceiptRequest
+from noti.errors import NotFound
+from noti.providers.sandbox import sign_receipt
+from noti.sending.intake import ReceiptIntake
+from tests.conftest import wait_until
+from tests.recipients_given import (
+    EMAIL,
+    PHONE,
+    SECRET,
+    TOKEN,
+    by,
+    given_runtime,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rt(configure: Any) -> Any:
+    return given_runtime(configure)
+
+
+def test_erasure_forgets_the_profile_masks_kept_records_and_revokes_waiting_ones(rt: Any) -> None:
+    # given: one notice sent now (no worker: its records wait) and one record kept
+    notice = noti.get_notice(noti.notify(recipient="42", template="order_shipped", data={"order": 1}))
+    # when
+    erased = recipients.delete("42")
+    # then
+    assert erased.revoked == 3 and erased.masked == 3 and erased.notices == 1
+    for record_id in notice.records:
+        record = rt.store.get(record_id)
+        assert record.status is Status.INVALID
+        assert PHONE not in record.target and EMAIL not in record.target and TOKEN not in record.target
+        assert record.fields == {}
+    assert not rt.redis.exists(rt.keys.recipient(noti.api.notifier().user(None).name, "42"))
+    with pytest.raises(NotFound):
+        recipients.get("42")
+    with pytest.raises(NotFound):
+        noti.notify(recipient="42", template="order_shipped", data={"order": 2})
+
+
+def test_erasure_reaches_records_older_than_the_log_and_their_dead_letters(
+    rt: Any, configure: Any, start_worker_now: Any
+) -> None:
+    # given: SMS fails for good (each record a dead letter); 42 and 43 each have a notice
+    configure(
+        providers={"failbox": {"kind": "sandbox", "fail": "always", "error": "permanent"}},
+        channels={"sms": {"provider": "failbox"}},
+    )
+    other = "+8613800000043"
+    recipients.put("43", {"addresses": {"sms": other}})
+    made = {
+        rid: by(noti.get_notice(noti.notify(recipient=rid, template="order_shipped", data={"order": 1},
+                                            channels=["sms"])), "sms").record
+        for rid in ("42", "43")
+    }  # fmt: skip
+    runtime = noti.sending.runtime.get_runtime()
+    with start_worker_now():
+        wait_until(lambda: all(runtime.dead_letters.find(r) for r in made.values()), timeout=20)
+    before_43 = runtime.dead_letters.find(made["43"])
+    # ... long ago: 42's record has left 42's log (the log keeps NOTI_NOTICE_KEEP_S), and its
+    # vendor echoed the number in its error text
+    owner = noti.api.notifier().user(None).name
+    old = int(time.time() * 1000) - 31 * 86400 * 1000
+    for rid, record_id in made.items():
+        rt.redis.zrem(rt.keys.recipient_log(owner, rid), record_id)
+        rt.redis.zadd(rt.keys.user_index(owner), {record_id: old})
+    rt.redis.hset(rt.keys.record(made["42"]), "noti_errmsg", f"e.noti.send.invalid: {PHONE} is not a number")
+    # when
+    erased = recipients.delete("42")
+    # then: 42's record and dead letter are masked; 43's are as they were
+    assert (erased.masked, erased.dead_letters) == (1, 1)
+    record = rt.store.get(made["42"])
+    assert PHONE not in record.target and PHONE not in record.errmsg and record.fields == {}
+    letter = runtime.dead_letters.find(made["42"])
+    assert letter is not None and letter.target == record.target
+    assert PHONE not in json.dumps(rt.redis.xrange(rt.keys.dead_letters))
+    assert runtime.dead_letters.find(made["43"]) == before_43
+    assert rt.store.get(made["43"]).target == other
+
+
+def test_a_receipt_after_the_erasure_keeps_its_state_and_never_the_vendors_words(
+    rt: Any, worker: Any
+) -> None:
+    # given: 42's push was sent (accepted: its receipt comes later), then 42 was erased
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["push"])
+    )
+    record_id = by(notice, "push").record
+    wait_until(lambda: rt.store.get(record_id).delivery == "accepted")
+    recipients.delete("42")
+    # when: the vendor's receipt quotes the device token in its words
+    body = json.dumps(
+        [
+            {
+                "msgid": f"sandbox-{record_id}",
+                "state": "undelivered",
+                "code": "GONE",
+                "text": f"{TOKEN} unregistered",
+            }
+        ]
+    ).encode()
+    ReceiptIntake(rt).take(
+        "pushbox",
+        ReceiptRequest(
+            "POST",
+            "http://127.0.0.1/v1/receipts/pushbox",
+            {"x-sandbox-signature": sign_receipt(SECRET, body)},
+            body,
+        ),
+    )
+    # then: the delivery state is kept, the words are not (record, timeline)
+    record = rt.store.get(record_id)
+    assert record.delivery == "undelivered" and record.delivery_code == "GONE"
+    assert TOKEN not in (record.delivery_text or "") and "erased" in (record.delivery_text or "")
+    steps = rt.redis.lrange(rt.keys.timeline(record_id), 0, -1)
+    assert any('"receipt"' in s for s in steps) and not any(TOKEN in s for s in steps)
+
+
+def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(rt: Any) -> None:
+    from noti.core.attempt import CallNote, Finish, Outcome
+    from noti.core.deadletter import DeadLetter
+
+    # given: 42's SMS is being sent (a worker holds it) when 42 is erased
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
+    )
+    record_id = by(notice, "sms").record
+    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    recipients.delete("42")
+    # when: the send's outcome comes back quoting the number (a vendor's words), a dead letter
+    words = f"e.noti.send.invalid: {PHONE} is not a reachable number"
+    letter = DeadLetter(
+        record_id=record_id,
+        type="sms",
+        target=PHONE,
+        attempts=1,
+        error_class="invalid",
+        errmsg=words,
+        at_ms=1,
+    )
+    note = CallNote("sandbox", 1, 0.01, "failed", code="e.noti.send.invalid", vendor_code="21211", text=words)
+    outcome = Outcome(Status.INVALID, words, 1, error_class="invalid")
+    assert rt.store.finish_many([Finish(record_id, "w", outcome, letter, (note,))]) == [True]
+    # then: applied, without the number or the vendor's words anywhere it is kept
+    record = rt.store.get(record_id)
+    assert record.status is Status.INVALID and record.errmsg.startswith("e.noti.send.invalid: ")
+    assert PHONE not in record.errmsg and PHONE not in record.target
+    steps = rt.redis.lrange(rt.keys.timeline(record_id), 0, -1)
+    assert any('"attempt"' in s for s in steps) and not any(PHONE in s or "21211" in s for s in steps)
+    entries = json.dumps(rt.redis.xrange(rt.keys.dead_letters))
+    assert record_id in entries and PHONE not in entries
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["notify", "notify_many"])
+@pytest.mark.parametrize("again", ["put", "import"])
+def test_a_profile_erased_and_made_again_under_its_id_is_never_sent_to_the_erased_address(
+    rt: Any, bulk: bool, again: str
+) -> None:
+    from noti.recipients.api import recipients as api
+    from noti.recipients.importing import rows_of_csv
+
+    def sms_target() -> str:
+        item = {"recipient": "42", "template": "order_shipped", "data": {"order": 1}, "channels": ["sms"]}
+        notice_id = api().notify_many([item]).ids[0] if bulk else noti.notify(**item)  # type: ignore[arg-type]
+        assert notice_id is not None
+        return str(rt.store.get(by(noti.get_notice(notice_id), "sms").record).target)
+
+    # given: this process keeps 42's profile (read by a first notice)
+    assert sms_target() == PHONE
+    # when: 42 is erased, and someone signs up (or is imported) under the same id, another phone
+    recipients.delete("42")
+    if again == "put":
+        recipients.put("42", {"addresses": {"sms": "+8613800000099"}, "locale": "en"})
+    else:
+        result = recipients.import_rows(rows_of_csv(io.StringIO("id,sms,locale\n42,+8613800000099,en\n")))
+        assert result.created == 1
+    # then: the kept profile is stale (its version was never reused): the new phone, never the erased one
+    assert sms_target() == "+8613800000099"
