@@ -124,7 +124,7 @@ def _notify(
             )
         from noti.recipients.api import recipients
 
-        return recipients().notify(recipient=recipient, template=template, lv=lv, user=user, **fields).id
+        return recipients().notify_id(recipient=recipient, template=template, lv=lv, user=user, **fields)
     if type is None or target is None:
         raise InvalidInput(
             "notify needs a type and a target (or a recipient and a template)", code="e.cmd.noti.add.badtype"

@@ -139,6 +139,32 @@ def test_a_level_at_the_bypass_level_is_not_held(rt: Any) -> None:
     assert states(held) == {"sms": "held"}
 
 
+@pytest.mark.parametrize(
+    ("preferences", "suppressed"),
+    [
+        ({"*": {"*": False}}, {"push", "sms", "email"}),
+        ({"*": {"*": False}, "orders": {"sms": True}}, {"push", "email"}),  # the category's channel first
+        ({"*": {"push": False}, "orders": {"*": True}}, set()),  # then the category's every channel
+        ({"orders": {"*": False, "email": True}}, {"push", "sms"}),
+        ({"*": {"email": False}}, {"email"}),  # then the channel's every category
+        ({"marketing": {"*": False}}, set()),  # another category's say is not this one's
+    ],
+)
+def test_the_most_specific_preference_set_decides_each_channel(
+    rt: Any, preferences: dict[str, Any], suppressed: set[str]
+) -> None:
+    recipients.set_preferences("42", preferences)
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, category="orders")
+    )
+    assert {c for c, state in states(notice).items() if state == "suppressed"} == suppressed
+    assert {c for c, state in states(notice).items() if state == "queued"} == {
+        "push",
+        "sms",
+        "email",
+    } - suppressed
+
+
 def test_an_opt_out_while_quiet_hours_hold_a_notice_stops_it_at_the_claim(rt: Any, worker: Any) -> None:
     recipients.update("42", {"timezone": "UTC", "quiet_hours": _quiet_now(2)})
     held = noti.get_notice(

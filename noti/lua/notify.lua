@@ -112,8 +112,16 @@ local function notice(k, a)
   local candidates, h = tonumber(ARGV[a + 11]), tonumber(ARGV[a + 16])
   local limit, period, over = tonumber(ARGV[a + 12]), tonumber(ARGV[a + 13]), ARGV[a + 14]
   local next_k, b = k + 7 + 6 * candidates, a + 16 + 2 * h
+  local enforced = ARGV[a + 5] == '1'
+  -- the profile's version, and where preferences apply each candidate's own two fields and
+  -- the category's and everything's, in one read
+  local fields = enforced and {'v', 'p:' .. category .. ':*', 'p:*:*'} or {'v'}
   local skip_b = b
   for _ = 1, candidates do
+    if enforced then
+      fields[#fields + 1] = 'p:' .. category .. ':' .. ARGV[skip_b + 1]
+      fields[#fields + 1] = 'p:*:' .. ARGV[skip_b + 1]
+    end
     skip_b = skip_b + 11 + 2 * tonumber(ARGV[skip_b + 11])
   end
   if keyed then
@@ -123,7 +131,8 @@ local function notice(k, a)
     end
   end
   local rkey = KEYS[k + 1]
-  local version = redis.call('HGET', rkey, 'v')
+  local read = redis.call('HMGET', rkey, unpack(fields))
+  local version = read[1]
   if not version and redis.call('HEXISTS', rkey, 'doc') == 0 then
     return {-1}, next_k, skip_b
   end
@@ -149,7 +158,7 @@ local function notice(k, a)
   if stale then
     return {-2, redis.call('HGET', rkey, 'doc'), version or '0', current, ct, declared}, next_k, skip_b
   end
-  local enforced, after, quiet = ARGV[a + 5] == '1', tonumber(ARGV[a + 6]), ARGV[a + 10] == '1'
+  local after, quiet = tonumber(ARGV[a + 6]), ARGV[a + 10] == '1'
   local out, made_of, log = {1}, {}, {now, notice_id}
   local picked, primary_key, primary_id, primary_due = 0, nil, nil, 0
   local creator_index = KEYS[k + 5]
@@ -187,7 +196,7 @@ local function notice(k, a)
     elseif redis.call('SISMEMBER', KEYS[k + 10 + 6 * c], target) == 1 then
       why = 'suppressed'
     elseif enforced then
-      why = preference_out(rkey, category, channel, ARGV[b + 4], true)
+      why = preference_of(read[4 + 2 * c], read[2], read[5 + 2 * c], read[3], ARGV[b + 4])
     elseif ARGV[b + 4] == '0' then
       why = 'off'
     end

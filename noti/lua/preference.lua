@@ -6,14 +6,10 @@
 -- preference_out(key, category, channel, default) returns nil when the recipient takes it, or
 -- why not: 'optout' (their own choice: the most specific of p:<category>:<channel>,
 -- p:<category>:*, p:*:<channel>, p:*:* that is set is '0'), 'off' (none is set and the
--- category's default, '1' or '0', is off), 'erased' (the recipient was deleted). known: the
--- caller has just seen the recipient exists (the profile is not read again).
-local function preference_out(key, category, channel, default, known)
-  local doc, exact, whole, everywhere, all = unpack(redis.call('HMGET', key, known and 'v' or 'doc',
-    'p:' .. category .. ':' .. channel, 'p:' .. category .. ':*', 'p:*:' .. channel, 'p:*:*'))
-  if not doc and not known then
-    return 'erased'
-  end
+-- category's default, '1' or '0', is off), 'erased' (the recipient was deleted).
+-- preference_of(exact, whole, everywhere, all, default): the same from the four fields read
+-- already (notify.lua reads them with the profile's version, one HMGET per notice).
+local function preference_of(exact, whole, everywhere, all, default)
   local value = exact or whole or everywhere or all
   if value == '0' then
     return 'optout'
@@ -21,6 +17,15 @@ local function preference_out(key, category, channel, default, known)
     return 'off'
   end
   return nil
+end
+
+local function preference_out(key, category, channel, default)
+  local doc, exact, whole, everywhere, all = unpack(redis.call('HMGET', key, 'doc',
+    'p:' .. category .. ':' .. channel, 'p:' .. category .. ':*', 'p:*:' .. channel, 'p:*:*'))
+  if not doc then
+    return 'erased'
+  end
+  return preference_of(exact, whole, everywhere, all, default)
 end
 
 -- The same for a record's noti_pref field: "<recipient key> <category> <channel> <0|1>".

@@ -216,6 +216,10 @@ class Recipients:
         """See :meth:`noti.recipients.notices.Notices.notify`."""
         return self.notices.notify(**kwargs)
 
+    def notify_id(self, **kwargs: Any) -> str:
+        """:meth:`notify`, answering the notice's id only."""
+        return self.notices.notify_id(**kwargs)
+
     def notify_many(self, items: Sequence[object], **kwargs: Any) -> NoticeBatch:
         """Many notices, each refused alone (see :func:`noti.recipients.bulk.notify_many`)."""
         return notify_many(self.notices, items, **kwargs)

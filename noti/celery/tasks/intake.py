@@ -262,7 +262,7 @@ def notify(self: Task, /, *args: Any, **kwargs: Any) -> str:
         from noti.recipients.api import recipients
 
         own_key = fields.get("idempotency_key") is not None
-        make = lambda given: recipients().notify(lv=lv, user=user, **given).id  # noqa: E731
+        make = lambda given: recipients().notify_id(lv=lv, user=user, **given)  # noqa: E731
     else:
         from noti.celery.process import process_notifier
 
