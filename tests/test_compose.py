@@ -120,11 +120,16 @@ def test_the_workers_consume_every_queue_and_only_noti_queues() -> None:
 
 
 def test_the_beat_healthcheck_looks_at_redbeats_own_lock() -> None:
-    from noti.celery.app import app
+    from noti.celery.app import celery_config
+    from noti.config import load_settings
     from noti.core.keys import Keys
 
-    assert app.conf.redbeat_key_prefix == Keys().beat_prefix
-    assert app.conf.get("redbeat_lock_key") is None  # RedBeat's default: <prefix>:lock
+    # the configuration noti gives its app, computed: not the process's app's, which reads it
+    # once (reading it here, before the suite's Redis is set, pointed every later test of the
+    # process at the default URL)
+    conf = celery_config(load_settings())
+    assert conf["redbeat_key_prefix"] == Keys().beat_prefix
+    assert conf.get("redbeat_lock_key") is None  # RedBeat's default: <prefix>:lock
     assert "Keys().beat_prefix + ':lock'" in " ".join(_argv(SERVICES["beat"]["healthcheck"]["test"]))
 
 
