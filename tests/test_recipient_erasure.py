@@ -138,7 +138,7 @@ def test_a_receipt_after_the_erasure_keeps_its_state_and_never_the_vendors_words
 
 
 def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(rt: Any) -> None:
-    from noti.core.attempt import CallNote, Finish, Outcome
+    from noti.core.attempt import Applied, CallNote, Finish, Outcome
     from noti.core.deadletter import DeadLetter
 
     # given: 42's SMS is being sent (a worker holds it) when 42 is erased
@@ -161,7 +161,8 @@ def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(
     )
     note = CallNote("sandbox", 1, 0.01, "failed", code="e.noti.send.invalid", vendor_code="21211", text=words)
     outcome = Outcome(Status.INVALID, words, 1, error_class="invalid")
-    assert rt.store.finish_many([Finish(record_id, "w", outcome, letter, (note,))]) == [True]
+    applied = rt.store.finish_many([Finish(record_id, "w", outcome, letter, (note,))])
+    assert applied == [Applied.ERASED_MEANWHILE]  # applied, and its hooks are to see it masked
     # then: applied, without the number or the vendor's words anywhere it is kept
     record = rt.store.get(record_id)
     assert record.status is Status.INVALID and record.errmsg.startswith("e.noti.send.invalid: ")
@@ -170,6 +171,34 @@ def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(
     assert any('"attempt"' in s for s in steps) and not any(PHONE in s or "21211" in s for s in steps)
     entries = json.dumps(rt.redis.xrange(rt.keys.dead_letters))
     assert record_id in entries and PHONE not in entries
+
+
+def test_a_dead_letter_hook_told_of_a_send_failed_after_the_erasure_gets_it_masked(
+    rt: Any, configure: Any, start_worker_now: Any
+) -> None:
+    from tests import hooks
+
+    # given: SMS goes through a vendor that takes 2 s to refuse for good; a dead-letter hook
+    hooks.CALLS.clear()
+    configure(
+        providers={"slowfail": {"kind": "sandbox", "fail": "always", "error": "permanent", "delay_ms": 2000}},
+        channels={"sms": {"provider": "slowfail"}},
+        dead_letter_hook="tests.hooks:collect",
+    )
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
+    )
+    record_id = by(notice, "sms").record
+    with start_worker_now():
+        # when: 42 is erased while a worker sends the SMS
+        wait_until(lambda: rt.redis.hget(rt.keys.record(record_id), "_owner"), timeout=20)
+        recipients.delete("42")
+        wait_until(lambda: hooks.CALLS, timeout=20)
+    # then: the hook got the dead letter as erasure left the record: no number
+    [letter] = hooks.CALLS
+    assert letter.record_id == record_id and PHONE not in letter.target
+    assert letter.target == rt.store.get(record_id).target
+    assert PHONE not in json.dumps(rt.redis.xrange(rt.keys.dead_letters))
 
 
 @pytest.mark.parametrize("bulk", [False, True], ids=["notify", "notify_many"])

@@ -17,6 +17,7 @@ from noti.core.record import Notification, Status, from_hash
 
 __all__ = [
     "REVOKED_CODE",
+    "Applied",
     "UNSURE_FIELD",
     "CallNote",
     "Claim",
@@ -167,3 +168,13 @@ def claim_from_row(row: list[Any]) -> Claim:
     if state is ClaimState.FINAL:
         return Claim(state, status=Status(int(row[1])))
     return Claim(state)
+
+
+class Applied(enum.Enum):
+    """An applied outcome :meth:`~noti.core.store.RecordStore.finish_many` says more of (true,
+    as every applied one)."""
+
+    #: Applied to a record whose recipient was erased while it was sent: written without the
+    #: address or the vendor's words; the caller's hooks (a dead-letter hook, an application's
+    #: handler) get the record and its dead letter masked likewise.
+    ERASED_MEANWHILE = 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["mask_target"]
+__all__ = ["UNWORDED", "mask_target", "unworded"]
 
 _PHONE = re.compile(r"^\+?[0-9]{7,15}$")
 #: Digits of a phone number always hidden, and those always shown at its end.
@@ -34,3 +34,18 @@ def mask_target(target: str) -> str:
         return "*" * len(target)
     start, end = (3, 2) if len(target) >= 10 else (1, 1)
     return target[:start] + "*" * max(3, len(target) - start - end) + target[-end:]
+
+
+#: What is kept of a text written for a record after its recipient's erasure, in place of the
+#: words (a vendor's text may quote the erased address); ``noti/lua/timeline.lua`` writes the same.
+UNWORDED = "not kept: the recipient was erased"
+_CODE = re.compile(r"^([A-Za-z0-9._-]+):")
+
+
+def unworded(text: str) -> str:
+    """``text`` without its words: a noti error's code kept (``e.noti.send.invalid: …`` ->
+    ``e.noti.send.invalid: not kept: the recipient was erased``), nothing else; "" stays ""."""
+    if not text:
+        return text
+    code = _CODE.match(text)
+    return f"{code.group(1)}: {UNWORDED}" if code else UNWORDED

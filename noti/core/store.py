@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from noti.core.attempt import REVOKED_CODE, Claim, Finish, Outcome, Revoked, claim_from_row
+from noti.core.attempt import REVOKED_CODE, Applied, Claim, Finish, Outcome, Revoked, claim_from_row
 from noti.core.creating import CreateCalls, CreatePipeline
 from noti.core.deadletter import DeadLetter
 from noti.core.keys import Keys
@@ -323,7 +323,7 @@ class RecordStore(RecordReader):
         at_ms: int | None = None,
         unknown_after_ms: int = 3_600_000,
         changes_max_len: int = 100_000,
-    ) -> list[bool | str]:
+    ) -> list[bool | str | Applied]:
         """Apply the outcomes of many sends in one atomic script call (see :meth:`finish`),
         counting each one applied (:mod:`noti.redis.counters`) in the same step. A sent record
         whose outcome names a delivery status enters it (:mod:`noti.delivery`): an accepted
@@ -331,7 +331,8 @@ class RecordStore(RecordReader):
 
         Returns, per item, whether it was applied (its owner still held the lease); for an
         applied one whose vendor's receipt came before it, that receipt's JSON
-        (:meth:`noti.delivery.DeliveryReport.from_json`), for the caller to apply.
+        (:meth:`noti.delivery.DeliveryReport.from_json`), for the caller to apply; for an
+        applied one whose recipient was erased while it was sent, :attr:`Applied.ERASED_MEANWHILE`.
         """
         if not items:
             return []
@@ -379,7 +380,7 @@ class RecordStore(RecordReader):
         ]
         with translate_errors(self.redis):
             applied = self._finish(keys=[*keys, *(k.record(item.record_id) for item in items)], args=args)
-        return [x.decode() if isinstance(x, bytes) else x if isinstance(x, str) else bool(x) for x in applied]
+        return [_finished(x) for x in applied]
 
     def revoke(
         self, record_ids: Sequence[str], *, reason: str, owner: str = "", at_ms: int | None = None
@@ -450,3 +451,12 @@ class RecordStore(RecordReader):
             if record is not None:
                 removed.append(record)
         return removed
+
+
+def _finished(answer: Any) -> bool | str | Applied:
+    """One of ``finish.lua``'s answers as :meth:`RecordStore.finish_many` gives it."""
+    if isinstance(answer, bytes):
+        return answer.decode()
+    if isinstance(answer, str):
+        return answer
+    return Applied(answer) if answer == Applied.ERASED_MEANWHILE.value else bool(answer)

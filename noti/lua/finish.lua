@@ -20,7 +20,9 @@
 -- for status callbacks (noti_status_cb) gets its change written to the status-change stream.
 -- Returns one value per record: 1 when applied, 0 when the caller no longer held the lease
 -- (then nothing of it is written or counted), or the JSON of a receipt that came before the
--- send was recorded (applied: the caller applies the receipt now).
+-- send was recorded (applied: the caller applies the receipt now); 2 when applied to a
+-- record whose recipient was erased while it was sent (written without the address or the
+-- vendor's words: the caller's hooks get it masked too).
 --#include tally.lua
 --#include timeline.lua
 local now, letter_max, unknown_after, changes_max = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -137,6 +139,9 @@ for i = 16, #KEYS do
     texts[ARGV[a + 8]] = (texts[ARGV[a + 8]] or 0) + 1
     if steps ~= '' then
       tl_add_lines(key, steps)
+    end
+    if erased and result == 1 then
+      result = 2
     end
     out[#out + 1] = result
   end

@@ -13,7 +13,7 @@ from typing import Literal
 from noti.core.attempt import UNSURE_FIELD, Outcome
 from noti.core.deadletter import DeadLetter
 from noti.core.delay import MAX_DELAY_S
-from noti.core.privacy import mask_target
+from noti.core.privacy import mask_target, unworded
 from noti.core.record import Notification, Status, msgid_field, now_ms
 from noti.core.retry import RetryDecider, RetryPolicy, decide, delivered, outcome_error
 from noti.core.suppression import Suppressed
@@ -26,7 +26,7 @@ from noti.providers import Receipt
 from noti.sending.handlers import STOP, NotificationHandler, call_hook
 from noti.sending.runtime import Runtime
 
-__all__ = ["Outcomes", "run_hooks", "still_unsure", "why_suppressed"]
+__all__ = ["Outcomes", "erased_view", "run_hooks", "still_unsure", "why_suppressed"]
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,20 @@ def still_unsure(outcome: Outcome, in_doubt: bool) -> Outcome:
     if not in_doubt or outcome.status is Status.DONE or any(k == UNSURE_FIELD for k, _ in outcome.fields):
         return outcome
     return dataclasses.replace(outcome, fields=(*outcome.fields, (UNSURE_FIELD, "1")))
+
+
+def erased_view(
+    record: Notification, outcome: Outcome, letter: DeadLetter | None
+) -> tuple[Notification, Outcome, DeadLetter | None]:
+    """What the hooks of an outcome applied to a record whose recipient was erased while it
+    was sent are given: the record as erasure left it (target masked, no content), the error
+    text and the dead letter without the address or the vendor's words."""
+    masked = mask_target(record.target)
+    record = dataclasses.replace(record, target=masked, fields={})
+    outcome = dataclasses.replace(outcome, errmsg=unworded(outcome.errmsg))
+    if letter is not None:
+        letter = dataclasses.replace(letter, target=masked, errmsg=unworded(letter.errmsg))
+    return record, outcome, letter
 
 
 def run_hooks(

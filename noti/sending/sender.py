@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from noti.core.attempt import CallNote, Claim, ClaimState, Finish, Outcome, Revoked
+from noti.core.attempt import Applied, CallNote, Claim, ClaimState, Finish, Outcome, Revoked
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Notification, Status, now_ms
 from noti.core.retry import RetryPolicy, decide
@@ -28,7 +28,7 @@ from noti.errors import (
 from noti.providers import Message, Provider
 from noti.redis.entropy import owner_token
 from noti.sending.failover import Failover, Plan, StepResult, call_note
-from noti.sending.outcomes import Outcomes, run_hooks, still_unsure, why_suppressed
+from noti.sending.outcomes import Outcomes, erased_view, run_hooks, still_unsure, why_suppressed
 from noti.sending.runtime import Runtime
 
 __all__ = ["Attempt", "SendResult", "Sender"]
@@ -347,10 +347,13 @@ class Sender:
             if not ok:
                 log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
             else:
-                if item.letter is not None:
-                    rt.dead_letters.notify_hook(item.letter)
+                seen, told, letter = record, outcome, item.letter
+                if ok is Applied.ERASED_MEANWHILE:  # the hooks see what erasure left of it
+                    seen, told, letter = erased_view(record, outcome, letter)
+                if letter is not None:
+                    rt.dead_letters.notify_hook(letter)
                 if rt.handler is not None:
-                    run_hooks(rt.handler, record, outcome, item.letter)
+                    run_hooks(rt.handler, seen, told, letter)
             mark = "OK" if outcome.status is Status.DONE else "KO"
             results.append(
                 SendResult(
@@ -418,7 +421,7 @@ class Sender:
             error_class="poison",
         )
 
-    def _finish(self, items: list[Finish]) -> list[bool | str]:
+    def _finish(self, items: list[Finish]) -> list[bool | str | Applied]:
         """Record outcomes, trying again while Redis does not answer (same owner tokens)."""
         store = self.runtime.store
         unknown_after_ms = int(self.runtime.settings.delivery_unknown_after_s * 1000)
