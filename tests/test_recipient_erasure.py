@@ -116,7 +116,7 @@ def test_a_receipt_after_the_erasure_keeps_its_state_and_never_the_vendors_words
                 "msgid": f"sandbox-{record_id}",
                 "state": "undelivered",
                 "code": "GONE",
-                "text": f"{TOKEN} unregistered",
+                "text": f"{TOKEN}: unregistered",  # (a vendor's "<token>: …" is no noti code)
             }
         ]
     ).encode()
@@ -132,13 +132,13 @@ def test_a_receipt_after_the_erasure_keeps_its_state_and_never_the_vendors_words
     # then: the delivery state is kept, the words are not (record, timeline)
     record = rt.store.get(record_id)
     assert record.delivery == "undelivered" and record.delivery_code == "GONE"
-    assert TOKEN not in (record.delivery_text or "") and "erased" in (record.delivery_text or "")
+    assert record.delivery_text == "not kept: the recipient was erased"
     steps = rt.redis.lrange(rt.keys.timeline(record_id), 0, -1)
     assert any('"receipt"' in s for s in steps) and not any(TOKEN in s for s in steps)
 
 
 def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(rt: Any) -> None:
-    from noti.core.attempt import Applied, CallNote, Finish, Outcome
+    from noti.core.attempt import CallNote, Finish, Finished, Outcome
     from noti.core.deadletter import DeadLetter
 
     # given: 42's SMS is being sent (a worker holds it) when 42 is erased
@@ -162,7 +162,7 @@ def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(
     note = CallNote("sandbox", 1, 0.01, "failed", code="e.noti.send.invalid", vendor_code="21211", text=words)
     outcome = Outcome(Status.INVALID, words, 1, error_class="invalid")
     applied = rt.store.finish_many([Finish(record_id, "w", outcome, letter, (note,))])
-    assert applied == [Applied.ERASED_MEANWHILE]  # applied, and its hooks are to see it masked
+    assert applied == [Finished.ERASED_MEANWHILE]  # applied, and its hooks are to see it masked
     # then: applied, without the number or the vendor's words anywhere it is kept
     record = rt.store.get(record_id)
     assert record.status is Status.INVALID and record.errmsg.startswith("e.noti.send.invalid: ")
@@ -171,6 +171,44 @@ def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(
     assert any('"attempt"' in s for s in steps) and not any(PHONE in s or "21211" in s for s in steps)
     entries = json.dumps(rt.redis.xrange(rt.keys.dead_letters))
     assert record_id in entries and PHONE not in entries
+
+
+def test_an_early_receipt_of_an_erased_record_is_answered_to_apply_and_marked_for_its_hooks(rt: Any) -> None:
+    from noti.core.attempt import ErasedReceipt, Finish, Outcome
+    from noti.core.record import Channel, msgid_field
+
+    # given: 42's push is being sent when 42 is erased, and its vendor's receipt came first
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["push"])
+    )
+    record_id = by(notice, "push").record
+    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    recipients.delete("42")
+    early = json.dumps({"state": "delivered", "code": "OK", "text": "delivered"})
+    rt.redis.hset(rt.keys.early_receipts, "pushbox:vid-1", early)
+    # when: the send is recorded
+    fields = (("noti_sent_by", "pushbox"), (msgid_field(Channel.PUSH), "vid-1"), ("noti_dlv", "accepted"))
+    [answer] = rt.store.finish_many([Finish(record_id, "w", Outcome(Status.DONE, "", 0, fields=fields))])
+    # then: the receipt is answered, to be applied, marked as the erased record's
+    assert isinstance(answer, ErasedReceipt) and json.loads(answer) == json.loads(early)
+
+
+def test_a_receipt_naming_an_erased_record_never_sent_is_not_kept(rt: Any) -> None:
+    from noti.delivery import Delivery, DeliveryReport
+
+    # given: 42's push waited (no worker) when 42 was erased: revoked, never sent
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["push"])
+    )
+    record_id = by(notice, "push").record
+    recipients.delete("42")
+    # when: a receipt naming it (as vendors that echo noti's id do) comes anyway, quoting the token
+    words = f"{TOKEN} gone"
+    report = DeliveryReport("pushbox", Delivery.UNDELIVERED, record_id=record_id, vendor_id="v-1", text=words)
+    assert rt.delivery.apply([report]) == ["unsent"]
+    # then: it is not kept for a send that will never come (its words with it)
+    assert rt.redis.hlen(rt.keys.early_receipts) == 0
+    assert rt.store.get(record_id).delivery is None
 
 
 def test_a_dead_letter_hook_told_of_a_send_failed_after_the_erasure_gets_it_masked(

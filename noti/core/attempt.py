@@ -17,7 +17,8 @@ from noti.core.record import Notification, Status, from_hash
 
 __all__ = [
     "REVOKED_CODE",
-    "Applied",
+    "Finished",
+    "ErasedReceipt",
     "UNSURE_FIELD",
     "CallNote",
     "Claim",
@@ -170,7 +171,7 @@ def claim_from_row(row: list[Any]) -> Claim:
     return Claim(state)
 
 
-class Applied(enum.Enum):
+class Finished(enum.Enum):
     """An applied outcome :meth:`~noti.core.store.RecordStore.finish_many` says more of (true,
     as every applied one)."""
 
@@ -178,3 +179,11 @@ class Applied(enum.Enum):
     #: address or the vendor's words; the caller's hooks (a dead-letter hook, an application's
     #: handler) get the record and its dead letter masked likewise.
     ERASED_MEANWHILE = 2
+
+
+class ErasedReceipt(str):
+    """An early receipt's JSON :meth:`~noti.core.store.RecordStore.finish_many` answers (to be
+    applied, as any) for a record whose recipient was also erased while it was sent (its hooks
+    get it masked, as :attr:`Finished.ERASED_MEANWHILE` says)."""
+
+    __slots__ = ()

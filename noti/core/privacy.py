@@ -39,7 +39,9 @@ def mask_target(target: str) -> str:
 #: What is kept of a text written for a record after its recipient's erasure, in place of the
 #: words (a vendor's text may quote the erased address); ``noti/lua/timeline.lua`` writes the same.
 UNWORDED = "not kept: the recipient was erased"
-_CODE = re.compile(r"^([A-Za-z0-9._-]+):")
+#: A noti error code (``e.<family>.<…>``) at the start of a text: a vendor's "<device token>: …"
+#: is no code, and keeps nothing.
+_CODE = re.compile(r"^(e\.[A-Za-z0-9_-]+\.[A-Za-z0-9._-]+):")
 
 
 def unworded(text: str) -> str:

@@ -17,7 +17,16 @@ from typing import Any
 
 import redis
 
-from noti.core.attempt import REVOKED_CODE, Applied, Claim, Finish, Outcome, Revoked, claim_from_row
+from noti.core.attempt import (
+    REVOKED_CODE,
+    Claim,
+    ErasedReceipt,
+    Finish,
+    Finished,
+    Outcome,
+    Revoked,
+    claim_from_row,
+)
 from noti.core.creating import CreateCalls, CreatePipeline
 from noti.core.deadletter import DeadLetter
 from noti.core.keys import Keys
@@ -323,7 +332,7 @@ class RecordStore(RecordReader):
         at_ms: int | None = None,
         unknown_after_ms: int = 3_600_000,
         changes_max_len: int = 100_000,
-    ) -> list[bool | str | Applied]:
+    ) -> list[bool | str | Finished]:
         """Apply the outcomes of many sends in one atomic script call (see :meth:`finish`),
         counting each one applied (:mod:`noti.redis.counters`) in the same step. A sent record
         whose outcome names a delivery status enters it (:mod:`noti.delivery`): an accepted
@@ -332,7 +341,8 @@ class RecordStore(RecordReader):
         Returns, per item, whether it was applied (its owner still held the lease); for an
         applied one whose vendor's receipt came before it, that receipt's JSON
         (:meth:`noti.delivery.DeliveryReport.from_json`), for the caller to apply; for an
-        applied one whose recipient was erased while it was sent, :attr:`Applied.ERASED_MEANWHILE`.
+        applied one whose recipient was erased while it was sent, :attr:`Finished.ERASED_MEANWHILE`
+        (and when both, the receipt as an :class:`~noti.core.attempt.ErasedReceipt`).
         """
         if not items:
             return []
@@ -453,10 +463,13 @@ class RecordStore(RecordReader):
         return removed
 
 
-def _finished(answer: Any) -> bool | str | Applied:
+def _finished(answer: Any) -> bool | str | Finished:
     """One of ``finish.lua``'s answers as :meth:`RecordStore.finish_many` gives it."""
+    if isinstance(answer, list):  # {2, an early receipt}
+        receipt = answer[1]
+        return ErasedReceipt(receipt.decode() if isinstance(receipt, bytes) else receipt)
     if isinstance(answer, bytes):
         return answer.decode()
     if isinstance(answer, str):
         return answer
-    return Applied(answer) if answer == Applied.ERASED_MEANWHILE.value else bool(answer)
+    return Finished(answer) if answer == Finished.ERASED_MEANWHILE.value else bool(answer)

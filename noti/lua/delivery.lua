@@ -57,7 +57,8 @@ for r = 0, (#KEYS - 13) / 2 - 1 do
     out[#out + 1] = 'gone'
     count(counts, 'receipts|gone|' .. provider)
   elseif vendors and (st ~= '10' or not by) then -- not sent: no vendor has a word on it yet
-    if vid ~= '' and early == '' then -- unless this provider's send of it is being recorded
+    if vid ~= '' and early == '' and not erased then -- unless its send is being recorded (or
+      -- its recipient was erased: it is never sent, and the receipt's words are not kept)
       if not trimmed then
         early_trim(KEYS[12], KEYS[13], now, early_ttl)
         trimmed = true

@@ -22,7 +22,7 @@
 -- (then nothing of it is written or counted), or the JSON of a receipt that came before the
 -- send was recorded (applied: the caller applies the receipt now); 2 when applied to a
 -- record whose recipient was erased while it was sent (written without the address or the
--- vendor's words: the caller's hooks get it masked too).
+-- vendor's words: the caller's hooks get it masked too), {2, that JSON} when both.
 --#include tally.lua
 --#include timeline.lua
 local now, letter_max, unknown_after, changes_max = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -140,8 +140,8 @@ for i = 16, #KEYS do
     if steps ~= '' then
       tl_add_lines(key, steps)
     end
-    if erased and result == 1 then
-      result = 2
+    if erased then -- the caller's hooks are to see it masked; an early receipt is still applied
+      result = result == 1 and 2 or {2, result}
     end
     out[#out + 1] = result
   end

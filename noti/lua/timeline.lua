@@ -61,7 +61,8 @@ local function tl_unworded(text)
   if not text or text == '' then
     return text
   end
-  local code = string.match(text, '^([%w%._%-]+):')
+  -- a noti code only (e.<family>.<…>): a vendor's "<device token>: …" keeps nothing
+  local code = string.match(text, '^(e%.[%w_%-]+%.[%w%._%-]+):')
   return code and (code .. ': ' .. TL_UNWORDED) or TL_UNWORDED
 end
 

@@ -209,10 +209,10 @@ def _conclude(notices: Notices, batch: _Batch, pipe: ScriptPipeline, result: Not
 
 def _again(notices: Notices, stale: list[tuple[int, NoticeRequest]], result: NoticeBatch) -> None:
     """Make ``stale`` notices (each with its item's index: its place in ``result.ids``)
-    again from the values kept now, together, as often as they come back stale (at most
-    :data:`~noti.recipients.notices.STALE_TRIES` times, then refused as ``notify`` refuses
-    it: ``e.noti.store.unavailable``)."""
-    for _ in range(STALE_TRIES):
+    again from the values kept now, together, as often as they come back stale (made at most
+    :data:`~noti.recipients.notices.STALE_TRIES` times in all, the batch's call included, then
+    refused as ``notify`` refuses it: ``e.noti.store.unavailable``)."""
+    for _ in range(STALE_TRIES - 1):  # the batch's own call was the first
         ready: list[tuple[int, NoticeRequest, _Prepared]] = []
         for place, request in stale:
             try:

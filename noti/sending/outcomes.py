@@ -143,10 +143,13 @@ def erased_view(
     record: Notification, outcome: Outcome, letter: DeadLetter | None
 ) -> tuple[Notification, Outcome, DeadLetter | None]:
     """What the hooks of an outcome applied to a record whose recipient was erased while it
-    was sent are given: the record as erasure left it (target masked, no content), the error
-    text and the dead letter without the address or the vendor's words."""
+    was sent are given: the record as erasure left it (target masked, no content, no vendor
+    text from an earlier attempt), the error text and the dead letter without the address or
+    the vendor's words."""
     masked = mask_target(record.target)
-    record = dataclasses.replace(record, target=masked, fields={})
+    record = dataclasses.replace(
+        record, target=masked, fields={}, errmsg=unworded(record.errmsg), delivery_text=None
+    )
     outcome = dataclasses.replace(outcome, errmsg=unworded(outcome.errmsg))
     if letter is not None:
         letter = dataclasses.replace(letter, target=masked, errmsg=unworded(letter.errmsg))

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from noti.core.attempt import Applied, CallNote, Claim, ClaimState, Finish, Outcome, Revoked
+from noti.core.attempt import CallNote, Claim, ClaimState, ErasedReceipt, Finish, Finished, Outcome, Revoked
 from noti.core.deadletter import DeadLetter
 from noti.core.record import Channel, Notification, Status, now_ms
 from noti.core.retry import RetryPolicy, decide
@@ -348,7 +348,7 @@ class Sender:
                 log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
             else:
                 seen, told, letter = record, outcome, item.letter
-                if ok is Applied.ERASED_MEANWHILE:  # the hooks see what erasure left of it
+                if ok is Finished.ERASED_MEANWHILE or isinstance(ok, ErasedReceipt):  # as erasure left it
                     seen, told, letter = erased_view(record, outcome, letter)
                 if letter is not None:
                     rt.dead_letters.notify_hook(letter)
@@ -421,7 +421,7 @@ class Sender:
             error_class="poison",
         )
 
-    def _finish(self, items: list[Finish]) -> list[bool | str | Applied]:
+    def _finish(self, items: list[Finish]) -> list[bool | str | Finished]:
         """Record outcomes, trying again while Redis does not answer (same owner tokens)."""
         store = self.runtime.store
         unknown_after_ms = int(self.runtime.settings.delivery_unknown_after_s * 1000)
