@@ -211,6 +211,38 @@ def test_a_receipt_naming_an_erased_record_never_sent_is_not_kept(rt: Any) -> No
     assert rt.store.get(record_id).delivery is None
 
 
+def test_a_send_finishing_while_the_erasure_masks_its_record_leaves_no_number(
+    rt: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noti.core.attempt import Finish, Outcome
+    from noti.recipients import erasure
+
+    # given: 42's SMS is being sent; its send finishes, quoting the number, just as the
+    # erasure has read the record and not yet written it (the first target it masks)
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
+    )
+    record_id = by(notice, "sms").record
+    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    words = f"e.noti.send.invalid: {PHONE} is not a reachable number"
+    finished: list[Any] = []
+    mask = erasure.mask_target
+
+    def finish_meanwhile(target: str) -> str:
+        if not finished:
+            outcome = Outcome(Status.INVALID, words, 1, error_class="invalid")
+            finished.append(rt.store.finish_many([Finish(record_id, "w", outcome)]))
+        return mask(target)
+
+    monkeypatch.setattr(erasure, "mask_target", finish_meanwhile)
+    # when
+    recipients.delete("42")
+    # then: the send was recorded, and its words never stayed
+    assert finished and finished[0][0]
+    record = rt.store.get(record_id)
+    assert record.status is Status.INVALID and PHONE not in record.errmsg and PHONE not in record.target
+
+
 def test_a_dead_letter_hook_told_of_a_send_failed_after_the_erasure_gets_it_masked(
     rt: Any, configure: Any, start_worker_now: Any
 ) -> None:
