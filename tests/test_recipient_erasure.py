@@ -137,16 +137,22 @@ def test_a_receipt_after_the_erasure_keeps_its_state_and_never_the_vendors_words
     assert any('"receipt"' in s for s in steps) and not any(TOKEN in s for s in steps)
 
 
+def _held_by_a_worker(rt: Any, channel: str) -> str:
+    """The record of a notice to 42 on ``channel``, claimed by a worker ("w") that sends it."""
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=[channel])
+    )
+    record_id: str = by(notice, channel).record
+    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    return record_id
+
+
 def test_a_send_finished_after_its_recipients_erasure_keeps_no_address_or_words(rt: Any) -> None:
     from noti.core.attempt import CallNote, Finish, Finished, Outcome
     from noti.core.deadletter import DeadLetter
 
     # given: 42's SMS is being sent (a worker holds it) when 42 is erased
-    notice = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
-    )
-    record_id = by(notice, "sms").record
-    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    record_id = _held_by_a_worker(rt, "sms")
     recipients.delete("42")
     # when: the send's outcome comes back quoting the number (a vendor's words), a dead letter
     words = f"e.noti.send.invalid: {PHONE} is not a reachable number"
@@ -178,11 +184,7 @@ def test_an_early_receipt_of_an_erased_record_is_answered_to_apply_and_marked_fo
     from noti.core.record import Channel, msgid_field
 
     # given: 42's push is being sent when 42 is erased, and its vendor's receipt came first
-    notice = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["push"])
-    )
-    record_id = by(notice, "push").record
-    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    record_id = _held_by_a_worker(rt, "push")
     recipients.delete("42")
     early = json.dumps({"state": "delivered", "code": "OK", "text": "delivered"})
     rt.redis.hset(rt.keys.early_receipts, "pushbox:vid-1", early)
@@ -219,11 +221,7 @@ def test_a_send_finishing_while_the_erasure_masks_its_record_leaves_no_number(
 
     # given: 42's SMS is being sent; its send finishes, quoting the number, just as the
     # erasure has read the record and not yet written it (the first target it masks)
-    notice = noti.get_notice(
-        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
-    )
-    record_id = by(notice, "sms").record
-    assert rt.store.claim(record_id, owner="w", lease_ms=60_000).record is not None
+    record_id = _held_by_a_worker(rt, "sms")
     words = f"e.noti.send.invalid: {PHONE} is not a reachable number"
     finished: list[Any] = []
     mask = erasure.mask_target
