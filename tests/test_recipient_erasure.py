@@ -269,6 +269,33 @@ def test_a_dead_letter_hook_told_of_a_send_failed_after_the_erasure_gets_it_mask
     assert PHONE not in json.dumps(rt.redis.xrange(rt.keys.dead_letters))
 
 
+def test_a_send_now_of_a_record_erased_while_sent_answers_it_masked(rt: Any, configure: Any) -> None:
+    import threading
+
+    from noti.sending.sender import Sender
+
+    # given: SMS goes through a vendor that takes 1.5 s to refuse for good
+    runtime = configure(
+        providers={"slowfail": {"kind": "sandbox", "fail": "always", "error": "permanent", "delay_ms": 1500}},
+        channels={"sms": {"provider": "slowfail"}},
+    )
+    notice = noti.get_notice(
+        noti.notify(recipient="42", template="order_shipped", data={"order": 1}, channels=["sms"])
+    )
+    record_id = by(notice, "sms").record
+    answers: list[Any] = []
+    sending = threading.Thread(target=lambda: answers.append(Sender(runtime).deliver(record_id)))
+    sending.start()
+    # when: 42 is erased while the send (`noti send`'s way) is at the vendor
+    wait_until(lambda: rt.redis.hget(rt.keys.record(record_id), "_owner"), timeout=20)
+    recipients.delete("42")
+    sending.join(30)
+    # then: its answer (what `noti send` prints) has no number
+    [result] = answers
+    assert result.mark == "KO" and PHONE not in result.target and PHONE not in result.line()
+    assert result.target == rt.store.get(record_id).target
+
+
 @pytest.mark.parametrize("bulk", [False, True], ids=["notify", "notify_many"])
 @pytest.mark.parametrize("again", ["put", "import"])
 def test_a_profile_erased_and_made_again_under_its_id_is_never_sent_to_the_erased_address(

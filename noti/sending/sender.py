@@ -344,12 +344,12 @@ class Sender:
             record = attempt.record
             if isinstance(ok, str):  # its vendor's receipt came before this outcome was recorded
                 early.append((record.id, ok))
+            seen, told, letter = record, outcome, item.letter
+            if ok is Finished.ERASED_MEANWHILE or isinstance(ok, ErasedReceipt):  # hooks and result
+                seen, told, letter = erased_view(record, outcome, letter)  # see what erasure left
             if not ok:
                 log.warning("deliver %s: lease lost before the outcome was recorded", record.id)
             else:
-                seen, told, letter = record, outcome, item.letter
-                if ok is Finished.ERASED_MEANWHILE or isinstance(ok, ErasedReceipt):  # as erasure left it
-                    seen, told, letter = erased_view(record, outcome, letter)
                 if letter is not None:
                     rt.dead_letters.notify_hook(letter)
                 if rt.handler is not None:
@@ -361,10 +361,10 @@ class Sender:
                     mark,
                     ClaimState.CLAIMED,
                     record.channel,
-                    record.target,
+                    seen.target,
                     outcome.status,
-                    outcome.errmsg,
-                    outcome if ok else None,
+                    told.errmsg,
+                    told if ok else None,
                 )
             )
         if early:
