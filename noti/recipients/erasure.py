@@ -159,28 +159,18 @@ def _mask(client: redis.Redis, keys: Keys, record_ids: list[str]) -> dict[str, s
     original targets by id."""
     addresses = AddressIndex(client, keys)
     with translate_errors(client):
-        pipe = client.pipeline(transaction=False)
-        for record_id in record_ids:
-            pipe.hmget(keys.record(record_id), ["noti_type", "noti_target", "noti_erased", "noti_errmsg"])
-        rows = pipe.execute()
-        # marked erased first, with the error text read in the same step (erase_mark.lua): a
-        # send finishing from now on writes no words, one that finished before is in the text
+        # marked erased, with what masking needs read in the same step (erase_mark.lua): a send
+        # finishing from now on writes no words, one that finished before is in the text read
         now = now_ms()
-        live = [i for i, (kind, _, erased, _) in enumerate(rows) if kind is not None and erased is None]
-        texts: list[Any] = []
-        if live:
-            mark = load_script(client, "erase_mark")
-            texts = mark(keys=[keys.record(record_ids[i]) for i in live], args=[now])
-        marked = [(i, text) for i, text in zip(live, texts, strict=True) if text is not None]
-        live = [i for i, _ in marked]
-        for i, text in marked:  # (a record gone or marked meanwhile is left out)
-            rows[i] = [*rows[i][:3], text]
+        mark = load_script(client, "erase_mark")
+        rows = mark(keys=[keys.record(i) for i in record_ids], args=[now]) if record_ids else []
+        live = [i for i, row in enumerate(rows) if row]  # (gone, or marked before: left out)
         pipe = client.pipeline(transaction=False)
         masked: dict[str, str] = {}
         timelines: list[str] = []
         forms_of: list[Any] = []
         for i in live:
-            record_id, (kind, target, _, errmsg) = record_ids[i], rows[i]
+            record_id, (kind, target, errmsg) = record_ids[i], rows[i]
             try:
                 content = list(Channel(str(kind)).spec.fields.values())
             except (ValueError, NotiError):
