@@ -209,34 +209,13 @@ def _conclude(notices: Notices, batch: _Batch, pipe: ScriptPipeline, result: Not
 
 def _again(notices: Notices, stale: list[tuple[int, NoticeRequest]], result: NoticeBatch) -> None:
     """Make ``stale`` notices (each with its item's index: its place in ``result.ids``)
-    again from the values kept now, together, as often as they come back stale (made at most
+    again from the values kept now, together (:meth:`Notices.make_all`), made at most
     :data:`~noti.recipients.notices.STALE_TRIES` times in all, the batch's call included, then
-    refused as ``notify`` refuses it: ``e.noti.store.unavailable``)."""
-    for _ in range(STALE_TRIES - 1):  # the batch's own call was the first
-        ready: list[tuple[int, NoticeRequest, _Prepared]] = []
-        for place, request in stale:
-            try:
-                snapshot = notices.snapshots.kept(request) or notices._read(request)
-                ready.append((place, request, notices._prepare(request, snapshot)))
-            except NotiError as exc:
-                result.refused.append((place, exc.code, exc.message))
-        stale = []
-        for start in range(0, len(ready), PER_CALL):
-            part = ready[start : start + PER_CALL]
-            keys, args = notices.calls.call_of([p for _, _, p in part], now_ms())
-            with translate_errors(notices.runtime.redis):
-                answers = notices._held.call_script(notices._script, keys, args)
-            for (place, request, prepared), answer in zip(part, answers, strict=True):
-                try:
-                    if answer[0] == STALE:
-                        notices._fresh(request, answer)
-                        stale.append((place, request))
-                    else:
-                        result.ids[place] = notices._finish(prepared, answer, lean=True).id
-                except NotiError as exc:
-                    result.refused.append((place, exc.code, exc.message))
-        if not stale:
-            return
-    for place, request in stale:
-        gone = notices.kept_changing(request)
-        result.refused.append((place, gone.code, gone.message))
+    refused as ``notify`` refuses it (``e.noti.store.unavailable``)."""
+    pending = [(request, None) for _, request in stale]
+    made = notices.make_all(pending, tries=STALE_TRIES - 1, lean=True, per_call=PER_CALL)
+    for (place, _), notice in zip(stale, made, strict=True):
+        if isinstance(notice, NotiError):
+            result.refused.append((place, notice.code, notice.message))
+        else:
+            result.ids[place] = notice.id

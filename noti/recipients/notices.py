@@ -31,12 +31,13 @@ Notice ids are ``n`` + a record-style id (record ids start with a time digit, ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from noti.core.delay import due_ms
 from noti.core.record import Notification, new_id, now_ms, parse_level
-from noti.errors import InvalidConfig, NotFound, StoreUnavailable
+from noti.errors import InvalidConfig, NotFound, NotiError, StoreUnavailable
 from noti.inputs import shown
 from noti.recipients.notice import Notice, NoticeEntry, is_notice_id
 from noti.recipients.notify_call import NotifyCalls, _Prepared
@@ -142,15 +143,52 @@ class Notices:
         Raises:
             StoreUnavailable: they kept changing.
         """
-        for _ in range(STALE_TRIES):
-            prepared = self._prepare(request, snapshot)
-            keys, args = self.calls.call_of((prepared,), prepared.notice.created_ms)
-            with translate_errors(self.runtime.redis):
-                [answer] = self._held.call_script(self._script, keys, args)
-            if answer[0] != STALE:
-                return self._finish(prepared, answer, lean=lean)
-            snapshot = self._fresh(request, answer)
-        raise self.kept_changing(request)
+        [made] = self.make_all([(request, snapshot)], tries=STALE_TRIES, lean=lean)
+        if isinstance(made, NotiError):
+            raise made
+        return made
+
+    def make_all(
+        self,
+        pending: Sequence[tuple[NoticeRequest, Snapshot | None]],
+        *,
+        tries: int,
+        lean: bool,
+        per_call: int = 100,
+    ) -> list[Notice | NotiError]:
+        """Make notices (each from its snapshot, or what this process keeps, or a read),
+        ``per_call`` to a ``notify.lua`` call, again from the fresh values those found changed
+        answer, ``tries`` times at most (then :meth:`kept_changing`); per notice what it made,
+        or the error refusing it (a bulk call's notices are refused alone)."""
+        out: list[Notice | NotiError] = [self.kept_changing(r) for r, _ in pending]
+        todo = [(i, request, snapshot) for i, (request, snapshot) in enumerate(pending)]
+        for _ in range(tries):
+            ready: list[tuple[int, NoticeRequest, _Prepared]] = []
+            for i, request, snapshot in todo:
+                try:
+                    snapshot = snapshot or self.snapshots.kept(request) or self._read(request)
+                    ready.append((i, request, self._prepare(request, snapshot)))
+                except NotiError as exc:
+                    out[i] = exc
+            todo = []
+            for start in range(0, len(ready), per_call):
+                chunk = ready[start : start + per_call]
+                now = max(p.notice.created_ms for _, _, p in chunk)
+                keys, args = self.calls.call_of([p for _, _, p in chunk], now)
+                with translate_errors(self.runtime.redis):
+                    answers = self._held.call_script(self._script, keys, args)
+                for (i, request, prepared), answer in zip(chunk, answers, strict=True):
+                    try:
+                        if answer[0] == STALE:  # the fresh values are kept: the next round's
+                            self._fresh(request, answer)
+                            todo.append((i, request, None))
+                        else:
+                            out[i] = self._finish(prepared, answer, lean=lean)
+                    except NotiError as exc:
+                        out[i] = exc
+            if not todo:
+                break
+        return out
 
     @staticmethod
     def kept_changing(request: NoticeRequest) -> StoreUnavailable:
